@@ -1,0 +1,308 @@
+/*
+ * shmatari/layout.h -- the shared-memory layout of a shmatari env pool.
+ *
+ * This header is the contract. The Python package reads every constant and
+ * offset below through its extension module, which is compiled from this
+ * file; C and C++ clients include it directly. Nothing here is typed twice.
+ *
+ * Conventions (MUST / SHOULD / MAY as in RFC 2119):
+ *   - All integers are little-endian, fixed width, naturally aligned.
+ *   - Offsets are in bytes from the start of the segment (or of a slot where
+ *     stated); sizes are in bytes unless a field says "elements".
+ *   - Counts of emulator frames say "frames"; counts of agent steps (one
+ *     action, frame_skip frames) say "steps".
+ *   - Every region starts on a SHMATARI_ALIGN (64-byte) boundary.
+ *   - Words named *_seq are counters that only increase (mod 2^32) and are
+ *     the words a process sleeps on (futex). They are written with release
+ *     and read with acquire ordering (see shmatari/sync.h).
+ *
+ * Segment:
+ *   [header: 1024 bytes]
+ *   [env_ctrl:    num_envs    x 64 bytes]   requests from the client
+ *   [worker_ctrl: num_workers x 64 bytes]   wake words and worker state
+ *   [errors:      num_workers x SHMATARI_ERROR_BYTES]  worker tracebacks
+ *   [slots:       ring_depth  x slot_bytes] results, one batch per slot
+ *
+ * A slot holds one batch of batch_size results:
+ *   [slot header: 64 bytes, done_count first]
+ *   [one array of batch_size elements per shmatari_field, 64-aligned]
+ *   [obs: batch_size x obs_env_bytes, 64-aligned]
+ *
+ * Versioning: a client MUST check magic and abi_major and refuse any other
+ * major version. A minor version only adds fields in reserved space; a client
+ * MAY use a pool of a higher minor version and MUST ignore what it does not
+ * know. Reserved words MUST be written as 0 and MUST NOT be read.
+ */
+#ifndef SHMATARI_LAYOUT_H
+#define SHMATARI_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHMATARI_ABI_MAJOR 1u
+#define SHMATARI_ABI_MINOR 0u
+/* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
+#define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
+
+#define SHMATARI_ALIGN 64u
+#define SHMATARI_HEADER_BYTES 1024u
+#define SHMATARI_SLOT_HEADER_BYTES 64u
+#define SHMATARI_ERROR_BYTES 4096u /* per worker, NUL-terminated UTF-8 */
+#define SHMATARI_MAX_ACTIONS 18u   /* ALE's full action set */
+#define SHMATARI_MAX_FIELDS 16u
+#define SHMATARI_SEED_WORDS 4u
+
+/* Commands a client posts for one env (shmatari_env_ctrl.cmd). */
+enum shmatari_cmd {
+  SHMATARI_CMD_NONE = 0,
+  SHMATARI_CMD_STEP = 1,   /* one agent step with `action` */
+  SHMATARI_CMD_RESET = 2,  /* reset the episode, keep the env's RNG stream */
+  SHMATARI_CMD_RESEED = 3  /* re-derive the env's RNG from seed_words, reset */
+};
+
+/* Worker states (shmatari_worker_ctrl.state). */
+enum shmatari_worker_state {
+  SHMATARI_WORKER_STARTING = 0,
+  SHMATARI_WORKER_READY = 1,
+  SHMATARI_WORKER_FAILED = 2, /* its error text is in the errors region */
+  SHMATARI_WORKER_EXITED = 3
+};
+
+/* Pool states (shmatari_header.pool_state). */
+enum shmatari_pool_state {
+  SHMATARI_POOL_STARTING = 0,
+  SHMATARI_POOL_RUNNING = 1,
+  SHMATARI_POOL_CLOSING = 2 /* workers MUST exit when they see it */
+};
+
+/* Per-result fields, each an array of batch_size elements in every slot. */
+enum shmatari_field {
+  SHMATARI_FIELD_ENV_ID = 0,         /* int32: env index, 0..num_envs-1 */
+  SHMATARI_FIELD_REWARD = 1,         /* float32: step reward (clipped if
+                                        reward_clip) */
+  SHMATARI_FIELD_TERMINATED = 2,     /* uint8: 0/1 */
+  SHMATARI_FIELD_TRUNCATED = 3,      /* uint8: 0/1 */
+  SHMATARI_FIELD_LIVES = 4,          /* int32: ALE lives() after the step */
+  SHMATARI_FIELD_RAW_REWARD = 5,     /* float32: unclipped score change */
+  SHMATARI_FIELD_GAME_OVER = 6,      /* uint8: the game itself ended */
+  SHMATARI_FIELD_ELAPSED_STEP = 7,   /* int32: steps since the game's reset */
+  SHMATARI_FIELD_EPISODE_FRAMES = 8, /* int64: frames since the game's reset,
+                                        no-op and fire frames included */
+  SHMATARI_FIELD_FRAME_NUMBER = 9,   /* int64: frames since the env began */
+  SHMATARI_FIELD_EPISODE_RETURN = 10,/* float64: raw score since reset */
+  SHMATARI_FIELD_EPISODE_DONE = 11,  /* uint8: this step ended a game (by
+                                        game over or truncation); the
+                                        episode_* fields are its totals */
+  SHMATARI_FIELD_FLAGS = 12,         /* uint32: SHMATARI_FLAG_* bits */
+  SHMATARI_FIELD_COUNT = 13
+};
+
+#define SHMATARI_FLAG_RESET 1u     /* the result of a reset, not of an action */
+#define SHMATARI_FLAG_RESTARTED 2u /* the env's worker was restarted */
+
+/* Element size in bytes, and NumPy type string, of each field. */
+#define SHMATARI_FIELD_BYTES {4, 4, 1, 1, 4, 4, 1, 4, 8, 8, 8, 1, 4}
+#define SHMATARI_FIELD_TYPES \
+  {"<i4", "<f4", "|u1", "|u1", "<i4", "<f4", "|u1", "<i4", "<i8", "<i8", \
+   "<f8", "|u1", "<u4"}
+#define SHMATARI_FIELD_NAMES                                              \
+  {"env_id", "reward", "terminated", "truncated", "lives", "raw_reward",  \
+   "game_over", "elapsed_step", "episode_frames", "frame_number",         \
+   "episode_return", "episode_done", "flags"}
+
+/* The header, at offset 0. Written once by the creator before any worker
+ * starts, except the words marked otherwise. */
+typedef struct shmatari_header {
+  uint64_t magic;        /* 0: SHMATARI_MAGIC; never moves */
+  uint32_t abi_major;    /* 8: SHMATARI_ABI_MAJOR; never moves */
+  uint32_t abi_minor;    /* 12 */
+  uint64_t header_bytes; /* 16: SHMATARI_HEADER_BYTES */
+  uint64_t total_bytes;  /* 24: bytes of the whole segment */
+
+  uint32_t num_envs;    /* 32: elements */
+  uint32_t num_workers; /* 36 */
+  uint32_t batch_size;  /* 40: results per slot; == num_envs: synchronous */
+  uint32_t ring_depth;  /* 44: slots in the ring, >= 2 */
+  uint32_t stack_num;   /* 48: frames per observation */
+  uint32_t img_height;  /* 52: pixels */
+  uint32_t img_width;   /* 56: pixels */
+  uint32_t channels;    /* 60: 1 (grayscale) or 3 (RGB, interleaved) */
+  uint32_t frame_skip;  /* 64: frames per step */
+  uint32_t num_actions; /* 68: size of the action space; written by the
+                           workers before they report ready */
+
+  uint64_t obs_frame_bytes; /* 72: img_height * img_width * channels */
+  uint64_t obs_env_bytes;   /* 80: stack_num * obs_frame_bytes */
+  uint64_t slot_bytes;      /* 88: stride between slots */
+  uint64_t env_ctrl_offset;    /* 96 */
+  uint64_t worker_ctrl_offset; /* 104 */
+  uint64_t errors_offset;      /* 112 */
+  uint64_t slots_offset;       /* 120 */
+  uint64_t slot_obs_offset;    /* 128: from the slot's start; obs of result
+                                  j at slot_obs_offset + j * obs_env_bytes,
+                                  laid out [stack_num][img_height]
+                                  [img_width][channels], oldest frame first */
+  uint64_t slot_field_offset[SHMATARI_MAX_FIELDS]; /* 136: from the slot's
+                                  start, by enum shmatari_field; unused 0 */
+  int32_t action_set[SHMATARI_MAX_ACTIONS]; /* 264: ALE action id of each
+                                  action index; written by the workers */
+  int32_t owner_pid;     /* 336: the creator's process id */
+  int32_t client_pid;    /* 340: the attached client's, 0 when none */
+  uint32_t pool_state;   /* 344: enum shmatari_pool_state; written by the
+                            creator at any time (release) */
+  uint32_t field_count;  /* 348: SHMATARI_FIELD_COUNT */
+  uint64_t seed_words[SHMATARI_SEED_WORDS]; /* 352: the pool seed, 256 bits,
+                            least significant word first; rewritten by the
+                            client before posting SHMATARI_CMD_RESEED */
+  uint64_t reserved0[16]; /* 384..511 */
+
+  /* 512: one cache line of words the workers write and the client sleeps on */
+  uint32_t main_seq;      /* 512: bumped by a worker when a slot fills, a
+                             worker becomes ready, or a worker fails */
+  uint32_t main_sleeping; /* 516: client: 1 while it may sleep on main_seq */
+  uint32_t ready_workers; /* 520: workers that reached READY */
+  uint32_t failed_workers;/* 524: workers that reached FAILED */
+  uint32_t reserved1[12]; /* 528..575 */
+
+  /* 576: the result position counter (asynchronous pools) */
+  uint64_t alloc_pos;     /* 576: next result position; a worker takes one
+                             with a fetch-add. Result position p lives in
+                             slot (p / batch_size) % ring_depth at index
+                             p % batch_size. */
+  uint64_t reserved2[7];  /* 584..639 */
+
+  /* 640: client-owned state, kept here so that a new client can attach */
+  uint64_t consumed_batches; /* 640: batches the client has taken */
+  uint64_t reserved3[47];    /* 648..1023 */
+} shmatari_header;
+
+/* One per env, written by the client (except ack_seq and results). */
+typedef struct shmatari_env_ctrl {
+  uint32_t req_seq; /* 0: client bumps it (release) after cmd and action */
+  uint32_t cmd;     /* 4: enum shmatari_cmd */
+  int32_t action;   /* 8: action index, 0..num_actions-1 */
+  uint32_t ack_seq; /* 12: worker: req_seq of the last result it published */
+  uint64_t results; /* 16: worker: results this env has published; in a
+                       synchronous pool result r of env i has position
+                       r * num_envs + i */
+  uint64_t reserved[5]; /* 24..63 */
+} shmatari_env_ctrl;
+
+/* One per worker. */
+typedef struct shmatari_worker_ctrl {
+  uint32_t wake_seq;  /* 0: client bumps it after posting requests for the
+                         worker's envs, or to make it see pool_state */
+  uint32_t sleeping;  /* 4: worker: 1 while it may sleep on wake_seq */
+  int32_t pid;        /* 8: worker: its process id */
+  uint32_t state;     /* 12: worker: enum shmatari_worker_state (release) */
+  uint32_t env_begin; /* 16: creator: first env of the worker's group */
+  uint32_t env_end;   /* 20: creator: one past its last env */
+  uint64_t steps;     /* 24: worker: results published */
+  uint64_t reserved[4]; /* 32..63 */
+} shmatari_worker_ctrl;
+
+/* The first 64 bytes of every slot. */
+typedef struct shmatari_slot_header {
+  uint32_t done_count; /* 0: results written to the slot; a worker bumps it
+                          (release) after writing a result; the client reads
+                          it (acquire) and writes 0 once it has taken the
+                          batch */
+  uint32_t reserved[15];
+} shmatari_slot_header;
+
+#if defined(__cplusplus)
+#define SHMATARI_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define SHMATARI_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+SHMATARI_STATIC_ASSERT(sizeof(shmatari_header) == SHMATARI_HEADER_BYTES,
+                       "header size");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, main_seq) == 512, "main_seq");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, alloc_pos) == 576, "alloc");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, consumed_batches) == 640,
+                       "consumed");
+SHMATARI_STATIC_ASSERT(sizeof(shmatari_env_ctrl) == 64, "env ctrl");
+SHMATARI_STATIC_ASSERT(sizeof(shmatari_worker_ctrl) == 64, "worker ctrl");
+SHMATARI_STATIC_ASSERT(sizeof(shmatari_slot_header) == 64, "slot header");
+
+static inline uint64_t shmatari_align_up(uint64_t n) {
+  return (n + SHMATARI_ALIGN - 1) / SHMATARI_ALIGN * SHMATARI_ALIGN;
+}
+
+/* Smallest ring depth that keeps a batch intact until the next batch has
+ * been taken: ceil(num_envs / batch_size) + 1. */
+static inline uint32_t shmatari_min_ring_depth(uint32_t num_envs,
+                                               uint32_t batch_size) {
+  return (num_envs + batch_size - 1) / batch_size + 1;
+}
+
+/* Fills in every size and offset of h from its geometry (num_envs,
+ * num_workers, batch_size, ring_depth, stack_num, img_height, img_width,
+ * channels, frame_skip), and the identity words. Returns 0, or -1 if the
+ * geometry is invalid. */
+static inline int shmatari_layout_compute(shmatari_header *h) {
+  static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
+  if (h->num_envs < 1 || h->num_workers < 1 || h->num_workers > h->num_envs ||
+      h->batch_size < 1 || h->batch_size > h->num_envs ||
+      h->ring_depth < shmatari_min_ring_depth(h->num_envs, h->batch_size) ||
+      h->stack_num < 1 || h->img_height < 1 || h->img_width < 1 ||
+      (h->channels != 1 && h->channels != 3) || h->frame_skip < 1)
+    return -1;
+  h->magic = SHMATARI_MAGIC;
+  h->abi_major = SHMATARI_ABI_MAJOR;
+  h->abi_minor = SHMATARI_ABI_MINOR;
+  h->header_bytes = SHMATARI_HEADER_BYTES;
+  h->field_count = SHMATARI_FIELD_COUNT;
+  h->obs_frame_bytes = (uint64_t)h->img_height * h->img_width * h->channels;
+  h->obs_env_bytes = h->obs_frame_bytes * h->stack_num;
+
+  uint64_t off = SHMATARI_SLOT_HEADER_BYTES;
+  for (unsigned f = 0; f < SHMATARI_MAX_FIELDS; f++) h->slot_field_offset[f] = 0;
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
+    h->slot_field_offset[f] = off;
+    off = shmatari_align_up(off + (uint64_t)field_bytes[f] * h->batch_size);
+  }
+  h->slot_obs_offset = off;
+  h->slot_bytes = shmatari_align_up(off + h->obs_env_bytes * h->batch_size);
+
+  off = SHMATARI_HEADER_BYTES;
+  h->env_ctrl_offset = off;
+  off += (uint64_t)h->num_envs * sizeof(shmatari_env_ctrl);
+  h->worker_ctrl_offset = off;
+  off += (uint64_t)h->num_workers * sizeof(shmatari_worker_ctrl);
+  h->errors_offset = off;
+  off += (uint64_t)h->num_workers * SHMATARI_ERROR_BYTES;
+  h->slots_offset = off;
+  off += (uint64_t)h->ring_depth * h->slot_bytes;
+  h->total_bytes = off;
+  return 0;
+}
+
+static inline shmatari_env_ctrl *shmatari_env(const shmatari_header *h,
+                                              uint32_t env) {
+  return (shmatari_env_ctrl *)((char *)h + h->env_ctrl_offset) + env;
+}
+
+static inline shmatari_worker_ctrl *shmatari_worker(const shmatari_header *h,
+                                                    uint32_t worker) {
+  return (shmatari_worker_ctrl *)((char *)h + h->worker_ctrl_offset) + worker;
+}
+
+static inline char *shmatari_error_text(const shmatari_header *h,
+                                        uint32_t worker) {
+  return (char *)h + h->errors_offset + (uint64_t)worker * SHMATARI_ERROR_BYTES;
+}
+
+static inline char *shmatari_slot(const shmatari_header *h, uint64_t slot) {
+  return (char *)h + h->slots_offset + (slot % h->ring_depth) * h->slot_bytes;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHMATARI_LAYOUT_H */

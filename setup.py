@@ -1,0 +1,25 @@
+"""Builds shmatari's C/Cython core (everything else is in pyproject.toml)."""
+
+import sys
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+compile_args = ["-O3", "-std=gnu11", "-fno-math-errno", "-Wno-unused-function"]
+# The frame kernel must match OpenCV bit for bit: no fused multiply-add.
+compile_args.append("-ffp-contract=off")
+if sys.platform == "darwin":
+    compile_args.append("-Wno-unreachable-code")
+
+extensions = [
+    Extension(
+        "shmatari._core",
+        sources=["src/shmatari/_core.pyx", "csrc/shmatari_kernel.c"],
+        include_dirs=["csrc", "csrc/include"],
+        depends=["csrc/shmatari_kernel.h", "csrc/include/shmatari/layout.h",
+                 "csrc/include/shmatari/sync.h"],
+        extra_compile_args=compile_args,
+    )
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))

@@ -1,0 +1,32 @@
+"""shmatari: Atari envs served to RL trainers through shared memory.
+
+Worker processes run the Arcade Learning Environment (through ale-py), write
+preprocessed frames straight into a shared-memory ring with a C kernel, and
+take their actions from lock-free flag words, so nothing is pickled on the
+step path. :func:`make` returns a Gymnasium vector env.
+"""
+
+from .env import ShmVectorEnv, make
+from .errors import (
+    CallOrderError,
+    PoolClosedError,
+    SharedMemorySpaceError,
+    ShmatariError,
+    WorkerError,
+)
+from .games import list_games, resolve_game
+
+__all__ = [
+    "make",
+    "ShmVectorEnv",
+    "ShmatariError",
+    "WorkerError",
+    "PoolClosedError",
+    "CallOrderError",
+    "SharedMemorySpaceError",
+    "list_games",
+    "resolve_game",
+    "__version__",
+]
+
+__version__ = "0.1.0"

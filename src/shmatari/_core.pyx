@@ -1,0 +1,1219 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""shmatari's compiled core: the layout contract, signalling, frame kernel and
+the per-env Atari step.
+
+Everything here is built from ``csrc/include/shmatari/layout.h``,
+``csrc/include/shmatari/sync.h`` and ``csrc/shmatari_kernel.{h,c}``; the
+Python modules read constants and offsets from this module only.
+"""
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stddef cimport ptrdiff_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset, strlen
+
+import numpy as np
+
+
+
+
+
+cdef extern from "shmatari/layout.h" nogil:
+    const unsigned SHMATARI_ABI_MAJOR
+    const unsigned SHMATARI_ABI_MINOR
+    const uint64_t SHMATARI_MAGIC
+    const unsigned SHMATARI_ALIGN
+    const unsigned SHMATARI_HEADER_BYTES
+    const unsigned SHMATARI_SLOT_HEADER_BYTES
+    const unsigned SHMATARI_ERROR_BYTES
+    const unsigned SHMATARI_MAX_ACTIONS
+    const unsigned SHMATARI_MAX_FIELDS
+    const unsigned SHMATARI_SEED_WORDS
+    const unsigned SHMATARI_FLAG_RESET
+    const unsigned SHMATARI_FLAG_RESTARTED
+
+    enum shmatari_cmd:
+        SHMATARI_CMD_NONE
+        SHMATARI_CMD_STEP
+        SHMATARI_CMD_RESET
+        SHMATARI_CMD_RESEED
+    enum shmatari_worker_state:
+        SHMATARI_WORKER_STARTING
+        SHMATARI_WORKER_READY
+        SHMATARI_WORKER_FAILED
+        SHMATARI_WORKER_EXITED
+    enum shmatari_pool_state:
+        SHMATARI_POOL_STARTING
+        SHMATARI_POOL_RUNNING
+        SHMATARI_POOL_CLOSING
+    enum shmatari_field:
+        SHMATARI_FIELD_ENV_ID
+        SHMATARI_FIELD_REWARD
+        SHMATARI_FIELD_TERMINATED
+        SHMATARI_FIELD_TRUNCATED
+        SHMATARI_FIELD_LIVES
+        SHMATARI_FIELD_RAW_REWARD
+        SHMATARI_FIELD_GAME_OVER
+        SHMATARI_FIELD_ELAPSED_STEP
+        SHMATARI_FIELD_EPISODE_FRAMES
+        SHMATARI_FIELD_FRAME_NUMBER
+        SHMATARI_FIELD_EPISODE_RETURN
+        SHMATARI_FIELD_EPISODE_DONE
+        SHMATARI_FIELD_FLAGS
+        SHMATARI_FIELD_COUNT
+
+    ctypedef struct shmatari_header:
+        uint64_t magic
+        uint32_t abi_major
+        uint32_t abi_minor
+        uint64_t header_bytes
+        uint64_t total_bytes
+        uint32_t num_envs
+        uint32_t num_workers
+        uint32_t batch_size
+        uint32_t ring_depth
+        uint32_t stack_num
+        uint32_t img_height
+        uint32_t img_width
+        uint32_t channels
+        uint32_t frame_skip
+        uint32_t num_actions
+        uint64_t obs_frame_bytes
+        uint64_t obs_env_bytes
+        uint64_t slot_bytes
+        uint64_t env_ctrl_offset
+        uint64_t worker_ctrl_offset
+        uint64_t errors_offset
+        uint64_t slots_offset
+        uint64_t slot_obs_offset
+        uint64_t slot_field_offset[16]
+        int32_t action_set[18]
+        int32_t owner_pid
+        int32_t client_pid
+        uint32_t pool_state
+        uint32_t field_count
+        uint64_t seed_words[4]
+        uint32_t main_seq
+        uint32_t main_sleeping
+        uint32_t ready_workers
+        uint32_t failed_workers
+        uint64_t alloc_pos
+        uint64_t consumed_batches
+
+    ctypedef struct shmatari_env_ctrl:
+        uint32_t req_seq
+        uint32_t cmd
+        int32_t action
+        uint32_t ack_seq
+        uint64_t results
+
+    ctypedef struct shmatari_worker_ctrl:
+        uint32_t wake_seq
+        uint32_t sleeping
+        int32_t pid
+        uint32_t state
+        uint32_t env_begin
+        uint32_t env_end
+        uint64_t steps
+
+    ctypedef struct shmatari_slot_header:
+        uint32_t done_count
+
+    int shmatari_layout_compute(shmatari_header *h)
+    uint32_t shmatari_min_ring_depth(uint32_t num_envs, uint32_t batch_size)
+    shmatari_env_ctrl *shmatari_env(const shmatari_header *h, uint32_t env)
+    shmatari_worker_ctrl *shmatari_worker(const shmatari_header *h, uint32_t w)
+    char *shmatari_error_text(const shmatari_header *h, uint32_t worker)
+    char *shmatari_slot(const shmatari_header *h, uint64_t slot)
+
+
+cdef extern from "shmatari/sync.h" nogil:
+    const int SHMATARI_WAIT_CHANGED
+    const int SHMATARI_WAIT_TIMEOUT
+    const int SHMATARI_WAIT_EINTR
+    uint32_t shmatari_load_acquire(const uint32_t *p)
+    uint64_t shmatari_load_acquire64(const uint64_t *p)
+    void shmatari_store_release(uint32_t *p, uint32_t v)
+    void shmatari_store_release64(uint64_t *p, uint64_t v)
+    uint32_t shmatari_fetch_add(uint32_t *p, uint32_t v)
+    uint64_t shmatari_fetch_add64(uint64_t *p, uint64_t v)
+    int shmatari_wait_change(uint32_t *word, uint32_t expected,
+                             uint32_t *sleeping, int spin, int64_t timeout_ns)
+    void shmatari_notify(uint32_t *word, uint32_t *sleeping)
+
+
+cdef extern from "shmatari_kernel.h" nogil:
+    const int SHMATARI_KERNEL_OK
+    const int SHMATARI_KERNEL_EINVAL
+    ctypedef struct shmatari_resize_plan:
+        int32_t src_h, src_w, dst_h, dst_w, channels, mode
+    int shmatari_resize_plan_init(shmatari_resize_plan *plan, int src_h,
+                                  int src_w, int dst_h, int dst_w, int channels)
+    void shmatari_resize_plan_free(shmatari_resize_plan *plan)
+    void shmatari_resize_u8(shmatari_resize_plan *plan, const uint8_t *src,
+                            ptrdiff_t src_stride, uint8_t *dst,
+                            ptrdiff_t dst_stride)
+    void shmatari_frame(shmatari_resize_plan *plan, const uint8_t *a,
+                        const uint8_t *b, const uint8_t *lut, uint8_t *dst,
+                        ptrdiff_t dst_stride)
+    int shmatari_has_unknown(const uint8_t *frame, const uint8_t *checked,
+                             int height, int width, const uint8_t *known)
+    void shmatari_learn_palette(const uint8_t *frame, const uint8_t *converted,
+                                size_t n, int channels, uint8_t *lut,
+                                uint8_t *known)
+
+
+# --------------------------------------------------------------------------
+# The contract, as Python sees it
+
+ABI_MAJOR = SHMATARI_ABI_MAJOR
+ABI_MINOR = SHMATARI_ABI_MINOR
+MAGIC = SHMATARI_MAGIC
+ALIGN = SHMATARI_ALIGN
+HEADER_BYTES = SHMATARI_HEADER_BYTES
+SLOT_HEADER_BYTES = SHMATARI_SLOT_HEADER_BYTES
+ERROR_BYTES = SHMATARI_ERROR_BYTES
+MAX_ACTIONS = SHMATARI_MAX_ACTIONS
+SEED_WORDS = SHMATARI_SEED_WORDS
+FLAG_RESET = SHMATARI_FLAG_RESET
+FLAG_RESTARTED = SHMATARI_FLAG_RESTARTED
+CMD_STEP = SHMATARI_CMD_STEP
+CMD_RESET = SHMATARI_CMD_RESET
+CMD_RESEED = SHMATARI_CMD_RESEED
+WORKER_STARTING = SHMATARI_WORKER_STARTING
+WORKER_READY = SHMATARI_WORKER_READY
+WORKER_FAILED = SHMATARI_WORKER_FAILED
+WORKER_EXITED = SHMATARI_WORKER_EXITED
+POOL_STARTING = SHMATARI_POOL_STARTING
+POOL_RUNNING = SHMATARI_POOL_RUNNING
+POOL_CLOSING = SHMATARI_POOL_CLOSING
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    static const unsigned char shmatari_py_field_bytes[] = SHMATARI_FIELD_BYTES;
+    static const char *shmatari_py_field_types[] = SHMATARI_FIELD_TYPES;
+    static const char *shmatari_py_field_names[] = SHMATARI_FIELD_NAMES;
+    typedef struct { const char *type; const char *member; size_t value; } shmatari_py_member;
+    static const shmatari_py_member shmatari_py_members[] = {
+      {"shmatari_header", "sizeof", sizeof(shmatari_header)},
+      {"shmatari_header", "magic", offsetof(shmatari_header, magic)},
+      {"shmatari_header", "abi_major", offsetof(shmatari_header, abi_major)},
+      {"shmatari_header", "abi_minor", offsetof(shmatari_header, abi_minor)},
+      {"shmatari_header", "header_bytes", offsetof(shmatari_header, header_bytes)},
+      {"shmatari_header", "total_bytes", offsetof(shmatari_header, total_bytes)},
+      {"shmatari_header", "num_envs", offsetof(shmatari_header, num_envs)},
+      {"shmatari_header", "num_workers", offsetof(shmatari_header, num_workers)},
+      {"shmatari_header", "batch_size", offsetof(shmatari_header, batch_size)},
+      {"shmatari_header", "ring_depth", offsetof(shmatari_header, ring_depth)},
+      {"shmatari_header", "stack_num", offsetof(shmatari_header, stack_num)},
+      {"shmatari_header", "img_height", offsetof(shmatari_header, img_height)},
+      {"shmatari_header", "img_width", offsetof(shmatari_header, img_width)},
+      {"shmatari_header", "channels", offsetof(shmatari_header, channels)},
+      {"shmatari_header", "frame_skip", offsetof(shmatari_header, frame_skip)},
+      {"shmatari_header", "num_actions", offsetof(shmatari_header, num_actions)},
+      {"shmatari_header", "obs_frame_bytes", offsetof(shmatari_header, obs_frame_bytes)},
+      {"shmatari_header", "obs_env_bytes", offsetof(shmatari_header, obs_env_bytes)},
+      {"shmatari_header", "slot_bytes", offsetof(shmatari_header, slot_bytes)},
+      {"shmatari_header", "env_ctrl_offset", offsetof(shmatari_header, env_ctrl_offset)},
+      {"shmatari_header", "worker_ctrl_offset", offsetof(shmatari_header, worker_ctrl_offset)},
+      {"shmatari_header", "errors_offset", offsetof(shmatari_header, errors_offset)},
+      {"shmatari_header", "slots_offset", offsetof(shmatari_header, slots_offset)},
+      {"shmatari_header", "slot_obs_offset", offsetof(shmatari_header, slot_obs_offset)},
+      {"shmatari_header", "slot_field_offset", offsetof(shmatari_header, slot_field_offset)},
+      {"shmatari_header", "action_set", offsetof(shmatari_header, action_set)},
+      {"shmatari_header", "owner_pid", offsetof(shmatari_header, owner_pid)},
+      {"shmatari_header", "client_pid", offsetof(shmatari_header, client_pid)},
+      {"shmatari_header", "pool_state", offsetof(shmatari_header, pool_state)},
+      {"shmatari_header", "field_count", offsetof(shmatari_header, field_count)},
+      {"shmatari_header", "seed_words", offsetof(shmatari_header, seed_words)},
+      {"shmatari_header", "main_seq", offsetof(shmatari_header, main_seq)},
+      {"shmatari_header", "main_sleeping", offsetof(shmatari_header, main_sleeping)},
+      {"shmatari_header", "ready_workers", offsetof(shmatari_header, ready_workers)},
+      {"shmatari_header", "failed_workers", offsetof(shmatari_header, failed_workers)},
+      {"shmatari_header", "alloc_pos", offsetof(shmatari_header, alloc_pos)},
+      {"shmatari_header", "consumed_batches", offsetof(shmatari_header, consumed_batches)},
+      {"shmatari_env_ctrl", "sizeof", sizeof(shmatari_env_ctrl)},
+      {"shmatari_env_ctrl", "req_seq", offsetof(shmatari_env_ctrl, req_seq)},
+      {"shmatari_env_ctrl", "cmd", offsetof(shmatari_env_ctrl, cmd)},
+      {"shmatari_env_ctrl", "action", offsetof(shmatari_env_ctrl, action)},
+      {"shmatari_env_ctrl", "ack_seq", offsetof(shmatari_env_ctrl, ack_seq)},
+      {"shmatari_env_ctrl", "results", offsetof(shmatari_env_ctrl, results)},
+      {"shmatari_worker_ctrl", "sizeof", sizeof(shmatari_worker_ctrl)},
+      {"shmatari_worker_ctrl", "wake_seq", offsetof(shmatari_worker_ctrl, wake_seq)},
+      {"shmatari_worker_ctrl", "sleeping", offsetof(shmatari_worker_ctrl, sleeping)},
+      {"shmatari_worker_ctrl", "pid", offsetof(shmatari_worker_ctrl, pid)},
+      {"shmatari_worker_ctrl", "state", offsetof(shmatari_worker_ctrl, state)},
+      {"shmatari_worker_ctrl", "env_begin", offsetof(shmatari_worker_ctrl, env_begin)},
+      {"shmatari_worker_ctrl", "env_end", offsetof(shmatari_worker_ctrl, env_end)},
+      {"shmatari_worker_ctrl", "steps", offsetof(shmatari_worker_ctrl, steps)},
+      {"shmatari_slot_header", "sizeof", sizeof(shmatari_slot_header)},
+      {"shmatari_slot_header", "done_count", offsetof(shmatari_slot_header, done_count)},
+    };
+    static const size_t shmatari_py_member_count =
+        sizeof(shmatari_py_members) / sizeof(shmatari_py_members[0]);
+    """
+    const unsigned char shmatari_py_field_bytes[]
+    const char *shmatari_py_field_types[]
+    const char *shmatari_py_field_names[]
+    ctypedef struct shmatari_py_member:
+        const char *type
+        const char *member
+        size_t value
+    const shmatari_py_member shmatari_py_members[]
+    const size_t shmatari_py_member_count
+
+#: The per-result fields of a slot: (name, NumPy dtype), in enum order.
+FIELDS = tuple(
+    (shmatari_py_field_names[i].decode(), np.dtype(shmatari_py_field_types[i].decode()))
+    for i in range(<int>SHMATARI_FIELD_COUNT)
+)
+
+
+def struct_layout():
+    """Offsets and sizes of every struct member, as the C compiler laid them out.
+
+    Returns:
+        dict: ``{"shmatari_header": {"sizeof": 1024, "magic": 0, ...}, ...}``,
+        in bytes. Tests compare it with a separately compiled C program.
+    """
+    cdef size_t i
+    out = {}
+    for i in range(shmatari_py_member_count):
+        m = shmatari_py_members[i]
+        out.setdefault(m.type.decode(), {})[m.member.decode()] = m.value
+    return out
+
+
+def min_ring_depth(uint32_t num_envs, uint32_t batch_size):
+    """Smallest ring depth for a pool: ``ceil(num_envs / batch_size) + 1`` slots."""
+    return shmatari_min_ring_depth(num_envs, batch_size)
+
+
+def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_size,
+                   uint32_t ring_depth, uint32_t stack_num, uint32_t img_height,
+                   uint32_t img_width, uint32_t channels, uint32_t frame_skip):
+    """Lays out a segment with ``shmatari_layout_compute``.
+
+    Returns:
+        bytes: the 1024-byte header image to copy to offset 0 of the segment;
+        ``total_bytes`` (offset 24) is the size the segment needs.
+
+    Raises:
+        ValueError: the geometry is invalid (see ``shmatari_layout_compute``).
+    """
+    cdef shmatari_header h
+    memset(&h, 0, sizeof(h))
+    h.num_envs = num_envs
+    h.num_workers = num_workers
+    h.batch_size = batch_size
+    h.ring_depth = ring_depth
+    h.stack_num = stack_num
+    h.img_height = img_height
+    h.img_width = img_width
+    h.channels = channels
+    h.frame_skip = frame_skip
+    if shmatari_layout_compute(&h) != 0:
+        raise ValueError("invalid pool geometry: " + repr(dict(
+            num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
+            ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
+            img_width=img_width, channels=channels, frame_skip=frame_skip)))
+    return (<char *>&h)[:sizeof(h)]
+
+
+# --------------------------------------------------------------------------
+# A mapped segment
+
+cdef class Segment:
+    """Typed access to a mapped shmatari segment.
+
+    Args:
+        buf: a writable buffer over the whole segment (``SharedMemory.buf``).
+            The segment's header must already be written; the magic and the
+            ABI major version are checked.
+
+    Raises:
+        ValueError: the buffer is too small or its header is not a shmatari
+            header of ABI major ``ABI_MAJOR``.
+    """
+
+    cdef object _view
+    cdef char *base
+    cdef shmatari_header *hdr
+    cdef uint32_t *env_worker
+
+    def __cinit__(self, buf):
+        cdef const unsigned char[::1] mv = buf
+        cdef uint32_t w, e
+        self.env_worker = NULL
+        if mv.shape[0] < SHMATARI_HEADER_BYTES:
+            raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
+                             f"the {SHMATARI_HEADER_BYTES}-byte header")
+        self._view = mv
+        self.base = <char *>&mv[0]
+        self.hdr = <shmatari_header *>self.base
+        if self.hdr.magic != SHMATARI_MAGIC:
+            raise ValueError(f"not a shmatari segment: magic {self.hdr.magic:#x}, "
+                             f"expected {SHMATARI_MAGIC:#x}")
+        if self.hdr.abi_major != SHMATARI_ABI_MAJOR:
+            raise ValueError(f"segment has layout ABI {self.hdr.abi_major}."
+                             f"{self.hdr.abi_minor}; this shmatari reads ABI "
+                             f"{SHMATARI_ABI_MAJOR}.x")
+        if <uint64_t>mv.shape[0] < self.hdr.total_bytes:
+            raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
+                             f"its header's total_bytes {self.hdr.total_bytes}")
+        self.env_worker = <uint32_t *>malloc(self.hdr.num_envs * sizeof(uint32_t))
+        if self.env_worker == NULL:
+            raise MemoryError()
+        self.refresh_groups()
+
+    def __dealloc__(self):
+        free(self.env_worker)
+
+    def refresh_groups(self):
+        """Re-reads which worker owns which env from the worker records."""
+        cdef uint32_t w, e
+        cdef shmatari_worker_ctrl *wc
+        for w in range(self.hdr.num_workers):
+            wc = shmatari_worker(self.hdr, w)
+            for e in range(wc.env_begin, min(wc.env_end, self.hdr.num_envs)):
+                self.env_worker[e] = w
+
+    def release(self):
+        """Drops the reference to the buffer (before ``SharedMemory.close``)."""
+        self._view = None
+        self.base = NULL
+        self.hdr = NULL
+
+    cdef inline void _check(self) except *:
+        if self.hdr == NULL:
+            raise ValueError("segment released")
+
+    # -- geometry ----------------------------------------------------------
+    @property
+    def num_envs(self):
+        self._check()
+        return self.hdr.num_envs
+
+    @property
+    def num_workers(self):
+        self._check()
+        return self.hdr.num_workers
+
+    @property
+    def batch_size(self):
+        self._check()
+        return self.hdr.batch_size
+
+    @property
+    def ring_depth(self):
+        self._check()
+        return self.hdr.ring_depth
+
+    def header(self):
+        """The header's words as a dict (a snapshot)."""
+        self._check()
+        h = self.hdr
+        return {
+            "magic": h.magic, "abi_major": h.abi_major, "abi_minor": h.abi_minor,
+            "header_bytes": h.header_bytes, "total_bytes": h.total_bytes,
+            "num_envs": h.num_envs, "num_workers": h.num_workers,
+            "batch_size": h.batch_size, "ring_depth": h.ring_depth,
+            "stack_num": h.stack_num, "img_height": h.img_height,
+            "img_width": h.img_width, "channels": h.channels,
+            "frame_skip": h.frame_skip, "num_actions": h.num_actions,
+            "obs_frame_bytes": h.obs_frame_bytes, "obs_env_bytes": h.obs_env_bytes,
+            "slot_bytes": h.slot_bytes, "env_ctrl_offset": h.env_ctrl_offset,
+            "worker_ctrl_offset": h.worker_ctrl_offset,
+            "errors_offset": h.errors_offset, "slots_offset": h.slots_offset,
+            "slot_obs_offset": h.slot_obs_offset,
+            "slot_field_offset": [h.slot_field_offset[i] for i in range(<int>SHMATARI_FIELD_COUNT)],
+            "action_set": [h.action_set[i] for i in range(h.num_actions)],
+            "owner_pid": h.owner_pid, "client_pid": h.client_pid,
+            "pool_state": h.pool_state, "field_count": h.field_count,
+            "seed_words": [h.seed_words[i] for i in range(SHMATARI_SEED_WORDS)],
+            "ready_workers": shmatari_load_acquire(&h.ready_workers),
+            "failed_workers": shmatari_load_acquire(&h.failed_workers),
+            "alloc_pos": shmatari_load_acquire64(&h.alloc_pos),
+            "consumed_batches": h.consumed_batches,
+        }
+
+    # -- setup by the creator ----------------------------------------------
+    def set_worker_group(self, uint32_t worker, uint32_t env_begin, uint32_t env_end):
+        self._check()
+        cdef shmatari_worker_ctrl *wc = shmatari_worker(self.hdr, worker)
+        wc.env_begin = env_begin
+        wc.env_end = env_end
+
+    def set_owner(self, int32_t pid):
+        self._check()
+        self.hdr.owner_pid = pid
+
+    def set_seed_words(self, words):
+        """Writes the pool seed (``SEED_WORDS`` uint64 words, least significant first)."""
+        self._check()
+        cdef unsigned i
+        for i in range(SHMATARI_SEED_WORDS):
+            self.hdr.seed_words[i] = words[i]
+
+    def seed_words(self):
+        self._check()
+        return [self.hdr.seed_words[i] for i in range(SHMATARI_SEED_WORDS)]
+
+    def set_pool_state(self, uint32_t state):
+        """Publishes the pool state and wakes every worker to see it."""
+        self._check()
+        cdef uint32_t w
+        cdef shmatari_worker_ctrl *wc
+        shmatari_store_release(&self.hdr.pool_state, state)
+        for w in range(self.hdr.num_workers):
+            wc = shmatari_worker(self.hdr, w)
+            shmatari_notify(&wc.wake_seq, &wc.sleeping)
+
+    def pool_state(self):
+        self._check()
+        return shmatari_load_acquire(&self.hdr.pool_state)
+
+    # -- worker records ----------------------------------------------------
+    def worker_state(self, uint32_t worker):
+        self._check()
+        return shmatari_load_acquire(&shmatari_worker(self.hdr, worker).state)
+
+    def worker_pid(self, uint32_t worker):
+        self._check()
+        return shmatari_worker(self.hdr, worker).pid
+
+    def worker_group(self, uint32_t worker):
+        self._check()
+        cdef shmatari_worker_ctrl *wc = shmatari_worker(self.hdr, worker)
+        return (wc.env_begin, wc.env_end)
+
+    def worker_error(self, uint32_t worker):
+        """The error text a failed worker left (str, empty when none)."""
+        self._check()
+        cdef char *text = shmatari_error_text(self.hdr, worker)
+        cdef size_t n = strlen(text) if text[SHMATARI_ERROR_BYTES - 1] == 0 else SHMATARI_ERROR_BYTES - 1
+        return text[:n].decode("utf-8", "replace")
+
+    def counts(self):
+        """(ready_workers, failed_workers)."""
+        self._check()
+        return (shmatari_load_acquire(&self.hdr.ready_workers),
+                shmatari_load_acquire(&self.hdr.failed_workers))
+
+    # -- the client's side of a step -----------------------------------------
+    def post(self, const int64_t[::1] env_ids, const int32_t[::1] actions, uint32_t cmd):
+        """Posts one command per env and wakes the workers that own them.
+
+        Args:
+            env_ids: int64, shape (n,): the envs, each at most once, each
+                waiting for a command (the caller checks both).
+            actions: int32, shape (n,) or None: action index per env (STEP).
+            cmd: ``CMD_STEP``, ``CMD_RESET`` or ``CMD_RESEED``.
+        """
+        self._check()
+        cdef Py_ssize_t i, n = env_ids.shape[0]
+        cdef uint32_t w, e, nw = self.hdr.num_workers
+        cdef shmatari_env_ctrl *ec
+        cdef shmatari_worker_ctrl *wc
+        cdef const int32_t *acts = NULL
+        if n == 0:
+            return
+        if actions is not None:
+            if actions.shape[0] != n:
+                raise ValueError(f"{actions.shape[0]} actions for {n} envs")
+            acts = &actions[0]
+        cdef uint8_t *touched = <uint8_t *>malloc(nw)
+        if touched == NULL:
+            raise MemoryError()
+        memset(touched, 0, nw)
+        with nogil:
+            for i in range(n):
+                e = <uint32_t>env_ids[i]
+                ec = shmatari_env(self.hdr, e)
+                ec.cmd = cmd
+                ec.action = acts[i] if acts != NULL else 0
+                shmatari_store_release(&ec.req_seq, ec.req_seq + 1)
+                touched[self.env_worker[e]] = 1
+            for w in range(nw):
+                if touched[w]:
+                    wc = shmatari_worker(self.hdr, w)
+                    shmatari_notify(&wc.wake_seq, &wc.sleeping)
+        free(touched)
+
+    def wait_batch(self, uint64_t batch, int spin, double timeout):
+        """Waits until batch ``batch`` (a count of batches taken) is full.
+
+        Returns:
+            bool: True when full; False after ``timeout`` seconds of sleep, or
+            once any worker has failed, so the caller can check its workers.
+
+        Raises:
+            KeyboardInterrupt (or any signal handler's exception): a signal
+            arrived while waiting.
+        """
+        self._check()
+        cdef shmatari_header *h = self.hdr
+        cdef shmatari_slot_header *slot = <shmatari_slot_header *>shmatari_slot(h, batch)
+        cdef uint32_t seen, target = h.batch_size
+        cdef int r
+        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        while True:
+            with nogil:
+                seen = shmatari_load_acquire(&h.main_seq)
+                if shmatari_load_acquire(&slot.done_count) >= target:
+                    r = -1
+                elif shmatari_load_acquire(&h.failed_workers) != 0:
+                    r = -2
+                else:
+                    r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
+                                             spin, timeout_ns)
+            if r == -1:
+                return True
+            if r == -2 or r == SHMATARI_WAIT_TIMEOUT:
+                return shmatari_load_acquire(&slot.done_count) >= target
+            if r == SHMATARI_WAIT_EINTR:
+                PyErr_CheckSignals()
+                return False
+
+    def wait_ready(self, uint32_t count, double timeout):
+        """Waits until ``count`` workers are ready; False on timeout or failure."""
+        self._check()
+        cdef shmatari_header *h = self.hdr
+        cdef uint32_t seen
+        cdef int r
+        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        while True:
+            with nogil:
+                seen = shmatari_load_acquire(&h.main_seq)
+                if shmatari_load_acquire(&h.ready_workers) >= count:
+                    r = -1
+                elif shmatari_load_acquire(&h.failed_workers) != 0:
+                    r = -2
+                else:
+                    r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
+                                             0, timeout_ns)
+            if r == -1:
+                return True
+            if r != SHMATARI_WAIT_CHANGED:
+                if r == SHMATARI_WAIT_EINTR:
+                    PyErr_CheckSignals()
+                return False
+
+    def batch_done(self, uint64_t batch):
+        """Results written so far to the slot of batch ``batch``."""
+        self._check()
+        return shmatari_load_acquire(
+            &(<shmatari_slot_header *>shmatari_slot(self.hdr, batch)).done_count)
+
+    def take_batch(self, uint64_t batch):
+        """Marks batch ``batch`` taken: its slot may be written again."""
+        self._check()
+        cdef shmatari_slot_header *slot = <shmatari_slot_header *>shmatari_slot(self.hdr, batch)
+        shmatari_store_release(&slot.done_count, 0)
+        self.hdr.consumed_batches = batch + 1
+
+    # -- views ---------------------------------------------------------------
+    def slot_offset(self, uint64_t slot):
+        """Byte offset of slot ``slot`` (mod ring_depth) in the segment."""
+        self._check()
+        return <uint64_t>(shmatari_slot(self.hdr, slot) - self.base)
+
+
+# --------------------------------------------------------------------------
+# The frame kernel
+
+cdef class Resizer:
+    """OpenCV-exact ``INTER_AREA`` downscale of uint8 images, and the fused kernel.
+
+    Args:
+        src_shape: (height, width) of the source in pixels.
+        dst_shape: (height, width) of the result; each at most the source's.
+        channels: 1 (grayscale, 2-D arrays) or 3 (RGB, shape (h, w, 3)).
+
+    Raises:
+        ValueError: a size is below 1, an upscale was asked, or channels is
+            neither 1 nor 3.
+    """
+
+    cdef shmatari_resize_plan plan
+    cdef readonly int channels
+
+    def __cinit__(self, src_shape, dst_shape, int channels=1):
+        memset(&self.plan, 0, sizeof(self.plan))
+        r = shmatari_resize_plan_init(&self.plan, src_shape[0], src_shape[1],
+                                      dst_shape[0], dst_shape[1], channels)
+        if r == SHMATARI_KERNEL_EINVAL:
+            raise ValueError(
+                f"cannot area-resize {tuple(src_shape)} to {tuple(dst_shape)} with "
+                f"{channels} channel(s): sizes must be >= 1, at most the source's "
+                f"(no upscale), and channels 1 or 3")
+        if r != SHMATARI_KERNEL_OK:
+            raise MemoryError()
+        self.channels = channels
+
+    def __dealloc__(self):
+        shmatari_resize_plan_free(&self.plan)
+
+    @property
+    def mode(self):
+        """0 copy, 1 integer 2x2 block, 2 other integer blocks, 3 general area."""
+        return self.plan.mode
+
+    def _out(self, out):
+        shape = (self.plan.dst_h, self.plan.dst_w) + ((3,) if self.channels == 3 else ())
+        if out is None:
+            return np.empty(shape, np.uint8)
+        if out.shape != shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous uint8 array of shape {shape}")
+        return out
+
+    def resize(self, src, out=None):
+        """Resizes one image.
+
+        Args:
+            src: uint8, shape (src_h, src_w) or (src_h, src_w, 3), C-contiguous.
+            out: optional uint8 destination of the result's shape.
+
+        Returns:
+            numpy.ndarray: uint8, shape (dst_h, dst_w[, 3]); equal bit for bit to
+            ``cv2.resize(src, (dst_w, dst_h), interpolation=cv2.INTER_AREA)``.
+        """
+        cdef const uint8_t[:, ::1] s
+        shape = (self.plan.src_h, self.plan.src_w) + ((3,) if self.channels == 3 else ())
+        src = np.ascontiguousarray(src)
+        if src.shape != shape or src.dtype != np.uint8:
+            raise ValueError(f"src must be uint8 of shape {shape}, got "
+                             f"{src.dtype} {src.shape}")
+        s = src.reshape(self.plan.src_h, -1)
+        dst = self._out(out)
+        cdef uint8_t[:, ::1] d = dst.reshape(self.plan.dst_h, -1)
+        with nogil:
+            shmatari_resize_u8(&self.plan, &s[0, 0], s.shape[1], &d[0, 0], d.shape[1])
+        return dst
+
+    def frame(self, a, b, lut, out=None):
+        """The fused kernel: palette lookup, max-pool and resize.
+
+        Args:
+            a, b: uint8 palette indices, shape (src_h, src_w); b may be None.
+            lut: uint8, shape (256,) for grayscale or (256, 3) for RGB.
+            out: optional destination.
+
+        Returns:
+            numpy.ndarray: ``resize(max(lut[a], lut[b]))`` as uint8.
+        """
+        cdef const uint8_t[:, ::1] sa = np.ascontiguousarray(a, np.uint8)
+        cdef const uint8_t[:, ::1] sb
+        cdef const uint8_t *pb = NULL
+        cdef const uint8_t[::1] table = np.ascontiguousarray(lut, np.uint8).reshape(-1)
+        if sa.shape[0] != self.plan.src_h or sa.shape[1] != self.plan.src_w:
+            raise ValueError("a has the wrong shape")
+        if table.shape[0] != 256 * self.channels:
+            raise ValueError(f"lut must hold 256 x {self.channels} entries")
+        if b is not None:
+            sb = np.ascontiguousarray(b, np.uint8)
+            if sb.shape[0] != sa.shape[0] or sb.shape[1] != sa.shape[1]:
+                raise ValueError("b has the wrong shape")
+            pb = &sb[0, 0]
+        dst = self._out(out)
+        cdef uint8_t[:, ::1] d = dst.reshape(self.plan.dst_h, -1)
+        with nogil:
+            shmatari_frame(&self.plan, &sa[0, 0], pb, &table[0], &d[0, 0], d.shape[1])
+        return dst
+
+
+# --------------------------------------------------------------------------
+# The per-env Atari step
+
+cdef class Palette:
+    """A worker's frame processor: the learned palette table and resize plan.
+
+    The table maps ALE palette indices to exactly what ALE's own
+    ``getScreenGrayscale`` / ``getScreenRGB`` give; it is filled from those
+    calls the first time a frame shows an index not seen before, so after a
+    few frames each step needs only ``getScreen`` (raw indices).
+
+    Args:
+        screen_shape: (210, 160) for every ALE game.
+        obs_shape: (img_height, img_width).
+        grayscale: True for one channel, False for RGB.
+    """
+
+    cdef shmatari_resize_plan plan
+    cdef uint8_t lut[768]
+    cdef uint8_t known[256]
+    cdef readonly int channels, screen_h, screen_w
+    cdef object convert_buf  # ndarray for ALE's conversion of the screen
+    cdef uint8_t *convert_ptr
+    cdef readonly uint64_t learned  # times ALE's conversion was called
+
+    def __cinit__(self, screen_shape, obs_shape, bint grayscale=True):
+        self.channels = 1 if grayscale else 3
+        self.screen_h, self.screen_w = screen_shape
+        memset(self.lut, 0, sizeof(self.lut))
+        memset(self.known, 0, sizeof(self.known))
+        memset(&self.plan, 0, sizeof(self.plan))
+        r = shmatari_resize_plan_init(&self.plan, self.screen_h, self.screen_w,
+                                      obs_shape[0], obs_shape[1], self.channels)
+        if r != SHMATARI_KERNEL_OK:
+            raise ValueError(f"cannot resize the {self.screen_h}x{self.screen_w} "
+                             f"screen to {obs_shape[0]}x{obs_shape[1]}")
+        shape = (self.screen_h, self.screen_w) + ((3,) if self.channels == 3 else ())
+        self.convert_buf = np.empty(shape, np.uint8)
+        cdef uint8_t[::1] flat = self.convert_buf.reshape(-1)
+        self.convert_ptr = &flat[0]
+        self.learned = 0
+
+    def __dealloc__(self):
+        shmatari_resize_plan_free(&self.plan)
+
+    def table(self):
+        """(lut, known): copies of the learned table, uint8 (256, channels) and (256,)."""
+        lut = np.asarray(<uint8_t[:768]>self.lut).copy()[:256 * self.channels]
+        return lut.reshape(256, self.channels), np.asarray(<uint8_t[:256]>self.known).copy()
+
+    cdef int ensure_known(self, object ale, const uint8_t *frame,
+                          const uint8_t *checked) except -1:
+        """Learns the palette from ALE's conversion of the current screen
+        (which must be ``frame``) if ``frame`` holds an unseen index."""
+        if shmatari_has_unknown(frame, checked, self.screen_h, self.screen_w,
+                                self.known):
+            if self.channels == 1:
+                ale.getScreenGrayscale(self.convert_buf)
+            else:
+                ale.getScreenRGB(self.convert_buf)
+            shmatari_learn_palette(frame, self.convert_ptr,
+                                   self.screen_h * self.screen_w, self.channels,
+                                   self.lut, self.known)
+            self.learned += 1
+        return 0
+
+
+cdef class AtariCore:
+    """One Atari env: emulation, preprocessing and episode bookkeeping.
+
+    Used by shmatari's workers, by the pipe baseline and by the benchmark's
+    ceiling, so that all three do exactly the same work per step.
+
+    Args:
+        ale: an ``ale_py.ALEInterface`` with its ROM loaded, built in this
+            process.
+        palette: the worker's ``Palette`` (shared by its envs).
+        action_set: ALE action ids, one per action index.
+        rom_path: the ROM, reloaded when the env is re-seeded.
+        frame_skip: frames per step (>= 1).
+        stack_num: frames per observation (>= 1).
+        maxpool: pool the last two frames of a step.
+        noop_max: at most this many no-op steps at reset (0: none).
+        episodic_life: a lost life ends the episode (``terminated``), the game
+            goes on.
+        use_fire_reset: press FIRE after reset (games with FIRE at index 1).
+        reward_clip: the reward is its sign.
+        max_episode_frames: truncate after this many frames (0: never).
+        noop_rng: a ``numpy.random.Generator`` for the no-op counts.
+    """
+
+    cdef object ale, _act, _get_screen, _game_over, _lives, _reset_game
+    cdef readonly object rom_path
+    cdef Palette palette
+    cdef list _action_ids
+    cdef readonly int frame_skip, stack_num, noop_max, num_actions
+    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
+    cdef readonly int64_t max_episode_frames
+    cdef public object noop_rng
+    cdef bint fire_ok
+    # raw screens: two buffers, `cur` is the newest
+    cdef object raw_arrays
+    cdef uint8_t *raw[2]
+    cdef int cur
+    # frame stack: stack_num frames, `head` is the newest
+    cdef uint8_t *hist
+    cdef Py_ssize_t frame_bytes
+    cdef int head
+    # state
+    cdef bint needs_reset, soft_reset
+    cdef readonly int32_t lives
+    cdef readonly int32_t elapsed_step
+    cdef readonly int64_t episode_frames, frame_number
+    cdef readonly double episode_return
+    # last result
+    cdef readonly float reward, raw_reward
+    cdef readonly bint terminated, truncated, game_over, episode_done
+    cdef readonly uint32_t flags
+
+    def __cinit__(self):
+        self.hist = NULL
+
+    def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
+                 int stack_num=4, bint maxpool=True, int noop_max=30,
+                 bint episodic_life=False, bint use_fire_reset=False,
+                 bint reward_clip=False, int64_t max_episode_frames=108000,
+                 noop_rng=None):
+        self.ale = ale
+        self._act = ale.act
+        self._get_screen = ale.getScreen
+        self._game_over = ale.game_over
+        self._lives = ale.lives
+        self._reset_game = ale.reset_game
+        self.rom_path = rom_path
+        self.palette = palette
+        self._action_ids = [int(getattr(a, "value", a)) for a in action_set]
+        self.num_actions = len(self._action_ids)
+        self.frame_skip = frame_skip
+        self.stack_num = stack_num
+        self.maxpool = maxpool
+        self.noop_max = noop_max
+        self.episodic_life = episodic_life
+        self.use_fire_reset = use_fire_reset
+        self.reward_clip = reward_clip
+        self.max_episode_frames = max_episode_frames
+        self.noop_rng = noop_rng
+        # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
+        # as SB3's FireResetEnv and EnvPool require.
+        self.fire_ok = self.num_actions >= 3 and self._action_ids[1] == 1
+        h, w = palette.screen_h, palette.screen_w
+        self.raw_arrays = (np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8))
+        cdef uint8_t[:, ::1] r0 = self.raw_arrays[0]
+        cdef uint8_t[:, ::1] r1 = self.raw_arrays[1]
+        self.raw[0] = &r0[0, 0]
+        self.raw[1] = &r1[0, 0]
+        self.cur = 0
+        self.frame_bytes = palette.plan.dst_h * palette.plan.dst_w * palette.channels
+        self.hist = <uint8_t *>malloc(self.frame_bytes * stack_num)
+        if self.hist == NULL:
+            raise MemoryError()
+        memset(self.hist, 0, self.frame_bytes * stack_num)
+        self.head = 0
+        self.needs_reset = True
+        self.soft_reset = False
+        self.frame_number = 0
+        self._clear_episode()
+        self._clear_result()
+
+    def __dealloc__(self):
+        free(self.hist)
+
+    cdef inline void _clear_episode(self):
+        self.elapsed_step = 0
+        self.episode_frames = 0
+        self.episode_return = 0.0
+
+    cdef inline void _clear_result(self):
+        self.reward = 0.0
+        self.raw_reward = 0.0
+        self.terminated = False
+        self.truncated = False
+        self.game_over = False
+        self.episode_done = False
+        self.flags = 0
+
+    cdef inline int _capture(self) except -1:
+        """Copies the current screen into the next raw buffer (newest)."""
+        cdef int nxt = 1 - self.cur
+        self._get_screen(self.raw_arrays[nxt])
+        self.palette.ensure_known(self.ale, self.raw[nxt], self.raw[self.cur])
+        self.cur = nxt
+        return 0
+
+    cdef inline int _emit(self, bint pool) except -1:
+        """Processes the newest screen (pooled with the one before it when
+        ``pool``) into the next frame of the stack."""
+        self.head = (self.head + 1) % self.stack_num
+        shmatari_frame(&self.palette.plan, self.raw[self.cur],
+                       self.raw[1 - self.cur] if pool else NULL,
+                       self.palette.lut, self.hist + self.head * self.frame_bytes,
+                       self.palette.plan.dst_w * self.palette.channels)
+        return 0
+
+    cdef int _fill_stack(self) except -1:
+        cdef int i
+        for i in range(self.stack_num):
+            if i != self.head:
+                memcpy(self.hist + i * self.frame_bytes,
+                       self.hist + self.head * self.frame_bytes, self.frame_bytes)
+        return 0
+
+    cdef int _frame(self, int ale_action) except? -1:
+        """Emulates one frame, counting it; returns the raw reward."""
+        cdef int r = self._act(ale_action)
+        self.frame_number += 1
+        self.episode_frames += 1
+        return r
+
+    cdef int _fire(self) except -1:
+        """One step of FIRE after a reset; False if it ended the game."""
+        cdef int i
+        for i in range(self.frame_skip):
+            self.episode_return += self._frame(self._action_ids[1])
+            if self._game_over(with_truncation=False):
+                return 0
+        return 1
+
+    cdef int _start_episode_obs(self) except -1:
+        self._capture()
+        self._emit(False)
+        self._fill_stack()
+        self.lives = self._lives()
+        self.needs_reset = False
+        self.soft_reset = False
+        self.flags = SHMATARI_FLAG_RESET
+        return 0
+
+    cdef int _continue_game(self) except -1:
+        """After a life lost with episodic_life: a no-op step (and FIRE) and a
+        fresh frame stack, without resetting the game (as SB3's
+        EpisodicLifeEnv); a real reset if the game ended meanwhile."""
+        cdef int i
+        self._clear_result()
+        for i in range(self.frame_skip):
+            self.episode_return += self._frame(0)
+            if self._game_over(with_truncation=False):
+                return self.reset()
+        if self.use_fire_reset and self.fire_ok and not self._fire():
+            return self.reset()
+        return self._start_episode_obs()
+
+    def reseed(self, int ale_seed, noop_rng):
+        """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
+        does) and replaces the no-op generator."""
+        self.ale.setInt("random_seed", ale_seed)
+        self.ale.loadROM(self.rom_path)
+        self.noop_rng = noop_rng
+        self.needs_reset = True
+        self.soft_reset = False
+
+    cpdef int reset(self) except -1:
+        """Resets the game and writes the first observation: ``reset_game``,
+        1..noop_max no-ops, FIRE when enabled, then the stack filled with the
+        newest frame."""
+        cdef int noops = 0, i
+        self._clear_result()
+        self._reset_game()
+        self._clear_episode()
+        if self.noop_max > 0:
+            noops = int(self.noop_rng.integers(1, self.noop_max + 1))
+        for i in range(noops):
+            self.episode_return += self._frame(0)
+            if self._game_over(with_truncation=False):
+                self._reset_game()
+                self._clear_episode()
+        if self.use_fire_reset and self.fire_ok and not self._fire():
+            self._reset_game()
+            self._clear_episode()
+        return self._start_episode_obs()
+
+    cpdef int step(self, int action) except -1:
+        """One agent step with action index ``action`` (0..num_actions-1).
+
+        After a step that ended the episode the next call resets instead and
+        ignores ``action`` (next-step autoreset, as Gymnasium 1.x)."""
+        cdef int t, emulated = 0, ale_action
+        cdef double raw = 0.0
+        cdef int32_t lives
+        cdef bint over = False, life_lost = False, capped = False
+        if self.needs_reset:
+            if self.soft_reset:
+                return self._continue_game()
+            return self.reset()
+        self._clear_result()
+        ale_action = self._action_ids[action]
+        for t in range(self.frame_skip):
+            raw += self._frame(ale_action)
+            emulated += 1
+            self._capture()
+            over = self._game_over(with_truncation=False)
+            if self.episodic_life:
+                lives = self._lives()
+                life_lost = lives < self.lives
+                self.lives = lives
+            capped = self.max_episode_frames > 0 and \
+                self.episode_frames >= self.max_episode_frames
+            if over or life_lost or capped:
+                break
+        self._emit(self.maxpool and emulated >= 2)
+        if not self.episodic_life:
+            self.lives = self._lives()
+        self.elapsed_step += 1
+        self.raw_reward = <float>raw
+        self.episode_return += raw
+        if self.reward_clip:
+            self.reward = <float>((raw > 0) - (raw < 0))
+        else:
+            self.reward = <float>raw
+        self.game_over = over
+        self.terminated = over or life_lost
+        self.truncated = capped and not self.terminated
+        self.episode_done = over or capped
+        if self.terminated or self.truncated:
+            self.needs_reset = True
+            self.soft_reset = not self.episode_done
+        return 0
+
+    def obs_into(self, out):
+        """Copies the stacked observation, oldest frame first, into ``out``
+        (uint8, C-contiguous, stack_num * img_height * img_width * channels
+        bytes)."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        self.write_obs(&o[0])
+
+    cdef inline void write_obs(self, uint8_t *out) noexcept nogil:
+        cdef int s, src
+        for s in range(self.stack_num):
+            src = (self.head + 1 + s) % self.stack_num
+            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
+                   self.frame_bytes)
+
+    def action_ids(self):
+        """ALE action id of each action index (a new list)."""
+        return list(self._action_ids)
+
+    def result(self):
+        """The last result as a tuple: (reward, terminated, truncated, lives,
+        raw_reward, game_over, elapsed_step, episode_frames, frame_number,
+        episode_return, episode_done, flags)."""
+        return (self.reward, self.terminated, self.truncated, self.lives,
+                self.raw_reward, self.game_over, self.elapsed_step,
+                self.episode_frames, self.frame_number, self.episode_return,
+                self.episode_done, self.flags)
+
+
+# --------------------------------------------------------------------------
+# The worker loop
+
+cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
+                          bint ordered) noexcept nogil:
+    cdef shmatari_env_ctrl *ec = shmatari_env(h, env)
+    cdef uint64_t pos, batch
+    cdef uint32_t idx
+    cdef char *slot
+    if ordered:
+        pos = ec.results * h.num_envs + env
+    else:
+        pos = shmatari_fetch_add64(&h.alloc_pos, 1)
+    batch = pos / h.batch_size
+    idx = <uint32_t>(pos % h.batch_size)
+    slot = shmatari_slot(h, batch)
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = core.reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = core.terminated
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = core.truncated
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = core.lives
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = core.raw_reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = core.game_over
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = core.elapsed_step
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = core.episode_frames
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = core.frame_number
+    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = core.episode_return
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = core.episode_done
+    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = core.flags
+    core.write_obs(<uint8_t *>(slot + h.slot_obs_offset + idx * h.obs_env_bytes))
+    ec.results += 1
+    if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
+        shmatari_notify(&h.main_seq, &h.main_sleeping)
+
+
+def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
+                int spin=200, double poll=0.2):
+    """Runs a worker until the pool closes or its parent dies.
+
+    Args:
+        seg: the mapped segment.
+        worker: this worker's index.
+        cores: one ``AtariCore`` per env of the worker's group, in order.
+        reseed: ``reseed(core, env_index, seed_words)``, called for
+            ``CMD_RESEED`` before the reset.
+        parent_alive: ``parent_alive() -> bool``, called after each ``poll``
+            seconds of sleep; the loop returns when it is False.
+        spin: busy-poll iterations before sleeping on the wake word.
+        poll: seconds of sleep between parent checks.
+
+    Returns:
+        str: ``"closed"`` or ``"orphaned"``.
+    """
+    seg._check()
+    cdef shmatari_header *h = seg.hdr
+    cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
+    cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
+    cdef shmatari_env_ctrl *ec
+    cdef AtariCore core
+    cdef bint busy, ordered = h.batch_size == h.num_envs
+    cdef int r
+    cdef int64_t poll_ns = <int64_t>(poll * 1e9)
+    cdef uint32_t *seen = <uint32_t *>malloc((end - begin) * sizeof(uint32_t))
+    if seen == NULL:
+        raise MemoryError()
+    try:
+        for e in range(begin, end):
+            seen[e - begin] = shmatari_load_acquire(&shmatari_env(h, e).ack_seq)
+        while True:
+            wake = shmatari_load_acquire(&wc.wake_seq)
+            if shmatari_load_acquire(&h.pool_state) == SHMATARI_POOL_CLOSING:
+                return "closed"
+            busy = False
+            for e in range(begin, end):
+                ec = shmatari_env(h, e)
+                req = shmatari_load_acquire(&ec.req_seq)
+                if req == seen[e - begin]:
+                    continue
+                busy = True
+                core = <AtariCore>cores[e - begin]
+                if ec.cmd == SHMATARI_CMD_STEP:
+                    core.step(ec.action)
+                elif ec.cmd == SHMATARI_CMD_RESEED:
+                    reseed(core, e, seg.seed_words())
+                    core.reset()
+                else:
+                    core.reset()
+                with nogil:
+                    _publish(h, e, core, ordered)
+                    seen[e - begin] = req
+                    shmatari_store_release(&ec.ack_seq, req)
+                    wc.steps += 1
+            if busy:
+                continue
+            with nogil:
+                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin, poll_ns)
+            if r == SHMATARI_WAIT_EINTR:
+                PyErr_CheckSignals()
+            elif r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
+                return "orphaned"
+    finally:
+        free(seen)
+
+
+def mark_worker(Segment seg, uint32_t worker, uint32_t state, int32_t pid=0,
+                error=None):
+    """Publishes a worker's state (and pid, and error text) and wakes the client."""
+    seg._check()
+    cdef shmatari_header *h = seg.hdr
+    cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
+    cdef char *text
+    cdef bytes data
+    if pid:
+        wc.pid = pid
+    if error is not None:
+        data = error.encode("utf-8", "replace")[:SHMATARI_ERROR_BYTES - 1]
+        text = shmatari_error_text(h, worker)
+        memcpy(text, <char *>data, len(data))
+        text[len(data)] = 0
+    shmatari_store_release(&wc.state, state)
+    if state == SHMATARI_WORKER_READY:
+        shmatari_fetch_add(&h.ready_workers, 1)
+    elif state == SHMATARI_WORKER_FAILED:
+        shmatari_fetch_add(&h.failed_workers, 1)
+    shmatari_notify(&h.main_seq, &h.main_sleeping)
+
+
+def set_num_actions(Segment seg, action_set):
+    """Records the action space (ALE action ids) in the header."""
+    seg._check()
+    cdef unsigned i, n = len(action_set)
+    if n > SHMATARI_MAX_ACTIONS:
+        raise ValueError(f"{n} actions exceed the layout's {SHMATARI_MAX_ACTIONS}")
+    for i in range(n):
+        seg.hdr.action_set[i] = int(action_set[i])
+    seg.hdr.num_actions = n

@@ -1,0 +1,74 @@
+"""Building ALE envs inside a worker process.
+
+The same functions build the envs of shmatari's workers, of the pipe baseline
+and of the benchmark's ceiling, so all of them do the same work per step.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import _core, games, seeding
+from .config import SCREEN_SHAPE, EnvConfig
+
+__all__ = ["quiet_process", "build_palette", "build_core", "reseed_core"]
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def quiet_process() -> None:
+    """Keeps a worker to one thread and silences ALE's banner and logs."""
+    for var in _THREAD_VARS:
+        os.environ[var] = "1"
+    import sys
+
+    if "cv2" in sys.modules:
+        sys.modules["cv2"].setNumThreads(1)
+    from ale_py import ALEInterface, LoggerMode
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+
+
+def build_palette(config: EnvConfig) -> _core.Palette:
+    """The frame processor shared by the envs of one process."""
+    return _core.Palette(SCREEN_SHAPE, (config.img_height, config.img_width),
+                         grayscale=config.grayscale)
+
+
+def _new_ale(config: EnvConfig, index: int, seed: int):
+    from ale_py import ALEInterface
+
+    ale = ALEInterface()
+    ale.setInt("random_seed", seeding.ale_seed(seed, index))
+    ale.setFloat("repeat_action_probability", config.repeat_action_probability)
+    ale.setInt("frame_skip", 1)
+    ale.loadROM(games.rom_path(config.game))
+    if tuple(ale.getScreenDims()) != SCREEN_SHAPE:
+        raise RuntimeError(f"{config.game}: ALE screen is {ale.getScreenDims()}, "
+                           f"shmatari expects {SCREEN_SHAPE}")
+    return ale
+
+
+def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.AtariCore:
+    """Env ``index`` of a pool: its own ``ALEInterface``, seeded from
+    (config.seed, index) as :mod:`shmatari.seeding` documents."""
+    ale = _new_ale(config, index, config.seed)
+    action_set = ale.getLegalActionSet() if config.full_action_space else ale.getMinimalActionSet()
+    return _core.AtariCore(
+        ale, palette, action_set, games.rom_path(config.game),
+        frame_skip=config.frame_skip, stack_num=config.stack_num,
+        maxpool=config.maxpool, noop_max=config.noop_max,
+        episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
+        reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
+        noop_rng=seeding.noop_rng(config.seed, index))
+
+
+def action_set(core: _core.AtariCore) -> list[int]:
+    """ALE action ids of a core's action space."""
+    return list(core.action_ids())
+
+
+def reseed_core(core: _core.AtariCore, index: int, seed: int) -> None:
+    """Re-derives env ``index``'s streams from a new pool seed."""
+    core.reseed(seeding.ale_seed(seed, index), seeding.noop_rng(seed, index))

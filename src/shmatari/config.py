@@ -1,0 +1,190 @@
+"""The options of a pool: defaults, names and validation, in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import numbers
+import os
+import sys
+
+from . import games, seeding
+
+__all__ = ["EnvConfig", "build_config", "OPTION_DEFAULTS", "available_cores", "default_start_method"]
+
+#: Screen size of every ALE game, (height, width) in pixels.
+SCREEN_SHAPE = (210, 160)
+
+#: Env options and their defaults: ALE v5 (Machado et al., 2018) with
+#: Gymnasium 1.x's next-step autoreset.
+OPTION_DEFAULTS = {
+    "frame_skip": 4,
+    "repeat_action_probability": 0.25,
+    "noop_max": 30,
+    "stack_num": 4,
+    "img_height": 84,
+    "img_width": 84,
+    "grayscale": True,
+    "maxpool": True,
+    "episodic_life": False,
+    "use_fire_reset": False,
+    "reward_clip": False,
+    "full_action_space": False,
+    "max_episode_frames": 108_000,
+    "autoreset_mode": "next_step",
+}
+
+AUTORESET_MODES = ("next_step",)
+START_METHODS = ("fork", "forkserver", "spawn")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """A validated pool configuration (see :func:`shmatari.make`)."""
+
+    game: str
+    num_envs: int
+    batch_size: int
+    num_workers: int
+    seed: int
+    start_method: str
+    frame_skip: int = 4
+    repeat_action_probability: float = 0.25
+    noop_max: int = 30
+    stack_num: int = 4
+    img_height: int = 84
+    img_width: int = 84
+    grayscale: bool = True
+    maxpool: bool = True
+    episodic_life: bool = False
+    use_fire_reset: bool = False
+    reward_clip: bool = False
+    full_action_space: bool = False
+    max_episode_frames: int = 108_000
+    autoreset_mode: str = "next_step"
+
+    @property
+    def channels(self) -> int:
+        return 1 if self.grayscale else 3
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """Shape of one env's observation: (stack_num, img_height, img_width[, 3])."""
+        base = (self.stack_num, self.img_height, self.img_width)
+        return base if self.grayscale else base + (3,)
+
+    def env_options(self) -> dict:
+        """The per-env options (everything but the pool's shape and seed)."""
+        return {k: getattr(self, k) for k in OPTION_DEFAULTS}
+
+    def worker_groups(self) -> list[range]:
+        """Contiguous env groups, one per worker, sizes differing by at most 1."""
+        q, r = divmod(self.num_envs, self.num_workers)
+        groups, begin = [], 0
+        for w in range(self.num_workers):
+            end = begin + q + (1 if w < r else 0)
+            groups.append(range(begin, end))
+            begin = end
+        return groups
+
+
+def available_cores() -> int:
+    """Cores this process may run on (``os.sched_getaffinity`` where it exists)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def default_start_method() -> str:
+    """``forkserver`` on Linux, ``spawn`` elsewhere: both safe in a parent that
+    already runs threads (torch, OpenCV), unlike ``fork``."""
+    return "forkserver" if sys.platform.startswith("linux") else "spawn"
+
+
+def _int(name, value, lo, hi=None):
+    if isinstance(value, (bool,)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _bool(name, value):
+    if not isinstance(value, (bool,)) and type(value).__name__ != "bool_":
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def _float(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
+                 start_method=None, **options) -> EnvConfig:
+    """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
+
+    Raises:
+        TypeError: an option of the wrong type, or an unknown option.
+        ValueError: an unknown game or an option out of range.
+    """
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, list(OPTION_DEFAULTS), n=1)
+            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise TypeError(f"unknown option(s) {', '.join(hints)}; known options: "
+                        f"{', '.join(OPTION_DEFAULTS)}")
+    opts = dict(OPTION_DEFAULTS, **options)
+    game = games.resolve_game(env_id)
+    num_envs = _int("num_envs", num_envs, 1)
+    batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
+    if batch_size > num_envs:
+        raise ValueError(f"batch_size must be <= num_envs ({num_envs}), got {batch_size}")
+    if num_workers is None:
+        num_workers = min(num_envs, available_cores())
+    num_workers = _int("num_workers", num_workers, 1)
+    if num_workers > num_envs:
+        raise ValueError(f"num_workers must be <= num_envs ({num_envs}): a worker "
+                         f"needs at least one env; got {num_workers}")
+    seed = seeding.draw_entropy() if seed is None else seeding.check_seed(seed)
+    if start_method is None:
+        start_method = default_start_method()
+    if start_method not in START_METHODS:
+        raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
+    h, w = SCREEN_SHAPE
+    max_frames = opts["max_episode_frames"]
+    max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1)
+    if opts["autoreset_mode"] not in AUTORESET_MODES:
+        raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}, got "
+                         f"{opts['autoreset_mode']!r}")
+    return EnvConfig(
+        game=game,
+        num_envs=num_envs,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        seed=seed,
+        start_method=start_method,
+        frame_skip=_int("frame_skip", opts["frame_skip"], 1),
+        repeat_action_probability=_float("repeat_action_probability",
+                                         opts["repeat_action_probability"], 0.0, 1.0),
+        noop_max=_int("noop_max", opts["noop_max"], 0),
+        stack_num=_int("stack_num", opts["stack_num"], 1),
+        img_height=_int("img_height", opts["img_height"], 1, h),
+        img_width=_int("img_width", opts["img_width"], 1, w),
+        grayscale=_bool("grayscale", opts["grayscale"]),
+        maxpool=_bool("maxpool", opts["maxpool"]),
+        episodic_life=_bool("episodic_life", opts["episodic_life"]),
+        use_fire_reset=_bool("use_fire_reset", opts["use_fire_reset"]),
+        reward_clip=_bool("reward_clip", opts["reward_clip"]),
+        full_action_space=_bool("full_action_space", opts["full_action_space"]),
+        max_episode_frames=max_frames,
+        autoreset_mode=opts["autoreset_mode"],
+    )

@@ -1,0 +1,64 @@
+"""shmatari's exceptions.
+
+Every exception shmatari raises on purpose derives from :class:`ShmatariError`
+and from the builtin a caller would catch without knowing shmatari
+(``ValueError``, ``RuntimeError``, ``OSError``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ShmatariError",
+    "WorkerError",
+    "PoolClosedError",
+    "CallOrderError",
+    "SharedMemorySpaceError",
+]
+
+
+class ShmatariError(Exception):
+    """Base class of shmatari's exceptions."""
+
+
+class WorkerError(ShmatariError, RuntimeError):
+    """A worker process failed or died.
+
+    Attributes:
+        worker: the worker's index.
+        env_ids: the envs it owned, ``range(begin, end)``.
+        exitcode: its exit code; negative is the signal that killed it
+            (``multiprocessing`` convention); None if it is still running.
+        worker_traceback: the traceback text the worker left, or "".
+    """
+
+    def __init__(self, message: str, *, worker: int, env_ids: range,
+                 exitcode: int | None, worker_traceback: str = ""):
+        super().__init__(message)
+        self.worker = worker
+        self.env_ids = env_ids
+        self.exitcode = exitcode
+        self.worker_traceback = worker_traceback
+
+
+class PoolClosedError(ShmatariError, RuntimeError):
+    """The env pool was closed, or broke after a worker failure."""
+
+
+class CallOrderError(ShmatariError, RuntimeError):
+    """A call came out of order (``step`` before ``reset``, ``recv`` with
+    nothing pending, ``send`` to an env that is still running). The pool is
+    unchanged and stays usable."""
+
+
+class SharedMemorySpaceError(ShmatariError, OSError):
+    """``/dev/shm`` has too little room for the pool's segment.
+
+    Attributes:
+        needed: bytes the segment needs.
+        free: bytes free where it would be created.
+    """
+
+    def __init__(self, message: str, *, needed: int, free: int):
+        super().__init__(message)
+        self.needed = needed
+        self.free = free

@@ -1,0 +1,73 @@
+"""Game names: from the spellings users type to ale-py's ROM ids."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+
+__all__ = ["resolve_game", "rom_path", "list_games"]
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+@functools.lru_cache(maxsize=1)
+def _rom_ids() -> dict[str, str]:
+    from ale_py import roms
+
+    return {_key(rom_id): rom_id for rom_id in roms.get_all_rom_ids()}
+
+
+def list_games() -> list[str]:
+    """ale-py's ROM ids, sorted (``"breakout"``, ``"ms_pacman"``, ...)."""
+    return sorted(_rom_ids().values())
+
+
+def resolve_game(env_id: str) -> str:
+    """Turns a game name into ale-py's ROM id.
+
+    Accepts the ROM id itself (``"ms_pacman"``) and the usual spellings:
+    ``"MsPacman"``, ``"ALE/MsPacman-v5"``, ``"MsPacmanNoFrameskip-v4"``,
+    ``"mspacman"``. Case, ``_``/``-``, an ``ALE/`` prefix, a ``-vN`` suffix and
+    a ``NoFrameskip`` / ``Deterministic`` suffix are ignored.
+
+    Args:
+        env_id: the game's name.
+
+    Returns:
+        str: the ROM id, e.g. ``"breakout"``.
+
+    Raises:
+        TypeError: ``env_id`` is not a str.
+        ValueError: no ROM matches; the message suggests close names.
+    """
+    if not isinstance(env_id, str):
+        raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
+    name = env_id.strip()
+    name = re.sub(r"^ALE/", "", name, flags=re.IGNORECASE)
+    name = re.sub(r"-v\d+$", "", name)
+    name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
+    ids = _rom_ids()
+    rom = ids.get(_key(name))
+    if rom is None:
+        close = difflib.get_close_matches(_key(name), list(ids), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(ids[c]) for c in close)}?" if close else ""
+        raise ValueError(
+            f"unknown Atari game {env_id!r}: ale-py {_ale_version()} ships no such ROM{hint} "
+            f"(shmatari.games.list_games() lists all {len(ids)})")
+    return rom
+
+
+def rom_path(rom_id: str) -> str:
+    """Path of a ROM file shipped with ale-py."""
+    from ale_py import roms
+
+    return str(roms.get_rom_path(rom_id))
+
+
+def _ale_version() -> str:
+    import ale_py
+
+    return getattr(ale_py, "__version__", "?")
