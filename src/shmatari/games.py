@@ -61,10 +61,22 @@ def resolve_game(env_id: str) -> str:
 
 
 def rom_path(rom_id: str) -> str:
-    """Path of a ROM file shipped with ale-py."""
+    """Path of a ROM file shipped with ale-py.
+
+    Raises:
+        FileNotFoundError: ale-py has no such ROM file.
+    """
+    import os
+    import warnings
+
     from ale_py import roms
 
-    return str(roms.get_rom_path(rom_id))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = roms.get_rom_path(rom_id)
+    if path is None or not os.path.exists(path):
+        raise FileNotFoundError(f"ale-py {_ale_version()} has no ROM file for {rom_id!r}")
+    return str(path)
 
 
 def _ale_version() -> str:

@@ -1,0 +1,217 @@
+"""The classic baseline: one process per env, commands and results pickled over pipes.
+
+:class:`PipeVectorEnv` is built the way ``SubprocVecEnv``-style vector envs
+are (Stable-Baselines3, Gymnasium's ``AsyncVectorEnv`` without shared memory):
+the parent sends each worker a command over a ``multiprocessing.Pipe`` and
+reads back the pickled observation and scalars. Each worker steps its env with
+exactly the code shmatari's workers use (:class:`shmatari._core.AtariCore`,
+same options, same seeding), so the two differ only in how data crosses
+processes. It is neither slowed on purpose nor given shared memory.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from . import config as _config, seeding
+from .errors import CallOrderError, PoolClosedError, WorkerError
+
+__all__ = ["PipeVectorEnv", "make_pipe"]
+
+_RESULT_KEYS = ("reward", "terminated", "truncated", "lives", "raw_reward", "game_over",
+                "elapsed_step", "episode_frames", "frame_number", "episode_return",
+                "episode_done", "flags")
+
+
+def _pipe_worker(conn, config_fields: dict, index: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from . import atari
+    from .worker import _set_parent_death_signal
+
+    _set_parent_death_signal(signal.SIGTERM)
+    atari.quiet_process()
+    cfg = _config.EnvConfig(**config_fields)
+    try:
+        core = atari.build_core(cfg, index, atari.build_palette(cfg))
+        obs = np.empty(cfg.obs_shape, np.uint8)
+        conn.send(("ready", core.action_ids()))
+        while True:
+            cmd, arg = conn.recv()
+            if cmd == "step":
+                core.step(arg)
+            elif cmd == "reset":
+                core.reset()
+            elif cmd == "reseed":
+                atari.reseed_core(core, index, arg)
+                core.reset()
+            elif cmd == "close":
+                break
+            core.obs_into(obs)
+            conn.send(("ok", obs, core.result()))
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        pass
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        import traceback
+
+        try:
+            conn.send(("error", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+        except OSError:
+            pass
+    finally:
+        conn.close()
+
+
+def make_pipe(env_id: str, num_envs: int = 8, *, seed: int | None = None,
+              start_method: str | None = None, **options) -> "PipeVectorEnv":
+    """Creates a :class:`PipeVectorEnv`; arguments and options as :func:`shmatari.make`
+    (``batch_size`` and ``num_workers`` do not apply: one process per env)."""
+    cfg = _config.build_config(env_id, num_envs, seed=seed, start_method=start_method,
+                               num_workers=num_envs, **options)
+    return PipeVectorEnv(cfg)
+
+
+class PipeVectorEnv(gym.vector.VectorEnv):
+    """The pipe-based baseline, with :class:`shmatari.ShmVectorEnv`'s API, spaces,
+    options, seeding and results (synchronous ``reset`` and ``step`` only)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, config: _config.EnvConfig):
+        self.config = config
+        self.num_envs = config.num_envs
+        self.seed_entropy = config.seed
+        self.closed = False
+        self._needs_reset = True
+        self._conns, self._procs = [], []
+        ctx = mp.get_context(config.start_method)
+        fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
+        try:
+            for i in range(config.num_envs):
+                parent, child = ctx.Pipe()
+                p = ctx.Process(target=_pipe_worker, args=(child, fields, i), daemon=True,
+                                name=f"shmatari-pipe-{i}")
+                p.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(p)
+            self.worker_pids = [p.pid for p in self._procs]
+            replies = [self._receive(i) for i in range(config.num_envs)]
+        except BaseException:
+            self.close()
+            raise
+        n = len(replies[0][1])
+        self.single_action_space = gym.spaces.Discrete(n)
+        self.action_space = gym.spaces.MultiDiscrete(np.full(config.num_envs, n))
+        self.single_observation_space = gym.spaces.Box(0, 255, config.obs_shape, np.uint8)
+        self.observation_space = gym.spaces.Box(0, 255, (config.num_envs,) + config.obs_shape,
+                                                np.uint8)
+
+    def _receive(self, i: int):
+        try:
+            msg = self._conns[i].recv()
+        except (EOFError, ConnectionResetError, OSError) as exc:
+            p = self._procs[i]
+            p.join(1.0)
+            raise WorkerError(f"pipe worker {i} (pid {p.pid}) died: exit code {p.exitcode}",
+                              worker=i, env_ids=range(i, i + 1), exitcode=p.exitcode) from exc
+        if msg[0] == "error":
+            raise WorkerError(f"pipe worker {i} failed:\n{msg[1]}", worker=i,
+                              env_ids=range(i, i + 1), exitcode=None, worker_traceback=msg[1])
+        return msg
+
+    def _gather(self):
+        replies = [self._receive(i) for i in range(self.num_envs)]
+        obs = np.stack([r[1] for r in replies])
+        cols = list(zip(*(r[2] for r in replies)))
+        res = {k: np.asarray(v) for k, v in zip(_RESULT_KEYS, cols)}
+        info = {
+            "env_id": np.arange(self.num_envs, dtype=np.int32),
+            "lives": res["lives"].astype(np.int32),
+            "raw_reward": res["raw_reward"].astype(np.float32),
+            "game_over": res["game_over"].astype(bool),
+            "elapsed_step": res["elapsed_step"].astype(np.int32),
+            "episode_frame_number": res["episode_frames"].astype(np.int64),
+            "frame_number": res["frame_number"].astype(np.int64),
+            "reset": (res["flags"] & 1).astype(bool),
+        }
+        done = res["episode_done"].astype(bool)
+        if done.any():
+            info["episode"] = {"r": np.where(done, res["episode_return"], 0.0),
+                               "l": np.where(done, res["elapsed_step"], 0).astype(np.int32),
+                               "frames": np.where(done, res["episode_frames"], 0).astype(np.int64)}
+            info["_episode"] = done
+        return (obs, res["reward"].astype(np.float32), res["terminated"].astype(bool),
+                res["truncated"].astype(bool), info)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Resets every env; ``seed`` as :meth:`shmatari.ShmVectorEnv.reset`."""
+        if self.closed:
+            raise PoolClosedError("the env pool is closed")
+        if options:
+            raise ValueError(f"reset() takes no options, got {sorted(options)}")
+        if seed is None:
+            msg = ("reset", None)
+        else:
+            seed = seeding.check_seed(seed)
+            self.seed_entropy = seed
+            msg = ("reseed", seed)
+        for c in self._conns:
+            c.send(msg)
+        obs, _, _, _, info = self._gather()
+        self._needs_reset = False
+        return obs, info
+
+    def step(self, actions):
+        """Steps every env; arguments, results and errors as
+        :meth:`shmatari.ShmVectorEnv.step`."""
+        if self.closed:
+            raise PoolClosedError("the env pool is closed")
+        if self._needs_reset:
+            raise CallOrderError("call reset() before stepping")
+        a = np.asarray(actions)
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
+        if a.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {a.shape}")
+        n = self.single_action_space.n
+        if a.min() < 0 or a.max() >= n:
+            raise ValueError(f"actions must be in 0..{n - 1}, got {a.tolist()}")
+        for c, act in zip(self._conns, a.tolist()):
+            c.send(("step", act))
+        return self._gather()
+
+    def close_extras(self, **kwargs) -> None:
+        for c in self._conns:
+            try:
+                c.send(("close", None))
+            except OSError:
+                pass
+        for p in self._procs:
+            p.join(2.0)
+            if p.exitcode is None:
+                p.terminate()
+                p.join(1.0)
+        for c in self._conns:
+            c.close()
+        self._conns, self._procs = [], []
+
+    def close(self, **kwargs) -> None:
+        if not self.closed:
+            self.close_extras()
+            self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if not getattr(self, "closed", True):
+            self.close()

@@ -1,0 +1,50 @@
+"""Shared fixtures: real ROMs, real processes, real shared memory."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+SHM_DIR = "/dev/shm"
+
+
+def shm_entries(pid: int | None = None) -> set[str]:
+    """Names under /dev/shm of segments created by process ``pid`` (default:
+    this one); shmatari names them ``shmatari_<owner pid>_<hex>``. Filtering
+    by owner keeps tests running side by side from seeing each other's."""
+    prefix = f"shmatari_{os.getpid() if pid is None else pid}_"
+    try:
+        return {n for n in os.listdir(SHM_DIR) if n.startswith(prefix)}
+    except FileNotFoundError:
+        return set()
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` is a live process (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+
+@pytest.fixture
+def no_leaks():
+    """Fails the test if it leaves shmatari segments behind."""
+    before = shm_entries()
+    yield
+    leaked = shm_entries() - before
+    assert not leaked, f"segments left in /dev/shm: {sorted(leaked)}"
+
+
+def random_actions(n_actions: int, num_envs: int, steps: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n_actions, (steps, num_envs))

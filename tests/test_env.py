@@ -1,0 +1,257 @@
+"""The shared-memory vector env: API, seeding, cleanliness, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import multiprocessing as mp
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import pid_alive, random_actions, shm_entries
+
+import shmatari
+from shmatari import config
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def rollout(env, steps: int, seed: int = 0, reset_seed: int | None = None) -> list:
+    """Observations, rewards and flags of a seeded random walk, per step."""
+    obs, _ = env.reset(seed=reset_seed)
+    out = [obs]
+    for a in random_actions(env.single_action_space.n, env.num_envs, steps, seed):
+        obs, reward, terminated, truncated, _ = env.step(a)
+        out.append((obs, reward, terminated, truncated))
+    return out
+
+
+def per_env_digests(trace) -> list[str]:
+    """One SHA-256 per env over its whole stream of obs, rewards and flags."""
+    n = trace[0].shape[0]
+    digests = [hashlib.sha256() for _ in range(n)]
+    for i, d in enumerate(digests):
+        d.update(trace[0][i].tobytes())
+    for obs, reward, term, trunc in trace[1:]:
+        for i, d in enumerate(digests):
+            d.update(obs[i].tobytes())
+            d.update(reward[i:i + 1].tobytes())
+            d.update(bytes([int(term[i]), int(trunc[i])]))
+    return [d.hexdigest() for d in digests]
+
+
+def test_api_shapes_dtypes_and_spaces():
+    with shmatari.make("Breakout", num_envs=3, num_workers=2, seed=0) as env:
+        assert isinstance(env, gym.vector.VectorEnv)
+        assert env.single_observation_space.shape == (4, 84, 84)
+        assert env.observation_space.shape == (3, 4, 84, 84)
+        assert env.single_action_space == gym.spaces.Discrete(4)
+        assert env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+        obs, info = env.reset()
+        assert obs.shape == (3, 4, 84, 84) and obs.dtype == np.uint8
+        assert env.observation_space.contains(obs)
+        np.testing.assert_array_equal(info["env_id"], [0, 1, 2])
+        assert info["reset"].all()
+        # The first stack is the first frame repeated.
+        assert all((obs[:, k] == obs[:, 0]).all() for k in range(4))
+        obs, reward, terminated, truncated, info = env.step([0, 1, 2])
+        assert reward.shape == (3,) and reward.dtype == np.float32
+        assert terminated.dtype == bool and truncated.dtype == bool
+        assert info["lives"].tolist() == [5, 5, 5]
+        assert (info["elapsed_step"] == 1).all()
+        assert (info["frame_number"] > 4).all()
+
+
+def test_rgb_observations():
+    with shmatari.make("Pong", num_envs=2, seed=0, grayscale=False, img_height=60,
+                       img_width=50, stack_num=2) as env:
+        obs, _ = env.reset()
+        assert obs.shape == (2, 2, 60, 50, 3)
+        obs, *_ = env.step([0, 0])
+        assert obs.shape == (2, 2, 60, 50, 3) and obs.std() > 0
+
+
+@pytest.mark.parametrize("name", ["Breakout", "breakout", "ALE/Breakout-v5",
+                                  "BreakoutNoFrameskip-v4", "Breakout-v5"])
+def test_game_name_spellings(name):
+    assert shmatari.resolve_game(name) == "breakout"
+
+
+def test_game_names_with_underscores_and_digits():
+    assert shmatari.resolve_game("MsPacman") == "ms_pacman"
+    assert shmatari.resolve_game("ALE/MsPacman-v5") == "ms_pacman"
+    assert shmatari.resolve_game("TicTacToe3D") == "tic_tac_toe_3d"
+    assert shmatari.resolve_game("Pacman") == "pacman"
+
+
+def test_returned_arrays_belong_to_the_caller():
+    with shmatari.make("Pong", num_envs=2, seed=1) as env:
+        obs0, _ = env.reset()
+        kept = obs0.copy()
+        obs1, reward, term, trunc, info = env.step([1, 1])
+        snapshot = [obs1.copy(), reward.copy(), term.copy(), info["lives"].copy()]
+        for _ in range(20):
+            env.step([2, 3])
+        np.testing.assert_array_equal(obs0, kept)
+        np.testing.assert_array_equal(obs1, snapshot[0])
+        np.testing.assert_array_equal(reward, snapshot[1])
+        np.testing.assert_array_equal(info["lives"], snapshot[3])
+        assert obs1.flags.owndata or obs1.base is not None and obs1.base.flags.owndata
+
+
+@pytest.fixture(scope="module")
+def reference_trace():
+    with shmatari.make("Breakout", num_envs=8, num_workers=2, seed=123) as env:
+        return per_env_digests(rollout(env, 500))
+
+
+@pytest.mark.parametrize("num_workers,start_method", [
+    (1, "forkserver"), (4, "forkserver"), (2, "fork"), (2, "spawn"), (8, "forkserver")])
+def test_trajectories_do_not_depend_on_workers_or_start_method(
+        reference_trace, num_workers, start_method):
+    with shmatari.make("Breakout", num_envs=8, num_workers=num_workers, seed=123,
+                       start_method=start_method) as env:
+        assert per_env_digests(rollout(env, 500)) == reference_trace
+
+
+def test_same_seed_same_run_and_envs_differ_with_sticky_actions(reference_trace):
+    # With sticky actions on, every env index plays a different game even under
+    # identical actions.
+    with shmatari.make("Breakout", num_envs=8, seed=123) as env:
+        env.reset()
+        acts = np.zeros(8, np.int64)
+        obs_hashes = set()
+        for k in range(300):
+            acts[:] = k % 4
+            obs, *_ = env.step(acts)
+        obs_hashes = {hashlib.sha256(o.tobytes()).hexdigest() for o in obs}
+        assert len(obs_hashes) == 8
+    assert len(set(reference_trace)) == 8
+
+
+def test_parent_numpy_state_does_not_leak_into_forked_workers():
+    digests = []
+    for parent_seed in (123, 456):
+        np.random.seed(parent_seed)
+        with shmatari.make("Pong", num_envs=4, num_workers=2, seed=5, start_method="fork") as env:
+            digests.append(per_env_digests(rollout(env, 150)))
+    assert digests[0] == digests[1]
+    assert len(set(digests[0])) == 4
+
+
+def test_seed_none_draws_entropy_that_replays_the_run():
+    with shmatari.make("Pong", num_envs=2, seed=None) as env:
+        entropy = env.seed_entropy
+        assert isinstance(entropy, int) and entropy > 0
+        first = per_env_digests(rollout(env, 120))
+    with shmatari.make("Pong", num_envs=2, seed=entropy) as env:
+        assert per_env_digests(rollout(env, 120)) == first
+
+
+def test_reset_with_seed_rederives_every_env_and_reset_without_continues():
+    with shmatari.make("Breakout", num_envs=2, seed=9) as env:
+        fresh = per_env_digests(rollout(env, 100))
+        continued = per_env_digests(rollout(env, 100))
+        reseeded = per_env_digests(rollout(env, 100, reset_seed=9))
+        other = per_env_digests(rollout(env, 100, reset_seed=10))
+    assert continued != fresh
+    assert reseeded == fresh
+    assert other != fresh
+    with shmatari.make("Breakout", num_envs=2, seed=5) as env:
+        assert env.seed_entropy == 5
+        assert per_env_digests(rollout(env, 100, reset_seed=9)) == fresh
+        assert env.seed_entropy == 9
+
+
+def test_close_removes_segment_and_workers():
+    before = shm_entries()
+    env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0)
+    name, pids = env.segment_name, list(env.worker_pids)
+    assert name in shm_entries() - before
+    env.reset()
+    env.close()
+    env.close()  # idempotent
+    assert name not in shm_entries()
+    assert not any(pid_alive(p) for p in pids)
+    with pytest.raises(shmatari.PoolClosedError):
+        env.step([0, 0, 0, 0])
+
+
+def test_garbage_collected_pool_cleans_up():
+    env = shmatari.make("Pong", num_envs=2, seed=0)
+    name, pids = env.segment_name, list(env.worker_pids)
+    env.reset()
+    del env
+    gc.collect()
+    assert name not in shm_entries()
+    for p in mp.active_children():
+        p.join(2.0)
+    assert not any(pid_alive(p) for p in pids)
+
+
+def test_failure_inside_make_leaves_nothing_behind():
+    cfg = config.build_config("Breakout", 2, seed=0)
+    before = shm_entries()
+    with pytest.raises(shmatari.WorkerError) as err:
+        shmatari.ShmVectorEnv(dataclasses.replace(cfg, game="no_such_rom"))
+    assert "worker traceback" in str(err.value)
+    assert err.value.worker_traceback
+    assert shm_entries() == before
+
+
+# -- bad input -------------------------------------------------------------------
+
+def _children() -> set[int]:
+    return {p.pid for p in mp.active_children()}
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(env_id="Breakoot"), ValueError, "did you mean 'breakout'"),
+    (dict(env_id="NotAGame"), ValueError, "unknown Atari game"),
+    (dict(env_id=42), TypeError, "must be a str"),
+    (dict(num_envs=0), ValueError, "num_envs must be >= 1"),
+    (dict(num_envs=2.5), TypeError, "num_envs must be an int"),
+    (dict(num_envs=2, num_workers=3), ValueError, "num_workers must be <= num_envs"),
+    (dict(batch_size=9), ValueError, "batch_size must be <= num_envs"),
+    (dict(frame_skipp=4), TypeError, "did you mean 'frame_skip'"),
+    (dict(repeat_action_probability=1.5), ValueError, "repeat_action_probability"),
+    (dict(img_height=211), ValueError, "img_height"),
+    (dict(grayscale="yes"), TypeError, "grayscale must be a bool"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(seed=1.0), TypeError, "seed"),
+    (dict(start_method="thread"), ValueError, "start_method"),
+    (dict(autoreset_mode="sometimes"), ValueError, "autoreset_mode"),
+])
+def test_bad_make_arguments_fail_before_any_process_starts(kwargs, exc, match):
+    args = dict(env_id="Breakout", num_envs=8)
+    args.update(kwargs)
+    before_children, before_shm = _children(), shm_entries()
+    with pytest.raises(exc, match=match):
+        shmatari.make(**args)
+    assert _children() <= before_children
+    assert shm_entries() == before_shm
+
+
+def test_bad_actions_are_refused_and_the_pool_stays_usable():
+    with shmatari.make("Breakout", num_envs=2, seed=0) as env:
+        with pytest.raises(shmatari.CallOrderError, match="reset"):
+            env.step([0, 0])
+        env.reset()
+        cases = [
+            ([0, 0, 0], ValueError, r"shape \(2,\)"),
+            ([[0, 0]], ValueError, r"shape \(2,\)"),
+            ([0.0, 1.0], TypeError, "integers"),
+            (np.array([0, np.nan]), TypeError, "integers"),
+            ([True, False], TypeError, "integers"),
+            ([0, 4], ValueError, "out of range"),
+            ([-1, 0], ValueError, "out of range"),
+            (["a", "b"], TypeError, "integers"),
+        ]
+        for actions, exc, match in cases:
+            with pytest.raises(exc, match=match):
+                env.step(actions)
+        obs, reward, term, trunc, info = env.step(np.array([1, 2], np.uint8))
+        assert obs.shape == (2, 4, 84, 84)
+        assert (info["elapsed_step"] == 1).all()
