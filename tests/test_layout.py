@@ -41,7 +41,7 @@ def test_magic_spells_shmatari():
 
 def _geometry(**kw):
     g = dict(num_envs=8, num_workers=2, batch_size=8, ring_depth=2, stack_num=4,
-             img_height=84, img_width=84, channels=1, frame_skip=4)
+             img_height=84, img_width=84, channels=1, frame_skip=4, autoreset_mode=0)
     g.update(kw)
     return g
 
@@ -50,6 +50,9 @@ def _geometry(**kw):
     _geometry(), _geometry(num_envs=64, batch_size=32, ring_depth=3, num_workers=16),
     _geometry(channels=3, img_height=105, img_width=80, stack_num=1, num_envs=3, batch_size=1,
               ring_depth=4, num_workers=3),
+    _geometry(autoreset_mode=_core.AUTORESET_MODES["same_step"]),
+    _geometry(autoreset_mode=_core.AUTORESET_MODES["same_step"], channels=3, num_envs=5,
+              batch_size=3, ring_depth=3, img_height=7, img_width=5),
 ])
 def test_regions_are_aligned_and_disjoint(geometry):
     buf = bytearray(_core.compute_layout(**geometry))
@@ -73,6 +76,15 @@ def test_regions_are_aligned_and_disjoint(geometry):
             regions.append((off, off + dtype.itemsize * B))
         obs = base + h["slot_obs_offset"]
         regions.append((obs, obs + h["obs_env_bytes"] * B))
+        final = h["slot_final_offset"]
+        assert (final != 0) == (geometry["autoreset_mode"] == _core.AUTORESET_MODES["same_step"])
+        if final:  # a second copy of the slot's records, at the same relative offsets
+            for f, (name, dtype) in enumerate(_core.FIELDS):
+                off = base + final + h["slot_field_offset"][f]
+                regions.append((off, off + dtype.itemsize * B))
+            obs = base + final + h["slot_obs_offset"]
+            regions.append((obs, obs + h["obs_env_bytes"] * B))
+            assert obs + h["obs_env_bytes"] * B <= base + h["slot_bytes"]
     for start, end in regions:
         assert start % _core.ALIGN == 0
         assert end <= total
@@ -88,6 +100,8 @@ def test_invalid_geometry_is_refused():
         _core.compute_layout(**_geometry(ring_depth=1))
     with pytest.raises(ValueError, match="geometry"):
         _core.compute_layout(**_geometry(num_workers=9))
+    with pytest.raises(ValueError, match="geometry"):
+        _core.compute_layout(**_geometry(autoreset_mode=3))
 
 
 def test_segment_refuses_foreign_headers():

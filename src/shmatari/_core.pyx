@@ -32,12 +32,19 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_SEED_WORDS
     const unsigned SHMATARI_FLAG_RESET
     const unsigned SHMATARI_FLAG_RESTARTED
+    const unsigned SHMATARI_FLAG_FINAL
+    const unsigned SHMATARI_FLAG_OBSERVED
 
     enum shmatari_cmd:
         SHMATARI_CMD_NONE
         SHMATARI_CMD_STEP
         SHMATARI_CMD_RESET
         SHMATARI_CMD_RESEED
+        SHMATARI_CMD_OBSERVE
+    enum shmatari_autoreset_mode:
+        SHMATARI_AUTORESET_NEXT_STEP
+        SHMATARI_AUTORESET_SAME_STEP
+        SHMATARI_AUTORESET_DISABLED
     enum shmatari_worker_state:
         SHMATARI_WORKER_STARTING
         SHMATARI_WORKER_READY
@@ -94,6 +101,8 @@ cdef extern from "shmatari/layout.h" nogil:
         uint32_t pool_state
         uint32_t field_count
         uint64_t seed_words[4]
+        uint32_t autoreset_mode
+        uint64_t slot_final_offset
         uint32_t main_seq
         uint32_t main_sleeping
         uint32_t ready_workers
@@ -178,9 +187,16 @@ MAX_ACTIONS = SHMATARI_MAX_ACTIONS
 SEED_WORDS = SHMATARI_SEED_WORDS
 FLAG_RESET = SHMATARI_FLAG_RESET
 FLAG_RESTARTED = SHMATARI_FLAG_RESTARTED
+FLAG_FINAL = SHMATARI_FLAG_FINAL
+FLAG_OBSERVED = SHMATARI_FLAG_OBSERVED
 CMD_STEP = SHMATARI_CMD_STEP
 CMD_RESET = SHMATARI_CMD_RESET
 CMD_RESEED = SHMATARI_CMD_RESEED
+CMD_OBSERVE = SHMATARI_CMD_OBSERVE
+#: ``autoreset_mode`` option value -> the header's enum shmatari_autoreset_mode.
+AUTORESET_MODES = {"next_step": SHMATARI_AUTORESET_NEXT_STEP,
+                   "same_step": SHMATARI_AUTORESET_SAME_STEP,
+                   "disabled": SHMATARI_AUTORESET_DISABLED}
 WORKER_STARTING = SHMATARI_WORKER_STARTING
 WORKER_READY = SHMATARI_WORKER_READY
 WORKER_FAILED = SHMATARI_WORKER_FAILED
@@ -228,6 +244,8 @@ cdef extern from *:
       {"shmatari_header", "pool_state", offsetof(shmatari_header, pool_state)},
       {"shmatari_header", "field_count", offsetof(shmatari_header, field_count)},
       {"shmatari_header", "seed_words", offsetof(shmatari_header, seed_words)},
+      {"shmatari_header", "autoreset_mode", offsetof(shmatari_header, autoreset_mode)},
+      {"shmatari_header", "slot_final_offset", offsetof(shmatari_header, slot_final_offset)},
       {"shmatari_header", "main_seq", offsetof(shmatari_header, main_seq)},
       {"shmatari_header", "main_sleeping", offsetof(shmatari_header, main_sleeping)},
       {"shmatari_header", "ready_workers", offsetof(shmatari_header, ready_workers)},
@@ -293,8 +311,12 @@ def min_ring_depth(uint32_t num_envs, uint32_t batch_size):
 
 def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_size,
                    uint32_t ring_depth, uint32_t stack_num, uint32_t img_height,
-                   uint32_t img_width, uint32_t channels, uint32_t frame_skip):
+                   uint32_t img_width, uint32_t channels, uint32_t frame_skip,
+                   uint32_t autoreset_mode=SHMATARI_AUTORESET_NEXT_STEP):
     """Lays out a segment with ``shmatari_layout_compute``.
+
+    ``autoreset_mode`` is a value of ``AUTORESET_MODES``; same-step pools get
+    room for final records in every slot.
 
     Returns:
         bytes: the 1024-byte header image to copy to offset 0 of the segment;
@@ -314,11 +336,13 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.img_width = img_width
     h.channels = channels
     h.frame_skip = frame_skip
+    h.autoreset_mode = autoreset_mode
     if shmatari_layout_compute(&h) != 0:
         raise ValueError("invalid pool geometry: " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
-            img_width=img_width, channels=channels, frame_skip=frame_skip)))
+            img_width=img_width, channels=channels, frame_skip=frame_skip,
+            autoreset_mode=autoreset_mode)))
     return (<char *>&h)[:sizeof(h)]
 
 
@@ -433,6 +457,8 @@ cdef class Segment:
             "owner_pid": h.owner_pid, "client_pid": h.client_pid,
             "pool_state": h.pool_state, "field_count": h.field_count,
             "seed_words": [h.seed_words[i] for i in range(SHMATARI_SEED_WORDS)],
+            "autoreset_mode": h.autoreset_mode,
+            "slot_final_offset": h.slot_final_offset,
             "ready_workers": shmatari_load_acquire(&h.ready_workers),
             "failed_workers": shmatari_load_acquire(&h.failed_workers),
             "alloc_pos": shmatari_load_acquire64(&h.alloc_pos),
@@ -510,7 +536,7 @@ cdef class Segment:
             env_ids: int64, shape (n,): the envs, each at most once, each
                 waiting for a command (the caller checks both).
             actions: int32, shape (n,) or None: action index per env (STEP).
-            cmd: ``CMD_STEP``, ``CMD_RESET`` or ``CMD_RESEED``.
+            cmd: ``CMD_STEP``, ``CMD_RESET``, ``CMD_RESEED`` or ``CMD_OBSERVE``.
         """
         self._check()
         cdef Py_ssize_t i, n = env_ids.shape[0]
@@ -791,11 +817,39 @@ cdef class Palette:
         return 0
 
 
+cdef struct _Result:
+    # One published result, as the slot's per-field arrays hold it.
+    float reward
+    float raw_reward
+    uint8_t terminated
+    uint8_t truncated
+    uint8_t game_over
+    uint8_t episode_done
+    int32_t lives
+    int32_t elapsed_step
+    int64_t episode_frames
+    int64_t frame_number
+    double episode_return
+    uint32_t flags
+
+
+cdef tuple _result_tuple(const _Result *r):
+    return (r.reward, bool(r.terminated), bool(r.truncated), r.lives, r.raw_reward,
+            bool(r.game_over), r.elapsed_step, r.episode_frames, r.frame_number,
+            r.episode_return, bool(r.episode_done), r.flags)
+
+
+#: Names of the values ``AtariCore.result()`` returns, in order: the slot's
+#: fields after ``env_id``.
+RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
+
+
 cdef class AtariCore:
     """One Atari env: emulation, preprocessing and episode bookkeeping.
 
     Used by shmatari's workers, by the pipe baseline and by the benchmark's
-    ceiling, so that all three do exactly the same work per step.
+    ceiling, so that all three do exactly the same work per step. Each
+    behaviour is specified in ``docs/semantics.md``.
 
     Args:
         ale: an ``ale_py.ALEInterface`` with its ROM loaded, built in this
@@ -806,24 +860,31 @@ cdef class AtariCore:
         frame_skip: frames per step (>= 1).
         stack_num: frames per observation (>= 1).
         maxpool: pool the last two frames of a step.
-        noop_max: at most this many no-op steps at reset (0: none).
+        noop_max: at most this many no-op frames at reset (0: none).
         episodic_life: a lost life ends the episode (``terminated``), the game
             goes on.
-        use_fire_reset: press FIRE after reset (games with FIRE at index 1).
+        use_fire_reset: press FIRE for one step after reset (games with FIRE
+            at index 1 of at least 3 actions).
         reward_clip: the reward is its sign.
-        max_episode_frames: truncate after this many frames (0: never).
+        max_episode_frames: truncate the game at this many frames (0: never).
         noop_rng: a ``numpy.random.Generator`` for the no-op counts.
+        same_step: same-step autoreset: a done step resets at once and keeps
+            its own result as the final record (``final_result``,
+            ``final_obs_into``).
     """
 
-    cdef object ale, _act, _get_screen, _game_over, _lives, _reset_game
+    cdef object _act, _get_screen, _game_over, _lives, _reset_game
+    #: The env's ``ALEInterface`` (for tests and tools: acting on it directly
+    #: puts it out of step with the core).
+    cdef readonly object ale
     cdef readonly object rom_path
     cdef Palette palette
     cdef list _action_ids
     cdef readonly int frame_skip, stack_num, noop_max, num_actions
-    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
+    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip, same_step
     cdef readonly int64_t max_episode_frames
     cdef public object noop_rng
-    cdef bint fire_ok
+    cdef readonly bint fire_ok
     # raw screens: two buffers, `cur` is the newest
     cdef object raw_arrays
     cdef uint8_t *raw[2]
@@ -834,6 +895,7 @@ cdef class AtariCore:
     cdef int head
     # state
     cdef bint needs_reset, soft_reset
+    cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
     cdef readonly int32_t lives
     cdef readonly int32_t elapsed_step
     cdef readonly int64_t episode_frames, frame_number
@@ -842,15 +904,19 @@ cdef class AtariCore:
     cdef readonly float reward, raw_reward
     cdef readonly bint terminated, truncated, game_over, episode_done
     cdef readonly uint32_t flags
+    # same_step: the done step's result and observation (valid with FLAG_FINAL)
+    cdef _Result final
+    cdef uint8_t *final_obs
 
     def __cinit__(self):
         self.hist = NULL
+        self.final_obs = NULL
 
     def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
                  int stack_num=4, bint maxpool=True, int noop_max=30,
                  bint episodic_life=False, bint use_fire_reset=False,
                  bint reward_clip=False, int64_t max_episode_frames=108000,
-                 noop_rng=None):
+                 noop_rng=None, bint same_step=False):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -870,8 +936,9 @@ cdef class AtariCore:
         self.reward_clip = reward_clip
         self.max_episode_frames = max_episode_frames
         self.noop_rng = noop_rng
+        self.same_step = same_step
         # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
-        # as SB3's FireResetEnv and EnvPool require.
+        # as SB3's FireResetEnv requires.
         self.fire_ok = self.num_actions >= 3 and self._action_ids[1] == 1
         h, w = palette.screen_h, palette.screen_w
         self.raw_arrays = (np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8))
@@ -885,15 +952,23 @@ cdef class AtariCore:
         if self.hist == NULL:
             raise MemoryError()
         memset(self.hist, 0, self.frame_bytes * stack_num)
+        if same_step:
+            self.final_obs = <uint8_t *>malloc(self.frame_bytes * stack_num)
+            if self.final_obs == NULL:
+                raise MemoryError()
+            memset(self.final_obs, 0, self.frame_bytes * stack_num)
+        memset(&self.final, 0, sizeof(self.final))
         self.head = 0
         self.needs_reset = True
         self.soft_reset = False
+        self.end_pending = False
         self.frame_number = 0
         self._clear_episode()
         self._clear_result()
 
     def __dealloc__(self):
         free(self.hist)
+        free(self.final_obs)
 
     cdef inline void _clear_episode(self):
         self.elapsed_step = 0
@@ -908,6 +983,21 @@ cdef class AtariCore:
         self.game_over = False
         self.episode_done = False
         self.flags = 0
+
+    cdef inline void snapshot(self, _Result *r) noexcept nogil:
+        """The current result, as published."""
+        r.reward = self.reward
+        r.raw_reward = self.raw_reward
+        r.terminated = self.terminated
+        r.truncated = self.truncated
+        r.game_over = self.game_over
+        r.episode_done = self.episode_done
+        r.lives = self.lives
+        r.elapsed_step = self.elapsed_step
+        r.episode_frames = self.episode_frames
+        r.frame_number = self.frame_number
+        r.episode_return = self.episode_return
+        r.flags = self.flags
 
     cdef inline int _capture(self) except -1:
         """Copies the current screen into the next raw buffer (newest)."""
@@ -942,38 +1032,74 @@ cdef class AtariCore:
         self.episode_frames += 1
         return r
 
-    cdef int _fire(self) except -1:
-        """One step of FIRE after a reset; False if it ended the game."""
+    cdef inline bint _capped(self):
+        return self.max_episode_frames > 0 and self.episode_frames >= self.max_episode_frames
+
+    cdef bint _ended(self) except -1:
+        """The game is over or has reached the frame cap."""
+        return self._game_over(with_truncation=False) or self._capped()
+
+    cdef int _new_game(self) except -1:
+        """``reset_game``, then 1..noop_max no-op frames; a no-op frame that
+        ends the game (or reaches the cap) resets it again and the remaining
+        no-ops go on, as Gymnasium's AtariPreprocessing and SB3's
+        NoopResetEnv."""
+        cdef int noops = 0, i
+        self._reset_game()
+        self._clear_episode()
+        if self.noop_max > 0:
+            noops = int(self.noop_rng.integers(1, self.noop_max + 1))
+        for i in range(noops):
+            self.episode_return += self._frame(0)
+            if self._ended():
+                self._reset_game()
+                self._clear_episode()
+        return 0
+
+    cdef int _press_fire(self) except -1:
+        """One step (frame_skip frames) of FIRE; 0 if it ended the game or
+        reached the cap, 1 otherwise."""
         cdef int i
         for i in range(self.frame_skip):
             self.episode_return += self._frame(self._action_ids[1])
-            if self._game_over(with_truncation=False):
+            if self._ended():
                 return 0
         return 1
 
-    cdef int _start_episode_obs(self) except -1:
+    cdef int _start_episode_obs(self, bint end_pending) except -1:
         self._capture()
         self._emit(False)
         self._fill_stack()
         self.lives = self._lives()
         self.needs_reset = False
         self.soft_reset = False
+        self.end_pending = end_pending
         self.flags = SHMATARI_FLAG_RESET
         return 0
 
     cdef int _continue_game(self) except -1:
-        """After a life lost with episodic_life: a no-op step (and FIRE) and a
-        fresh frame stack, without resetting the game (as SB3's
-        EpisodicLifeEnv); a real reset if the game ended meanwhile."""
+        """After a life lost with episodic_life: one no-op step (as SB3's
+        EpisodicLifeEnv) and FIRE when enabled, then a fresh frame stack,
+        without resetting the game. If those frames end the game or reach the
+        cap, they stop there and the next step reports it."""
         cdef int i
+        cdef bint ended = False
+        cdef double before = self.episode_return
         self._clear_result()
         for i in range(self.frame_skip):
             self.episode_return += self._frame(0)
-            if self._game_over(with_truncation=False):
-                return self.reset()
-        if self.use_fire_reset and self.fire_ok and not self._fire():
-            return self.reset()
-        return self._start_episode_obs()
+            if self._ended():
+                ended = True
+                break
+        if not ended and self.use_fire_reset and self.fire_ok:
+            ended = not self._press_fire()
+        self.raw_reward = <float>(self.episode_return - before)
+        return self._start_episode_obs(ended)
+
+    cdef int _autoreset(self) except -1:
+        if self.soft_reset:
+            return self._continue_game()
+        return self.reset()
 
     def reseed(self, int ale_seed, noop_rng):
         """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
@@ -986,52 +1112,60 @@ cdef class AtariCore:
 
     cpdef int reset(self) except -1:
         """Resets the game and writes the first observation: ``reset_game``,
-        1..noop_max no-ops, FIRE when enabled, then the stack filled with the
-        newest frame."""
-        cdef int noops = 0, i
+        1..noop_max no-op frames, one step of FIRE when enabled (if it ends
+        the game: ``reset_game`` and no-ops again, without FIRE, as SB3's
+        FireResetEnv), then the stack filled with the newest frame. The
+        result has reward 0, ``raw_reward`` the score of those frames and
+        ``FLAG_RESET``."""
         self._clear_result()
-        self._reset_game()
-        self._clear_episode()
-        if self.noop_max > 0:
-            noops = int(self.noop_rng.integers(1, self.noop_max + 1))
-        for i in range(noops):
-            self.episode_return += self._frame(0)
-            if self._game_over(with_truncation=False):
-                self._reset_game()
-                self._clear_episode()
-        if self.use_fire_reset and self.fire_ok and not self._fire():
-            self._reset_game()
-            self._clear_episode()
-        return self._start_episode_obs()
+        self._new_game()
+        if self.use_fire_reset and self.fire_ok and not self._press_fire():
+            self._new_game()
+        self.raw_reward = <float>self.episode_return
+        return self._start_episode_obs(False)
+
+    cpdef int observe(self) except -1:
+        """``CMD_OBSERVE``: the current observation again, nothing emulated;
+        reward 0, every flag false, ``FLAG_OBSERVED``."""
+        self._clear_result()
+        self.flags = SHMATARI_FLAG_OBSERVED
+        return 0
 
     cpdef int step(self, int action) except -1:
         """One agent step with action index ``action`` (0..num_actions-1).
 
         After a step that ended the episode the next call resets instead and
-        ignores ``action`` (next-step autoreset, as Gymnasium 1.x)."""
-        cdef int t, emulated = 0, ale_action
+        ignores ``action`` (next-step autoreset, as Gymnasium 1.x), unless
+        ``same_step``: then the done step resets at once, its own result is
+        kept as the final record, and the result is the reset's with the
+        step's reward, terminated and truncated, and ``FLAG_FINAL``."""
+        cdef int emulated = 0, ale_action
         cdef double raw = 0.0
         cdef int32_t lives
         cdef bint over = False, life_lost = False, capped = False
         if self.needs_reset:
-            if self.soft_reset:
-                return self._continue_game()
-            return self.reset()
+            return self._autoreset()
         self._clear_result()
         ale_action = self._action_ids[action]
-        for t in range(self.frame_skip):
+        if self.end_pending:
+            # The continuation after a lost life ended the game or reached the
+            # cap: report it now, emulating nothing.
+            over = self._game_over(with_truncation=False)
+            capped = self._capped()
+            self.end_pending = False
+        while not (over or life_lost or capped) and emulated < self.frame_skip:
             raw += self._frame(ale_action)
             emulated += 1
             self._capture()
             over = self._game_over(with_truncation=False)
             if self.episodic_life:
+                # A loss down to 0 lives is left to game over (as SB3's
+                # EpisodicLifeEnv and EnvPool): Q*bert shows 0 lives for some
+                # frames before its game ends.
                 lives = self._lives()
-                life_lost = lives < self.lives
+                life_lost = 0 < lives < self.lives
                 self.lives = lives
-            capped = self.max_episode_frames > 0 and \
-                self.episode_frames >= self.max_episode_frames
-            if over or life_lost or capped:
-                break
+            capped = self._capped()
         self._emit(self.maxpool and emulated >= 2)
         if not self.episodic_life:
             self.lives = self._lives()
@@ -1049,6 +1183,14 @@ cdef class AtariCore:
         if self.terminated or self.truncated:
             self.needs_reset = True
             self.soft_reset = not self.episode_done
+            if self.same_step:
+                self.snapshot(&self.final)
+                self.write_obs(self.final_obs)
+                self._autoreset()
+                self.reward = self.final.reward
+                self.terminated = self.final.terminated
+                self.truncated = self.final.truncated
+                self.flags |= SHMATARI_FLAG_FINAL
         return 0
 
     def obs_into(self, out):
@@ -1059,6 +1201,17 @@ cdef class AtariCore:
         if o.shape[0] != self.frame_bytes * self.stack_num:
             raise ValueError("out has the wrong size")
         self.write_obs(&o[0])
+
+    def final_obs_into(self, out):
+        """Copies the final observation of the last done step (same_step
+        only; valid while ``flags & FLAG_FINAL``) into ``out``, as
+        ``obs_into``."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if not self.same_step:
+            raise ValueError("final observations exist only with same_step")
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        memcpy(&o[0], self.final_obs, self.frame_bytes * self.stack_num)
 
     cdef inline void write_obs(self, uint8_t *out) noexcept nogil:
         cdef int s, src
@@ -1072,17 +1225,41 @@ cdef class AtariCore:
         return list(self._action_ids)
 
     def result(self):
-        """The last result as a tuple: (reward, terminated, truncated, lives,
-        raw_reward, game_over, elapsed_step, episode_frames, frame_number,
-        episode_return, episode_done, flags)."""
-        return (self.reward, self.terminated, self.truncated, self.lives,
-                self.raw_reward, self.game_over, self.elapsed_step,
-                self.episode_frames, self.frame_number, self.episode_return,
-                self.episode_done, self.flags)
+        """The last result as a tuple, in the order of ``RESULT_FIELDS``:
+        (reward, terminated, truncated, lives, raw_reward, game_over,
+        elapsed_step, episode_frames, frame_number, episode_return,
+        episode_done, flags)."""
+        cdef _Result r
+        self.snapshot(&r)
+        return _result_tuple(&r)
+
+    def final_result(self):
+        """The result of the done step that the last result followed
+        (same_step, ``flags & FLAG_FINAL``), as ``result()``; None otherwise."""
+        if not self.flags & SHMATARI_FLAG_FINAL:
+            return None
+        return _result_tuple(&self.final)
 
 
 # --------------------------------------------------------------------------
 # The worker loop
+
+cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t idx,
+                               uint32_t env, const _Result *r) noexcept nogil:
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = r.reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = r.terminated
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = r.truncated
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = r.lives
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = r.raw_reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = r.game_over
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = r.elapsed_step
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = r.episode_frames
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = r.frame_number
+    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = r.episode_return
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = r.episode_done
+    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = r.flags
+
 
 cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
                           bint ordered) noexcept nogil:
@@ -1090,6 +1267,8 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
     cdef uint64_t pos, batch
     cdef uint32_t idx
     cdef char *slot
+    cdef char *final
+    cdef _Result r
     if ordered:
         pos = ec.results * h.num_envs + env
     else:
@@ -1097,20 +1276,14 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
     batch = pos / h.batch_size
     idx = <uint32_t>(pos % h.batch_size)
     slot = shmatari_slot(h, batch)
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
-    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = core.reward
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = core.terminated
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = core.truncated
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = core.lives
-    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = core.raw_reward
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = core.game_over
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = core.elapsed_step
-    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = core.episode_frames
-    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = core.frame_number
-    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = core.episode_return
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = core.episode_done
-    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = core.flags
+    core.snapshot(&r)
+    _write_fields(h, slot, idx, env, &r)
     core.write_obs(<uint8_t *>(slot + h.slot_obs_offset + idx * h.obs_env_bytes))
+    if (r.flags & SHMATARI_FLAG_FINAL) and h.slot_final_offset != 0:
+        final = slot + h.slot_final_offset
+        _write_fields(h, final, idx, env, &core.final)
+        memcpy(final + h.slot_obs_offset + idx * h.obs_env_bytes, core.final_obs,
+               h.obs_env_bytes)
     ec.results += 1
     if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
@@ -1163,6 +1336,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 core = <AtariCore>cores[e - begin]
                 if ec.cmd == SHMATARI_CMD_STEP:
                     core.step(ec.action)
+                elif ec.cmd == SHMATARI_CMD_OBSERVE:
+                    core.observe()
                 elif ec.cmd == SHMATARI_CMD_RESEED:
                     reseed(core, e, seg.seed_words())
                     core.reset()

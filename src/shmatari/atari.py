@@ -61,7 +61,8 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.A
         maxpool=config.maxpool, noop_max=config.noop_max,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
-        noop_rng=seeding.noop_rng(config.seed, index))
+        noop_rng=seeding.noop_rng(config.seed, index),
+        same_step=config.autoreset_mode == "same_step")
 
 
 def action_set(core: _core.AtariCore) -> list[int]:

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from . import _core, config as _config, seeding, shm
+from . import _core, config as _config, results, seeding, shm
 from .errors import CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["make", "ShmVectorEnv"]
@@ -23,11 +23,15 @@ _POLL = 0.1
 _START_TIMEOUT = 120.0
 #: Seconds close() waits for workers to exit before terminating them.
 _CLOSE_TIMEOUT = 3.0
+#: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
+_GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+                  "disabled": AutoresetMode.DISABLED}
 
 
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
-         start_method: str | None = None, **options) -> "ShmVectorEnv":
+         start_method: str | None = None, preset: str | None = None,
+         **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     Args:
@@ -86,7 +90,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     """
     cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                num_workers=num_workers, seed=seed,
-                               start_method=start_method, **options)
+                               start_method=start_method, preset=preset, **options)
     return ShmVectorEnv(cfg)
 
 
@@ -165,6 +169,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def __init__(self, config: _config.EnvConfig):
         self.config = config
+        self.metadata = dict(type(self).metadata,
+                             autoreset_mode=_GYM_AUTORESET[config.autoreset_mode])
+        self.autoreset_mode = self.metadata["autoreset_mode"]
         self.num_envs = config.num_envs
         self.batch_size = config.batch_size
         self.num_workers = config.num_workers
@@ -177,6 +184,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._pending = 0
         self._taken = 0
         self._needs_reset = True
+        # autoreset_mode="disabled": envs whose last step ended an episode
+        self._done = np.zeros(self.num_envs, bool)
         try:
             self._start()
         except BaseException:
@@ -190,7 +199,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         header = _core.compute_layout(
             num_envs=cfg.num_envs, num_workers=cfg.num_workers, batch_size=cfg.batch_size,
             ring_depth=ring_depth, stack_num=cfg.stack_num, img_height=cfg.img_height,
-            img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip)
+            img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
+            autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
         total = int.from_bytes(header[24:32], "little")
         segment = shm.create(shm.new_name(), total)
         self._res.segment = segment
@@ -240,17 +250,23 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     def _make_views(self, segment, seg) -> None:
         hdr = seg.header()
         B = hdr["batch_size"]
-        self._slots = []
-        for s in range(hdr["ring_depth"]):
-            base = seg.slot_offset(s)
+
+        def record(base):
             fields = {}
             for f, (name, dtype) in enumerate(_core.FIELDS):
                 fields[name] = np.ndarray((B,), dtype, segment.buf,
                                           base + hdr["slot_field_offset"][f])
             obs = np.ndarray((B,) + self.config.obs_shape, np.uint8, segment.buf,
                              base + hdr["slot_obs_offset"])
-            self._slots.append((fields, obs))
-            self._res.views.append((fields, obs))
+            return fields, obs
+
+        self._slots = []
+        for s in range(hdr["ring_depth"]):
+            base = seg.slot_offset(s)
+            # Same-step pools: the slot's final records (see layout.h).
+            final = record(base + hdr["slot_final_offset"]) if hdr["slot_final_offset"] else None
+            self._slots.append((*record(base), final))
+            self._res.views.append(self._slots[-1])
 
     # -- liveness --------------------------------------------------------------
     def _check_workers(self) -> None:
@@ -333,7 +349,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Raises:
             TypeError: non-integer actions or env ids.
             ValueError: wrong shapes, out-of-range actions or ids, duplicates.
-            CallOrderError: an env is still running, or the pool needs reset().
+            CallOrderError: an env is still running, or the pool needs reset(),
+                or (``autoreset_mode="disabled"``) an env's episode has ended
+                and it was not reset.
             PoolClosedError: the pool is closed or broken.
         """
         self._usable()
@@ -349,11 +367,24 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         else:
             env_ids = self._check_env_ids(env_id, None)
             acts = self._check_actions(actions, env_ids.size)
+        ended = env_ids[self._done[env_ids]]
+        if ended.size:
+            raise CallOrderError(
+                f"env(s) {ended.tolist()} ended an episode and autoreset_mode is "
+                f"'disabled': reset them first with reset(options={{'reset_mask': mask}})")
         self._post(env_ids, acts, _core.CMD_STEP)
 
-    def async_reset(self, seed: int | None = None) -> None:
-        """Resets every env without waiting; collect the results with :meth:`recv`."""
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Resets envs without waiting; collect the results with :meth:`recv`.
+
+        Args:
+            seed, options: as :meth:`reset`.
+
+        Raises:
+            As :meth:`reset`.
+        """
         self._usable()
+        mask = self._check_reset_options(seed, options)
         if self._pending:
             raise CallOrderError(f"{self._pending} env(s) are still running: recv() "
                                  f"their results before resetting")
@@ -363,8 +394,42 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
             cmd = _core.CMD_RESEED
-        self._post(np.arange(self.num_envs, dtype=np.int64), None, cmd)
+        all_envs = np.arange(self.num_envs, dtype=np.int64)
+        if mask is None:
+            self._post(all_envs, None, cmd)
+            self._done[:] = False
+        else:
+            # Every env publishes one result per round: the others republish
+            # their current observation.
+            self._post(all_envs[mask], None, cmd)
+            self._post(all_envs[~mask], None, _core.CMD_OBSERVE)
+            self._done[mask] = False
         self._needs_reset = False
+
+    def _check_reset_options(self, seed, options) -> np.ndarray | None:
+        """Validates reset()'s options; returns the reset mask or None (all envs)."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if options:
+            raise ValueError(f"reset() takes only the option 'reset_mask', got {sorted(options)}")
+        if mask is None:
+            return None
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask).__name__}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
+                             f"got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError("options['reset_mask'] must hold at least one True value")
+        if seed is not None:
+            raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
+                             "be combined with options['reset_mask']")
+        if self._needs_reset and not mask.all():
+            raise CallOrderError("the first reset must reset every env: call reset() "
+                                 "without 'reset_mask'")
+        return mask.copy()
 
     def recv(self):
         """Waits for the next batch of ``batch_size`` results.
@@ -388,40 +453,25 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         seg, batch = self._seg, self._taken
         while not seg.wait_batch(batch, 0, _POLL):
             self._check_workers()
-        fields, obs_view = self._slots[batch % len(self._slots)]
+        fields_view, obs_view, final_view = self._slots[batch % len(self._slots)]
         obs = obs_view.copy()
-        env_id = fields["env_id"].copy()
-        reward = fields["reward"].copy()
-        terminated = fields["terminated"].astype(bool)
-        truncated = fields["truncated"].astype(bool)
-        info = self._info(fields, env_id)
+        fields = {name: a.copy() for name, a in fields_view.items()}
+        final = final_obs = None
+        if final_view is not None and (fields["flags"] & _core.FLAG_FINAL).any():
+            final = {name: a.copy() for name, a in final_view[0].items()}
+            final_obs = final_view[1].copy()
         seg.take_batch(batch)
         self._taken = batch + 1
+        env_id = fields["env_id"]
+        terminated = fields["terminated"].astype(bool)
+        truncated = fields["truncated"].astype(bool)
         self._state[env_id] = _IDLE
         self._pending -= env_id.size
-        return obs, reward, terminated, truncated, info
-
-    @staticmethod
-    def _info(fields, env_id) -> dict:
-        info = {
-            "env_id": env_id,
-            "lives": fields["lives"].copy(),
-            "raw_reward": fields["raw_reward"].copy(),
-            "game_over": fields["game_over"].astype(bool),
-            "elapsed_step": fields["elapsed_step"].copy(),
-            "episode_frame_number": fields["episode_frames"].copy(),
-            "frame_number": fields["frame_number"].copy(),
-            "reset": (fields["flags"] & _core.FLAG_RESET).astype(bool),
-        }
-        done = fields["episode_done"].astype(bool)
-        if done.any():
-            info["episode"] = {
-                "r": np.where(done, fields["episode_return"], 0.0),
-                "l": np.where(done, fields["elapsed_step"], 0).astype(np.int32),
-                "frames": np.where(done, fields["episode_frames"], 0),
-            }
-            info["_episode"] = done
-        return info
+        if self.config.autoreset_mode == "disabled":
+            stepped = (fields["flags"] & _core.FLAG_OBSERVED) == 0
+            self._done[env_id[stepped]] = (terminated | truncated)[stepped]
+        return (obs, fields["reward"], terminated, truncated,
+                results.build_info(fields, final, final_obs))
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -430,7 +480,13 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Args:
             seed: None continues each env's random streams; an int re-derives
                 every env from it, as :func:`make`'s ``seed`` does.
-            options: must be None or empty.
+            options: None, or ``{"reset_mask": mask}`` with ``mask`` a bool
+                array of shape ``(num_envs,)`` holding at least one True, as
+                Gymnasium's vector envs: only the envs in ``mask`` are reset;
+                the others return their current observation unchanged,
+                nothing emulated (``info["reset"]`` tells them apart). This is
+                how envs are reset under ``autoreset_mode="disabled"``, and it
+                works in every mode. It cannot be combined with ``seed``.
 
         Returns:
             (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
@@ -438,12 +494,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             the first ``batch_size`` envs ready (see ``info["env_id"]``).
 
         Raises:
-            CallOrderError: envs are still running (async use without recv).
+            CallOrderError: envs are still running (async use without recv), or
+                a ``reset_mask`` before the first full reset.
             TypeError, ValueError: a bad seed or options.
         """
-        if options:
-            raise ValueError(f"reset() takes no options, got {sorted(options)}")
-        self.async_reset(seed=seed)
+        self.async_reset(seed=seed, options=options)
         obs, _, _, _, info = self.recv()
         return obs, info
 
