@@ -72,7 +72,6 @@ class ReferenceAtari:
             truncated = 0 < self.max_episode_frames <= self.episode_frames
             if terminated or truncated:
                 break
-        truncated = truncated and not terminated
         pooled = np.maximum(frames[-2], frames[-1]) if self.maxpool and len(frames) >= 2 else frames[-1]
         self.stack = self.stack[1:] + [cv2.resize(pooled, self.size, interpolation=cv2.INTER_AREA)]
         self.needs_reset = terminated or truncated

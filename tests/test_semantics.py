@@ -339,6 +339,32 @@ def test_episodic_life_terminates_per_life_and_the_game_goes_on():
         assert ep["r"][0] == raw_sum > 0
 
 
+def test_reset_after_a_lost_life_continues_the_game():
+    """reset() after a lost life (episodic_life) continues the game, as SB3's
+    EpisodicLifeEnv, whether the reset is masked or not; reset(seed=...)
+    starts new games."""
+    with make1("Breakout", autoreset_mode="disabled", episodic_life=True, use_fire_reset=True,
+               repeat_action_probability=0.0) as env:
+        env.reset()
+        rng = np.random.default_rng(4)
+        for reset in (lambda: env.reset(options={"reset_mask": np.array([True])}), env.reset):
+            steps = 0
+            while True:
+                _, _, term, trunc, info = env.step([rng.integers(4)])
+                steps += 1
+                if term[0]:
+                    break
+            assert not info["game_over"][0] and not trunc[0]
+            lives, frames, elapsed = info["lives"][0], info["episode_frame_number"][0], \
+                info["elapsed_step"][0]
+            obs, info = reset()
+            assert info["reset"][0] and info["lives"][0] == lives
+            assert info["elapsed_step"][0] == elapsed
+            assert info["episode_frame_number"][0] == frames + 8  # a NOOP step and FIRE
+        _, info = env.reset(seed=SEED)
+        assert info["lives"][0] == 5 and info["elapsed_step"][0] == 0
+
+
 def _episodic_run(max_episode_frames: int, steps: int):
     with make1("Breakout", episodic_life=True, use_fire_reset=True, noop_max=0,
                repeat_action_probability=0.0, max_episode_frames=max_episode_frames) as env:

@@ -1096,11 +1096,6 @@ cdef class AtariCore:
         self.raw_reward = <float>(self.episode_return - before)
         return self._start_episode_obs(ended)
 
-    cdef int _autoreset(self) except -1:
-        if self.soft_reset:
-            return self._continue_game()
-        return self.reset()
-
     def reseed(self, int ale_seed, noop_rng):
         """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
         does) and replaces the no-op generator."""
@@ -1111,12 +1106,17 @@ cdef class AtariCore:
         self.soft_reset = False
 
     cpdef int reset(self) except -1:
-        """Resets the game and writes the first observation: ``reset_game``,
-        1..noop_max no-op frames, one step of FIRE when enabled (if it ends
-        the game: ``reset_game`` and no-ops again, without FIRE, as SB3's
-        FireResetEnv), then the stack filled with the newest frame. The
-        result has reward 0, ``raw_reward`` the score of those frames and
-        ``FLAG_RESET``."""
+        """Starts the next episode and writes its first observation.
+
+        After an episode ended by a lost life (episodic_life) this continues
+        the game (``_continue_game``, as SB3's EpisodicLifeEnv). Otherwise a
+        new game: ``reset_game``, 1..noop_max no-op frames, one step of FIRE
+        when enabled (if it ends the game: ``reset_game`` and no-ops again,
+        without FIRE, as SB3's FireResetEnv), then the stack filled with the
+        newest frame. The result has reward 0, ``raw_reward`` the score of
+        those frames and ``FLAG_RESET``."""
+        if self.needs_reset and self.soft_reset:
+            return self._continue_game()
         self._clear_result()
         self._new_game()
         if self.use_fire_reset and self.fire_ok and not self._press_fire():
@@ -1144,7 +1144,7 @@ cdef class AtariCore:
         cdef int32_t lives
         cdef bint over = False, life_lost = False, capped = False
         if self.needs_reset:
-            return self._autoreset()
+            return self.reset()
         self._clear_result()
         ale_action = self._action_ids[action]
         if self.end_pending:
@@ -1178,7 +1178,7 @@ cdef class AtariCore:
             self.reward = <float>raw
         self.game_over = over
         self.terminated = over or life_lost
-        self.truncated = capped and not self.terminated
+        self.truncated = capped
         self.episode_done = over or capped
         if self.terminated or self.truncated:
             self.needs_reset = True
@@ -1186,7 +1186,7 @@ cdef class AtariCore:
             if self.same_step:
                 self.snapshot(&self.final)
                 self.write_obs(self.final_obs)
-                self._autoreset()
+                self.reset()
                 self.reward = self.final.reward
                 self.terminated = self.final.terminated
                 self.truncated = self.final.truncated

@@ -48,43 +48,93 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"``
             (default elsewhere) or ``"fork"``.
-        **options: env options; defaults follow ALE v5 (Machado et al., 2018):
+        preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
+            options below (``config.PRESETS``); options given here override
+            it. ``"dqn"``: Nature DQN as SB3's AtariWrapper (sticky actions 0,
+            episodic_life, use_fire_reset, reward_clip; stack 4 as SB3's
+            VecFrameStack). ``"gymnasium"``: the defaults below.
+        **options: env options. The defaults are Gymnasium's
+            AtariPreprocessing + FrameStackObservation(4) on ALE/<Game>-v5
+            (ALE v5: Machado et al., 2018), bit for bit; docs/semantics.md
+            gives each rule in full, with its tests and the peers' differences.
+            A *frame* is one emulator frame, a *step* one agent step.
 
-            - ``frame_skip=4``: emulator frames per agent step; the action is
-              repeated and rewards summed over the frames emulated.
+            - ``frame_skip=4``: frames per step; the action is repeated and
+              the reward summed over the frames actually emulated. A step
+              stops at the frame that ends its episode.
+            - ``maxpool=True``: each frame of the stack is the pixel-wise max
+              of the step's last two frames in ALE's palette (per channel in
+              RGB), taken before the resize; a step that emulated one frame
+              (``frame_skip=1``, or an episode ending on its first frame) uses
+              that frame alone, never an older one. False: the last frame.
+            - ``grayscale=True``: ALE's grayscale palette, observations uint8
+              ``(num_envs, stack_num, img_height, img_width)``; False: RGB,
+              ``(num_envs, stack_num, img_height, img_width, 3)``.
+            - ``img_height=84``, ``img_width=84``: at most the screen's
+              210 x 160; area resize, bit-identical to ``cv2.resize(...,
+              interpolation=cv2.INTER_AREA)``.
+            - ``stack_num=4``: frames per observation, oldest first. A reset
+              fills the stack with its first frame; a done step's stack holds
+              only frames of the ending episode.
+            - ``noop_max=30``: at each new game, n NOOP frames, n uniform in
+              [1, noop_max] from env i's no-op generator
+              (``seeding.noop_rng(seed, i)``), as Gymnasium's
+              AtariPreprocessing and SB3's NoopResetEnv; 0: none. A no-op
+              frame that ends the game resets it again.
+            - ``use_fire_reset=False``: one step (frame_skip frames) of FIRE
+              after the no-ops, and after each lost life with episodic_life,
+              on action sets with FIRE at index 1 and at least 3 actions
+              (skipped elsewhere, e.g. Freeway). This is the first step of
+              SB3's FireResetEnv, without its step of action 2. If FIRE ends
+              the game, a fresh reset (no-ops, no FIRE) gives the first
+              observation.
+            - ``episodic_life=False``: a step whose lives drop (to a value
+              above 0) ends the episode with ``terminated`` while the game goes
+              on; the next reset continues the game (a NOOP step, then FIRE)
+              with a fresh stack, as SB3's EpisodicLifeEnv. ``info["lives"]``
+              and ``info["game_over"]`` report the game; the frame cap, the
+              step count and the episode statistics cover the whole game.
+            - ``reward_clip=False``: the reward is the sign of the step's
+              summed reward; ``info["raw_reward"]`` keeps it unclipped and
+              ``info["episode"]["r"]`` is the raw score.
+            - ``max_episode_frames=108000``: truncate the game when its frame
+              count (no-op, FIRE and continuation frames included; ALE's
+              episode frame number) reaches this, on that very frame: at step
+              27,000 with no no-ops. None: never. A done step always has
+              ``terminated`` or ``truncated`` set.
             - ``repeat_action_probability=0.25``: sticky actions, ALE's own
-              per-frame mechanism.
-            - ``noop_max=30``: at reset, 1..noop_max NOOP frames drawn from the
-              env's seeded stream (0: none), as Gymnasium's AtariPreprocessing.
-            - ``stack_num=4``: frames per observation, oldest first.
-            - ``img_height=84``, ``img_width=84``: observation size in pixels,
-              at most the screen's 210 x 160 (area resize, bit-identical to
-              ``cv2.resize(..., interpolation=cv2.INTER_AREA)``).
-            - ``grayscale=True``: ALE's grayscale palette; False gives RGB with
-              a trailing channel axis.
-            - ``maxpool=True``: each frame is the pixel-wise maximum of the
-              last two frames emulated in the step (one frame alone when the
-              step emulated only one).
-            - ``episodic_life=False``: a lost life ends the episode
-              (``terminated``) while the game goes on.
-            - ``use_fire_reset=False``: press FIRE for one step after reset, on
-              games whose action 1 is FIRE (with at least 3 actions).
-            - ``reward_clip=False``: the reward is its sign.
+              per-frame mechanism, seeded per env.
             - ``full_action_space=False``: all 18 actions instead of the game's
               minimal set.
-            - ``max_episode_frames=108000``: truncate after this many frames,
-              no-op frames included (None: never).
-            - ``autoreset_mode="next_step"``: after a done step, the next step
-              resets that env and returns its first observation with reward 0
-              and both flags false (Gymnasium 1.x ``NEXT_STEP``).
+            - ``autoreset_mode="next_step"``, ``"same_step"`` or
+              ``"disabled"`` (or a ``gymnasium.vector.AutoresetMode``),
+              declared in ``env.metadata["autoreset_mode"]``:
+
+              - ``"next_step"`` (Gymnasium 1.x): the step after a done step
+                returns the reset observation, reward 0 and both flags false;
+                its action is ignored.
+              - ``"same_step"``: a done step returns the reset observation at
+                once, with the step's reward and flags; the step's own
+                observation and info are in ``info["final_obs"]`` and
+                ``info["final_info"]`` (masks ``_final_obs``,
+                ``_final_info``), as Gymnasium's SyncVectorEnv.
+              - ``"disabled"``: stepping an env whose episode ended raises
+                CallOrderError; reset it with
+                ``reset(options={"reset_mask": mask})``.
+
+            When an env ends a game (not a life), ``info["episode"]`` holds
+            ``r`` (float64, raw score), ``l`` (int32, agent steps) and
+            ``frames`` (int64), with the mask ``info["_episode"]``: the names
+            of Gymnasium's RecordEpisodeStatistics.
 
     Returns:
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
 
     Raises:
         TypeError: an argument of the wrong type, or an unknown option.
-        ValueError: an unknown game (close names are suggested) or an option
-            out of range. Both are raised before any process starts.
+        ValueError: an unknown game (close names are suggested) or preset,
+            or an option out of range. Both are raised before any process
+            starts.
         SharedMemorySpaceError: ``/dev/shm`` is too small for the pool.
         WorkerError: a worker failed while building its envs.
     """
@@ -159,7 +209,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     began), ``reset`` (bool, the result of a reset); and, when some env ended
     a game, ``episode`` = ``{"r": float64 raw score, "l": int32 agent steps,
     "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
-    ``RecordEpisodeStatistics``.
+    ``RecordEpisodeStatistics``. With ``autoreset_mode="same_step"``, done
+    steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
+    ``_final_info`` (see :func:`make` and docs/semantics.md).
 
     Create it with :func:`make`. It is a context manager; :meth:`close` is
     idempotent, and a pool garbage-collected without it is closed then.
