@@ -35,6 +35,8 @@ OPTION_DEFAULTS = {
 }
 
 AUTORESET_MODES = ("next_step",)
+#: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
+NULL_ENV = "null"
 START_METHODS = ("fork", "forkserver", "spawn")
 
 
@@ -48,6 +50,7 @@ class EnvConfig:
     num_workers: int
     seed: int
     start_method: str
+    zero_copy: bool = False
     frame_skip: int = 4
     repeat_action_probability: float = 0.25
     noop_max: int = 30
@@ -127,7 +130,7 @@ def _float(name, value, lo, hi):
 
 
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
-                 start_method=None, **options) -> EnvConfig:
+                 start_method=None, zero_copy=False, **options) -> EnvConfig:
     """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
 
     Raises:
@@ -143,7 +146,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         raise TypeError(f"unknown option(s) {', '.join(hints)}; known options: "
                         f"{', '.join(OPTION_DEFAULTS)}")
     opts = dict(OPTION_DEFAULTS, **options)
-    game = games.resolve_game(env_id)
+    game = NULL_ENV if env_id == NULL_ENV else games.resolve_game(env_id)
     num_envs = _int("num_envs", num_envs, 1)
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:
@@ -172,6 +175,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         num_workers=num_workers,
         seed=seed,
         start_method=start_method,
+        zero_copy=_bool("zero_copy", zero_copy),
         frame_skip=_int("frame_skip", opts["frame_skip"], 1),
         repeat_action_probability=_float("repeat_action_probability",
                                          opts["repeat_action_probability"], 0.0, 1.0),

@@ -25,14 +25,37 @@ _START_TIMEOUT = 120.0
 _CLOSE_TIMEOUT = 3.0
 
 
+def spin_policy(num_workers: int, cores: int) -> dict:
+    """How long workers and the client poll before sleeping on the futex.
+
+    A poll is worth it only when the poller has a core to itself: then the
+    next request or result usually arrives within tens of microseconds, and a
+    futex wake-up costs more than that. When processes outnumber cores, a
+    poller would take the core from the process it waits for, so it yields
+    (workers as many as cores) or sleeps at once (more workers than cores).
+
+    Returns:
+        dict: ``{"worker": (spin_ns, mode), "client": (spin_ns, mode)}``.
+    """
+    if num_workers < cores:
+        return {"worker": (100_000, _core.SPIN_PAUSE), "client": (50_000, _core.SPIN_PAUSE)}
+    if num_workers == cores:
+        return {"worker": (50_000, _core.SPIN_YIELD), "client": (0, _core.SPIN_PAUSE)}
+    return {"worker": (0, _core.SPIN_PAUSE), "client": (0, _core.SPIN_PAUSE)}
+
+
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
-         start_method: str | None = None, **options) -> "ShmVectorEnv":
+         start_method: str | None = None, zero_copy: bool = False,
+         **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     Args:
         env_id: the game: an ale-py ROM id (``"breakout"``) or a usual spelling
-            (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``).
+            (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``);
+            or ``"null"``, a built-in env that emulates nothing and only
+            writes a frame per step (4 actions, never done), to measure the
+            cost of the round trip itself.
         num_envs: envs in the pool (>= 1).
         batch_size: results per :meth:`ShmVectorEnv.recv` (1..num_envs; default
             num_envs, which makes the pool synchronous).
@@ -44,6 +67,14 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"``
             (default elsewhere) or ``"fork"``.
+        zero_copy: return observations as read-only views into the shared
+            ring instead of copies. The ring holds ``ceil(num_envs /
+            batch_size) + 1`` batches, so the view returned by a ``recv()``
+            (or ``step()``) stays valid through the next ``recv()``; envs
+            sent after that one may overwrite it. In a synchronous pool: the
+            observation of step *t* is valid until step *t + 2* is called.
+            Copy what must live longer. Default False: every returned array
+            is the caller's own.
         **options: env options; defaults follow ALE v5 (Machado et al., 2018):
 
             - ``frame_skip=4``: emulator frames per agent step; the action is
@@ -86,7 +117,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     """
     cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                num_workers=num_workers, seed=seed,
-                               start_method=start_method, **options)
+                               start_method=start_method, zero_copy=zero_copy, **options)
     return ShmVectorEnv(cfg)
 
 
@@ -209,13 +240,15 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
             ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy", "ale_py"])
-        spin = 200 if cfg.num_workers < _config.available_cores() else 0
+        policy = spin_policy(cfg.num_workers, _config.available_cores())
+        seg.spin_ns, seg.spin_mode = policy["client"]
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         for w in range(cfg.num_workers):
             from .worker import worker_main
 
             p = ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
-                            args=(segment.name, w, fields, os.getpid(), spin), daemon=True)
+                            args=(segment.name, w, fields, os.getpid(), policy["worker"]),
+                            daemon=True)
             p.start()
             self._res.processes.append(p)
         self.worker_pids = [p.pid for p in self._res.processes]
@@ -239,18 +272,19 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def _make_views(self, segment, seg) -> None:
         hdr = seg.header()
-        B = hdr["batch_size"]
-        self._slots = []
+        B, first = hdr["batch_size"], hdr["slot_field_offset"][0]
+        self._fields_nbytes = hdr["slot_obs_offset"] - first
+        self._field_offsets = [(name, dtype, hdr["slot_field_offset"][f] - first)
+                               for f, (name, dtype) in enumerate(_core.FIELDS)]
+        self._obs_nbytes = hdr["obs_env_bytes"] * B
+        self._batch_obs_shape = (B,) + self.config.obs_shape
+        self._ring_obs = []
         for s in range(hdr["ring_depth"]):
-            base = seg.slot_offset(s)
-            fields = {}
-            for f, (name, dtype) in enumerate(_core.FIELDS):
-                fields[name] = np.ndarray((B,), dtype, segment.buf,
-                                          base + hdr["slot_field_offset"][f])
-            obs = np.ndarray((B,) + self.config.obs_shape, np.uint8, segment.buf,
-                             base + hdr["slot_obs_offset"])
-            self._slots.append((fields, obs))
-            self._res.views.append((fields, obs))
+            view = np.ndarray(self._batch_obs_shape, np.uint8, segment.buf,
+                              seg.slot_offset(s) + hdr["slot_obs_offset"])
+            view.flags.writeable = False
+            self._ring_obs.append(view)
+        self._res.views.append(self._ring_obs)
 
     # -- liveness --------------------------------------------------------------
     def _check_workers(self) -> None:
@@ -285,27 +319,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                   f"close it and make a new one")
 
     # -- validation ------------------------------------------------------------
-    def _check_actions(self, actions, n: int) -> np.ndarray:
-        a = np.asarray(actions)
-        if a.dtype.kind not in "iu":
-            raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
-        if a.shape != (n,):
-            raise ValueError(f"actions must have shape ({n},), got {a.shape}")
-        n_actions = self.single_action_space.n
-        if n and (a.min() < 0 or a.max() >= n_actions):
-            bad = int(np.flatnonzero((a < 0) | (a >= n_actions))[0])
-            raise ValueError(f"action {a[bad]} at position {bad} is out of range: "
-                             f"this game has actions 0..{n_actions - 1}")
-        return np.ascontiguousarray(a, np.int32)
-
-    def _check_env_ids(self, env_ids, n_actions: int | None) -> np.ndarray:
+    def _check_env_ids(self, env_ids) -> np.ndarray:
         ids = np.asarray(env_ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"env_id must be integers, got dtype {ids.dtype}")
         if ids.ndim != 1:
             raise ValueError(f"env_id must be 1-D, got shape {ids.shape}")
-        if n_actions is not None and ids.shape[0] != n_actions:
-            raise ValueError(f"{n_actions} actions for {ids.shape[0]} env ids")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
             raise ValueError(f"env_id out of range 0..{self.num_envs - 1}: {ids.tolist()}")
         if np.unique(ids).size != ids.size:
@@ -317,16 +336,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         return np.ascontiguousarray(ids, np.int64)
 
     # -- the async API -----------------------------------------------------------
-    def _post(self, env_ids: np.ndarray, actions, cmd: int) -> None:
-        self._seg.post(env_ids, actions, cmd)
-        self._state[env_ids] = _PENDING
-        self._pending += env_ids.size
-
     def send(self, actions, env_id=None) -> None:
         """Sends actions to envs that are waiting for one.
 
         Args:
-            actions: integer action indices, shape ``(n,)``.
+            actions: integer action indices, shape ``(n,)`` (any integer dtype;
+                a list works).
             env_id: int env indices, shape ``(n,)``, no duplicates; default all
                 envs (then ``n == num_envs``).
 
@@ -339,20 +354,33 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._usable()
         if self._needs_reset:
             raise CallOrderError("call reset() (or async_reset()) before stepping")
+        n_actions = self.single_action_space.n
         if env_id is None:
-            env_ids = np.arange(self.num_envs, dtype=np.int64)
-            acts = self._check_actions(actions, self.num_envs)
-            busy = np.flatnonzero(self._state != _IDLE)
-            if busy.size:
-                raise CallOrderError(f"env(s) {busy.tolist()} are still running: recv() "
-                                     f"their results before sending to them again")
-        else:
-            env_ids = self._check_env_ids(env_id, None)
-            acts = self._check_actions(actions, env_ids.size)
-        self._post(env_ids, acts, _core.CMD_STEP)
+            acts = _core.check_actions(actions, self.num_envs, n_actions)
+            if self._pending:
+                busy = np.flatnonzero(self._state != _IDLE).tolist()
+                raise CallOrderError(f"env(s) {busy} are still running: recv() their "
+                                     f"results before sending to them again")
+            self._seg.post_all(acts, _core.CMD_STEP)
+            self._state.fill(_PENDING)
+            self._pending = self.num_envs
+            return
+        env_ids = self._check_env_ids(env_id)
+        acts = _core.check_actions(actions, env_ids.size, n_actions)
+        self._seg.post(env_ids, acts, _core.CMD_STEP)
+        self._state[env_ids] = _PENDING
+        self._pending += env_ids.size
 
     def async_reset(self, seed: int | None = None) -> None:
-        """Resets every env without waiting; collect the results with :meth:`recv`."""
+        """Resets every env without waiting; collect the results with :meth:`recv`.
+
+        Args:
+            seed: as :meth:`reset`.
+
+        Raises:
+            CallOrderError: envs are still running.
+            TypeError, ValueError: a bad seed.
+        """
         self._usable()
         if self._pending:
             raise CallOrderError(f"{self._pending} env(s) are still running: recv() "
@@ -363,7 +391,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
             cmd = _core.CMD_RESEED
-        self._post(np.arange(self.num_envs, dtype=np.int64), None, cmd)
+        self._seg.post_all(None, cmd)
+        self._state.fill(_PENDING)
+        self._pending = self.num_envs
         self._needs_reset = False
 
     def recv(self):
@@ -374,7 +404,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             ``(batch_size, *single_observation_space.shape)``, ``reward``
             float32, the flags bool, each ``(batch_size,)``; ``info["env_id"]``
             (int32) says which env each row belongs to. In a synchronous pool
-            rows are in env order.
+            rows are in env order. With ``zero_copy=True`` ``obs`` is a
+            read-only view into the ring (see :func:`make`).
 
         Raises:
             CallOrderError: fewer than ``batch_size`` envs are running.
@@ -386,34 +417,41 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "
                                  f"{self._pending} are: send() actions first")
         seg, batch = self._seg, self._taken
-        while not seg.wait_batch(batch, 0, _POLL):
+        while not seg.wait_batch(batch, _POLL):
             self._check_workers()
-        fields, obs_view = self._slots[batch % len(self._slots)]
-        obs = obs_view.copy()
-        env_id = fields["env_id"].copy()
-        reward = fields["reward"].copy()
-        terminated = fields["terminated"].astype(bool)
-        truncated = fields["truncated"].astype(bool)
-        info = self._info(fields, env_id)
+        raw = np.empty(self._fields_nbytes, np.uint8)
+        if self.config.zero_copy:
+            seg.copy_batch(batch, raw, None)
+            obs = self._ring_obs[batch % len(self._ring_obs)]
+        else:
+            obs = np.empty(self._batch_obs_shape, np.uint8)
+            seg.copy_batch(batch, raw, obs.reshape(-1))
         seg.take_batch(batch)
         self._taken = batch + 1
-        self._state[env_id] = _IDLE
-        self._pending -= env_id.size
-        return obs, reward, terminated, truncated, info
+        f = {name: np.ndarray((self.batch_size,), dtype, raw, off)
+             for name, dtype, off in self._field_offsets}
+        env_id = f["env_id"]
+        if self.batch_size == self.num_envs:
+            self._state.fill(_IDLE)
+        else:
+            self._state[env_id] = _IDLE
+        self._pending -= self.batch_size
+        return (obs, f["reward"], f["terminated"].view(bool), f["truncated"].view(bool),
+                self._info(f, env_id))
 
     @staticmethod
     def _info(fields, env_id) -> dict:
         info = {
             "env_id": env_id,
-            "lives": fields["lives"].copy(),
-            "raw_reward": fields["raw_reward"].copy(),
-            "game_over": fields["game_over"].astype(bool),
-            "elapsed_step": fields["elapsed_step"].copy(),
-            "episode_frame_number": fields["episode_frames"].copy(),
-            "frame_number": fields["frame_number"].copy(),
+            "lives": fields["lives"],
+            "raw_reward": fields["raw_reward"],
+            "game_over": fields["game_over"].view(bool),
+            "elapsed_step": fields["elapsed_step"],
+            "episode_frame_number": fields["episode_frames"],
+            "frame_number": fields["frame_number"],
             "reset": (fields["flags"] & _core.FLAG_RESET).astype(bool),
         }
-        done = fields["episode_done"].astype(bool)
+        done = fields["episode_done"].view(bool)
         if done.any():
             info["episode"] = {
                 "r": np.where(done, fields["episode_return"], 0.0),
