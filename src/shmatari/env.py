@@ -28,20 +28,21 @@ _CLOSE_TIMEOUT = 3.0
 def spin_policy(num_workers: int, cores: int) -> dict:
     """How long workers and the client poll before sleeping on the futex.
 
-    A poll is worth it only when the poller has a core to itself: then the
-    next request or result usually arrives within tens of microseconds, and a
-    futex wake-up costs more than that. When processes outnumber cores, a
-    poller would take the core from the process it waits for, so it yields
-    (workers as many as cores) or sleeps at once (more workers than cores).
+    A futex wake-up costs tens of microseconds (more in a VM), more than a
+    worker usually waits for its next request when it has a core to itself,
+    so a waiter polls first. It polls with ``sched_yield()``: if anything else
+    wants the core (a learner's threads, another worker), it gets it at once.
+    With more workers than cores a poll only delays the process it waits
+    for, so then everyone sleeps at once.
 
     Returns:
         dict: ``{"worker": (spin_ns, mode), "client": (spin_ns, mode)}``.
     """
     if num_workers < cores:
-        return {"worker": (100_000, _core.SPIN_PAUSE), "client": (50_000, _core.SPIN_PAUSE)}
+        return {"worker": (100_000, _core.SPIN_YIELD), "client": (50_000, _core.SPIN_YIELD)}
     if num_workers == cores:
-        return {"worker": (50_000, _core.SPIN_YIELD), "client": (0, _core.SPIN_PAUSE)}
-    return {"worker": (0, _core.SPIN_PAUSE), "client": (0, _core.SPIN_PAUSE)}
+        return {"worker": (50_000, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
+    return {"worker": (0, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
 
 
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
