@@ -18,11 +18,19 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 
 def quiet_process() -> None:
-    """Keeps a worker to one thread and silences ALE's banner and logs."""
+    """Keeps a worker to one thread and silences ALE's banner and logs.
+
+    BLAS and OpenMP pools that NumPy (or anything else) already started are
+    limited to one thread with threadpoolctl; the variables cover libraries
+    loaded later, and OpenCV, if loaded, gets one thread too.
+    """
     for var in _THREAD_VARS:
         os.environ[var] = "1"
     import sys
 
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
     if "cv2" in sys.modules:
         sys.modules["cv2"].setNumThreads(1)
     from ale_py import ALEInterface, LoggerMode
