@@ -54,6 +54,9 @@ def policy_actions(num_envs: int, steps: int, n_actions: int, policy_seed: int) 
 
     Row *i* is ``numpy.random.default_rng(worker_seed(policy_seed, i))
     .integers(0, n_actions, steps)``: env *i*'s actions, in the order it takes them.
+
+    Raises:
+        ValueError: ``n_actions`` < 1, or a seed or count out of range.
     """
     return np.stack([np.random.default_rng(s).integers(0, n_actions, steps)
                      for s in seeding.spawn_seeds(policy_seed, num_envs)])
@@ -134,6 +137,9 @@ def stream_hashes(env, steps: int, *, policy_seed: int = 0) -> list[str]:
 
     Returns:
         list[str]: one SHA-256 hex digest per env.
+
+    Raises:
+        WorkerError, PoolClosedError: as the env's ``reset`` and ``step``.
     """
     actions = policy_actions(env.num_envs, steps, int(env.single_action_space.n), policy_seed)
     streams = _Streams(env.num_envs, steps)
