@@ -281,9 +281,10 @@ class CheckReport:
                 f"{self.seconds:.1f} s")
         total = len(self.pairings)
         if self.ok:
-            out.append(f"shmatari-check: all {total} pairing{'s' * (total != 1)} agree ({what})")
+            out.append(f"shmatari-check: {'all ' * (total > 1)}{total} pairing"
+                       f"{'s agree' if total > 1 else ' agrees'} ({what})")
         else:
-            out.append(f"shmatari-check: {total - agree} of {total} pairing{'s' * (total != 1)} "
+            out.append(f"shmatari-check: {total - agree} of {total} pairing{'s' * (total > 1)} "
                        f"do not agree ({what})")
         return out
 
