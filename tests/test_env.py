@@ -131,16 +131,6 @@ def test_same_seed_same_run_and_envs_differ_with_sticky_actions(reference_trace)
     assert len(set(reference_trace)) == 8
 
 
-def test_parent_numpy_state_does_not_leak_into_forked_workers():
-    digests = []
-    for parent_seed in (123, 456):
-        np.random.seed(parent_seed)
-        with shmatari.make("Pong", num_envs=4, num_workers=2, seed=5, start_method="fork") as env:
-            digests.append(per_env_digests(rollout(env, 150)))
-    assert digests[0] == digests[1]
-    assert len(set(digests[0])) == 4
-
-
 def test_seed_none_draws_entropy_that_replays_the_run():
     with shmatari.make("Pong", num_envs=2, seed=None) as env:
         entropy = env.seed_entropy

@@ -6,6 +6,7 @@ take their actions from lock-free flag words, so nothing is pickled on the
 step path. :func:`make` returns a Gymnasium vector env.
 """
 
+from .check import check_reproducibility
 from .env import ShmVectorEnv, make
 from .errors import (
     CallOrderError,
@@ -26,6 +27,7 @@ __all__ = [
     "SharedMemorySpaceError",
     "list_games",
     "resolve_game",
+    "check_reproducibility",
     "__version__",
 ]
 

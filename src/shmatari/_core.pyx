@@ -8,7 +8,8 @@ Python modules read constants and offsets from this module only.
 """
 
 from cpython.exc cimport PyErr_CheckSignals
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                          uint64_t)
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strlen
@@ -147,8 +148,11 @@ cdef extern from "shmatari/sync.h" nogil:
     void shmatari_store_release64(uint64_t *p, uint64_t v)
     uint32_t shmatari_fetch_add(uint32_t *p, uint32_t v)
     uint64_t shmatari_fetch_add64(uint64_t *p, uint64_t v)
+    const int SHMATARI_SPIN_PAUSE
+    const int SHMATARI_SPIN_YIELD
     int shmatari_wait_change(uint32_t *word, uint32_t expected,
-                             uint32_t *sleeping, int spin, int64_t timeout_ns)
+                             uint32_t *sleeping, int64_t spin_ns, int spin_mode,
+                             int64_t timeout_ns)
     void shmatari_notify(uint32_t *word, uint32_t *sleeping)
 
 
@@ -189,6 +193,8 @@ FLAG_RESET = SHMATARI_FLAG_RESET
 FLAG_RESTARTED = SHMATARI_FLAG_RESTARTED
 FLAG_FINAL = SHMATARI_FLAG_FINAL
 FLAG_OBSERVED = SHMATARI_FLAG_OBSERVED
+SPIN_PAUSE = SHMATARI_SPIN_PAUSE
+SPIN_YIELD = SHMATARI_SPIN_YIELD
 CMD_STEP = SHMATARI_CMD_STEP
 CMD_RESET = SHMATARI_CMD_RESET
 CMD_RESEED = SHMATARI_CMD_RESEED
@@ -366,11 +372,14 @@ cdef class Segment:
     cdef char *base
     cdef shmatari_header *hdr
     cdef uint32_t *env_worker
+    cdef uint8_t *touched
+    #: How the client waits for a batch: poll for up to spin_ns nanoseconds
+    #: (SPIN_PAUSE or SPIN_YIELD) before sleeping on the futex.
+    cdef public int64_t spin_ns
+    cdef public int spin_mode
 
-    def __cinit__(self, buf):
+    def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
-        cdef uint32_t w, e
-        self.env_worker = NULL
         if mv.shape[0] < SHMATARI_HEADER_BYTES:
             raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
                              f"the {SHMATARI_HEADER_BYTES}-byte header")
@@ -388,12 +397,20 @@ cdef class Segment:
             raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
                              f"its header's total_bytes {self.hdr.total_bytes}")
         self.env_worker = <uint32_t *>malloc(self.hdr.num_envs * sizeof(uint32_t))
-        if self.env_worker == NULL:
+        self.touched = <uint8_t *>malloc(self.hdr.num_workers)
+        if self.env_worker == NULL or self.touched == NULL:
             raise MemoryError()
+        self.spin_ns = 0
+        self.spin_mode = SHMATARI_SPIN_PAUSE
         self.refresh_groups()
+
+    def __cinit__(self, *args, **kwargs):
+        self.env_worker = NULL
+        self.touched = NULL
 
     def __dealloc__(self):
         free(self.env_worker)
+        free(self.touched)
 
     def refresh_groups(self):
         """Re-reads which worker owns which env from the worker records."""
@@ -529,6 +546,22 @@ cdef class Segment:
                 shmatari_load_acquire(&self.hdr.failed_workers))
 
     # -- the client's side of a step -----------------------------------------
+    cdef void _post_one(self, uint32_t e, uint32_t cmd, int32_t action) noexcept nogil:
+        cdef shmatari_env_ctrl *ec = shmatari_env(self.hdr, e)
+        ec.cmd = cmd
+        ec.action = action
+        shmatari_store_release(&ec.req_seq, ec.req_seq + 1)
+        self.touched[self.env_worker[e]] = 1
+
+    cdef void _wake_touched(self) noexcept nogil:
+        cdef uint32_t w
+        cdef shmatari_worker_ctrl *wc
+        for w in range(self.hdr.num_workers):
+            if self.touched[w]:
+                self.touched[w] = 0
+                wc = shmatari_worker(self.hdr, w)
+                shmatari_notify(&wc.wake_seq, &wc.sleeping)
+
     def post(self, const int64_t[::1] env_ids, const int32_t[::1] actions, uint32_t cmd):
         """Posts one command per env and wakes the workers that own them.
 
@@ -540,36 +573,34 @@ cdef class Segment:
         """
         self._check()
         cdef Py_ssize_t i, n = env_ids.shape[0]
-        cdef uint32_t w, e, nw = self.hdr.num_workers
-        cdef shmatari_env_ctrl *ec
-        cdef shmatari_worker_ctrl *wc
         cdef const int32_t *acts = NULL
-        if n == 0:
-            return
         if actions is not None:
             if actions.shape[0] != n:
                 raise ValueError(f"{actions.shape[0]} actions for {n} envs")
-            acts = &actions[0]
-        cdef uint8_t *touched = <uint8_t *>malloc(nw)
-        if touched == NULL:
-            raise MemoryError()
-        memset(touched, 0, nw)
+            if n:
+                acts = &actions[0]
         with nogil:
             for i in range(n):
-                e = <uint32_t>env_ids[i]
-                ec = shmatari_env(self.hdr, e)
-                ec.cmd = cmd
-                ec.action = acts[i] if acts != NULL else 0
-                shmatari_store_release(&ec.req_seq, ec.req_seq + 1)
-                touched[self.env_worker[e]] = 1
-            for w in range(nw):
-                if touched[w]:
-                    wc = shmatari_worker(self.hdr, w)
-                    shmatari_notify(&wc.wake_seq, &wc.sleeping)
-        free(touched)
+                self._post_one(<uint32_t>env_ids[i], cmd, acts[i] if acts != NULL else 0)
+            self._wake_touched()
 
-    def wait_batch(self, uint64_t batch, int spin, double timeout):
-        """Waits until batch ``batch`` (a count of batches taken) is full.
+    def post_all(self, const int32_t[::1] actions, uint32_t cmd):
+        """``post`` to every env, in env order (``actions``: int32 (num_envs,) or None)."""
+        self._check()
+        cdef uint32_t e, n = self.hdr.num_envs
+        cdef const int32_t *acts = NULL
+        if actions is not None:
+            if <uint32_t>actions.shape[0] != n:
+                raise ValueError(f"{actions.shape[0]} actions for {n} envs")
+            acts = &actions[0]
+        with nogil:
+            for e in range(n):
+                self._post_one(e, cmd, acts[e] if acts != NULL else 0)
+            self._wake_touched()
+
+    def wait_batch(self, uint64_t batch, double timeout):
+        """Waits until batch ``batch`` (a count of batches taken) is full,
+        polling for ``spin_ns`` before sleeping.
 
         Returns:
             bool: True when full; False after ``timeout`` seconds of sleep, or
@@ -594,7 +625,7 @@ cdef class Segment:
                     r = -2
                 else:
                     r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
-                                             spin, timeout_ns)
+                                             self.spin_ns, self.spin_mode, timeout_ns)
             if r == -1:
                 return True
             if r == -2 or r == SHMATARI_WAIT_TIMEOUT:
@@ -619,7 +650,7 @@ cdef class Segment:
                     r = -2
                 else:
                     r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
-                                             0, timeout_ns)
+                                             0, SHMATARI_SPIN_PAUSE, timeout_ns)
             if r == -1:
                 return True
             if r != SHMATARI_WAIT_CHANGED:
@@ -640,11 +671,106 @@ cdef class Segment:
         shmatari_store_release(&slot.done_count, 0)
         self.hdr.consumed_batches = batch + 1
 
+    def copy_batch(self, uint64_t batch, uint8_t[::1] fields_out, uint8_t[::1] obs_out,
+                   bint final=False):
+        """Copies batch ``batch``'s result fields (the slot's bytes from the
+        first field array up to the observations, as laid out in the slot)
+        and, unless ``obs_out`` is None, its observations into caller-owned
+        buffers, with one memcpy each; with ``final``, its final records
+        (same-step pools) instead."""
+        self._check()
+        cdef shmatari_header *h = self.hdr
+        cdef char *slot = shmatari_slot(h, batch)
+        if final:
+            if h.slot_final_offset == 0:
+                raise ValueError("this pool has no final records (not same_step)")
+            slot += h.slot_final_offset
+        cdef size_t nf = h.slot_obs_offset - h.slot_field_offset[0]
+        cdef size_t no = h.obs_env_bytes * h.batch_size
+        if <size_t>fields_out.shape[0] != nf or (
+                obs_out is not None and <size_t>obs_out.shape[0] != no):
+            raise ValueError(f"copy_batch needs {nf} and {no} bytes")
+        with nogil:
+            memcpy(&fields_out[0], slot + h.slot_field_offset[0], nf)
+        if obs_out is not None:
+            with nogil:
+                memcpy(&obs_out[0], slot + h.slot_obs_offset, no)
+
     # -- views ---------------------------------------------------------------
     def slot_offset(self, uint64_t slot):
         """Byte offset of slot ``slot`` (mod ring_depth) in the segment."""
         self._check()
         return <uint64_t>(shmatari_slot(self.hdr, slot) - self.base)
+
+
+# --------------------------------------------------------------------------
+# Checking actions on the client's hot path
+
+ctypedef fused action_int:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+
+
+cdef Py_ssize_t _copy_actions(const action_int[:] a, int64_t n_actions,
+                              int32_t[::1] out) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        if a[i] < 0 or <uint64_t>a[i] >= <uint64_t>n_actions:
+            return i
+        out[i] = <int32_t>a[i]
+    return -1
+
+
+def check_actions(actions, Py_ssize_t n, int64_t n_actions):
+    """Validates actions and returns them as a new int32 array.
+
+    Args:
+        actions: integer action indices (any integer dtype, or a sequence of ints).
+        n: the number of actions expected.
+        n_actions: the size of the action space.
+
+    Returns:
+        numpy.ndarray: int32, shape (n,).
+
+    Raises:
+        TypeError: not integers (floats, bools, objects are refused).
+        ValueError: not of shape (n,), or an action outside 0..n_actions-1.
+    """
+    a = np.asarray(actions)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"actions must have shape ({n},), got {a.shape}")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    out = np.empty(n, np.int32)
+    cdef Py_ssize_t bad
+    if a.dtype == np.int64:
+        bad = _copy_actions[int64_t](a, n_actions, out)
+    elif a.dtype == np.int32:
+        bad = _copy_actions[int32_t](a, n_actions, out)
+    elif a.dtype == np.int16:
+        bad = _copy_actions[int16_t](a, n_actions, out)
+    elif a.dtype == np.int8:
+        bad = _copy_actions[int8_t](a, n_actions, out)
+    elif a.dtype == np.uint64:
+        bad = _copy_actions[uint64_t](a, n_actions, out)
+    elif a.dtype == np.uint32:
+        bad = _copy_actions[uint32_t](a, n_actions, out)
+    elif a.dtype == np.uint16:
+        bad = _copy_actions[uint16_t](a, n_actions, out)
+    else:
+        bad = _copy_actions[uint8_t](a, n_actions, out)
+    if bad >= 0:
+        raise ValueError(f"action {a[bad]} at position {bad} is out of range: this game "
+                         f"has actions 0..{n_actions - 1}")
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -839,12 +965,226 @@ cdef tuple _result_tuple(const _Result *r):
             r.episode_return, bool(r.episode_done), r.flags)
 
 
-#: Names of the values ``AtariCore.result()`` returns, in order: the slot's
+#: Names of the values ``EnvCore.result()`` returns, in order: the slot's
 #: fields after ``env_id``.
 RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
 
 
-cdef class AtariCore:
+cdef class EnvCore:
+    """What every env of a worker has: a frame stack, the last result and the
+    episode's counters. Subclasses implement ``reset`` and ``step``; the worker
+    loop, the pipe baseline and the bench read results through this class.
+
+    With same-step autoreset (``same_step``), a subclass's ``step`` calls
+    ``_same_step_reset`` after a done step: the step's result and observation
+    are kept as the final record and the env resets at once."""
+
+    cdef list _action_ids
+    cdef readonly int stack_num, num_actions
+    cdef readonly bint same_step
+    # frame stack: stack_num frames, `head` is the newest
+    cdef uint8_t *hist
+    cdef Py_ssize_t frame_bytes
+    cdef int head
+    # episode state
+    cdef bint needs_reset
+    cdef readonly int32_t lives
+    cdef readonly int32_t elapsed_step
+    cdef readonly int64_t episode_frames, frame_number
+    cdef readonly double episode_return
+    # last result
+    cdef readonly float reward, raw_reward
+    cdef readonly bint terminated, truncated, game_over, episode_done
+    cdef readonly uint32_t flags
+    # same_step: the done step's result and observation (valid with FLAG_FINAL)
+    cdef _Result final
+    cdef uint8_t *final_obs
+
+    def __cinit__(self, *args, **kwargs):
+        self.hist = NULL
+        self.final_obs = NULL
+
+    def __dealloc__(self):
+        free(self.hist)
+        free(self.final_obs)
+
+    cdef int _init_core(self, list action_ids, Py_ssize_t frame_bytes,
+                        int stack_num, bint same_step=False) except -1:
+        self._action_ids = action_ids
+        self.num_actions = len(action_ids)
+        self.stack_num = stack_num
+        self.frame_bytes = frame_bytes
+        self.same_step = same_step
+        self.hist = <uint8_t *>malloc(frame_bytes * stack_num)
+        if self.hist == NULL:
+            raise MemoryError()
+        memset(self.hist, 0, frame_bytes * stack_num)
+        if same_step:
+            self.final_obs = <uint8_t *>malloc(frame_bytes * stack_num)
+            if self.final_obs == NULL:
+                raise MemoryError()
+            memset(self.final_obs, 0, frame_bytes * stack_num)
+        memset(&self.final, 0, sizeof(self.final))
+        self.head = 0
+        self.needs_reset = True
+        self.frame_number = 0
+        self._clear_episode()
+        self._clear_result()
+        return 0
+
+    cdef inline void _clear_episode(self):
+        self.elapsed_step = 0
+        self.episode_frames = 0
+        self.episode_return = 0.0
+
+    cdef inline void _clear_result(self):
+        self.reward = 0.0
+        self.raw_reward = 0.0
+        self.terminated = False
+        self.truncated = False
+        self.game_over = False
+        self.episode_done = False
+        self.flags = 0
+
+    cdef inline void snapshot(self, _Result *r) noexcept nogil:
+        """The current result, as published."""
+        r.reward = self.reward
+        r.raw_reward = self.raw_reward
+        r.terminated = self.terminated
+        r.truncated = self.truncated
+        r.game_over = self.game_over
+        r.episode_done = self.episode_done
+        r.lives = self.lives
+        r.elapsed_step = self.elapsed_step
+        r.episode_frames = self.episode_frames
+        r.frame_number = self.frame_number
+        r.episode_return = self.episode_return
+        r.flags = self.flags
+
+    cdef inline uint8_t *_next_frame(self):
+        """Advances the stack; returns where the newest frame goes."""
+        self.head = (self.head + 1) % self.stack_num
+        return self.hist + self.head * self.frame_bytes
+
+    cdef int _fill_stack(self) except -1:
+        cdef int i
+        for i in range(self.stack_num):
+            if i != self.head:
+                memcpy(self.hist + i * self.frame_bytes,
+                       self.hist + self.head * self.frame_bytes, self.frame_bytes)
+        return 0
+
+    cdef int _same_step_reset(self) except -1:
+        """After a done step: keeps its result and observation as the final
+        record, resets, and leaves the reset's result with the done step's
+        reward, terminated and truncated, and ``FLAG_FINAL``."""
+        self.snapshot(&self.final)
+        self.write_obs(self.final_obs)
+        self.reset()
+        self.reward = self.final.reward
+        self.terminated = self.final.terminated
+        self.truncated = self.final.truncated
+        self.flags |= SHMATARI_FLAG_FINAL
+        return 0
+
+    cpdef int reset(self) except -1:
+        """Starts the next episode and writes its first observation."""
+        raise NotImplementedError
+
+    cpdef int step(self, int action) except -1:
+        """One agent step with action index ``action``."""
+        raise NotImplementedError
+
+    cpdef int observe(self) except -1:
+        """``CMD_OBSERVE``: the current observation again, nothing emulated;
+        reward 0, every flag false, ``FLAG_OBSERVED``."""
+        self._clear_result()
+        self.flags = SHMATARI_FLAG_OBSERVED
+        return 0
+
+    cdef void write_obs(self, uint8_t *out) noexcept nogil:
+        cdef int s, src
+        for s in range(self.stack_num):
+            src = (self.head + 1 + s) % self.stack_num
+            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
+                   self.frame_bytes)
+
+    def obs_into(self, out):
+        """Copies the stacked observation, oldest frame first, into ``out``
+        (uint8, C-contiguous, stack_num * frame bytes)."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        self.write_obs(&o[0])
+
+    def final_obs_into(self, out):
+        """Copies the observation of the done step that the last result
+        followed (same_step, ``flags & FLAG_FINAL``) into ``out``, as
+        ``obs_into``."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if not self.same_step:
+            raise ValueError("final observations exist only with same_step")
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        memcpy(&o[0], self.final_obs, self.frame_bytes * self.stack_num)
+
+    def action_ids(self):
+        """ALE action id of each action index (a new list)."""
+        return list(self._action_ids)
+
+    def result(self):
+        """The last result as a tuple, in the order of ``RESULT_FIELDS``:
+        (reward, terminated, truncated, lives, raw_reward, game_over,
+        elapsed_step, episode_frames, frame_number, episode_return,
+        episode_done, flags)."""
+        cdef _Result r
+        self.snapshot(&r)
+        return _result_tuple(&r)
+
+    def final_result(self):
+        """The result of the done step that the last result followed
+        (same_step, ``flags & FLAG_FINAL``), as ``result()``; None otherwise."""
+        if not self.flags & SHMATARI_FLAG_FINAL:
+            return None
+        return _result_tuple(&self.final)
+
+
+cdef class NullCore(EnvCore):
+    """A built-in env that emulates nothing: each step only writes one frame
+    (every byte the step count, mod 256) and never ends. With it a pool's
+    throughput is the pure cost of shmatari's round trip.
+
+    Args:
+        frame_shape: (img_height, img_width[, 3]).
+        stack_num: frames per observation.
+        num_actions: size of its action space.
+    """
+
+    def __init__(self, frame_shape, *, int stack_num=4, int num_actions=4):
+        cdef Py_ssize_t n = 1
+        for d in frame_shape:
+            n *= d
+        self._init_core(list(range(num_actions)), n, stack_num)
+
+    cpdef int reset(self) except -1:
+        self._clear_result()
+        self._clear_episode()
+        memset(self._next_frame(), 0, self.frame_bytes)
+        self._fill_stack()
+        self.needs_reset = False
+        self.flags = SHMATARI_FLAG_RESET
+        return 0
+
+    cpdef int step(self, int action) except -1:
+        self._clear_result()
+        self.elapsed_step += 1
+        self.episode_frames += 1
+        self.frame_number += 1
+        memset(self._next_frame(), <uint8_t>(self.frame_number & 0xFF), self.frame_bytes)
+        return 0
+
+
+cdef class AtariCore(EnvCore):
     """One Atari env: emulation, preprocessing and episode bookkeeping.
 
     Used by shmatari's workers, by the pipe baseline and by the benchmark's
@@ -879,9 +1219,8 @@ cdef class AtariCore:
     cdef readonly object ale
     cdef readonly object rom_path
     cdef Palette palette
-    cdef list _action_ids
-    cdef readonly int frame_skip, stack_num, noop_max, num_actions
-    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip, same_step
+    cdef readonly int frame_skip, noop_max
+    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
     cdef readonly int64_t max_episode_frames
     cdef public object noop_rng
     cdef readonly bint fire_ok
@@ -889,28 +1228,8 @@ cdef class AtariCore:
     cdef object raw_arrays
     cdef uint8_t *raw[2]
     cdef int cur
-    # frame stack: stack_num frames, `head` is the newest
-    cdef uint8_t *hist
-    cdef Py_ssize_t frame_bytes
-    cdef int head
-    # state
-    cdef bint needs_reset, soft_reset
+    cdef bint soft_reset   # the last episode ended by a lost life
     cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
-    cdef readonly int32_t lives
-    cdef readonly int32_t elapsed_step
-    cdef readonly int64_t episode_frames, frame_number
-    cdef readonly double episode_return
-    # last result
-    cdef readonly float reward, raw_reward
-    cdef readonly bint terminated, truncated, game_over, episode_done
-    cdef readonly uint32_t flags
-    # same_step: the done step's result and observation (valid with FLAG_FINAL)
-    cdef _Result final
-    cdef uint8_t *final_obs
-
-    def __cinit__(self):
-        self.hist = NULL
-        self.final_obs = NULL
 
     def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
                  int stack_num=4, bint maxpool=True, int noop_max=30,
@@ -925,10 +1244,10 @@ cdef class AtariCore:
         self._reset_game = ale.reset_game
         self.rom_path = rom_path
         self.palette = palette
-        self._action_ids = [int(getattr(a, "value", a)) for a in action_set]
-        self.num_actions = len(self._action_ids)
+        self._init_core([int(getattr(a, "value", a)) for a in action_set],
+                        palette.plan.dst_h * palette.plan.dst_w * palette.channels,
+                        stack_num, same_step)
         self.frame_skip = frame_skip
-        self.stack_num = stack_num
         self.maxpool = maxpool
         self.noop_max = noop_max
         self.episodic_life = episodic_life
@@ -936,7 +1255,6 @@ cdef class AtariCore:
         self.reward_clip = reward_clip
         self.max_episode_frames = max_episode_frames
         self.noop_rng = noop_rng
-        self.same_step = same_step
         # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
         # as SB3's FireResetEnv requires.
         self.fire_ok = self.num_actions >= 3 and self._action_ids[1] == 1
@@ -947,57 +1265,8 @@ cdef class AtariCore:
         self.raw[0] = &r0[0, 0]
         self.raw[1] = &r1[0, 0]
         self.cur = 0
-        self.frame_bytes = palette.plan.dst_h * palette.plan.dst_w * palette.channels
-        self.hist = <uint8_t *>malloc(self.frame_bytes * stack_num)
-        if self.hist == NULL:
-            raise MemoryError()
-        memset(self.hist, 0, self.frame_bytes * stack_num)
-        if same_step:
-            self.final_obs = <uint8_t *>malloc(self.frame_bytes * stack_num)
-            if self.final_obs == NULL:
-                raise MemoryError()
-            memset(self.final_obs, 0, self.frame_bytes * stack_num)
-        memset(&self.final, 0, sizeof(self.final))
-        self.head = 0
-        self.needs_reset = True
         self.soft_reset = False
         self.end_pending = False
-        self.frame_number = 0
-        self._clear_episode()
-        self._clear_result()
-
-    def __dealloc__(self):
-        free(self.hist)
-        free(self.final_obs)
-
-    cdef inline void _clear_episode(self):
-        self.elapsed_step = 0
-        self.episode_frames = 0
-        self.episode_return = 0.0
-
-    cdef inline void _clear_result(self):
-        self.reward = 0.0
-        self.raw_reward = 0.0
-        self.terminated = False
-        self.truncated = False
-        self.game_over = False
-        self.episode_done = False
-        self.flags = 0
-
-    cdef inline void snapshot(self, _Result *r) noexcept nogil:
-        """The current result, as published."""
-        r.reward = self.reward
-        r.raw_reward = self.raw_reward
-        r.terminated = self.terminated
-        r.truncated = self.truncated
-        r.game_over = self.game_over
-        r.episode_done = self.episode_done
-        r.lives = self.lives
-        r.elapsed_step = self.elapsed_step
-        r.episode_frames = self.episode_frames
-        r.frame_number = self.frame_number
-        r.episode_return = self.episode_return
-        r.flags = self.flags
 
     cdef inline int _capture(self) except -1:
         """Copies the current screen into the next raw buffer (newest)."""
@@ -1010,19 +1279,10 @@ cdef class AtariCore:
     cdef inline int _emit(self, bint pool) except -1:
         """Processes the newest screen (pooled with the one before it when
         ``pool``) into the next frame of the stack."""
-        self.head = (self.head + 1) % self.stack_num
         shmatari_frame(&self.palette.plan, self.raw[self.cur],
                        self.raw[1 - self.cur] if pool else NULL,
-                       self.palette.lut, self.hist + self.head * self.frame_bytes,
+                       self.palette.lut, self._next_frame(),
                        self.palette.plan.dst_w * self.palette.channels)
-        return 0
-
-    cdef int _fill_stack(self) except -1:
-        cdef int i
-        for i in range(self.stack_num):
-            if i != self.head:
-                memcpy(self.hist + i * self.frame_bytes,
-                       self.hist + self.head * self.frame_bytes, self.frame_bytes)
         return 0
 
     cdef int _frame(self, int ale_action) except? -1:
@@ -1184,61 +1444,8 @@ cdef class AtariCore:
             self.needs_reset = True
             self.soft_reset = not self.episode_done
             if self.same_step:
-                self.snapshot(&self.final)
-                self.write_obs(self.final_obs)
-                self.reset()
-                self.reward = self.final.reward
-                self.terminated = self.final.terminated
-                self.truncated = self.final.truncated
-                self.flags |= SHMATARI_FLAG_FINAL
+                self._same_step_reset()
         return 0
-
-    def obs_into(self, out):
-        """Copies the stacked observation, oldest frame first, into ``out``
-        (uint8, C-contiguous, stack_num * img_height * img_width * channels
-        bytes)."""
-        cdef uint8_t[::1] o = out.reshape(-1)
-        if o.shape[0] != self.frame_bytes * self.stack_num:
-            raise ValueError("out has the wrong size")
-        self.write_obs(&o[0])
-
-    def final_obs_into(self, out):
-        """Copies the final observation of the last done step (same_step
-        only; valid while ``flags & FLAG_FINAL``) into ``out``, as
-        ``obs_into``."""
-        cdef uint8_t[::1] o = out.reshape(-1)
-        if not self.same_step:
-            raise ValueError("final observations exist only with same_step")
-        if o.shape[0] != self.frame_bytes * self.stack_num:
-            raise ValueError("out has the wrong size")
-        memcpy(&o[0], self.final_obs, self.frame_bytes * self.stack_num)
-
-    cdef inline void write_obs(self, uint8_t *out) noexcept nogil:
-        cdef int s, src
-        for s in range(self.stack_num):
-            src = (self.head + 1 + s) % self.stack_num
-            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
-                   self.frame_bytes)
-
-    def action_ids(self):
-        """ALE action id of each action index (a new list)."""
-        return list(self._action_ids)
-
-    def result(self):
-        """The last result as a tuple, in the order of ``RESULT_FIELDS``:
-        (reward, terminated, truncated, lives, raw_reward, game_over,
-        elapsed_step, episode_frames, frame_number, episode_return,
-        episode_done, flags)."""
-        cdef _Result r
-        self.snapshot(&r)
-        return _result_tuple(&r)
-
-    def final_result(self):
-        """The result of the done step that the last result followed
-        (same_step, ``flags & FLAG_FINAL``), as ``result()``; None otherwise."""
-        if not self.flags & SHMATARI_FLAG_FINAL:
-            return None
-        return _result_tuple(&self.final)
 
 
 # --------------------------------------------------------------------------
@@ -1261,7 +1468,7 @@ cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t id
     (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = r.flags
 
 
-cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
+cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
                           bint ordered) noexcept nogil:
     cdef shmatari_env_ctrl *ec = shmatari_env(h, env)
     cdef uint64_t pos, batch
@@ -1290,18 +1497,20 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
 
 
 def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
-                int spin=200, double poll=0.2):
+                int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2):
     """Runs a worker until the pool closes or its parent dies.
 
     Args:
         seg: the mapped segment.
         worker: this worker's index.
-        cores: one ``AtariCore`` per env of the worker's group, in order.
+        cores: one ``EnvCore`` (``AtariCore`` or ``NullCore``) per env of the
+            worker's group, in order.
         reseed: ``reseed(core, env_index, seed_words)``, called for
             ``CMD_RESEED`` before the reset.
         parent_alive: ``parent_alive() -> bool``, called after each ``poll``
             seconds of sleep; the loop returns when it is False.
-        spin: busy-poll iterations before sleeping on the wake word.
+        spin_ns: nanoseconds to poll the wake word before sleeping on it.
+        spin_mode: ``SPIN_PAUSE`` or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
         poll: seconds of sleep between parent checks.
 
     Returns:
@@ -1312,7 +1521,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
     cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
     cdef shmatari_env_ctrl *ec
-    cdef AtariCore core
+    cdef EnvCore core
     cdef bint busy, ordered = h.batch_size == h.num_envs
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
@@ -1333,7 +1542,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 if req == seen[e - begin]:
                     continue
                 busy = True
-                core = <AtariCore>cores[e - begin]
+                core = <EnvCore>cores[e - begin]
                 if ec.cmd == SHMATARI_CMD_STEP:
                     core.step(ec.action)
                 elif ec.cmd == SHMATARI_CMD_OBSERVE:
@@ -1351,7 +1560,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             if busy:
                 continue
             with nogil:
-                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin, poll_ns)
+                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin_ns,
+                                         spin_mode, poll_ns)
             if r == SHMATARI_WAIT_EINTR:
                 PyErr_CheckSignals()
             elif r == SHMATARI_WAIT_TIMEOUT and not parent_alive():

@@ -80,6 +80,8 @@ PRESETS = {
         "max_episode_frames": 108_000,
     },
 }
+#: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
+NULL_ENV = "null"
 START_METHODS = ("fork", "forkserver", "spawn")
 
 
@@ -93,6 +95,7 @@ class EnvConfig:
     num_workers: int
     seed: int
     start_method: str
+    zero_copy: bool = False
     frame_skip: int = 4
     repeat_action_probability: float = 0.25
     noop_max: int = 30
@@ -172,7 +175,8 @@ def _float(name, value, lo, hi):
 
 
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
-                 start_method=None, preset=None, **options) -> EnvConfig:
+                 start_method=None, zero_copy=False, preset=None,
+                 **options) -> EnvConfig:
     """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
 
     Options come from ``OPTION_DEFAULTS``, then ``PRESETS[preset]``, then
@@ -196,7 +200,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
             raise ValueError(f"preset must be one of {sorted(PRESETS)} or None, got {preset!r}")
         opts.update(PRESETS[preset])
     opts.update(options)
-    game = games.resolve_game(env_id)
+    game = NULL_ENV if env_id == NULL_ENV else games.resolve_game(env_id)
     num_envs = _int("num_envs", num_envs, 1)
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:
@@ -223,6 +227,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         num_workers=num_workers,
         seed=seed,
         start_method=start_method,
+        zero_copy=_bool("zero_copy", zero_copy),
         frame_skip=_int("frame_skip", opts["frame_skip"], 1),
         repeat_action_probability=_float("repeat_action_probability",
                                          opts["repeat_action_probability"], 0.0, 1.0),

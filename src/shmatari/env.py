@@ -28,15 +28,38 @@ _GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMo
                   "disabled": AutoresetMode.DISABLED}
 
 
+def spin_policy(num_workers: int, cores: int) -> dict:
+    """How long workers and the client poll before sleeping on the futex.
+
+    A futex wake-up costs tens of microseconds (more in a VM), more than a
+    worker usually waits for its next request when it has a core to itself,
+    so a waiter polls first. It polls with ``sched_yield()``: if anything else
+    wants the core (a learner's threads, another worker), it gets it at once.
+    With more workers than cores a poll only delays the process it waits
+    for, so then everyone sleeps at once.
+
+    Returns:
+        dict: ``{"worker": (spin_ns, mode), "client": (spin_ns, mode)}``.
+    """
+    if num_workers < cores:
+        return {"worker": (100_000, _core.SPIN_YIELD), "client": (50_000, _core.SPIN_YIELD)}
+    if num_workers == cores:
+        return {"worker": (50_000, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
+    return {"worker": (0, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
+
+
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
-         start_method: str | None = None, preset: str | None = None,
-         **options) -> "ShmVectorEnv":
+         start_method: str | None = None, zero_copy: bool = False,
+         preset: str | None = None, **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     Args:
         env_id: the game: an ale-py ROM id (``"breakout"``) or a usual spelling
-            (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``).
+            (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``);
+            or ``"null"``, a built-in env that emulates nothing and only
+            writes a frame per step (4 actions, never done), to measure the
+            cost of the round trip itself.
         num_envs: envs in the pool (>= 1).
         batch_size: results per :meth:`ShmVectorEnv.recv` (1..num_envs; default
             num_envs, which makes the pool synchronous).
@@ -48,6 +71,14 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"``
             (default elsewhere) or ``"fork"``.
+        zero_copy: return observations as read-only views into the shared
+            ring instead of copies. The ring holds ``ceil(num_envs /
+            batch_size) + 1`` batches, so the view returned by a ``recv()``
+            (or ``step()``) stays valid through the next ``recv()``; envs
+            sent after that one may overwrite it. In a synchronous pool: the
+            observation of step *t* is valid until step *t + 2* is called.
+            Copy what must live longer. Default False: every returned array
+            is the caller's own.
         preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
             options below (``config.PRESETS``); options given here override
             it. ``"dqn"``: Nature DQN as SB3's AtariWrapper (sticky actions 0,
@@ -140,7 +171,8 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     """
     cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                num_workers=num_workers, seed=seed,
-                               start_method=start_method, preset=preset, **options)
+                               start_method=start_method, zero_copy=zero_copy,
+                               preset=preset, **options)
     return ShmVectorEnv(cfg)
 
 
@@ -271,13 +303,15 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
             ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy", "ale_py"])
-        spin = 200 if cfg.num_workers < _config.available_cores() else 0
+        policy = spin_policy(cfg.num_workers, _config.available_cores())
+        seg.spin_ns, seg.spin_mode = policy["client"]
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         for w in range(cfg.num_workers):
             from .worker import worker_main
 
             p = ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
-                            args=(segment.name, w, fields, os.getpid(), spin), daemon=True)
+                            args=(segment.name, w, fields, os.getpid(), policy["worker"]),
+                            daemon=True)
             p.start()
             self._res.processes.append(p)
         self.worker_pids = [p.pid for p in self._res.processes]
@@ -301,24 +335,21 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def _make_views(self, segment, seg) -> None:
         hdr = seg.header()
-        B = hdr["batch_size"]
-
-        def record(base):
-            fields = {}
-            for f, (name, dtype) in enumerate(_core.FIELDS):
-                fields[name] = np.ndarray((B,), dtype, segment.buf,
-                                          base + hdr["slot_field_offset"][f])
-            obs = np.ndarray((B,) + self.config.obs_shape, np.uint8, segment.buf,
-                             base + hdr["slot_obs_offset"])
-            return fields, obs
-
-        self._slots = []
+        B, first = hdr["batch_size"], hdr["slot_field_offset"][0]
+        self._fields_nbytes = hdr["slot_obs_offset"] - first
+        self._field_offsets = [(name, dtype, hdr["slot_field_offset"][f] - first)
+                               for f, (name, dtype) in enumerate(_core.FIELDS)]
+        self._obs_nbytes = hdr["obs_env_bytes"] * B
+        # Same-step pools: each slot also holds the final records (layout.h).
+        self._has_final = hdr["slot_final_offset"] != 0
+        self._batch_obs_shape = (B,) + self.config.obs_shape
+        self._ring_obs = []
         for s in range(hdr["ring_depth"]):
-            base = seg.slot_offset(s)
-            # Same-step pools: the slot's final records (see layout.h).
-            final = record(base + hdr["slot_final_offset"]) if hdr["slot_final_offset"] else None
-            self._slots.append((*record(base), final))
-            self._res.views.append(self._slots[-1])
+            view = np.ndarray(self._batch_obs_shape, np.uint8, segment.buf,
+                              seg.slot_offset(s) + hdr["slot_obs_offset"])
+            view.flags.writeable = False
+            self._ring_obs.append(view)
+        self._res.views.append(self._ring_obs)
 
     # -- liveness --------------------------------------------------------------
     def _check_workers(self) -> None:
@@ -353,27 +384,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                   f"close it and make a new one")
 
     # -- validation ------------------------------------------------------------
-    def _check_actions(self, actions, n: int) -> np.ndarray:
-        a = np.asarray(actions)
-        if a.dtype.kind not in "iu":
-            raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
-        if a.shape != (n,):
-            raise ValueError(f"actions must have shape ({n},), got {a.shape}")
-        n_actions = self.single_action_space.n
-        if n and (a.min() < 0 or a.max() >= n_actions):
-            bad = int(np.flatnonzero((a < 0) | (a >= n_actions))[0])
-            raise ValueError(f"action {a[bad]} at position {bad} is out of range: "
-                             f"this game has actions 0..{n_actions - 1}")
-        return np.ascontiguousarray(a, np.int32)
-
-    def _check_env_ids(self, env_ids, n_actions: int | None) -> np.ndarray:
+    def _check_env_ids(self, env_ids) -> np.ndarray:
         ids = np.asarray(env_ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"env_id must be integers, got dtype {ids.dtype}")
         if ids.ndim != 1:
             raise ValueError(f"env_id must be 1-D, got shape {ids.shape}")
-        if n_actions is not None and ids.shape[0] != n_actions:
-            raise ValueError(f"{n_actions} actions for {ids.shape[0]} env ids")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
             raise ValueError(f"env_id out of range 0..{self.num_envs - 1}: {ids.tolist()}")
         if np.unique(ids).size != ids.size:
@@ -385,16 +401,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         return np.ascontiguousarray(ids, np.int64)
 
     # -- the async API -----------------------------------------------------------
-    def _post(self, env_ids: np.ndarray, actions, cmd: int) -> None:
-        self._seg.post(env_ids, actions, cmd)
-        self._state[env_ids] = _PENDING
-        self._pending += env_ids.size
-
     def send(self, actions, env_id=None) -> None:
         """Sends actions to envs that are waiting for one.
 
         Args:
-            actions: integer action indices, shape ``(n,)``.
+            actions: integer action indices, shape ``(n,)`` (any integer dtype;
+                a list works).
             env_id: int env indices, shape ``(n,)``, no duplicates; default all
                 envs (then ``n == num_envs``).
 
@@ -409,22 +421,31 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._usable()
         if self._needs_reset:
             raise CallOrderError("call reset() (or async_reset()) before stepping")
+        n_actions = self.single_action_space.n
         if env_id is None:
-            env_ids = np.arange(self.num_envs, dtype=np.int64)
-            acts = self._check_actions(actions, self.num_envs)
-            busy = np.flatnonzero(self._state != _IDLE)
-            if busy.size:
-                raise CallOrderError(f"env(s) {busy.tolist()} are still running: recv() "
-                                     f"their results before sending to them again")
-        else:
-            env_ids = self._check_env_ids(env_id, None)
-            acts = self._check_actions(actions, env_ids.size)
-        ended = env_ids[self._done[env_ids]]
-        if ended.size:
+            acts = _core.check_actions(actions, self.num_envs, n_actions)
+            if self._pending:
+                busy = np.flatnonzero(self._state != _IDLE).tolist()
+                raise CallOrderError(f"env(s) {busy} are still running: recv() their "
+                                     f"results before sending to them again")
+            self._check_not_done(self._done)
+            self._seg.post_all(acts, _core.CMD_STEP)
+            self._state.fill(_PENDING)
+            self._pending = self.num_envs
+            return
+        env_ids = self._check_env_ids(env_id)
+        acts = _core.check_actions(actions, env_ids.size, n_actions)
+        self._check_not_done(self._done[env_ids], env_ids)
+        self._seg.post(env_ids, acts, _core.CMD_STEP)
+        self._state[env_ids] = _PENDING
+        self._pending += env_ids.size
+
+    def _check_not_done(self, done: np.ndarray, env_ids: np.ndarray | None = None) -> None:
+        if done.any():
+            ended = np.flatnonzero(done) if env_ids is None else env_ids[done]
             raise CallOrderError(
                 f"env(s) {ended.tolist()} ended an episode and autoreset_mode is "
                 f"'disabled': reset them first with reset(options={{'reset_mask': mask}})")
-        self._post(env_ids, acts, _core.CMD_STEP)
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """Resets envs without waiting; collect the results with :meth:`recv`.
@@ -446,16 +467,18 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
             cmd = _core.CMD_RESEED
-        all_envs = np.arange(self.num_envs, dtype=np.int64)
         if mask is None:
-            self._post(all_envs, None, cmd)
+            self._seg.post_all(None, cmd)
             self._done[:] = False
         else:
             # Every env publishes one result per round: the others republish
             # their current observation.
-            self._post(all_envs[mask], None, cmd)
-            self._post(all_envs[~mask], None, _core.CMD_OBSERVE)
+            all_envs = np.arange(self.num_envs, dtype=np.int64)
+            self._seg.post(all_envs[mask], None, cmd)
+            self._seg.post(all_envs[~mask], None, _core.CMD_OBSERVE)
             self._done[mask] = False
+        self._state.fill(_PENDING)
+        self._pending = self.num_envs
         self._needs_reset = False
 
     def _check_reset_options(self, seed, options) -> np.ndarray | None:
@@ -491,7 +514,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             ``(batch_size, *single_observation_space.shape)``, ``reward``
             float32, the flags bool, each ``(batch_size,)``; ``info["env_id"]``
             (int32) says which env each row belongs to. In a synchronous pool
-            rows are in env order.
+            rows are in env order. With ``zero_copy=True`` ``obs`` is a
+            read-only view into the ring (see :func:`make`).
 
         Raises:
             CallOrderError: fewer than ``batch_size`` envs are running.
@@ -503,27 +527,41 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "
                                  f"{self._pending} are: send() actions first")
         seg, batch = self._seg, self._taken
-        while not seg.wait_batch(batch, 0, _POLL):
+        while not seg.wait_batch(batch, _POLL):
             self._check_workers()
-        fields_view, obs_view, final_view = self._slots[batch % len(self._slots)]
-        obs = obs_view.copy()
-        fields = {name: a.copy() for name, a in fields_view.items()}
+        raw = np.empty(self._fields_nbytes, np.uint8)
+        if self.config.zero_copy:
+            seg.copy_batch(batch, raw, None)
+            obs = self._ring_obs[batch % len(self._ring_obs)]
+        else:
+            obs = np.empty(self._batch_obs_shape, np.uint8)
+            seg.copy_batch(batch, raw, obs.reshape(-1))
+        f = self._fields(raw)
         final = final_obs = None
-        if final_view is not None and (fields["flags"] & _core.FLAG_FINAL).any():
-            final = {name: a.copy() for name, a in final_view[0].items()}
-            final_obs = final_view[1].copy()
+        if self._has_final and (f["flags"] & _core.FLAG_FINAL).any():
+            raw_final = np.empty(self._fields_nbytes, np.uint8)
+            final_obs = np.empty(self._batch_obs_shape, np.uint8)
+            seg.copy_batch(batch, raw_final, final_obs.reshape(-1), final=True)
+            final = self._fields(raw_final)
         seg.take_batch(batch)
         self._taken = batch + 1
-        env_id = fields["env_id"]
-        terminated = fields["terminated"].astype(bool)
-        truncated = fields["truncated"].astype(bool)
-        self._state[env_id] = _IDLE
-        self._pending -= env_id.size
+        env_id = f["env_id"]
+        if self.batch_size == self.num_envs:
+            self._state.fill(_IDLE)
+        else:
+            self._state[env_id] = _IDLE
+        self._pending -= self.batch_size
+        terminated, truncated = f["terminated"].view(bool), f["truncated"].view(bool)
         if self.config.autoreset_mode == "disabled":
-            stepped = (fields["flags"] & _core.FLAG_OBSERVED) == 0
+            stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
             self._done[env_id[stepped]] = (terminated | truncated)[stepped]
-        return (obs, fields["reward"], terminated, truncated,
-                results.build_info(fields, final, final_obs))
+        return (obs, f["reward"], terminated, truncated,
+                results.build_info(f, final, final_obs))
+
+    def _fields(self, raw: np.ndarray) -> dict:
+        """Views of a batch's fields in a private copy of their bytes."""
+        return {name: np.ndarray((self.batch_size,), dtype, raw, off)
+                for name, dtype, off in self._field_offsets}
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -544,6 +582,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
             in a synchronous pool; with ``batch_size < num_envs``, as EnvPool,
             the first ``batch_size`` envs ready (see ``info["env_id"]``).
+
+            After an episode ended by a lost life (``episodic_life``) a reset
+            continues that game, as SB3's EpisodicLifeEnv; with ``seed`` every
+            env starts a new game.
 
         Raises:
             CallOrderError: envs are still running (async use without recv), or
