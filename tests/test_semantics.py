@@ -572,6 +572,33 @@ def test_same_step_autoreset_at_the_boundary():
     assert finals >= 2
 
 
+def test_same_step_final_records_in_an_async_pool():
+    """Results in arrival order (batch_size 1) carry their own final record."""
+    with shmatari.make("Pong", num_envs=2, num_workers=1, batch_size=1, seed=BOUNDARY_SEED,
+                       autoreset_mode="same_step", max_episode_frames=400,
+                       repeat_action_probability=0.0) as env:
+        env.async_reset()
+        env.recv()
+        env.recv()
+        env.send([0, 0], env_id=[0, 1])
+        finals = set()
+        for _ in range(400):
+            obs, _, term, trunc, info = env.recv()
+            i = int(info["env_id"][0])
+            if trunc[0]:
+                assert info["_final_obs"][0] and info["final_obs"][0].shape == obs[0].shape
+                assert info["final_info"]["episode_frame_number"][0] == 400
+                assert info["final_info"]["env_id"][0] == i and info["reset"][0]
+                assert not np.array_equal(info["final_obs"][0], obs[0])
+                finals.add(i)
+            else:
+                assert "final_obs" not in info
+            if finals == {0, 1}:
+                break
+            env.send([0], env_id=[i])
+        assert finals == {0, 1}
+
+
 def test_disabled_autoreset_needs_a_masked_reset():
     with shmatari.make("Pong", num_envs=2, num_workers=1, seed=BOUNDARY_SEED,
                        autoreset_mode="disabled",

@@ -20,7 +20,7 @@ def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
         "env_id": fields["env_id"],
         "lives": fields["lives"],
         "raw_reward": fields["raw_reward"],
-        "game_over": fields["game_over"].astype(bool),
+        "game_over": fields["game_over"].view(bool),
         "elapsed_step": fields["elapsed_step"],
         "episode_frame_number": fields["episode_frames"],
         "frame_number": fields["frame_number"],
@@ -29,7 +29,7 @@ def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
 
 
 def _add_episode(info: dict, fields: Mapping[str, np.ndarray]) -> None:
-    done = fields["episode_done"].astype(bool)
+    done = fields["episode_done"].view(bool)
     if done.any():
         info["episode"] = {
             "r": np.where(done, fields["episode_return"], 0.0),
