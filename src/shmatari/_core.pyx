@@ -1384,13 +1384,6 @@ cdef class AtariCore(EnvCore):
         self.raw_reward = <float>self.episode_return
         return self._start_episode_obs(False)
 
-    cpdef int observe(self) except -1:
-        """``CMD_OBSERVE``: the current observation again, nothing emulated;
-        reward 0, every flag false, ``FLAG_OBSERVED``."""
-        self._clear_result()
-        self.flags = SHMATARI_FLAG_OBSERVED
-        return 0
-
     cpdef int step(self, int action) except -1:
         """One agent step with action index ``action`` (0..num_actions-1).
 
@@ -1420,8 +1413,8 @@ cdef class AtariCore(EnvCore):
             over = self._game_over(with_truncation=False)
             if self.episodic_life:
                 # A loss down to 0 lives is left to game over (as SB3's
-                # EpisodicLifeEnv and EnvPool): Q*bert shows 0 lives for some
-                # frames before its game ends.
+                # EpisodicLifeEnv and EnvPool): Q*bert can show 0 lives for a
+                # few frames before its game ends.
                 lives = self._lives()
                 life_lost = 0 < lives < self.lives
                 self.lives = lives

@@ -23,6 +23,7 @@ from .errors import CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["PipeVectorEnv", "make_pipe"]
 
+
 def _pipe_worker(conn, config_fields: dict, index: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from . import atari

@@ -64,7 +64,9 @@ extern "C" {
 enum shmatari_cmd {
   SHMATARI_CMD_NONE = 0,
   SHMATARI_CMD_STEP = 1,   /* one agent step with `action` */
-  SHMATARI_CMD_RESET = 2,  /* reset the episode, keep the env's RNG stream */
+  SHMATARI_CMD_RESET = 2,  /* start the env's next episode, keeping its RNG
+                              streams (after a life lost under episodic_life
+                              the game goes on: docs/semantics.md) */
   SHMATARI_CMD_RESEED = 3, /* re-derive the env's RNG from seed_words, reset */
   SHMATARI_CMD_OBSERVE = 4 /* (1.1) publish the env's current observation
                               again without emulating: reward 0, every flag
