@@ -5,22 +5,60 @@ Segments are ``multiprocessing.shared_memory.SharedMemory`` objects named
 it (``track=False`` on Python >= 3.13, an immediate unregister before): the
 pool unlinks its own segment, and a tracker that unlinks it too, or warns
 about it at exit, is noise.
+
+Stale segments
+--------------
+A pool's segment is removed by its owner's ``close()``, by the garbage
+collector, or, when the owner is killed, by its workers (see
+:mod:`shmatari.worker`). If every process of a pool dies at once (SIGKILL of
+the whole process group, the OOM killer), nobody is left to remove it, so
+every :func:`shmatari.make` first calls :func:`sweep_stale`. The rule that
+says a segment is stale must never take a live pool's segment:
+
+- every process that maps a segment (its creator and each process that
+  attaches it) holds a shared ``flock`` on it for as long as it has it open,
+  and the kernel drops that lock when the process dies, however it dies;
+- a segment is stale only if its name is ``shmatari_<pid>_<hex>``, it belongs
+  to this user, no process holds its lock (the sweep's own exclusive,
+  non-blocking ``flock`` succeeds), *and* the owner named in it is gone: no
+  live process has that pid, or the one that has it started after the
+  segment was created (the pid was reused).
+
+The lock test works across PID namespaces (two containers sharing
+``/dev/shm``), where pids mean nothing; the pid test keeps the sweep off a
+segment that its creator is still setting up, and off segments of older
+shmatari versions, which hold no lock. The sweep lists ``/dev/shm``, so it
+runs on Linux only.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import secrets
 import sys
 from multiprocessing import shared_memory
 
 from .errors import SharedMemorySpaceError
 
-__all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "free_bytes", "SHM_DIR"]
+__all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "free_bytes", "sweep_stale",
+           "SHM_DIR"]
 
 PREFIX = "shmatari_"
 SHM_DIR = "/dev/shm"
 _TRACK_KW = sys.version_info >= (3, 13)
+_NAME = re.compile(re.escape(PREFIX) + r"(\d+)_[0-9a-f]+")
+_log = logging.getLogger("shmatari")
+
+
+def _lock_shared(fd: int) -> None:
+    """Takes the shared lock that marks a segment as in use (see above)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no sweep there
+        return
+    fcntl.flock(fd, fcntl.LOCK_SH)
 
 
 def new_name(pid: int | None = None) -> str:
@@ -55,8 +93,11 @@ class _Attached:
         try:
             size = os.fstat(fd).st_size
             self._mmap = mmap.mmap(fd, size)
-        finally:
+            _lock_shared(fd)
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd  # kept open: it holds the in-use lock
         self.name, self.size = name, size
         self.buf = memoryview(self._mmap)
 
@@ -67,15 +108,24 @@ class _Attached:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def _open(name: str, create: bool, size: int):
-    if _TRACK_KW:
-        return shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
-    if not create:
+    if not _TRACK_KW and not create:
         return _Attached(name)
-    shm = shared_memory.SharedMemory(name=name, create=True, size=size)
-    _untrack(shm)
+    if _TRACK_KW:
+        shm = shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
+    else:
+        shm = shared_memory.SharedMemory(name=name, create=True, size=size)
+        _untrack(shm)
+    try:
+        _lock_shared(shm._fd)  # noqa: SLF001 - SharedMemory keeps its fd open on POSIX
+    except BaseException:
+        _destroy(shm) if create else shm.close()
+        raise
     return shm
 
 
@@ -89,7 +139,8 @@ def free_bytes(path: str = SHM_DIR) -> int | None:
 
 
 def create(name: str, size: int) -> shared_memory.SharedMemory:
-    """Creates a segment of ``size`` bytes with every page committed.
+    """Creates a segment of ``size`` bytes with every page committed, and
+    takes its in-use lock (held until ``close()``).
 
     Pages are reserved up front (``posix_fallocate``), so that a full
     ``/dev/shm`` shows here and not later as a SIGBUS in a worker.
@@ -133,8 +184,8 @@ def _destroy(shm: shared_memory.SharedMemory) -> None:
 
 def attach(name: str):
     """Maps an existing segment without taking ownership of it (and without
-    the resource tracker). The result has ``name``, ``size``, ``buf`` and
-    ``close()``, like ``SharedMemory``.
+    the resource tracker), and holds its in-use lock until ``close()``. The
+    result has ``name``, ``size``, ``buf`` and ``close()``, like ``SharedMemory``.
 
     Raises:
         FileNotFoundError: no segment of that name.
@@ -155,3 +206,81 @@ def unlink(name: str) -> bool:
         return True
     except FileNotFoundError:
         return False
+
+
+def _start_time(pid: int) -> float | None:
+    """Wall-clock second at which process ``pid`` started (Linux ``/proc``),
+    None if it is gone or a zombie; raises OSError if ``/proc`` is unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    with open("/proc/stat", "rb") as f:
+        boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def _owner_alive(pid: int, created: float) -> bool:
+    """Whether ``pid`` may still be the process that created a segment at
+    wall-clock time ``created``: alive, and started before it (within the
+    1 s resolution of the kernel's boot time)."""
+    try:
+        started = _start_time(pid)
+    except (OSError, StopIteration, IndexError, ValueError):
+        try:  # no /proc: the pid alone
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    return started is not None and started <= created + 1.0
+
+
+def sweep_stale(directory: str = SHM_DIR) -> list[str]:
+    """Removes the segments of pools whose processes are all gone.
+
+    A segment is removed only if its owner is dead and no process maps it;
+    the module docstring gives the rule. Segments of other users, and names
+    that are not shmatari's, are never touched.
+
+    Returns:
+        list[str]: the names removed.
+    """
+    try:
+        import fcntl
+
+        names = os.listdir(directory)
+    except (ImportError, OSError):
+        return []
+    removed = []
+    me, uid = os.getpid(), os.getuid()
+    for name in names:
+        m = _NAME.fullmatch(name)
+        if m is None or int(m[1]) == me:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone already, or not ours to open
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != uid or _owner_alive(int(m[1]), st.st_ctime):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live process maps it
+            if os.stat(path).st_ino == st.st_ino and unlink(name):
+                removed.append(name)
+                _log.info("removed stale shared-memory segment %s (owner pid %s is gone)",
+                          name, m[1])
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
