@@ -355,6 +355,19 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
 # --------------------------------------------------------------------------
 # A mapped segment
 
+cdef inline int32_t *_env_id_at(const shmatari_header *h, uint64_t pos) noexcept nogil:
+    """The ``env_id`` element of result position ``pos``."""
+    return <int32_t *>(shmatari_slot(h, pos / h.batch_size)
+                       + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]) + pos % h.batch_size
+
+
+cdef inline void _clear_rows(const shmatari_header *h, char *slot) noexcept nogil:
+    cdef uint32_t i
+    cdef int32_t *ids = <int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID])
+    for i in range(h.batch_size):
+        ids[i] = -1
+
+
 cdef class Segment:
     """Typed access to a mapped shmatari segment.
 
@@ -665,11 +678,125 @@ cdef class Segment:
             &(<shmatari_slot_header *>shmatari_slot(self.hdr, batch)).done_count)
 
     def take_batch(self, uint64_t batch):
-        """Marks batch ``batch`` taken: its slot may be written again."""
+        """Marks batch ``batch`` taken: its slot may be written again. Its
+        rows' ``env_id`` become -1 (no result), which lets ``recover`` tell
+        the rows written since from rows a dead worker left half done."""
         self._check()
         cdef shmatari_slot_header *slot = <shmatari_slot_header *>shmatari_slot(self.hdr, batch)
+        _clear_rows(self.hdr, <char *>slot)
         shmatari_store_release(&slot.done_count, 0)
         self.hdr.consumed_batches = batch + 1
+
+    def clear_slots(self):
+        """Marks every row of every slot empty (``env_id`` -1); the creator
+        calls it once, before any worker starts."""
+        self._check()
+        cdef uint64_t s
+        for s in range(self.hdr.ring_depth):
+            _clear_rows(self.hdr, shmatari_slot(self.hdr, s))
+
+    # -- restarting dead workers (the creator, while no other worker is busy) --
+    def in_flight(self):
+        """bool array, shape (num_envs,): envs with a command not yet answered
+        (``req_seq != ack_seq``)."""
+        self._check()
+        cdef uint32_t e
+        cdef shmatari_env_ctrl *ec
+        out = np.zeros(self.hdr.num_envs, np.bool_)
+        cdef uint8_t[::1] o = out.view(np.uint8)
+        for e in range(self.hdr.num_envs):
+            ec = shmatari_env(self.hdr, e)
+            o[e] = shmatari_load_acquire(&ec.req_seq) != shmatari_load_acquire(&ec.ack_seq)
+        return out
+
+    def recover(self, workers):
+        """Makes the ring consistent after ``workers`` died, and says what
+        their replacements must publish.
+
+        Call it once every other worker is idle (no command of theirs in
+        flight) and before the replacements start; the client must not post
+        meanwhile. A worker publishes a row in this order (``_publish``):
+        fields and observation, its env's ``results`` count, ``env_id``
+        (release), the slot's ``done_count``, the env's ``ack_seq``. So the
+        rows not yet taken tell what a dead worker finished: a row whose
+        ``env_id`` is set is complete (its ``done_count`` bump may be lost:
+        every slot not yet taken is recounted from its complete rows); a
+        reserved row whose ``env_id`` is still -1 is a hole (asynchronous
+        pools), filled by the replacement with the result of one of the dead
+        worker's unanswered commands. A complete row of a dead worker's env
+        whose ``ack_seq`` was lost answers that env's command.
+
+        Args:
+            workers: indices of the dead workers.
+
+        Returns:
+            dict: ``{env: position}`` for each env of those workers with a
+            command in flight, which its replacement answers first: position
+            >= 0 is the reserved row to write (an asynchronous pool's hole),
+            -1 the usual position.
+
+        Raises:
+            RuntimeError: the ring holds holes that no dead env can explain
+                (a bug, or a segment written by something else).
+        """
+        self._check()
+        cdef shmatari_header *h = self.hdr
+        cdef uint64_t B = h.batch_size, N = h.num_envs
+        cdef uint64_t consumed = h.consumed_batches, p, begin, end
+        cdef bint ordered = B == N
+        cdef int32_t env
+        cdef shmatari_env_ctrl *ec
+        dead = np.zeros(N, np.bool_)
+        for w in workers:
+            b, e = self.worker_group(w)
+            dead[b:e] = True
+        begin = consumed * B
+        end = begin + N if ordered else shmatari_load_acquire64(&h.alloc_pos)
+        holes, answered, complete = [], set(), {}
+        for p in range(begin, end):
+            env = <int32_t>shmatari_load_acquire(<uint32_t *>_env_id_at(h, p))
+            if env < 0:
+                holes.append(p)
+                continue
+            complete[p // B] = complete.get(p // B, 0) + 1
+            if 0 <= env < <int32_t>N and dead[env]:
+                answered.add(env)
+        plan = {}
+        for e in np.flatnonzero(dead).tolist():
+            ec = shmatari_env(h, e)
+            if shmatari_load_acquire(&ec.req_seq) == ec.ack_seq:
+                continue
+            if e in answered:
+                if ordered:
+                    shmatari_store_release64(&ec.results, consumed + 1)
+                shmatari_store_release(&ec.ack_seq, ec.req_seq)
+            elif ordered:
+                # Result r of env e has position r * num_envs + e: the
+                # replacement rewrites this round's row.
+                shmatari_store_release64(&ec.results, consumed)
+                plan[e] = -1
+            else:
+                plan[e] = holes.pop(0) if holes else -1
+        if holes and not ordered:
+            raise RuntimeError(f"result positions {holes} were reserved but never "
+                               f"written, and no dead worker's env had a command in flight")
+        for p in range(consumed, (end + B - 1) // B):
+            shmatari_store_release(
+                &(<shmatari_slot_header *>shmatari_slot(h, p)).done_count, complete.get(p, 0))
+        return plan
+
+    def reset_worker(self, uint32_t worker):
+        """Readies a dead worker's record for its replacement: state
+        STARTING, no pid, no error text (and one failed worker fewer if it
+        had failed)."""
+        self._check()
+        cdef shmatari_worker_ctrl *wc = shmatari_worker(self.hdr, worker)
+        if shmatari_load_acquire(&wc.state) == SHMATARI_WORKER_FAILED:
+            shmatari_fetch_add(&self.hdr.failed_workers, <uint32_t>0xFFFFFFFF)
+        wc.pid = 0
+        wc.sleeping = 0
+        shmatari_error_text(self.hdr, worker)[0] = 0
+        shmatari_store_release(&wc.state, SHMATARI_WORKER_STARTING)
 
     def copy_batch(self, uint64_t batch, uint8_t[::1] fields_out, uint8_t[::1] obs_out,
                    bint final=False):
@@ -742,9 +869,17 @@ def check_actions(actions, Py_ssize_t n, int64_t n_actions):
         TypeError: not integers (floats, bools, objects are refused).
         ValueError: not of shape (n,), or an action outside 0..n_actions-1.
     """
-    a = np.asarray(actions)
+    try:
+        a = np.asarray(actions)
+    except (TypeError, ValueError) as exc:  # ragged nesting, odd objects
+        raise TypeError(f"actions must be a 1-D array of integers (action indices), "
+                        f"got {type(actions).__name__}: {exc}") from exc
+    if a.shape == (0,) and n == 0:
+        return np.empty(0, np.int32)  # no values to check (``[]`` is float64)
     if a.dtype.kind not in "iu":
-        raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
+        hint = (" (Python ints beyond int64, or objects that are not ints)"
+                if a.dtype.kind == "O" else "")
+        raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}{hint}")
     if a.ndim != 1 or a.shape[0] != n:
         raise ValueError(f"actions must have shape ({n},), got {a.shape}")
     if not a.dtype.isnative:
@@ -1102,6 +1237,27 @@ cdef class EnvCore:
         self.flags = SHMATARI_FLAG_OBSERVED
         return 0
 
+    cpdef int restart_result(self) except -1:
+        """The first result of an env rebuilt after its worker died, in
+        answer to a STEP or OBSERVE: the lost episode ends, truncated.
+
+        The env starts a new game (``reset``) and reports reward 0,
+        ``truncated``, ``FLAG_RESTARTED``; the lost episode's statistics are
+        gone, so ``episode_done`` is 0. Then the autoreset mode applies as
+        after any truncation: next-step, the env's next STEP resets it;
+        same-step, this row is already a fresh reset (``FLAG_FINAL``; the
+        final record is the truncation, with this game's first observation);
+        disabled, the client must reset it."""
+        self.reset()
+        self._clear_result()
+        self.truncated = True
+        self.flags = SHMATARI_FLAG_RESTARTED
+        self.needs_reset = True
+        if self.same_step:
+            self._same_step_reset()
+            self.flags |= SHMATARI_FLAG_RESTARTED
+        return 0
+
     cdef void write_obs(self, uint8_t *out) noexcept nogil:
         cdef int s, src
         for s in range(self.stack_num):
@@ -1445,8 +1601,8 @@ cdef class AtariCore(EnvCore):
 # The worker loop
 
 cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t idx,
-                               uint32_t env, const _Result *r) noexcept nogil:
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
+                               const _Result *r) noexcept nogil:
+    """Every field of row ``idx`` but ``env_id``, which commits the row."""
     (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = r.reward
     (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = r.terminated
     (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = r.truncated
@@ -1462,14 +1618,22 @@ cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t id
 
 
 cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
-                          bint ordered) noexcept nogil:
+                          bint ordered, int64_t reserved) noexcept nogil:
+    """Writes env ``env``'s result at its next position (``reserved`` >= 0:
+    at that position, taken by a worker that died; see Segment.recover).
+
+    The order is part of the contract that lets a dead worker be replaced:
+    row, ``results``, ``env_id`` (release: the row is complete),
+    ``done_count``; the caller then stores ``ack_seq``."""
     cdef shmatari_env_ctrl *ec = shmatari_env(h, env)
     cdef uint64_t pos, batch
     cdef uint32_t idx
     cdef char *slot
     cdef char *final
     cdef _Result r
-    if ordered:
+    if reserved >= 0:
+        pos = <uint64_t>reserved
+    elif ordered:
         pos = ec.results * h.num_envs + env
     else:
         pos = shmatari_fetch_add64(&h.alloc_pos, 1)
@@ -1477,20 +1641,53 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
     idx = <uint32_t>(pos % h.batch_size)
     slot = shmatari_slot(h, batch)
     core.snapshot(&r)
-    _write_fields(h, slot, idx, env, &r)
+    _write_fields(h, slot, idx, &r)
     core.write_obs(<uint8_t *>(slot + h.slot_obs_offset + idx * h.obs_env_bytes))
     if (r.flags & SHMATARI_FLAG_FINAL) and h.slot_final_offset != 0:
         final = slot + h.slot_final_offset
-        _write_fields(h, final, idx, env, &core.final)
+        _write_fields(h, final, idx, &core.final)
+        (<int32_t *>(final + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
         memcpy(final + h.slot_obs_offset + idx * h.obs_env_bytes, core.final_obs,
                h.obs_env_bytes)
-    ec.results += 1
+    shmatari_store_release64(&ec.results, ec.results + 1)
+    shmatari_store_release(<uint32_t *>_env_id_at(h, pos), env)
     if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
 
 
+cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, reseed,
+                bint restarted) except -1:
+    """Runs env ``e``'s command (``restarted``: its first since its worker
+    was replaced)."""
+    cdef uint32_t cmd = ec.cmd
+    cdef int32_t action = ec.action
+    if cmd == SHMATARI_CMD_STEP:
+        if action < 0 or action >= core.num_actions:
+            raise ValueError(f"env {e} was sent action {action}; its action space is "
+                             f"0..{core.num_actions - 1} (did a client write the segment "
+                             f"without checking its actions?)")
+    elif cmd != SHMATARI_CMD_OBSERVE and cmd != SHMATARI_CMD_RESET and cmd != SHMATARI_CMD_RESEED:
+        raise ValueError(f"env {e} was sent command {cmd}, which layout.h does not define")
+    if restarted and (cmd == SHMATARI_CMD_STEP or cmd == SHMATARI_CMD_OBSERVE):
+        core.restart_result()
+        return 0
+    if cmd == SHMATARI_CMD_STEP:
+        core.step(action)
+    elif cmd == SHMATARI_CMD_OBSERVE:
+        core.observe()
+    elif cmd == SHMATARI_CMD_RESEED:
+        reseed(core, e, seg.seed_words())
+        core.reset()
+    else:
+        core.reset()
+    if restarted:
+        core.flags |= SHMATARI_FLAG_RESTARTED
+    return 0
+
+
 def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
-                int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2):
+                int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2,
+                bint restarted=False, dict positions=None):
     """Runs a worker until the pool closes or its parent dies.
 
     Args:
@@ -1505,9 +1702,18 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         spin_ns: nanoseconds to poll the wake word before sleeping on it.
         spin_mode: ``SPIN_PAUSE`` or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
         poll: seconds of sleep between parent checks.
+        restarted: this worker replaces one that died: each env's first
+            result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
+            reset flagged ``FLAG_RESTARTED`` (a RESET or RESEED).
+        positions: ``{env: position}`` from ``Segment.recover``: where to
+            write each env's first result (-1: the usual position).
 
     Returns:
         str: ``"closed"`` or ``"orphaned"``.
+
+    Raises:
+        ValueError: a command or action outside the layout's (a client that
+            wrote the segment unchecked).
     """
     seg._check()
     cdef shmatari_header *h = seg.hdr
@@ -1519,11 +1725,17 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef uint32_t *seen = <uint32_t *>malloc((end - begin) * sizeof(uint32_t))
-    if seen == NULL:
+    # per env: -2 once its first result is out, else where to write it
+    cdef int64_t *first = <int64_t *>malloc((end - begin) * sizeof(int64_t))
+    if seen == NULL or first == NULL:
+        free(seen)
+        free(first)
         raise MemoryError()
+    positions = positions or {}
     try:
         for e in range(begin, end):
             seen[e - begin] = shmatari_load_acquire(&shmatari_env(h, e).ack_seq)
+            first[e - begin] = positions.get(e, -1) if restarted else -2
         while True:
             wake = shmatari_load_acquire(&wc.wake_seq)
             if shmatari_load_acquire(&h.pool_state) == SHMATARI_POOL_CLOSING:
@@ -1536,31 +1748,27 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                     continue
                 busy = True
                 core = <EnvCore>cores[e - begin]
-                if ec.cmd == SHMATARI_CMD_STEP:
-                    core.step(ec.action)
-                elif ec.cmd == SHMATARI_CMD_OBSERVE:
-                    core.observe()
-                elif ec.cmd == SHMATARI_CMD_RESEED:
-                    reseed(core, e, seg.seed_words())
-                    core.reset()
-                else:
-                    core.reset()
+                _serve(ec, e, core, seg, reseed, first[e - begin] != -2)
                 with nogil:
-                    _publish(h, e, core, ordered)
+                    _publish(h, e, core, ordered, first[e - begin])
+                    first[e - begin] = -2
                     seen[e - begin] = req
                     shmatari_store_release(&ec.ack_seq, req)
                     wc.steps += 1
+            # Python runs signal handlers (SIGTERM: exit) only here: the loop
+            # and the env steps are C calls, and the signal may have woken
+            # another thread than this one.
+            PyErr_CheckSignals()
             if busy:
                 continue
             with nogil:
                 r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin_ns,
                                          spin_mode, poll_ns)
-            if r == SHMATARI_WAIT_EINTR:
-                PyErr_CheckSignals()
-            elif r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
+            if r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
                 return "orphaned"
     finally:
         free(seen)
+        free(first)
 
 
 def mark_worker(Segment seg, uint32_t worker, uint32_t state, int32_t pid=0,

@@ -44,11 +44,11 @@ def build_palette(config: EnvConfig) -> _core.Palette:
                          grayscale=config.grayscale)
 
 
-def _new_ale(config: EnvConfig, index: int, seed: int):
+def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0):
     from ale_py import ALEInterface
 
     ale = ALEInterface()
-    ale.setInt("random_seed", seeding.ale_seed(seed, index))
+    ale.setInt("random_seed", seeding.ale_seed(seed, index, restart))
     ale.setFloat("repeat_action_probability", config.repeat_action_probability)
     ale.setInt("frame_skip", 1)
     ale.loadROM(games.rom_path(config.game))
@@ -58,13 +58,15 @@ def _new_ale(config: EnvConfig, index: int, seed: int):
     return ale
 
 
-def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.EnvCore:
+def build_core(config: EnvConfig, index: int, palette: _core.Palette,
+               restart: int = 0) -> _core.EnvCore:
     """Env ``index`` of a pool: its own ``ALEInterface``, seeded from
-    (config.seed, index) as :mod:`shmatari.seeding` documents; or a
+    (config.seed, index), or after its worker's ``restart``-th restart from
+    (config.seed, index, restart), as :mod:`shmatari.seeding` documents; or a
     :class:`shmatari._core.NullCore` for the null env."""
     if config.game == NULL_ENV:
         return _core.NullCore(config.obs_shape[1:], stack_num=config.stack_num)
-    ale = _new_ale(config, index, config.seed)
+    ale = _new_ale(config, index, config.seed, restart)
     action_set = ale.getLegalActionSet() if config.full_action_space else ale.getMinimalActionSet()
     return _core.AtariCore(
         ale, palette, action_set, games.rom_path(config.game),
@@ -72,7 +74,7 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.E
         maxpool=config.maxpool, noop_max=config.noop_max,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
-        noop_rng=seeding.noop_rng(config.seed, index),
+        noop_rng=seeding.noop_rng(config.seed, index, restart),
         same_step=config.autoreset_mode == "same_step")
 
 

@@ -96,6 +96,7 @@ class EnvConfig:
     seed: int
     start_method: str
     zero_copy: bool = False
+    restart_workers: bool = False
     frame_skip: int = 4
     repeat_action_probability: float = 0.25
     noop_max: int = 30
@@ -175,7 +176,7 @@ def _float(name, value, lo, hi):
 
 
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
-                 start_method=None, zero_copy=False, preset=None,
+                 start_method=None, zero_copy=False, restart_workers=False, preset=None,
                  **options) -> EnvConfig:
     """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
 
@@ -228,6 +229,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         seed=seed,
         start_method=start_method,
         zero_copy=_bool("zero_copy", zero_copy),
+        restart_workers=_bool("restart_workers", restart_workers),
         frame_skip=_int("frame_skip", opts["frame_skip"], 1),
         repeat_action_probability=_float("repeat_action_probability",
                                          opts["repeat_action_probability"], 0.0, 1.0),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
+import signal
+import time
 import weakref
+from collections.abc import Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -16,13 +20,15 @@ from .errors import CallOrderError, PoolClosedError, WorkerError
 __all__ = ["make", "ShmVectorEnv"]
 
 _IDLE, _PENDING = 0, 1
+_log = logging.getLogger("shmatari")
 
 #: Seconds of sleep between liveness checks while waiting for workers.
 _POLL = 0.1
 #: Seconds a new pool may take to build its envs before make() gives up.
 _START_TIMEOUT = 120.0
-#: Seconds close() waits for workers to exit before terminating them.
-_CLOSE_TIMEOUT = 3.0
+#: Seconds close() waits for workers to exit before terminating them (then
+#: 1 s more before SIGKILL, and 1 s for that: close() returns within 5 s).
+_CLOSE_TIMEOUT = 2.0
 #: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
 _GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
@@ -51,7 +57,8 @@ def spin_policy(num_workers: int, cores: int) -> dict:
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
          start_method: str | None = None, zero_copy: bool = False,
-         preset: str | None = None, **options) -> "ShmVectorEnv":
+         restart_workers: bool = False, preset: str | None = None,
+         **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     Args:
@@ -79,6 +86,16 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             observation of step *t* is valid until step *t + 2* is called.
             Copy what must live longer. Default False: every returned array
             is the caller's own.
+        restart_workers: when a worker dies or fails while the pool runs,
+            start a new one in its place instead of raising WorkerError
+            (a warning is logged to the ``"shmatari"`` logger). Its envs are
+            rebuilt, seeded from the pool seed, the env index and the
+            worker's restart count (:mod:`shmatari.seeding`), and each
+            reports the lost episode as truncated, with
+            ``info["worker_restarted"]``, in its next result (a reset's
+            result is flagged too, without truncation). Commands in flight
+            when the worker died are answered by the new one, so a batch
+            still fills. A worker that fails while starting still raises.
         preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
             options below (``config.PRESETS``); options given here override
             it. ``"dqn"``: Nature DQN as SB3's AtariWrapper (sticky actions 0,
@@ -172,7 +189,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                num_workers=num_workers, seed=seed,
                                start_method=start_method, zero_copy=zero_copy,
-                               preset=preset, **options)
+                               restart_workers=restart_workers, preset=preset, **options)
     return ShmVectorEnv(cfg)
 
 
@@ -185,6 +202,7 @@ class _Resources:
         self.seg = None      # _core.Segment
         self.views = []      # NumPy arrays over the segment
         self.processes = []
+        self.fault_pipes = []  # per worker: the read end of its faulthandler pipe
 
     def shutdown(self, timeout: float = _CLOSE_TIMEOUT) -> None:
         seg, segment = self.seg, self.segment
@@ -205,6 +223,9 @@ class _Resources:
                 p.kill()
                 p.join(1.0)
         self.processes = []
+        for pipe in self.fault_pipes:
+            pipe.close()
+        self.fault_pipes = []
         self.views = []
         if seg is not None:
             seg.release()
@@ -247,6 +268,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     Create it with :func:`make`. It is a context manager; :meth:`close` is
     idempotent, and a pool garbage-collected without it is closed then.
+    ``worker_pids`` lists the worker processes' ids (a restarted worker's new
+    id replaces the old one).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -267,6 +290,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._state = np.zeros(self.num_envs, np.int8)
         self._pending = 0
         self._taken = 0
+        self._next_check = 0.0
         self._needs_reset = True
         # autoreset_mode="disabled": envs whose last step ended an episode
         self._done = np.zeros(self.num_envs, bool)
@@ -286,12 +310,14 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
             autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
         total = int.from_bytes(header[24:32], "little")
+        shm.sweep_stale()
         segment = shm.create(shm.new_name(), total)
         self._res.segment = segment
         segment.buf[:len(header)] = header
         seg = _core.Segment(segment.buf)
         self._res.seg = seg
         self._seg = seg
+        seg.clear_slots()
         seg.set_owner(os.getpid())
         seg.set_seed_words(seeding.seed_to_words(cfg.seed))
         self._groups = cfg.worker_groups()
@@ -300,21 +326,16 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         seg.refresh_groups()
         self._make_views(segment, seg)
 
-        ctx = mp.get_context(cfg.start_method)
+        self._ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
-            ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy", "ale_py"])
+            self._ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy",
+                                              "ale_py"])
         policy = spin_policy(cfg.num_workers, _config.available_cores())
         seg.spin_ns, seg.spin_mode = policy["client"]
-        fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+        self._worker_spin = policy["worker"]
+        self._restarts = [0] * cfg.num_workers
         for w in range(cfg.num_workers):
-            from .worker import worker_main
-
-            p = ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
-                            args=(segment.name, w, fields, os.getpid(), policy["worker"]),
-                            daemon=True)
-            p.start()
-            self._res.processes.append(p)
-        self.worker_pids = [p.pid for p in self._res.processes]
+            self._spawn(w)
         deadline = _now() + _START_TIMEOUT
         while not seg.wait_ready(cfg.num_workers, _POLL):
             self._check_workers()
@@ -351,30 +372,150 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._ring_obs.append(view)
         self._res.views.append(self._ring_obs)
 
-    # -- liveness --------------------------------------------------------------
-    def _check_workers(self) -> None:
-        seg = self._seg
-        for w, p in enumerate(self._res.processes):
-            state = seg.worker_state(w)
-            failed = state == _core.WORKER_FAILED
-            if not failed and p.exitcode is None:
-                continue
-            if not failed and state == _core.WORKER_EXITED and p.exitcode == 0:
-                continue
+    # -- workers ---------------------------------------------------------------
+    def _spawn(self, w: int, restart: int = 0, positions: dict | None = None) -> None:
+        """Starts worker ``w`` (or its replacement) in slot ``w`` of the lists.
+
+        SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
+        worker ignores SIGINT before it unblocks it), and is raised here once
+        the process is on record, so that close() stops it.
+        """
+        from .worker import worker_main
+
+        cfg = self.config
+        fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+        reader, writer = self._ctx.Pipe(duplex=False)
+        os.set_blocking(reader.fileno(), False)
+        p = self._ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
+                              args=(self._res.segment.name, w, fields, os.getpid(),
+                                    self._worker_spin, writer, restart, positions),
+                              daemon=True)
+        masked = hasattr(signal, "pthread_sigmask")
+        if masked:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            p.start()
+            if w < len(self._res.processes):
+                self._res.fault_pipes[w].close()
+                self._res.processes[w], self._res.fault_pipes[w] = p, reader
+            else:
+                self._res.processes.append(p)
+                self._res.fault_pipes.append(reader)
+            self.worker_pids = [q.pid for q in self._res.processes]
+        finally:
+            writer.close()
+            if masked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+    def _dead_workers(self) -> list[int]:
+        """Workers that failed, exited or whose process has ended. While the
+        pool runs, no worker exits on its own: any exit is a death."""
+        seg, gone = self._seg, (_core.WORKER_FAILED, _core.WORKER_EXITED)
+        return [w for w, p in enumerate(self._res.processes)
+                if p.exitcode is not None or seg.worker_state(w) in gone]
+
+    def _reap(self, w: int) -> None:
+        """Waits for dead worker ``w``'s process to end (a failed worker
+        exits by itself), killing it if it does not within a second."""
+        p = self._res.processes[w]
+        p.join(1.0)
+        if p.exitcode is None:
+            p.kill()
+            p.join(1.0)
+
+    def _fault_text(self, w: int) -> str:
+        """What faulthandler wrote for worker ``w`` (a fatal signal), or ""."""
+        chunks = []
+        try:
+            while chunk := os.read(self._res.fault_pipes[w].fileno(), 65536):
+                chunks.append(chunk)
+        except (BlockingIOError, OSError):
+            pass
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def _worker_error(self, w: int, during: str = "") -> WorkerError:
+        seg, p, group = self._seg, self._res.processes[w], self._groups[w]
+        failed = seg.worker_state(w) == _core.WORKER_FAILED
+        self._reap(w)
+        text = seg.worker_error(w) or self._fault_text(w)
+        code = p.exitcode
+        if code is None:
+            how = "still running"
+        elif code < 0:
+            try:
+                how = f"killed by signal {-code} ({signal.Signals(-code).name})"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        msg = (f"worker {w} (pid {p.pid}, envs {group.start}..{group.stop - 1}) "
+               f"{'failed' if failed else 'died'}{during}: {how}")
+        if text:
+            msg += "\n--- worker traceback ---\n" + text.rstrip()
+        elif code is not None and code > 0:
+            msg += (" without a Python traceback: it ended in native code (ALE exits on "
+                    "some errors; its stderr may say more)")
+        return WorkerError(msg, worker=w, env_ids=group, exitcode=code, worker_traceback=text)
+
+    def _check_workers(self, restart: bool = False) -> None:
+        """Raises WorkerError if a worker is dead (and marks the pool
+        broken), or with ``restart`` replaces the dead workers."""
+        dead = self._dead_workers()
+        if not dead:
+            return
+        try:
+            if not restart:
+                raise self._worker_error(dead[0])
+            self._restart(dead)
+        except WorkerError as err:
+            self._broken = str(err)
+            raise
+
+    def _restart(self, dead: list[int]) -> None:
+        """Replaces dead workers while the client waits in recv().
+
+        The others finish their commands first, so that the ring holds only
+        complete rows and rows of the dead (``Segment.recover``); then each
+        replacement starts, rebuilds its envs and answers their commands in
+        flight, and the wait goes on.
+        """
+        seg, dead = self._seg, set(dead)
+        reasons = {}
+        deadline = _now() + _START_TIMEOUT
+        while True:
+            for w in dead - set(reasons):
+                reasons[w] = str(self._worker_error(w)).split("\n", 1)[0]
+            busy = seg.in_flight()
+            for w in dead:
+                busy[self._groups[w].start:self._groups[w].stop] = False
+            if not busy.any():
+                break
+            dead |= set(self._dead_workers())
+            if _now() > deadline:
+                env = int(np.flatnonzero(busy)[0])
+                raise WorkerError(
+                    f"while restarting worker(s) {sorted(dead)}: env {env} did not finish "
+                    f"its step within {_START_TIMEOUT:.0f} s",
+                    worker=-1, env_ids=range(self.num_envs), exitcode=None)
+            time.sleep(0.001)
+        plan = seg.recover(sorted(dead))
+        ready = seg.counts()[0]
+        for w in sorted(dead):
             group = self._groups[w]
-            text = seg.worker_error(w)
-            if p.exitcode is None:
-                p.join(1.0)
-            code = p.exitcode
-            how = ("still running" if code is None else
-                   f"killed by signal {-code}" if code < 0 else f"exit code {code}")
-            msg = (f"worker {w} (pid {p.pid}, envs {group.start}..{group.stop - 1}) "
-                   f"{'failed' if failed else 'died'}: {how}")
-            if text:
-                msg += "\n--- worker traceback ---\n" + text.rstrip()
-            self._broken = msg
-            raise WorkerError(msg, worker=w, env_ids=group, exitcode=code,
-                              worker_traceback=text)
+            seg.reset_worker(w)
+            self._restarts[w] += 1
+            self._spawn(w, self._restarts[w], {e: plan[e] for e in group if e in plan})
+            _log.warning("%s; restarted it as pid %d (restart %d of this worker)",
+                         reasons[w], self._res.processes[w].pid, self._restarts[w])
+        deadline = _now() + _START_TIMEOUT
+        while not seg.wait_ready(ready + len(dead), _POLL):
+            failed = self._dead_workers()
+            if failed:
+                raise self._worker_error(failed[0], " while restarting")
+            if _now() > deadline:
+                raise WorkerError(f"restarted workers {sorted(dead)} were not ready within "
+                                  f"{_START_TIMEOUT:.0f} s", worker=-1,
+                                  env_ids=range(self.num_envs), exitcode=None)
 
     def _usable(self) -> None:
         if self.closed:
@@ -385,7 +526,13 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     # -- validation ------------------------------------------------------------
     def _check_env_ids(self, env_ids) -> np.ndarray:
-        ids = np.asarray(env_ids)
+        try:
+            ids = np.asarray(env_ids)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"env_id must be a 1-D array of integers, got "
+                            f"{type(env_ids).__name__}: {exc}") from exc
+        if ids.shape == (0,):
+            ids = ids.astype(np.int64)  # ``[]`` is float64: no values to check
         if ids.dtype.kind not in "iu":
             raise TypeError(f"env_id must be integers, got dtype {ids.dtype}")
         if ids.ndim != 1:
@@ -483,6 +630,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def _check_reset_options(self, seed, options) -> np.ndarray | None:
         """Validates reset()'s options; returns the reset mask or None (all envs)."""
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if options:
@@ -519,16 +668,24 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
         Raises:
             CallOrderError: fewer than ``batch_size`` envs are running.
-            WorkerError: a worker failed or died (within about 0.1 s).
+            WorkerError: a worker failed or died (within about 0.1 s), unless
+                ``restart_workers``; then only if a replacement fails to start.
             PoolClosedError: the pool is closed or broken.
         """
         self._usable()
         if self._pending < self.batch_size:
             raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "
                                  f"{self._pending} are: send() actions first")
-        seg, batch = self._seg, self._taken
+        seg, batch, restart = self._seg, self._taken, self.config.restart_workers
+        now = _now()
+        if now >= self._next_check:
+            # Batches may keep coming from the other workers while a dead
+            # one's envs wait forever: check every _POLL s, not only when a
+            # wait times out.
+            self._next_check = now + _POLL
+            self._check_workers(restart)
         while not seg.wait_batch(batch, _POLL):
-            self._check_workers()
+            self._check_workers(restart)
         raw = np.empty(self._fields_nbytes, np.uint8)
         if self.config.zero_copy:
             seg.copy_batch(batch, raw, None)

@@ -25,6 +25,7 @@ def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
         "episode_frame_number": fields["episode_frames"],
         "frame_number": fields["frame_number"],
         "reset": (fields["flags"] & _core.FLAG_RESET).astype(bool),
+        "worker_restarted": (fields["flags"] & _core.FLAG_RESTARTED).astype(bool),
     }
 
 

@@ -15,6 +15,15 @@ A pool has one seed, a non-negative integer below 2**256 (``seed=None`` draws
 - The no-op counts at reset come from ``numpy.random.Generator(PCG64(
   SeedSequence(seed, spawn_key=(i, 0))))``, i.e. the sequence's first child.
 
+A worker that dies in a pool made with ``restart_workers=True`` is replaced,
+and its envs are rebuilt; after the *k*-th restart of its worker, env *i*
+derives from ``SeedSequence(seed, spawn_key=(i, k))`` instead (no-op counts
+from its child ``(i, k, 0)``), ``seed`` being the pool's seed at that moment.
+A rebuilt env so plays new games, reproducibly, rather than replaying the
+games it began the run with, which would correlate its data with its own
+past (``(i, 0)`` is the no-op stream, so *k* starts at 1 and no stream is
+shared). ``reset(seed=...)`` re-derives every env from ``(i,)`` again.
+
 So env *i*'s trajectory depends only on (seed, i, options, actions): not on
 the number of workers, the start method, the parent's ``random`` or
 ``numpy.random`` state, or the clock; and pools with seeds 0 and 1 share no
@@ -114,20 +123,28 @@ def draw_entropy() -> int:
     return int(np.random.SeedSequence().entropy)
 
 
-def env_seed_sequence(seed: int, index: int) -> np.random.SeedSequence:
-    """``SeedSequence(seed, spawn_key=(index,))``: env ``index``'s root sequence."""
-    return np.random.SeedSequence(seed, spawn_key=(index,))
+def _env_key(index: int, restart: int) -> tuple[int, ...]:
+    return (index,) if restart == 0 else (index, restart)
 
 
-def ale_seed(seed: int, index: int) -> int:
+def env_seed_sequence(seed: int, index: int, restart: int = 0) -> np.random.SeedSequence:
+    """``SeedSequence(seed, spawn_key=(index,))``: env ``index``'s root
+    sequence; ``spawn_key=(index, restart)`` after its worker's ``restart``-th
+    restart (>= 1)."""
+    return np.random.SeedSequence(seed, spawn_key=_env_key(index, restart))
+
+
+def ale_seed(seed: int, index: int, restart: int = 0) -> int:
     """The ``random_seed`` given to env ``index``'s ALE: an int in [0, 2**31)."""
-    word = env_seed_sequence(seed, index).generate_state(1, np.uint32)[0]
+    word = env_seed_sequence(seed, index, restart).generate_state(1, np.uint32)[0]
     return int(word) & 0x7FFFFFFF
 
 
-def noop_rng(seed: int, index: int) -> np.random.Generator:
-    """Env ``index``'s generator for no-op counts: PCG64 on spawn key (index, 0)."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(index, 0))))
+def noop_rng(seed: int, index: int, restart: int = 0) -> np.random.Generator:
+    """Env ``index``'s generator for no-op counts: PCG64 on spawn key
+    (index, 0), or (index, restart, 0) after a restart."""
+    key = _env_key(index, restart) + (0,)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
 def seed_to_words(seed: int, n: int = SEED_BITS // 64) -> list[int]:

@@ -2,10 +2,23 @@
 
 A worker owns a contiguous group of envs. It builds every ``ALEInterface``
 itself, after it starts, so nothing emulator-related is inherited from the
-parent. It ignores SIGINT (the parent handles Ctrl-C and closes the pool),
-exits on SIGTERM, and exits by itself when its parent dies: Linux's
-``PR_SET_PDEATHSIG`` sends it SIGTERM, and elsewhere it notices within
-``poll`` seconds. A worker that finds itself orphaned removes the segment.
+parent. It ignores SIGINT (the parent handles Ctrl-C and closes the pool).
+
+How it ends:
+
+- the pool closes (``POOL_CLOSING``): it exits with code 0;
+- an exception: it writes the traceback into its error region, marks itself
+  FAILED and exits with code 1;
+- a fatal signal (SIGSEGV, SIGBUS, SIGABRT, ...): ``faulthandler`` writes the
+  Python stack to the pipe the parent gave it, and the signal kills it;
+- SIGTERM from anyone but a dying parent: it cleans up, then dies of SIGTERM,
+  so the parent reports the signal;
+- its parent dies: Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM at once, and
+  elsewhere it notices within ``poll`` seconds of idleness (its parent pid
+  changes, or the owner pid is gone). Under ``forkserver`` the parent is the
+  fork server, which exits as soon as the process that started it dies. An
+  orphaned worker removes the segment, so a killed trainer leaves nothing in
+  ``/dev/shm``.
 """
 
 from __future__ import annotations
@@ -37,15 +50,39 @@ def _on_sigterm(signum, frame):
 
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
-                spin: tuple[int, int]) -> None:
-    """Entry point of a worker process (the target of ``Process``)."""
+                spin: tuple[int, int], fault_pipe=None, restart: int = 0,
+                positions: dict | None = None) -> None:
+    """Entry point of a worker process (the target of ``Process``).
+
+    Args:
+        shm_name: the pool's segment.
+        worker: this worker's index.
+        config_fields: the pool's ``EnvConfig`` as a dict.
+        owner_pid: the process that owns the pool.
+        spin: (spin_ns, spin_mode) for the worker loop.
+        fault_pipe: a writable ``multiprocessing`` connection for
+            ``faulthandler``'s report of a fatal signal, or None.
+        restart: 0, or how many times this worker has been replaced: its envs
+            are then rebuilt from the pool's current seed and ``restart``
+            (:mod:`shmatari.seeding`), and report the restart.
+        positions: from ``Segment.recover``: where to write the first result
+            of each env with a command in flight.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The parent blocks SIGINT while it starts workers, so that a Ctrl-C then
+    # reaches the parent alone; the mask is inherited through fork and exec.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
     initial_ppid = os.getppid()
     _set_parent_death_signal(signal.SIGTERM)
+    if fault_pipe is not None:
+        import faulthandler
+
+        faulthandler.enable(file=fault_pipe.fileno(), all_threads=False)
 
     from . import _core, atari, shm
     from .config import EnvConfig
+    from .seeding import words_to_seed
 
     atari.quiet_process()
     config = EnvConfig(**config_fields)
@@ -62,8 +99,6 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         return True
 
     def reseed(core, index, words):
-        from .seeding import words_to_seed
-
         atari.reseed_core(core, index, words_to_seed(words))
 
     try:
@@ -77,18 +112,29 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         if not parent_alive():
             status, exitcode = "orphaned", 0
             return
+        if restart:
+            import dataclasses
+
+            config = dataclasses.replace(config, seed=words_to_seed(seg.seed_words()))
         palette = atari.build_palette(config)
         begin, end = seg.worker_group(worker)
-        cores = [atari.build_core(config, i, palette) for i in range(begin, end)]
+        cores = [atari.build_core(config, i, palette, restart) for i in range(begin, end)]
         if worker == 0:
             _core.set_num_actions(seg, cores[0].action_ids())
         _core.mark_worker(seg, worker, _core.WORKER_READY)
         status = _core.worker_loop(seg, worker, cores, reseed, parent_alive,
-                                   spin_ns=spin[0], spin_mode=spin[1])
+                                   spin_ns=spin[0], spin_mode=spin[1],
+                                   restarted=restart > 0, positions=positions)
         exitcode = 0
         _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except _Terminated:
-        status, exitcode = ("orphaned" if not parent_alive() else "terminated"), 0
+        if not parent_alive():
+            status = "orphaned"
+        elif seg.pool_state() == _core.POOL_CLOSING:
+            status = "closed"  # close() ran out of patience: expected
+        else:
+            status = "terminated"
+        exitcode = 0
         _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         text = (f"worker {worker} (pid {os.getpid()}) failed:\n"
@@ -102,5 +148,10 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         segment.close()
         if status == "orphaned":
             shm.unlink(shm_name)
+    if status == "terminated":
+        # Killed by someone else while the pool runs: die of the signal, so
+        # that the parent's error names it.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
     if exitcode:
         os._exit(exitcode)

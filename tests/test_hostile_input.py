@@ -1,0 +1,200 @@
+"""Hostile input, generated: every bad call raises a clear error and the pool
+stays usable (a normal step works after each one)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+from conftest import shm_entries
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import shmatari
+from shmatari import config
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+NUM_ENVS, BATCH = 4, 2
+SETTINGS = settings(max_examples=120, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def sync_env():
+    with shmatari.make("Breakout", num_envs=NUM_ENVS, num_workers=2, seed=0) as env:
+        env.reset()
+        yield env
+
+
+class AsyncPool:
+    """An async pool and which of its envs wait for an action."""
+
+    def __init__(self, env):
+        self.env = env
+        env.async_reset()
+        self.idle = self._recv()
+
+    def _recv(self) -> set[int]:
+        *_, info = self.env.recv()
+        assert len(info["env_id"]) == BATCH
+        return set(info["env_id"].tolist())
+
+    def cycle(self) -> None:
+        """A normal round: step every idle env, take the next batch."""
+        ids = sorted(self.idle)
+        self.env.send(np.zeros(len(ids), np.int64), ids)
+        self.idle = self._recv()
+
+
+@pytest.fixture(scope="module")
+def async_pool():
+    with shmatari.make("Breakout", num_envs=NUM_ENVS, num_workers=2, batch_size=BATCH,
+                       seed=0) as env:
+        yield AsyncPool(env)
+
+
+def assert_steps(env) -> None:
+    """A normal step works: every env answers."""
+    obs, reward, terminated, truncated, info = env.step(np.ones(NUM_ENVS, np.int64))
+    assert obs.shape == (NUM_ENVS, 4, 84, 84) and reward.shape == (NUM_ENVS,)
+    np.testing.assert_array_equal(info["env_id"], np.arange(NUM_ENVS))
+    assert not info["reset"].any() or info["elapsed_step"].min() >= 0
+
+
+# -- actions ---------------------------------------------------------------------
+
+any_dtype = st.one_of(
+    hnp.integer_dtypes(endianness="="), hnp.integer_dtypes(endianness=">"),
+    hnp.unsigned_integer_dtypes(endianness="="), hnp.unsigned_integer_dtypes(endianness=">"),
+    hnp.floating_dtypes(), hnp.complex_number_dtypes(), hnp.boolean_dtypes(),
+    hnp.datetime64_dtypes(), hnp.timedelta64_dtypes(), hnp.byte_string_dtypes(),
+    hnp.unicode_string_dtypes())
+any_array = hnp.arrays(any_dtype, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0,
+                                                   max_side=5))  # floats: NaN and inf too
+int_list = st.lists(st.integers(-(2 ** 70), 2 ** 70) | st.integers(-2, 6), max_size=6)
+nested = st.lists(st.lists(st.integers(0, 3), max_size=3), max_size=4)  # ragged too
+
+
+def valid_actions(actions, n: int, n_actions: int) -> bool:
+    if isinstance(actions, list):
+        return (len(actions) == n and all(isinstance(a, int) for a in actions)
+                and all(0 <= a < n_actions for a in actions))
+    return (actions.dtype.kind in "iu" and actions.shape == (n,)
+            and bool(((actions >= 0) & (actions < n_actions)).all()))
+
+
+@SETTINGS
+@given(actions=any_array | int_list | nested)
+def test_any_actions_step_or_raise_and_the_pool_goes_on(sync_env, actions):
+    env = sync_env
+    if valid_actions(actions, NUM_ENVS, env.single_action_space.n):
+        obs, *_ = env.step(actions)
+        assert obs.shape == (NUM_ENVS, 4, 84, 84)
+    else:
+        with pytest.raises((TypeError, ValueError), match="actions"):
+            env.step(actions)
+    assert_steps(env)
+
+
+# -- send(actions, env_id) -------------------------------------------------------
+
+@SETTINGS
+@given(data=st.data())
+def test_send_with_bad_env_ids_raises_and_changes_nothing(async_pool, data):
+    pool, env = async_pool, async_pool.env
+    ids = data.draw(st.lists(st.integers(-2, NUM_ENVS + 1), max_size=NUM_ENVS + 1)
+                    | hnp.arrays(st.sampled_from([np.float64, np.bool_, np.int8]),
+                                 hnp.array_shapes(min_dims=0, max_dims=2, max_side=3)),
+                    label="env_id")
+    n = len(ids) if isinstance(ids, list) else 0
+    count = data.draw(st.sampled_from([n, n, n + 1, max(n - 1, 0)]), label="len(actions)")
+    actions = np.zeros(count, np.int64)
+    pending = env._pending
+    valid = (isinstance(ids, list) and len(set(ids)) == len(ids)
+             and all(0 <= e < NUM_ENVS for e in ids) and set(ids) <= pool.idle
+             and count == len(ids))
+    if valid:
+        env.send(actions, ids)
+        pool.idle -= set(ids)
+    else:
+        with pytest.raises((TypeError, ValueError, shmatari.CallOrderError),
+                           match="env_id|actions|still running"):
+            env.send(actions, ids)
+        assert env._pending == pending  # refused: nothing was posted
+    pool.cycle()
+
+
+# -- reset(seed, options) --------------------------------------------------------
+
+masks = hnp.arrays(st.sampled_from([np.bool_, np.int64, np.float32]),
+                   st.sampled_from([(NUM_ENVS,), (NUM_ENVS + 1,), (), (2, NUM_ENVS)]))
+options_st = st.one_of(
+    st.none(), st.just({}), st.integers(), st.text(max_size=3), st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), min_size=1, max_size=2),
+    st.fixed_dictionaries({"reset_mask": masks | st.lists(st.booleans(), max_size=5)}))
+seeds = st.one_of(st.none(), st.integers(-3, 3), st.integers(2 ** 256 - 2, 2 ** 256 + 2),
+                  st.floats(allow_nan=True), st.booleans(), st.text(max_size=2))
+
+
+def valid_reset(seed, options) -> bool:
+    seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool)
+                               and 0 <= seed < 2 ** 256)
+    if options is None or options == {}:
+        return seed_ok
+    if not isinstance(options, dict) or set(options) != {"reset_mask"}:
+        return False
+    mask = options["reset_mask"]
+    return (seed is None and isinstance(mask, np.ndarray) and mask.dtype == np.bool_
+            and mask.shape == (NUM_ENVS,) and bool(mask.any()))
+
+
+@SETTINGS
+@given(seed=seeds, options=options_st)
+def test_reset_with_bad_seed_or_options_raises_and_the_pool_goes_on(sync_env, seed, options):
+    env = sync_env
+    if valid_reset(seed, options):
+        obs, info = env.reset(seed=seed, options=options)
+        assert obs.shape == (NUM_ENVS, 4, 84, 84)
+    else:
+        with pytest.raises((TypeError, ValueError), match="seed|options|reset_mask"):
+            env.reset(seed=seed, options=options)
+    assert_steps(env)
+
+
+# -- make() options ---------------------------------------------------------------
+
+INT_RANGES = {"frame_skip": (1, None), "noop_max": (0, None), "stack_num": (1, None),
+              "img_height": (1, 210), "img_width": (1, 160), "max_episode_frames": (1, None)}
+
+
+def valid_option(name: str, value) -> bool:
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if name in INT_RANGES:
+        lo, hi = INT_RANGES[name]
+        if name == "max_episode_frames" and value is None:
+            return True
+        return is_int and value >= lo and (hi is None or value <= hi)
+    if name == "repeat_action_probability":
+        return (is_int or isinstance(value, float)) and 0.0 <= value <= 1.0
+    if name == "autoreset_mode":
+        return value in config.AUTORESET_MODES
+    return isinstance(value, bool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(sorted(config.OPTION_DEFAULTS)),
+       value=st.one_of(st.integers(-5, 300), st.floats(allow_nan=True), st.booleans(),
+                       st.none(), st.text(max_size=10), st.lists(st.integers(), max_size=2),
+                       st.sampled_from(config.AUTORESET_MODES)))
+def test_make_refuses_bad_options_before_any_process_starts(name, value):
+    if valid_option(name, value):
+        assert getattr(config.build_config("Breakout", 2, **{name: value}), name) is not None
+        return
+    children, segments = {p.pid for p in mp.active_children()}, shm_entries()
+    with pytest.raises((TypeError, ValueError), match=name):
+        shmatari.make("Breakout", num_envs=2, **{name: value})
+    assert {p.pid for p in mp.active_children()} <= children
+    assert shm_entries() == segments

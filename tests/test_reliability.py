@@ -1,0 +1,548 @@
+"""Dead workers, dying parents, Ctrl-C, a full /dev/shm: never a hang, never a leak.
+
+Each scenario runs in a fresh Python process with a timeout (a hang fails the
+test instead of stalling the suite), prints one ``RESULT {json}`` line, and
+the test checks the outcome, that every recorded process is gone and that the
+segment has left /dev/shm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import SHM_DIR, pid_alive
+
+from shmatari import shm
+
+HEAD = '''
+import hashlib, json, os, signal, sys, time
+import numpy as np
+import shmatari
+from shmatari import _core, shm
+
+
+def emit(**kw):
+    print("RESULT " + json.dumps(kw), flush=True)
+
+
+def wait_dead(pid, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} still alive")
+
+
+def error_fields(err):
+    return dict(type=type(err).__name__, runtime=isinstance(err, RuntimeError),
+                message=str(err), worker=getattr(err, "worker", None),
+                env_ids=list(getattr(err, "env_ids", [])),
+                exitcode=getattr(err, "exitcode", None),
+                traceback=getattr(err, "worker_traceback", ""))
+'''
+
+
+def run_script(tmp_path, body: str, *args, timeout: float = 120, env=None):
+    """Runs HEAD + body as a script; returns (process, parsed RESULT or None)."""
+    path = tmp_path / "scenario.py"
+    path.write_text(HEAD + textwrap.dedent(body))
+    proc = subprocess.run([sys.executable, str(path), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    return proc, _result(proc.stdout)
+
+
+def _result(stdout: str):
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    return json.loads(lines[-1][len("RESULT "):]) if lines else None
+
+
+def assert_gone(pids, segment):
+    """No process of ``pids`` is left (zombies count as gone: their parent
+    died) and the segment has left /dev/shm."""
+    alive = [p for p in pids if pid_alive(p)]
+    assert not alive, f"processes left: {alive}"
+    assert not os.path.exists(os.path.join(SHM_DIR, segment)), f"segment left: {segment}"
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (from /proc's parent pids)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return {p for p in out if pid_alive(p)}
+
+
+# -- 1. a worker dies ------------------------------------------------------------
+
+WORKER_DIES = '''
+if __name__ == "__main__":
+    sig, batch_size = getattr(signal, sys.argv[1]), int(sys.argv[2])
+    num_envs = 6
+    env = shmatari.make("Breakout", num_envs=num_envs, num_workers=3, seed=0,
+                        batch_size=batch_size)
+    out = dict(pids=list(env.worker_pids), segment=env.segment_name)
+    env.async_reset()
+    for _ in range(5):
+        _, _, _, _, info = env.recv()
+        env.send(np.zeros(batch_size, np.int64), info["env_id"])
+    os.kill(env.worker_pids[1], sig)
+    t0 = time.monotonic()
+    try:
+        # Async pools: the other workers' envs go on filling batches, so the
+        # dead worker must be noticed even though no wait times out.
+        for _ in range(100_000):
+            _, _, _, _, info = env.recv()
+            env.send(np.zeros(batch_size, np.int64), info["env_id"])
+    except shmatari.WorkerError as err:
+        out.update(error_fields(err), elapsed=time.monotonic() - t0)
+    try:
+        env.step(np.zeros(num_envs, np.int64))
+    except Exception as err:
+        out["after"] = type(err).__name__
+    t0 = time.monotonic()
+    env.close()
+    out["close_s"] = time.monotonic() - t0
+    emit(**out)
+'''
+
+
+@pytest.mark.parametrize("sig,batch_size,expect", [
+    ("SIGKILL", 6, "killed by signal 9 (SIGKILL)"),
+    ("SIGKILL", 2, "killed by signal 9 (SIGKILL)"),
+    ("SIGTERM", 6, "killed by signal 15 (SIGTERM)"),
+    ("SIGSEGV", 2, "killed by signal 11 (SIGSEGV)"),
+])
+def test_dead_worker_raises_worker_error_within_5s(tmp_path, sig, batch_size, expect):
+    proc, out = run_script(tmp_path, WORKER_DIES, sig, batch_size)
+    assert out is not None, proc.stderr
+    assert out["type"] == "WorkerError" and out["runtime"]
+    assert out["elapsed"] < 5.0
+    assert out["message"].startswith(f"worker 1 (pid {out['pids'][1]}, envs 2..3) died: {expect}")
+    assert out["worker"] == 1 and out["env_ids"] == [2, 3]
+    assert out["exitcode"] == -getattr(signal, sig)
+    if sig == "SIGSEGV":
+        # faulthandler's report of where the worker was
+        assert "Segmentation fault" in out["traceback"] and "File " in out["traceback"]
+        assert "--- worker traceback ---" in out["message"]
+    assert out["after"] == "PoolClosedError"
+    assert out["close_s"] < 5.0
+    assert_gone(out["pids"], out["segment"])
+
+
+ALE_EXITS = '''
+if __name__ == "__main__":
+    os.environ["ALE_ROMS_DIR"] = sys.argv[1]  # workers inherit it
+    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0,
+                        restart_workers=sys.argv[2] == "restart")
+    out = dict(pids=list(env.worker_pids), segment=env.segment_name)
+    env.reset()
+    rom = os.path.join(sys.argv[1], "breakout.bin")
+    with open(rom, "wb") as f:
+        f.write(b"x" * 100)  # not a cartridge: ALE gives up inside loadROM
+    t0 = time.monotonic()
+    try:
+        if sys.argv[2] == "restart":
+            os.kill(env.worker_pids[0], signal.SIGKILL)  # its replacement cannot load the ROM
+            env.step([0, 0])
+        else:
+            env.reset(seed=1)  # re-seeding reloads the ROM
+    except shmatari.WorkerError as err:
+        out.update(error_fields(err), elapsed=time.monotonic() - t0)
+    out["pids"] += env.worker_pids
+    env.close()
+    emit(**out)
+'''
+
+
+@pytest.mark.parametrize("mode", ["plain", "restart"])
+def test_worker_dying_inside_ale_raises_worker_error(tmp_path, mode):
+    """ALE exits the process on a bad cartridge; with restart_workers, the
+    replacement fails to start (the ROM's checksum) and that raises too."""
+    from ale_py import roms
+
+    rom_dir = tmp_path / "roms"
+    rom_dir.mkdir()
+    shutil.copy(roms.get_rom_path("breakout"), rom_dir)
+    proc, out = run_script(tmp_path, ALE_EXITS, rom_dir, mode)
+    assert out is not None, proc.stderr
+    assert out["type"] == "WorkerError" and out["elapsed"] < 5.0
+    if mode == "plain":
+        assert out["message"].startswith("worker 0 (pid ") and "died: exit code 1" in out["message"]
+        assert "native code" in out["message"]
+    else:
+        assert "failed while restarting: exit code 1" in out["message"]
+        assert "does not match" in out["traceback"]  # ale-py's checksum error, in the worker
+    assert_gone(out["pids"], out["segment"])
+
+
+HOSTILE_CLIENT = '''
+if __name__ == "__main__":
+    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0)
+    out = dict(pids=list(env.worker_pids), segment=env.segment_name)
+    env.reset()
+    # Another process writes the segment without checking (a buggy C client).
+    other = shm.attach(env.segment_name)
+    seg = _core.Segment(other.buf)
+    seg.post(np.array([1], np.int64), np.array([1000], np.int32), _core.CMD_STEP)
+    while seg.worker_state(0) != _core.WORKER_FAILED:
+        time.sleep(0.01)
+    seg.release()
+    other.close()
+    t0 = time.monotonic()
+    try:
+        env.step([0, 0])
+    except shmatari.WorkerError as err:
+        out.update(error_fields(err), elapsed=time.monotonic() - t0)
+    env.close()
+    emit(**out)
+'''
+
+
+def test_worker_exception_carries_its_traceback(tmp_path):
+    proc, out = run_script(tmp_path, HOSTILE_CLIENT)
+    assert out is not None, proc.stderr
+    assert out["type"] == "WorkerError" and out["elapsed"] < 5.0
+    assert out["message"].startswith("worker 0 (pid ") and "failed: exit code 1" in out["message"]
+    tb = out["traceback"]
+    assert "Traceback (most recent call last)" in tb and "worker_loop" in tb
+    assert "ValueError: env 1 was sent action 1000; its action space is 0..3" in tb
+    assert tb.strip() in out["message"]
+    assert_gone(out["pids"], out["segment"])
+
+
+# -- 2. restart_workers ----------------------------------------------------------
+
+RESTART_SYNC = '''
+def rows(result):
+    obs, reward, terminated, truncated, info = result
+    return dict(truncated=truncated.tolist(), terminated=terminated.tolist(),
+                restarted=info["worker_restarted"].tolist(), reset=info["reset"].tolist(),
+                reward=reward.tolist(), obs_set=[bool(o.any()) for o in obs],
+                final=info.get("_final_obs", np.zeros(4, bool)).tolist(),
+                episode="episode" in info)
+
+
+def digest(env, steps, env_index):
+    h = hashlib.sha256()
+    for k in range(steps):
+        obs, *_ = env.step(np.full(4, k % 4))
+        h.update(obs[env_index].tobytes())
+    return h.hexdigest()
+
+
+def run(mode):
+    env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=7, restart_workers=True,
+                        autoreset_mode=mode)
+    out = dict(pids=list(env.worker_pids), segment=env.segment_name)
+    env.reset()
+    out["before"] = digest(env, 10, 2)  # env 2's first steps
+    # Killed while idle: the replacement reports it at the next step.
+    os.kill(env.worker_pids[1], signal.SIGKILL)
+    wait_dead(out["pids"][1])
+    out["restart_row"] = rows(env.step(np.ones(4, np.int64)))
+    out["next_row"] = rows(env.step(np.ones(4, np.int64)))
+    if mode == "next_step":
+        out["after"] = digest(env, 10, 2)  # env 2 rebuilt, same actions as "before"
+    # Killed with a step in flight: the batch still fills.
+    env.send(np.ones(4, np.int64))
+    os.kill(env.worker_pids[0], signal.SIGKILL)
+    out["in_flight_row"] = rows(env.recv())
+    for _ in range(20):
+        env.step(np.zeros(4, np.int64))
+    out["new_pids"] = list(env.worker_pids)
+    env.close()
+    return out
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    first = run(mode)
+    if mode == "next_step":
+        first["again"] = run(mode)["after"]
+    emit(**first)
+'''
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_restart_workers_rebuilds_envs_and_the_pool_goes_on(tmp_path, mode):
+    proc, out = run_script(tmp_path, RESTART_SYNC, mode)
+    assert out is not None, proc.stderr
+    assert "restarted it as pid" in proc.stderr  # the warning, on the "shmatari" logger
+    killed, other = [False, False, True, True], [True, True, False, False]
+    row = out["restart_row"]
+    assert row["restarted"] == killed and row["truncated"] == killed
+    assert row["terminated"] == [False] * 4 and row["reward"] == [0.0] * 4
+    assert all(row["obs_set"]) and not row["episode"]
+    nxt = out["next_row"]
+    assert nxt["restarted"] == [False] * 4 and nxt["truncated"] == [False] * 4
+    if mode == "next_step":
+        # as after any truncation: the next step resets the env
+        assert nxt["reset"] == killed
+        # rebuilt from (seed, env, restart 1): new games, reproducibly
+        assert out["after"] != out["before"] and out["after"] == out["again"]
+    else:
+        # same-step: the restart row is already the reset, with a final record
+        assert row["final"] == killed and row["reset"] == killed
+        assert nxt["reset"] == [False] * 4
+    assert out["in_flight_row"]["restarted"] == other
+    assert out["in_flight_row"]["truncated"] == other
+    new = out["new_pids"]
+    assert new[0] != out["pids"][0] and new[1] != out["pids"][1]
+    assert_gone(out["pids"] + new, out["segment"])
+
+
+RESTART_ASYNC = '''
+if __name__ == "__main__":
+    env = shmatari.make("Breakout", num_envs=6, num_workers=3, batch_size=2, seed=0,
+                        restart_workers=True)
+    out = dict(pids=list(env.worker_pids), segment=env.segment_name)
+    flagged = {e: [] for e in range(6)}
+    counts = [0] * 6
+    env.async_reset()
+    for k in range(400):
+        obs, reward, terminated, truncated, info = env.recv()
+        ids = info["env_id"]
+        assert len(set(ids.tolist())) == 2 and obs.any(axis=(1, 2, 3)).all()
+        for i, e in enumerate(ids.tolist()):
+            counts[e] += 1
+            if info["worker_restarted"][i]:
+                assert truncated[i]
+                flagged[e].append(k)
+        env.send(np.ones(2, np.int64), ids)
+        if k == 50:
+            os.kill(env.worker_pids[1], signal.SIGKILL)
+        if k == 200:  # two at once
+            os.kill(env.worker_pids[0], signal.SIGKILL)
+            os.kill(env.worker_pids[2], signal.SIGKILL)
+    out.update(flagged=flagged, counts=counts, new_pids=list(env.worker_pids))
+    env.close()
+    emit(**out)
+'''
+
+
+def test_restart_workers_in_an_async_pool(tmp_path):
+    proc, out = run_script(tmp_path, RESTART_ASYNC)
+    assert out is not None, proc.stderr
+    flagged = {int(e): ks for e, ks in out["flagged"].items()}
+    # each env of a killed worker reports the restart once, after its kill
+    assert all(len(ks) == 1 for ks in flagged.values()), flagged
+    assert all(50 < flagged[e][0] for e in (2, 3))
+    assert all(200 < flagged[e][0] for e in (0, 1, 4, 5))
+    # and every env goes on being stepped
+    assert min(out["counts"]) > 20, out["counts"]
+    assert_gone(out["pids"] + out["new_pids"], out["segment"])
+
+
+# -- 3. the parent dies ----------------------------------------------------------
+
+PARENT = '''
+if __name__ == "__main__":
+    env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0,
+                        start_method=sys.argv[1])
+    env.reset()
+    emit(pids=list(env.worker_pids), segment=env.segment_name)
+    while True:
+        env.step(np.zeros(4, np.int64))
+'''
+
+FRESH = '''
+if __name__ == "__main__":
+    stale = sys.argv[1]
+    with shmatari.make("Pong", num_envs=1, seed=0) as env:
+        env.reset()
+        env.step([0])
+    emit(stale_left=os.path.exists(os.path.join("/dev/shm", stale)))
+'''
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
+def test_killed_parent_leaves_no_worker_and_no_segment(tmp_path, start_method):
+    path = tmp_path / "parent.py"
+    path.write_text(HEAD + textwrap.dedent(PARENT))
+    proc = subprocess.Popen([sys.executable, str(path), start_method],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("RESULT "), line + proc.stderr.read()
+        out = json.loads(line[len("RESULT "):])
+        time.sleep(0.3)  # stepping
+        family = descendants(proc.pid)  # workers, and the fork server or resource tracker
+        assert set(out["pids"]) <= family
+        proc.kill()
+        t0 = time.monotonic()
+        proc.wait(10)
+        while time.monotonic() - t0 < 10 and (
+                descendants_alive(family) or os.path.exists(f"{SHM_DIR}/{out['segment']}")):
+            time.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        stderr = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert_gone(family, out["segment"])
+    assert elapsed < 3.0
+    for word in ("Traceback", "leaked", "resource_tracker"):
+        assert word not in stderr, stderr
+
+
+def descendants_alive(pids) -> bool:
+    return any(pid_alive(p) for p in pids)
+
+
+def test_make_sweeps_segments_of_dead_owners_only(tmp_path):
+    """A segment whose every process died goes at the next make(); one whose
+    owner lives, or that a live process maps, stays."""
+    orphan = subprocess.run(
+        [sys.executable, "-c", "import os; from shmatari import shm; "
+         "s = shm.create(shm.new_name(), 4096); print(s.name, flush=True); os._exit(0)"],
+        capture_output=True, text=True, timeout=60).stdout.strip()
+    mapped = subprocess.run(
+        [sys.executable, "-c", "import os; from shmatari import shm; "
+         "s = shm.create(shm.new_name(), 4096); print(s.name, flush=True); os._exit(0)"],
+        capture_output=True, text=True, timeout=60).stdout.strip()
+    live = shm.create(shm.new_name(), 4096)  # owner: this process
+    # An older shmatari's segment holds no lock; its owner (this process) lives.
+    legacy = shm.new_name()
+    with open(os.path.join(SHM_DIR, legacy), "wb") as f:
+        f.write(b"\0" * 4096)
+    attached = shm.attach(mapped)  # dead owner, but this process maps it
+    try:
+        for name in (orphan, mapped, live.name, legacy):
+            assert os.path.exists(os.path.join(SHM_DIR, name))
+        proc, out = run_script(tmp_path, FRESH, orphan)
+        assert out == {"stale_left": False}, proc.stderr
+        for name in (mapped, live.name, legacy):
+            assert os.path.exists(os.path.join(SHM_DIR, name)), name
+        attached.close()
+        assert mapped in shm.sweep_stale()  # nobody maps it now
+    finally:
+        attached.close()
+        live.close()
+        for name in (orphan, mapped, live.name, legacy):
+            shm.unlink(name)
+
+
+def test_pid_reuse_is_not_taken_for_the_owner():
+    me = os.getpid()
+    assert shm._owner_alive(me, time.time())
+    # This process started long after a segment "created" at the epoch: the
+    # pid in such a name was reused, and its owner is gone.
+    assert not shm._owner_alive(me, 0.0)
+
+
+# -- 4. Ctrl-C -------------------------------------------------------------------
+
+CTRL_C = '''
+if __name__ == "__main__":
+    env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0,
+                        start_method=sys.argv[1])
+    try:
+        env.reset()
+        emit(pids=list(env.worker_pids), segment=env.segment_name)
+        while True:
+            env.step(np.zeros(4, np.int64))
+    finally:
+        env.close()
+        print("CLOSED", flush=True)
+'''
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
+def test_ctrl_c_interrupts_the_parent_once_and_close_cleans_up(tmp_path, start_method):
+    path = tmp_path / "ctrl_c.py"
+    path.write_text(HEAD + textwrap.dedent(CTRL_C))
+    # Its own session and process group, as a terminal's foreground job.
+    proc = subprocess.Popen([sys.executable, str(path), start_method], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("RESULT "), line + proc.stderr.read()
+        out = json.loads(line[len("RESULT "):])
+        time.sleep(0.3)
+        family = descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "CLOSED" in stdout
+    assert stderr.count("Traceback") == 1, stderr
+    assert stderr.count("KeyboardInterrupt") == 1, stderr
+    assert proc.returncode in (-signal.SIGINT, 130, 1)
+    t0 = time.monotonic()
+    while descendants_alive(family) and time.monotonic() - t0 < 5:
+        time.sleep(0.01)  # the fork server and resource tracker see EOF
+    assert_gone(family, out["segment"])
+
+
+# -- 5. /dev/shm too small -------------------------------------------------------
+
+SMALL_SHM = '''
+import multiprocessing as mp
+if __name__ == "__main__":
+    free = shm.free_bytes()
+    try:
+        shmatari.make("Breakout", num_envs=64, seed=0)
+    except shmatari.SharedMemorySpaceError as err:
+        out = dict(type=type(err).__name__, oserror=isinstance(err, OSError),
+                   message=str(err), needed=err.needed, free=err.free)
+    out.update(children=len(mp.active_children()), statvfs_free=free,
+               left=[n for n in os.listdir("/dev/shm") if n.startswith("shmatari_")])
+    # A pool that fits gets every page committed up front: no SIGBUS later.
+    with shmatari.make("Breakout", num_envs=2, seed=0) as env:
+        st = os.stat(os.path.join("/dev/shm", env.segment_name))
+        out.update(allocated=st.st_blocks * 512, size=st.st_size)
+        env.reset()
+    out["left_after"] = [n for n in os.listdir("/dev/shm") if n.startswith("shmatari_")]
+    emit(**out)
+'''
+
+
+def test_small_dev_shm_fails_before_starting_workers(tmp_path):
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare to mount a private small /dev/shm")
+    path = tmp_path / "small.py"
+    path.write_text(HEAD + textwrap.dedent(SMALL_SHM))
+    # A private mount namespace with a 2 MB tmpfs on /dev/shm, as in a
+    # container; the real /dev/shm is untouched.
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           f"mount -t tmpfs -o size=2m tmpfs /dev/shm && exec {sys.executable} {path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 and ("Operation not permitted" in proc.stderr
+                                 or "permission denied" in proc.stderr.lower()):
+        pytest.skip(f"no private mount namespace here: {proc.stderr.strip()}")
+    out = _result(proc.stdout)
+    assert out is not None, proc.stderr
+    assert out["type"] == "SharedMemorySpaceError" and out["oserror"]
+    assert out["free"] == out["statvfs_free"] <= 2 * 1024 * 1024 < out["needed"]
+    assert f"{out['free']:,} bytes free" in out["message"]
+    assert f"needs {out['needed']:,}" in out["message"]
+    assert out["children"] == 0 and out["left"] == []
+    assert out["allocated"] >= out["size"] > 0
+    assert out["left_after"] == []
