@@ -337,8 +337,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         hdr = seg.header()
         B, first = hdr["batch_size"], hdr["slot_field_offset"][0]
         self._fields_nbytes = hdr["slot_obs_offset"] - first
-        self._field_offsets = [(name, dtype, hdr["slot_field_offset"][f] - first)
-                               for f, (name, dtype) in enumerate(_core.FIELDS)]
+        self._field_slices = [
+            (name, dtype, slice(hdr["slot_field_offset"][f] - first,
+                                hdr["slot_field_offset"][f] - first + B * dtype.itemsize))
+            for f, (name, dtype) in enumerate(_core.FIELDS)]
         self._obs_nbytes = hdr["obs_env_bytes"] * B
         # Same-step pools: each slot also holds the final records (layout.h).
         self._has_final = hdr["slot_final_offset"] != 0
@@ -560,8 +562,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def _fields(self, raw: np.ndarray) -> dict:
         """Views of a batch's fields in a private copy of their bytes."""
-        return {name: np.ndarray((self.batch_size,), dtype, raw, off)
-                for name, dtype, off in self._field_offsets}
+        return {name: raw[cut].view(dtype) for name, dtype, cut in self._field_slices}
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
