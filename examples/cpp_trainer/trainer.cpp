@@ -23,6 +23,7 @@ namespace {
 struct Args {
   std::string name;
   long steps = 1000;          // batches to step after the reset
+  double seconds = 0;         // > 0: step for this long instead
   double timeout_s = 10.0;    // per wait, and for attaching
   std::string expect_shape;   // e.g. "4x84x84"; empty: no check
   unsigned seed = 0;
@@ -30,7 +31,7 @@ struct Args {
 
 int usage(const char *argv0) {
   std::fprintf(stderr,
-               "usage: %s NAME [--steps N] [--timeout SECONDS] "
+               "usage: %s NAME [--steps N | --seconds S] [--timeout SECONDS] "
                "[--expect-shape SxHxW[xC]] [--seed S]\n",
                argv0);
   return 2;
@@ -44,12 +45,13 @@ bool parse(int argc, char **argv, Args *a) {
     if (i + 1 >= argc) return false;
     const char *v = argv[++i];
     if (flag == "--steps") a->steps = std::atol(v);
+    else if (flag == "--seconds") a->seconds = std::atof(v);
     else if (flag == "--timeout") a->timeout_s = std::atof(v);
     else if (flag == "--expect-shape") a->expect_shape = v;
     else if (flag == "--seed") a->seed = (unsigned)std::strtoul(v, nullptr, 10);
     else return false;
   }
-  return a->steps >= 1 && a->timeout_s > 0;
+  return a->steps >= 1 && a->seconds >= 0 && a->timeout_s > 0;
 }
 
 int fail_check(const char *what) {
@@ -131,7 +133,11 @@ int main(int argc, char **argv) {
   if (r == SHMATARI_OK) r = shmatari_wait(&c, &b, timeout_ns);
   if (r == SHMATARI_OK) status = check_frames(c, b, true);
   auto t0 = std::chrono::steady_clock::now();
-  for (long k = 0; k < args.steps && r == SHMATARI_OK && status == 0; k++) {
+  auto end = t0 + std::chrono::duration<double>(args.seconds);
+  for (long k = 0; (args.seconds > 0 ? std::chrono::steady_clock::now() < end
+                                     : k < args.steps) &&
+                   r == SHMATARI_OK && status == 0;
+       k++) {
     // Step the envs of the batch just received (all of them when synchronous).
     for (uint32_t i = 0; i < b.size; i++)
       actions[i] = (int32_t)(rng() % h->num_actions);

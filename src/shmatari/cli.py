@@ -106,7 +106,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout) -> int:
             now = seg.header()["client_pid"]
             if now != client:
                 if client and not reported_dead:
-                    _log(f"client pid {client} detached")
+                    _log(f"client pid {client} detached" if not now else
+                         f"client pid {client} is gone; pid {now} took over")
                 if now:
                     _log(f"client pid {now} attached")
                 client, reported_dead = now, False
@@ -148,10 +149,11 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="shmatari", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="shmatari", description=__doc__.split("\n\n")[0],
+                                allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve a pool of Atari envs to a client process",
-                       description=__doc__.split("\n\n")[1])
+                       description=__doc__.split("\n\n")[1], allow_abbrev=False)
     s.add_argument("game", help="the game: Breakout, ALE/Breakout-v5, breakout, ...")
     s.add_argument("--num-envs", type=int, default=8, help="envs in the pool (default 8)")
     s.add_argument("--batch-size", type=int, default=None,
