@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 
 import numpy as np
 import pytest
@@ -44,6 +45,15 @@ def no_leaks():
     yield
     leaked = shm_entries() - before
     assert not leaked, f"segments left in /dev/shm: {sorted(leaked)}"
+
+
+@pytest.fixture
+def keep_global_rngs():
+    """Restores Python's and NumPy's global generators after the test."""
+    saved = random.getstate(), np.random.get_state()
+    yield
+    random.setstate(saved[0])
+    np.random.set_state(saved[1])
 
 
 def random_actions(n_actions: int, num_envs: int, steps: int, seed: int = 0) -> np.ndarray:

@@ -49,7 +49,8 @@ class ReferenceAtari:
         for _ in range(noops):
             self.ale.act(0)
             self.episode_frames += 1
-            if self.ale.game_over(with_truncation=False):
+            if self.ale.game_over(with_truncation=False) or \
+                    0 < self.max_episode_frames <= self.episode_frames:
                 self.ale.reset_game()
                 self.episode_frames = 0
         frame = cv2.resize(self._screen(), self.size, interpolation=cv2.INTER_AREA)
@@ -71,7 +72,6 @@ class ReferenceAtari:
             truncated = 0 < self.max_episode_frames <= self.episode_frames
             if terminated or truncated:
                 break
-        truncated = truncated and not terminated
         pooled = np.maximum(frames[-2], frames[-1]) if self.maxpool and len(frames) >= 2 else frames[-1]
         self.stack = self.stack[1:] + [cv2.resize(pooled, self.size, interpolation=cv2.INTER_AREA)]
         self.needs_reset = terminated or truncated

@@ -53,8 +53,13 @@ def test_struct_offsets_agree_between_c_and_python(c_layout):
         "SHMATARI_ALIGN": _core.ALIGN, "SHMATARI_SLOT_HEADER_BYTES": _core.SLOT_HEADER_BYTES,
         "SHMATARI_ERROR_BYTES": _core.ERROR_BYTES, "SHMATARI_MAX_ACTIONS": _core.MAX_ACTIONS,
         "SHMATARI_SEED_WORDS": _core.SEED_WORDS, "SHMATARI_FLAG_RESET": _core.FLAG_RESET,
-        "SHMATARI_FLAG_RESTARTED": _core.FLAG_RESTARTED, "SHMATARI_CMD_STEP": _core.CMD_STEP,
+        "SHMATARI_FLAG_RESTARTED": _core.FLAG_RESTARTED, "SHMATARI_FLAG_FINAL": _core.FLAG_FINAL,
+        "SHMATARI_FLAG_OBSERVED": _core.FLAG_OBSERVED, "SHMATARI_CMD_STEP": _core.CMD_STEP,
         "SHMATARI_CMD_RESET": _core.CMD_RESET, "SHMATARI_CMD_RESEED": _core.CMD_RESEED,
+        "SHMATARI_CMD_OBSERVE": _core.CMD_OBSERVE,
+        "SHMATARI_AUTORESET_NEXT_STEP": _core.AUTORESET_MODES["next_step"],
+        "SHMATARI_AUTORESET_SAME_STEP": _core.AUTORESET_MODES["same_step"],
+        "SHMATARI_AUTORESET_DISABLED": _core.AUTORESET_MODES["disabled"],
         "SHMATARI_WORKER_STARTING": _core.WORKER_STARTING,
         "SHMATARI_WORKER_READY": _core.WORKER_READY,
         "SHMATARI_WORKER_FAILED": _core.WORKER_FAILED,
@@ -87,7 +92,8 @@ def test_docs_tables_match_the_header():
     for struct, members in layout.items():
         rows = tables[struct]
         documented = {name: offset for offset, name, _ in rows}
-        assert {k: v for k, v in members.items() if k != "sizeof"}.items() <= documented.items()
+        wrong = {k: v for k, v in members.items() if k != "sizeof" and documented.get(k) != v}
+        assert not wrong, f"{struct}: members missing or at other offsets in the doc: {wrong}"
         pos = 0
         for offset, name, typ in rows:
             assert offset == pos, f"{struct}.{name} documented at {offset}, expected {pos}"
@@ -104,7 +110,7 @@ def test_magic_spells_shmatari():
 
 def _geometry(**kw):
     g = dict(num_envs=8, num_workers=2, batch_size=8, ring_depth=2, stack_num=4,
-             img_height=84, img_width=84, channels=1, frame_skip=4)
+             img_height=84, img_width=84, channels=1, frame_skip=4, autoreset_mode=0)
     g.update(kw)
     return g
 
@@ -113,6 +119,9 @@ def _geometry(**kw):
     _geometry(), _geometry(num_envs=64, batch_size=32, ring_depth=3, num_workers=16),
     _geometry(channels=3, img_height=105, img_width=80, stack_num=1, num_envs=3, batch_size=1,
               ring_depth=4, num_workers=3),
+    _geometry(autoreset_mode=_core.AUTORESET_MODES["same_step"]),
+    _geometry(autoreset_mode=_core.AUTORESET_MODES["same_step"], channels=3, num_envs=5,
+              batch_size=3, ring_depth=3, img_height=7, img_width=5),
 ])
 def test_regions_are_aligned_and_disjoint(geometry):
     buf = bytearray(_core.compute_layout(**geometry))
@@ -136,6 +145,15 @@ def test_regions_are_aligned_and_disjoint(geometry):
             regions.append((off, off + dtype.itemsize * B))
         obs = base + h["slot_obs_offset"]
         regions.append((obs, obs + h["obs_env_bytes"] * B))
+        final = h["slot_final_offset"]
+        assert (final != 0) == (geometry["autoreset_mode"] == _core.AUTORESET_MODES["same_step"])
+        if final:  # a second copy of the slot's records, at the same relative offsets
+            for f, (name, dtype) in enumerate(_core.FIELDS):
+                off = base + final + h["slot_field_offset"][f]
+                regions.append((off, off + dtype.itemsize * B))
+            obs = base + final + h["slot_obs_offset"]
+            regions.append((obs, obs + h["obs_env_bytes"] * B))
+            assert obs + h["obs_env_bytes"] * B <= base + h["slot_bytes"]
     for start, end in regions:
         assert start % _core.ALIGN == 0
         assert end <= total
@@ -151,6 +169,8 @@ def test_invalid_geometry_is_refused():
         _core.compute_layout(**_geometry(ring_depth=1))
     with pytest.raises(ValueError, match="geometry"):
         _core.compute_layout(**_geometry(num_workers=9))
+    with pytest.raises(ValueError, match="geometry"):
+        _core.compute_layout(**_geometry(autoreset_mode=3))
 
 
 def test_segment_refuses_foreign_headers():

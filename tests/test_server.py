@@ -264,8 +264,8 @@ def test_attach_errors_say_what_to_do():
 
 @pytest.fixture
 def forged(tmp_path):
-    """A segment whose header says layout ABI 2.0: what an old client finds
-    next to a newer server."""
+    """A segment whose header says the next layout ABI major version: what an
+    old client finds next to a newer server."""
     name = f"forged{os.getpid()}"
     header = bytearray(_core.compute_layout(
         num_envs=2, num_workers=1, batch_size=2, ring_depth=2, stack_num=4, img_height=84,
@@ -279,14 +279,15 @@ def forged(tmp_path):
 
 
 def test_abi_major_mismatch_is_refused_by_both_clients(forged, trainer):
-    with pytest.raises(shmatari.AttachError, match=r"layout ABI 2\.0; this client reads ABI 1\.x"
-                       ) as e:
+    forged_abi = f"{_core.ABI_MAJOR + 1}.{_core.ABI_MINOR}"
+    with pytest.raises(shmatari.AttachError, match=rf"layout ABI {forged_abi}; this client "
+                                                   rf"reads ABI {_core.ABI_MAJOR}\.x") as e:
         shmatari.attach(forged)
     assert e.value.code == "abi"
     r = run_trainer(trainer, forged)
     assert r.returncode == 1
     assert "attach failed (layout ABI mismatch)" in r.stderr
-    assert "ABI 2.0" in r.stderr
+    assert f"layout ABI {forged_abi};" in r.stderr
 
 
 # -- the C++ client ----------------------------------------------------------------

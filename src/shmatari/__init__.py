@@ -7,6 +7,7 @@ step path. :func:`make` returns a Gymnasium vector env; :func:`attach`
 drives a pool that another process serves (``shmatari serve``).
 """
 
+from .check import check_reproducibility
 from .env import ShmVectorEnv, attach, make
 from .errors import (
     AttachError,
@@ -30,6 +31,7 @@ __all__ = [
     "AttachError",
     "list_games",
     "resolve_game",
+    "check_reproducibility",
     "__version__",
 ]
 

@@ -8,7 +8,8 @@ Python modules read constants and offsets from this module only.
 """
 
 from cpython.exc cimport PyErr_CheckSignals
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                          uint64_t)
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset, strlen
@@ -32,12 +33,19 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_SEED_WORDS
     const unsigned SHMATARI_FLAG_RESET
     const unsigned SHMATARI_FLAG_RESTARTED
+    const unsigned SHMATARI_FLAG_FINAL
+    const unsigned SHMATARI_FLAG_OBSERVED
 
     enum shmatari_cmd:
         SHMATARI_CMD_NONE
         SHMATARI_CMD_STEP
         SHMATARI_CMD_RESET
         SHMATARI_CMD_RESEED
+        SHMATARI_CMD_OBSERVE
+    enum shmatari_autoreset_mode:
+        SHMATARI_AUTORESET_NEXT_STEP
+        SHMATARI_AUTORESET_SAME_STEP
+        SHMATARI_AUTORESET_DISABLED
     enum shmatari_worker_state:
         SHMATARI_WORKER_STARTING
         SHMATARI_WORKER_READY
@@ -94,6 +102,8 @@ cdef extern from "shmatari/layout.h" nogil:
         uint32_t pool_state
         uint32_t field_count
         uint64_t seed_words[4]
+        uint32_t autoreset_mode
+        uint64_t slot_final_offset
         uint32_t main_seq
         uint32_t main_sleeping
         uint32_t ready_workers
@@ -129,6 +139,7 @@ cdef extern from "shmatari/layout.h" nogil:
 
 
 cdef extern from "shmatari/sync.h" nogil:
+    int64_t shmatari_now_ns()
     const int SHMATARI_WAIT_CHANGED
     const int SHMATARI_WAIT_TIMEOUT
     const int SHMATARI_WAIT_EINTR
@@ -138,8 +149,11 @@ cdef extern from "shmatari/sync.h" nogil:
     void shmatari_store_release64(uint64_t *p, uint64_t v)
     uint32_t shmatari_fetch_add(uint32_t *p, uint32_t v)
     uint64_t shmatari_fetch_add64(uint64_t *p, uint64_t v)
+    const int SHMATARI_SPIN_PAUSE
+    const int SHMATARI_SPIN_YIELD
     int shmatari_wait_change(uint32_t *word, uint32_t expected,
-                             uint32_t *sleeping, int spin, int64_t timeout_ns)
+                             uint32_t *sleeping, int64_t spin_ns, int spin_mode,
+                             int64_t timeout_ns)
     void shmatari_notify(uint32_t *word, uint32_t *sleeping)
 
 
@@ -159,9 +173,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
         SHMATARI_ERR_STATE
         SHMATARI_ERR_SYSTEM
     const int SHMATARI_NAME_MAX
-    const int SHMATARI_MESSAGE_BYTES
     const char *SHMATARI_NAME_PREFIX
-    const char *shmatari_strerror(int code)
     int shmatari_pid_alive(int32_t pid)
     int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
     int shmatari_env_workers(const shmatari_header *h, uint32_t *env_worker,
@@ -174,10 +186,9 @@ cdef extern from "shmatari/shmatari.h" nogil:
     void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
                        uint8_t *touched, const uint32_t *env_ids, uint32_t n,
                        const int32_t *actions, uint32_t cmd)
-    int shmatari_wait_batch(shmatari_header *h, uint64_t batch, int spin,
-                            int64_t timeout_ns, int64_t *next_check_ns, char *msg,
-                            size_t len)
-    int64_t shmatari_now_ns()
+    int shmatari_wait_batch(shmatari_header *h, uint64_t batch, int64_t spin_ns,
+                            int spin_mode, int64_t timeout_ns, int64_t *next_check_ns,
+                            char *msg, size_t len)
     void shmatari_consume_batch(shmatari_header *h, uint64_t batch)
     int shmatari_segment_name(const char *name, char *out, size_t out_len,
                               char *msg, size_t len)
@@ -218,9 +229,18 @@ MAX_ACTIONS = SHMATARI_MAX_ACTIONS
 SEED_WORDS = SHMATARI_SEED_WORDS
 FLAG_RESET = SHMATARI_FLAG_RESET
 FLAG_RESTARTED = SHMATARI_FLAG_RESTARTED
+FLAG_FINAL = SHMATARI_FLAG_FINAL
+FLAG_OBSERVED = SHMATARI_FLAG_OBSERVED
+SPIN_PAUSE = SHMATARI_SPIN_PAUSE
+SPIN_YIELD = SHMATARI_SPIN_YIELD
 CMD_STEP = SHMATARI_CMD_STEP
 CMD_RESET = SHMATARI_CMD_RESET
 CMD_RESEED = SHMATARI_CMD_RESEED
+CMD_OBSERVE = SHMATARI_CMD_OBSERVE
+#: ``autoreset_mode`` option value -> the header's enum shmatari_autoreset_mode.
+AUTORESET_MODES = {"next_step": SHMATARI_AUTORESET_NEXT_STEP,
+                   "same_step": SHMATARI_AUTORESET_SAME_STEP,
+                   "disabled": SHMATARI_AUTORESET_DISABLED}
 WORKER_STARTING = SHMATARI_WORKER_STARTING
 WORKER_READY = SHMATARI_WORKER_READY
 WORKER_FAILED = SHMATARI_WORKER_FAILED
@@ -283,6 +303,8 @@ cdef extern from *:
       {"shmatari_header", "pool_state", offsetof(shmatari_header, pool_state)},
       {"shmatari_header", "field_count", offsetof(shmatari_header, field_count)},
       {"shmatari_header", "seed_words", offsetof(shmatari_header, seed_words)},
+      {"shmatari_header", "autoreset_mode", offsetof(shmatari_header, autoreset_mode)},
+      {"shmatari_header", "slot_final_offset", offsetof(shmatari_header, slot_final_offset)},
       {"shmatari_header", "main_seq", offsetof(shmatari_header, main_seq)},
       {"shmatari_header", "main_sleeping", offsetof(shmatari_header, main_sleeping)},
       {"shmatari_header", "ready_workers", offsetof(shmatari_header, ready_workers)},
@@ -348,8 +370,12 @@ def min_ring_depth(uint32_t num_envs, uint32_t batch_size):
 
 def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_size,
                    uint32_t ring_depth, uint32_t stack_num, uint32_t img_height,
-                   uint32_t img_width, uint32_t channels, uint32_t frame_skip):
+                   uint32_t img_width, uint32_t channels, uint32_t frame_skip,
+                   uint32_t autoreset_mode=SHMATARI_AUTORESET_NEXT_STEP):
     """Lays out a segment with ``shmatari_layout_compute``.
+
+    ``autoreset_mode`` is a value of ``AUTORESET_MODES``; same-step pools get
+    room for final records in every slot.
 
     Returns:
         bytes: the 1024-byte header image to copy to offset 0 of the segment;
@@ -369,11 +395,13 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.img_width = img_width
     h.channels = channels
     h.frame_skip = frame_skip
+    h.autoreset_mode = autoreset_mode
     if shmatari_layout_compute(&h) != 0:
         raise ValueError("invalid pool geometry: " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
-            img_width=img_width, channels=channels, frame_skip=frame_skip)))
+            img_width=img_width, channels=channels, frame_skip=frame_skip,
+            autoreset_mode=autoreset_mode)))
     return (<char *>&h)[:sizeof(h)]
 
 
@@ -441,27 +469,33 @@ cdef class Segment:
     cdef shmatari_header *hdr
     cdef uint32_t *env_worker
     cdef uint8_t *touched
-    cdef int64_t next_check_ns
+    #: How the client waits for a batch: poll for up to spin_ns nanoseconds
+    #: (SPIN_PAUSE or SPIN_YIELD) before sleeping on the futex.
+    cdef public int64_t spin_ns
+    cdef public int spin_mode
+    cdef int64_t next_check_ns  # when wait_batch next checks the owner's pid
 
-    def __cinit__(self, buf):
+    def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
-        self.env_worker = NULL
-        self.touched = NULL
-        self.next_check_ns = 0
-        if mv.shape[0] < SHMATARI_HEADER_BYTES:
-            raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
-                             f"the {SHMATARI_HEADER_BYTES}-byte header")
         code, msg = check_header(mv)
         if code != SHMATARI_OK:
             raise ValueError(msg)
         self._view = mv
         self.base = <char *>&mv[0]
         self.hdr = <shmatari_header *>self.base
-        self.touched = <uint8_t *>calloc(self.hdr.num_workers, 1)
         self.env_worker = <uint32_t *>calloc(self.hdr.num_envs, sizeof(uint32_t))
+        self.touched = <uint8_t *>calloc(self.hdr.num_workers, 1)
         if self.env_worker == NULL or self.touched == NULL:
             raise MemoryError()
-        shmatari_env_workers(self.hdr, self.env_worker, NULL, 0)  # final once groups are set
+        self.spin_ns = 0
+        self.spin_mode = SHMATARI_SPIN_PAUSE
+        self.next_check_ns = 0
+        # The creator sets the groups after this; refresh_groups() then.
+        shmatari_env_workers(self.hdr, self.env_worker, NULL, 0)
+
+    def __cinit__(self, *args, **kwargs):
+        self.env_worker = NULL
+        self.touched = NULL
 
     def __dealloc__(self):
         free(self.env_worker)
@@ -531,6 +565,8 @@ cdef class Segment:
             "owner_pid": h.owner_pid, "client_pid": h.client_pid,
             "pool_state": h.pool_state, "field_count": h.field_count,
             "seed_words": [h.seed_words[i] for i in range(SHMATARI_SEED_WORDS)],
+            "autoreset_mode": h.autoreset_mode,
+            "slot_final_offset": h.slot_final_offset,
             "ready_workers": shmatari_load_acquire(&h.ready_workers),
             "failed_workers": shmatari_load_acquire(&h.failed_workers),
             "alloc_pos": shmatari_load_acquire64(&h.alloc_pos),
@@ -568,7 +604,7 @@ cdef class Segment:
         for w in range(self.hdr.num_workers):
             wc = shmatari_worker(self.hdr, w)
             shmatari_notify(&wc.wake_seq, &wc.sleeping)
-        shmatari_notify(&self.hdr.main_seq, &self.hdr.main_sleeping)  # a waiting client
+        shmatari_notify(&self.hdr.main_seq, &self.hdr.main_sleeping)
 
     def pool_state(self):
         self._check()
@@ -648,23 +684,36 @@ cdef class Segment:
             env_ids: uint32, shape (n,): the envs, each at most once, each
                 waiting for a command (the caller checks both).
             actions: int32, shape (n,) or None: action index per env (STEP).
-            cmd: ``CMD_STEP``, ``CMD_RESET`` or ``CMD_RESEED``.
+            cmd: ``CMD_STEP``, ``CMD_RESET``, ``CMD_RESEED`` or ``CMD_OBSERVE``.
         """
         self._check()
         cdef uint32_t n = env_ids.shape[0]
         cdef const int32_t *acts = NULL
-        if n == 0:
-            return
         if actions is not None:
-            if actions.shape[0] != n:
+            if <uint32_t>actions.shape[0] != n:
+                raise ValueError(f"{actions.shape[0]} actions for {n} envs")
+            if n:
+                acts = &actions[0]
+        if n:
+            with nogil:
+                shmatari_post(self.hdr, self.env_worker, self.touched, &env_ids[0], n, acts,
+                              cmd)
+
+    def post_all(self, const int32_t[::1] actions, uint32_t cmd):
+        """``post`` to every env, in env order (``actions``: int32 (num_envs,) or None)."""
+        self._check()
+        cdef uint32_t n = self.hdr.num_envs
+        cdef const int32_t *acts = NULL
+        if actions is not None:
+            if <uint32_t>actions.shape[0] != n:
                 raise ValueError(f"{actions.shape[0]} actions for {n} envs")
             acts = &actions[0]
         with nogil:
-            shmatari_post(self.hdr, self.env_worker, self.touched, &env_ids[0], n, acts, cmd)
+            shmatari_post(self.hdr, self.env_worker, self.touched, NULL, n, acts, cmd)
 
-    def wait_batch(self, uint64_t batch, int spin, double timeout):
-        """Waits until batch ``batch`` (a count of batches taken) is full
-        (``shmatari_wait_batch``).
+    def wait_batch(self, uint64_t batch, double timeout):
+        """Waits until batch ``batch`` (a count of batches taken) is full,
+        polling for ``spin_ns`` before sleeping (``shmatari_wait_batch``).
 
         Returns:
             int: ``OK`` when full; ``ERR_TIMEOUT`` after ``timeout`` seconds;
@@ -679,7 +728,7 @@ cdef class Segment:
         cdef int r
         cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
         with nogil:
-            r = shmatari_wait_batch(self.hdr, batch, spin, timeout_ns,
+            r = shmatari_wait_batch(self.hdr, batch, self.spin_ns, self.spin_mode, timeout_ns,
                                     &self.next_check_ns, NULL, 0)
         if r == SHMATARI_ERR_INTERRUPTED:
             PyErr_CheckSignals()
@@ -701,7 +750,7 @@ cdef class Segment:
                     r = -2
                 else:
                     r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
-                                             0, timeout_ns)
+                                             0, SHMATARI_SPIN_PAUSE, timeout_ns)
             if r == -1:
                 return True
             if r != SHMATARI_WAIT_CHANGED:
@@ -721,11 +770,106 @@ cdef class Segment:
         self._check()
         shmatari_consume_batch(self.hdr, batch)
 
+    def copy_batch(self, uint64_t batch, uint8_t[::1] fields_out, uint8_t[::1] obs_out,
+                   bint final=False):
+        """Copies batch ``batch``'s result fields (the slot's bytes from the
+        first field array up to the observations, as laid out in the slot)
+        and, unless ``obs_out`` is None, its observations into caller-owned
+        buffers, with one memcpy each; with ``final``, its final records
+        (same-step pools) instead."""
+        self._check()
+        cdef shmatari_header *h = self.hdr
+        cdef char *slot = shmatari_slot(h, batch)
+        if final:
+            if h.slot_final_offset == 0:
+                raise ValueError("this pool has no final records (not same_step)")
+            slot += h.slot_final_offset
+        cdef size_t nf = h.slot_obs_offset - h.slot_field_offset[0]
+        cdef size_t no = h.obs_env_bytes * h.batch_size
+        if <size_t>fields_out.shape[0] != nf or (
+                obs_out is not None and <size_t>obs_out.shape[0] != no):
+            raise ValueError(f"copy_batch needs {nf} and {no} bytes")
+        with nogil:
+            memcpy(&fields_out[0], slot + h.slot_field_offset[0], nf)
+        if obs_out is not None:
+            with nogil:
+                memcpy(&obs_out[0], slot + h.slot_obs_offset, no)
+
     # -- views ---------------------------------------------------------------
     def slot_offset(self, uint64_t slot):
         """Byte offset of slot ``slot`` (mod ring_depth) in the segment."""
         self._check()
         return <uint64_t>(shmatari_slot(self.hdr, slot) - self.base)
+
+
+# --------------------------------------------------------------------------
+# Checking actions on the client's hot path
+
+ctypedef fused action_int:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+
+
+cdef Py_ssize_t _copy_actions(const action_int[:] a, int64_t n_actions,
+                              int32_t[::1] out) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        if a[i] < 0 or <uint64_t>a[i] >= <uint64_t>n_actions:
+            return i
+        out[i] = <int32_t>a[i]
+    return -1
+
+
+def check_actions(actions, Py_ssize_t n, int64_t n_actions):
+    """Validates actions and returns them as a new int32 array.
+
+    Args:
+        actions: integer action indices (any integer dtype, or a sequence of ints).
+        n: the number of actions expected.
+        n_actions: the size of the action space.
+
+    Returns:
+        numpy.ndarray: int32, shape (n,).
+
+    Raises:
+        TypeError: not integers (floats, bools, objects are refused).
+        ValueError: not of shape (n,), or an action outside 0..n_actions-1.
+    """
+    a = np.asarray(actions)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"actions must have shape ({n},), got {a.shape}")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    out = np.empty(n, np.int32)
+    cdef Py_ssize_t bad
+    if a.dtype == np.int64:
+        bad = _copy_actions[int64_t](a, n_actions, out)
+    elif a.dtype == np.int32:
+        bad = _copy_actions[int32_t](a, n_actions, out)
+    elif a.dtype == np.int16:
+        bad = _copy_actions[int16_t](a, n_actions, out)
+    elif a.dtype == np.int8:
+        bad = _copy_actions[int8_t](a, n_actions, out)
+    elif a.dtype == np.uint64:
+        bad = _copy_actions[uint64_t](a, n_actions, out)
+    elif a.dtype == np.uint32:
+        bad = _copy_actions[uint32_t](a, n_actions, out)
+    elif a.dtype == np.uint16:
+        bad = _copy_actions[uint16_t](a, n_actions, out)
+    else:
+        bad = _copy_actions[uint8_t](a, n_actions, out)
+    if bad >= 0:
+        raise ValueError(f"action {a[bad]} at position {bad} is out of range: this game "
+                         f"has actions 0..{n_actions - 1}")
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -898,49 +1042,51 @@ cdef class Palette:
         return 0
 
 
-cdef class AtariCore:
-    """One Atari env: emulation, preprocessing and episode bookkeeping.
+cdef struct _Result:
+    # One published result, as the slot's per-field arrays hold it.
+    float reward
+    float raw_reward
+    uint8_t terminated
+    uint8_t truncated
+    uint8_t game_over
+    uint8_t episode_done
+    int32_t lives
+    int32_t elapsed_step
+    int64_t episode_frames
+    int64_t frame_number
+    double episode_return
+    uint32_t flags
 
-    Used by shmatari's workers, by the pipe baseline and by the benchmark's
-    ceiling, so that all three do exactly the same work per step.
 
-    Args:
-        ale: an ``ale_py.ALEInterface`` with its ROM loaded, built in this
-            process.
-        palette: the worker's ``Palette`` (shared by its envs).
-        action_set: ALE action ids, one per action index.
-        rom_path: the ROM, reloaded when the env is re-seeded.
-        frame_skip: frames per step (>= 1).
-        stack_num: frames per observation (>= 1).
-        maxpool: pool the last two frames of a step.
-        noop_max: at most this many no-op steps at reset (0: none).
-        episodic_life: a lost life ends the episode (``terminated``), the game
-            goes on.
-        use_fire_reset: press FIRE after reset (games with FIRE at index 1).
-        reward_clip: the reward is its sign.
-        max_episode_frames: truncate after this many frames (0: never).
-        noop_rng: a ``numpy.random.Generator`` for the no-op counts.
-    """
+cdef tuple _result_tuple(const _Result *r):
+    return (r.reward, bool(r.terminated), bool(r.truncated), r.lives, r.raw_reward,
+            bool(r.game_over), r.elapsed_step, r.episode_frames, r.frame_number,
+            r.episode_return, bool(r.episode_done), r.flags)
 
-    cdef object ale, _act, _get_screen, _game_over, _lives, _reset_game
-    cdef readonly object rom_path
-    cdef Palette palette
+
+#: Names of the values ``EnvCore.result()`` returns, in order: the slot's
+#: fields after ``env_id``.
+RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
+
+
+cdef class EnvCore:
+    """What every env of a worker has: a frame stack, the last result and the
+    episode's counters. Subclasses implement ``reset`` and ``step``; the worker
+    loop, the pipe baseline and the bench read results through this class.
+
+    With same-step autoreset (``same_step``), a subclass's ``step`` calls
+    ``_same_step_reset`` after a done step: the step's result and observation
+    are kept as the final record and the env resets at once."""
+
     cdef list _action_ids
-    cdef readonly int frame_skip, stack_num, noop_max, num_actions
-    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
-    cdef readonly int64_t max_episode_frames
-    cdef public object noop_rng
-    cdef bint fire_ok
-    # raw screens: two buffers, `cur` is the newest
-    cdef object raw_arrays
-    cdef uint8_t *raw[2]
-    cdef int cur
+    cdef readonly int stack_num, num_actions
+    cdef readonly bint same_step
     # frame stack: stack_num frames, `head` is the newest
     cdef uint8_t *hist
     cdef Py_ssize_t frame_bytes
     cdef int head
-    # state
-    cdef bint needs_reset, soft_reset
+    # episode state
+    cdef bint needs_reset
     cdef readonly int32_t lives
     cdef readonly int32_t elapsed_step
     cdef readonly int64_t episode_frames, frame_number
@@ -949,58 +1095,41 @@ cdef class AtariCore:
     cdef readonly float reward, raw_reward
     cdef readonly bint terminated, truncated, game_over, episode_done
     cdef readonly uint32_t flags
+    # same_step: the done step's result and observation (valid with FLAG_FINAL)
+    cdef _Result final
+    cdef uint8_t *final_obs
 
-    def __cinit__(self):
+    def __cinit__(self, *args, **kwargs):
         self.hist = NULL
-
-    def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
-                 int stack_num=4, bint maxpool=True, int noop_max=30,
-                 bint episodic_life=False, bint use_fire_reset=False,
-                 bint reward_clip=False, int64_t max_episode_frames=108000,
-                 noop_rng=None):
-        self.ale = ale
-        self._act = ale.act
-        self._get_screen = ale.getScreen
-        self._game_over = ale.game_over
-        self._lives = ale.lives
-        self._reset_game = ale.reset_game
-        self.rom_path = rom_path
-        self.palette = palette
-        self._action_ids = [int(getattr(a, "value", a)) for a in action_set]
-        self.num_actions = len(self._action_ids)
-        self.frame_skip = frame_skip
-        self.stack_num = stack_num
-        self.maxpool = maxpool
-        self.noop_max = noop_max
-        self.episodic_life = episodic_life
-        self.use_fire_reset = use_fire_reset
-        self.reward_clip = reward_clip
-        self.max_episode_frames = max_episode_frames
-        self.noop_rng = noop_rng
-        # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
-        # as SB3's FireResetEnv and EnvPool require.
-        self.fire_ok = self.num_actions >= 3 and self._action_ids[1] == 1
-        h, w = palette.screen_h, palette.screen_w
-        self.raw_arrays = (np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8))
-        cdef uint8_t[:, ::1] r0 = self.raw_arrays[0]
-        cdef uint8_t[:, ::1] r1 = self.raw_arrays[1]
-        self.raw[0] = &r0[0, 0]
-        self.raw[1] = &r1[0, 0]
-        self.cur = 0
-        self.frame_bytes = palette.plan.dst_h * palette.plan.dst_w * palette.channels
-        self.hist = <uint8_t *>malloc(self.frame_bytes * stack_num)
-        if self.hist == NULL:
-            raise MemoryError()
-        memset(self.hist, 0, self.frame_bytes * stack_num)
-        self.head = 0
-        self.needs_reset = True
-        self.soft_reset = False
-        self.frame_number = 0
-        self._clear_episode()
-        self._clear_result()
+        self.final_obs = NULL
 
     def __dealloc__(self):
         free(self.hist)
+        free(self.final_obs)
+
+    cdef int _init_core(self, list action_ids, Py_ssize_t frame_bytes,
+                        int stack_num, bint same_step=False) except -1:
+        self._action_ids = action_ids
+        self.num_actions = len(action_ids)
+        self.stack_num = stack_num
+        self.frame_bytes = frame_bytes
+        self.same_step = same_step
+        self.hist = <uint8_t *>malloc(frame_bytes * stack_num)
+        if self.hist == NULL:
+            raise MemoryError()
+        memset(self.hist, 0, frame_bytes * stack_num)
+        if same_step:
+            self.final_obs = <uint8_t *>malloc(frame_bytes * stack_num)
+            if self.final_obs == NULL:
+                raise MemoryError()
+            memset(self.final_obs, 0, frame_bytes * stack_num)
+        memset(&self.final, 0, sizeof(self.final))
+        self.head = 0
+        self.needs_reset = True
+        self.frame_number = 0
+        self._clear_episode()
+        self._clear_result()
+        return 0
 
     cdef inline void _clear_episode(self):
         self.elapsed_step = 0
@@ -1016,6 +1145,228 @@ cdef class AtariCore:
         self.episode_done = False
         self.flags = 0
 
+    cdef inline void snapshot(self, _Result *r) noexcept nogil:
+        """The current result, as published."""
+        r.reward = self.reward
+        r.raw_reward = self.raw_reward
+        r.terminated = self.terminated
+        r.truncated = self.truncated
+        r.game_over = self.game_over
+        r.episode_done = self.episode_done
+        r.lives = self.lives
+        r.elapsed_step = self.elapsed_step
+        r.episode_frames = self.episode_frames
+        r.frame_number = self.frame_number
+        r.episode_return = self.episode_return
+        r.flags = self.flags
+
+    cdef inline uint8_t *_next_frame(self):
+        """Advances the stack; returns where the newest frame goes."""
+        self.head = (self.head + 1) % self.stack_num
+        return self.hist + self.head * self.frame_bytes
+
+    cdef int _fill_stack(self) except -1:
+        cdef int i
+        for i in range(self.stack_num):
+            if i != self.head:
+                memcpy(self.hist + i * self.frame_bytes,
+                       self.hist + self.head * self.frame_bytes, self.frame_bytes)
+        return 0
+
+    cdef int _same_step_reset(self) except -1:
+        """After a done step: keeps its result and observation as the final
+        record, resets, and leaves the reset's result with the done step's
+        reward, terminated and truncated, and ``FLAG_FINAL``."""
+        self.snapshot(&self.final)
+        self.write_obs(self.final_obs)
+        self.reset()
+        self.reward = self.final.reward
+        self.terminated = self.final.terminated
+        self.truncated = self.final.truncated
+        self.flags |= SHMATARI_FLAG_FINAL
+        return 0
+
+    cpdef int reset(self) except -1:
+        """Starts the next episode and writes its first observation."""
+        raise NotImplementedError
+
+    cpdef int step(self, int action) except -1:
+        """One agent step with action index ``action``."""
+        raise NotImplementedError
+
+    cpdef int observe(self) except -1:
+        """``CMD_OBSERVE``: the current observation again, nothing emulated;
+        reward 0, every flag false, ``FLAG_OBSERVED``."""
+        self._clear_result()
+        self.flags = SHMATARI_FLAG_OBSERVED
+        return 0
+
+    cdef void write_obs(self, uint8_t *out) noexcept nogil:
+        cdef int s, src
+        for s in range(self.stack_num):
+            src = (self.head + 1 + s) % self.stack_num
+            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
+                   self.frame_bytes)
+
+    def obs_into(self, out):
+        """Copies the stacked observation, oldest frame first, into ``out``
+        (uint8, C-contiguous, stack_num * frame bytes)."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        self.write_obs(&o[0])
+
+    def final_obs_into(self, out):
+        """Copies the observation of the done step that the last result
+        followed (same_step, ``flags & FLAG_FINAL``) into ``out``, as
+        ``obs_into``."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if not self.same_step:
+            raise ValueError("final observations exist only with same_step")
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        memcpy(&o[0], self.final_obs, self.frame_bytes * self.stack_num)
+
+    def action_ids(self):
+        """ALE action id of each action index (a new list)."""
+        return list(self._action_ids)
+
+    def result(self):
+        """The last result as a tuple, in the order of ``RESULT_FIELDS``:
+        (reward, terminated, truncated, lives, raw_reward, game_over,
+        elapsed_step, episode_frames, frame_number, episode_return,
+        episode_done, flags)."""
+        cdef _Result r
+        self.snapshot(&r)
+        return _result_tuple(&r)
+
+    def final_result(self):
+        """The result of the done step that the last result followed
+        (same_step, ``flags & FLAG_FINAL``), as ``result()``; None otherwise."""
+        if not self.flags & SHMATARI_FLAG_FINAL:
+            return None
+        return _result_tuple(&self.final)
+
+
+cdef class NullCore(EnvCore):
+    """A built-in env that emulates nothing: each step only writes one frame
+    (every byte the step count, mod 256) and never ends. With it a pool's
+    throughput is the pure cost of shmatari's round trip.
+
+    Args:
+        frame_shape: (img_height, img_width[, 3]).
+        stack_num: frames per observation.
+        num_actions: size of its action space.
+    """
+
+    def __init__(self, frame_shape, *, int stack_num=4, int num_actions=4):
+        cdef Py_ssize_t n = 1
+        for d in frame_shape:
+            n *= d
+        self._init_core(list(range(num_actions)), n, stack_num)
+
+    cpdef int reset(self) except -1:
+        self._clear_result()
+        self._clear_episode()
+        memset(self._next_frame(), 0, self.frame_bytes)
+        self._fill_stack()
+        self.needs_reset = False
+        self.flags = SHMATARI_FLAG_RESET
+        return 0
+
+    cpdef int step(self, int action) except -1:
+        self._clear_result()
+        self.elapsed_step += 1
+        self.episode_frames += 1
+        self.frame_number += 1
+        memset(self._next_frame(), <uint8_t>(self.frame_number & 0xFF), self.frame_bytes)
+        return 0
+
+
+cdef class AtariCore(EnvCore):
+    """One Atari env: emulation, preprocessing and episode bookkeeping.
+
+    Used by shmatari's workers, by the pipe baseline and by the benchmark's
+    ceiling, so that all three do exactly the same work per step. Each
+    behaviour is specified in ``docs/semantics.md``.
+
+    Args:
+        ale: an ``ale_py.ALEInterface`` with its ROM loaded, built in this
+            process.
+        palette: the worker's ``Palette`` (shared by its envs).
+        action_set: ALE action ids, one per action index.
+        rom_path: the ROM, reloaded when the env is re-seeded.
+        frame_skip: frames per step (>= 1).
+        stack_num: frames per observation (>= 1).
+        maxpool: pool the last two frames of a step.
+        noop_max: at most this many no-op frames at reset (0: none).
+        episodic_life: a lost life ends the episode (``terminated``), the game
+            goes on.
+        use_fire_reset: press FIRE for one step after reset (games with FIRE
+            at index 1 of at least 3 actions).
+        reward_clip: the reward is its sign.
+        max_episode_frames: truncate the game at this many frames (0: never).
+        noop_rng: a ``numpy.random.Generator`` for the no-op counts.
+        same_step: same-step autoreset: a done step resets at once and keeps
+            its own result as the final record (``final_result``,
+            ``final_obs_into``).
+    """
+
+    cdef object _act, _get_screen, _game_over, _lives, _reset_game
+    #: The env's ``ALEInterface`` (for tests and tools: acting on it directly
+    #: puts it out of step with the core).
+    cdef readonly object ale
+    cdef readonly object rom_path
+    cdef Palette palette
+    cdef readonly int frame_skip, noop_max
+    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
+    cdef readonly int64_t max_episode_frames
+    cdef public object noop_rng
+    cdef readonly bint fire_ok
+    # raw screens: two buffers, `cur` is the newest
+    cdef object raw_arrays
+    cdef uint8_t *raw[2]
+    cdef int cur
+    cdef bint soft_reset   # the last episode ended by a lost life
+    cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
+
+    def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
+                 int stack_num=4, bint maxpool=True, int noop_max=30,
+                 bint episodic_life=False, bint use_fire_reset=False,
+                 bint reward_clip=False, int64_t max_episode_frames=108000,
+                 noop_rng=None, bint same_step=False):
+        self.ale = ale
+        self._act = ale.act
+        self._get_screen = ale.getScreen
+        self._game_over = ale.game_over
+        self._lives = ale.lives
+        self._reset_game = ale.reset_game
+        self.rom_path = rom_path
+        self.palette = palette
+        self._init_core([int(getattr(a, "value", a)) for a in action_set],
+                        palette.plan.dst_h * palette.plan.dst_w * palette.channels,
+                        stack_num, same_step)
+        self.frame_skip = frame_skip
+        self.maxpool = maxpool
+        self.noop_max = noop_max
+        self.episodic_life = episodic_life
+        self.use_fire_reset = use_fire_reset
+        self.reward_clip = reward_clip
+        self.max_episode_frames = max_episode_frames
+        self.noop_rng = noop_rng
+        # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
+        # as SB3's FireResetEnv requires.
+        self.fire_ok = self.num_actions >= 3 and self._action_ids[1] == 1
+        h, w = palette.screen_h, palette.screen_w
+        self.raw_arrays = (np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8))
+        cdef uint8_t[:, ::1] r0 = self.raw_arrays[0]
+        cdef uint8_t[:, ::1] r1 = self.raw_arrays[1]
+        self.raw[0] = &r0[0, 0]
+        self.raw[1] = &r1[0, 0]
+        self.cur = 0
+        self.soft_reset = False
+        self.end_pending = False
+
     cdef inline int _capture(self) except -1:
         """Copies the current screen into the next raw buffer (newest)."""
         cdef int nxt = 1 - self.cur
@@ -1027,19 +1378,10 @@ cdef class AtariCore:
     cdef inline int _emit(self, bint pool) except -1:
         """Processes the newest screen (pooled with the one before it when
         ``pool``) into the next frame of the stack."""
-        self.head = (self.head + 1) % self.stack_num
         shmatari_frame(&self.palette.plan, self.raw[self.cur],
                        self.raw[1 - self.cur] if pool else NULL,
-                       self.palette.lut, self.hist + self.head * self.frame_bytes,
+                       self.palette.lut, self._next_frame(),
                        self.palette.plan.dst_w * self.palette.channels)
-        return 0
-
-    cdef int _fill_stack(self) except -1:
-        cdef int i
-        for i in range(self.stack_num):
-            if i != self.head:
-                memcpy(self.hist + i * self.frame_bytes,
-                       self.hist + self.head * self.frame_bytes, self.frame_bytes)
         return 0
 
     cdef int _frame(self, int ale_action) except? -1:
@@ -1049,38 +1391,69 @@ cdef class AtariCore:
         self.episode_frames += 1
         return r
 
-    cdef int _fire(self) except -1:
-        """One step of FIRE after a reset; False if it ended the game."""
+    cdef inline bint _capped(self):
+        return self.max_episode_frames > 0 and self.episode_frames >= self.max_episode_frames
+
+    cdef bint _ended(self) except -1:
+        """The game is over or has reached the frame cap."""
+        return self._game_over(with_truncation=False) or self._capped()
+
+    cdef int _new_game(self) except -1:
+        """``reset_game``, then 1..noop_max no-op frames; a no-op frame that
+        ends the game (or reaches the cap) resets it again and the remaining
+        no-ops go on, as Gymnasium's AtariPreprocessing and SB3's
+        NoopResetEnv."""
+        cdef int noops = 0, i
+        self._reset_game()
+        self._clear_episode()
+        if self.noop_max > 0:
+            noops = int(self.noop_rng.integers(1, self.noop_max + 1))
+        for i in range(noops):
+            self.episode_return += self._frame(0)
+            if self._ended():
+                self._reset_game()
+                self._clear_episode()
+        return 0
+
+    cdef int _press_fire(self) except -1:
+        """One step (frame_skip frames) of FIRE; 0 if it ended the game or
+        reached the cap, 1 otherwise."""
         cdef int i
         for i in range(self.frame_skip):
             self.episode_return += self._frame(self._action_ids[1])
-            if self._game_over(with_truncation=False):
+            if self._ended():
                 return 0
         return 1
 
-    cdef int _start_episode_obs(self) except -1:
+    cdef int _start_episode_obs(self, bint end_pending) except -1:
         self._capture()
         self._emit(False)
         self._fill_stack()
         self.lives = self._lives()
         self.needs_reset = False
         self.soft_reset = False
+        self.end_pending = end_pending
         self.flags = SHMATARI_FLAG_RESET
         return 0
 
     cdef int _continue_game(self) except -1:
-        """After a life lost with episodic_life: a no-op step (and FIRE) and a
-        fresh frame stack, without resetting the game (as SB3's
-        EpisodicLifeEnv); a real reset if the game ended meanwhile."""
+        """After a life lost with episodic_life: one no-op step (as SB3's
+        EpisodicLifeEnv) and FIRE when enabled, then a fresh frame stack,
+        without resetting the game. If those frames end the game or reach the
+        cap, they stop there and the next step reports it."""
         cdef int i
+        cdef bint ended = False
+        cdef double before = self.episode_return
         self._clear_result()
         for i in range(self.frame_skip):
             self.episode_return += self._frame(0)
-            if self._game_over(with_truncation=False):
-                return self.reset()
-        if self.use_fire_reset and self.fire_ok and not self._fire():
-            return self.reset()
-        return self._start_episode_obs()
+            if self._ended():
+                ended = True
+                break
+        if not ended and self.use_fire_reset and self.fire_ok:
+            ended = not self._press_fire()
+        self.raw_reward = <float>(self.episode_return - before)
+        return self._start_episode_obs(ended)
 
     def reseed(self, int ale_seed, noop_rng):
         """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
@@ -1092,53 +1465,59 @@ cdef class AtariCore:
         self.soft_reset = False
 
     cpdef int reset(self) except -1:
-        """Resets the game and writes the first observation: ``reset_game``,
-        1..noop_max no-ops, FIRE when enabled, then the stack filled with the
-        newest frame."""
-        cdef int noops = 0, i
+        """Starts the next episode and writes its first observation.
+
+        After an episode ended by a lost life (episodic_life) this continues
+        the game (``_continue_game``, as SB3's EpisodicLifeEnv). Otherwise a
+        new game: ``reset_game``, 1..noop_max no-op frames, one step of FIRE
+        when enabled (if it ends the game: ``reset_game`` and no-ops again,
+        without FIRE, as SB3's FireResetEnv), then the stack filled with the
+        newest frame. The result has reward 0, ``raw_reward`` the score of
+        those frames and ``FLAG_RESET``."""
+        if self.needs_reset and self.soft_reset:
+            return self._continue_game()
         self._clear_result()
-        self._reset_game()
-        self._clear_episode()
-        if self.noop_max > 0:
-            noops = int(self.noop_rng.integers(1, self.noop_max + 1))
-        for i in range(noops):
-            self.episode_return += self._frame(0)
-            if self._game_over(with_truncation=False):
-                self._reset_game()
-                self._clear_episode()
-        if self.use_fire_reset and self.fire_ok and not self._fire():
-            self._reset_game()
-            self._clear_episode()
-        return self._start_episode_obs()
+        self._new_game()
+        if self.use_fire_reset and self.fire_ok and not self._press_fire():
+            self._new_game()
+        self.raw_reward = <float>self.episode_return
+        return self._start_episode_obs(False)
 
     cpdef int step(self, int action) except -1:
         """One agent step with action index ``action`` (0..num_actions-1).
 
         After a step that ended the episode the next call resets instead and
-        ignores ``action`` (next-step autoreset, as Gymnasium 1.x)."""
-        cdef int t, emulated = 0, ale_action
+        ignores ``action`` (next-step autoreset, as Gymnasium 1.x), unless
+        ``same_step``: then the done step resets at once, its own result is
+        kept as the final record, and the result is the reset's with the
+        step's reward, terminated and truncated, and ``FLAG_FINAL``."""
+        cdef int emulated = 0, ale_action
         cdef double raw = 0.0
         cdef int32_t lives
         cdef bint over = False, life_lost = False, capped = False
         if self.needs_reset:
-            if self.soft_reset:
-                return self._continue_game()
             return self.reset()
         self._clear_result()
         ale_action = self._action_ids[action]
-        for t in range(self.frame_skip):
+        if self.end_pending:
+            # The continuation after a lost life ended the game or reached the
+            # cap: report it now, emulating nothing.
+            over = self._game_over(with_truncation=False)
+            capped = self._capped()
+            self.end_pending = False
+        while not (over or life_lost or capped) and emulated < self.frame_skip:
             raw += self._frame(ale_action)
             emulated += 1
             self._capture()
             over = self._game_over(with_truncation=False)
             if self.episodic_life:
+                # A loss down to 0 lives is left to game over (as SB3's
+                # EpisodicLifeEnv and EnvPool): Q*bert can show 0 lives for a
+                # few frames before its game ends.
                 lives = self._lives()
-                life_lost = lives < self.lives
+                life_lost = 0 < lives < self.lives
                 self.lives = lives
-            capped = self.max_episode_frames > 0 and \
-                self.episode_frames >= self.max_episode_frames
-            if over or life_lost or capped:
-                break
+            capped = self._capped()
         self._emit(self.maxpool and emulated >= 2)
         if not self.episodic_life:
             self.lives = self._lives()
@@ -1151,52 +1530,44 @@ cdef class AtariCore:
             self.reward = <float>raw
         self.game_over = over
         self.terminated = over or life_lost
-        self.truncated = capped and not self.terminated
+        self.truncated = capped
         self.episode_done = over or capped
         if self.terminated or self.truncated:
             self.needs_reset = True
             self.soft_reset = not self.episode_done
+            if self.same_step:
+                self._same_step_reset()
         return 0
-
-    def obs_into(self, out):
-        """Copies the stacked observation, oldest frame first, into ``out``
-        (uint8, C-contiguous, stack_num * img_height * img_width * channels
-        bytes)."""
-        cdef uint8_t[::1] o = out.reshape(-1)
-        if o.shape[0] != self.frame_bytes * self.stack_num:
-            raise ValueError("out has the wrong size")
-        self.write_obs(&o[0])
-
-    cdef inline void write_obs(self, uint8_t *out) noexcept nogil:
-        cdef int s, src
-        for s in range(self.stack_num):
-            src = (self.head + 1 + s) % self.stack_num
-            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
-                   self.frame_bytes)
-
-    def action_ids(self):
-        """ALE action id of each action index (a new list)."""
-        return list(self._action_ids)
-
-    def result(self):
-        """The last result as a tuple: (reward, terminated, truncated, lives,
-        raw_reward, game_over, elapsed_step, episode_frames, frame_number,
-        episode_return, episode_done, flags)."""
-        return (self.reward, self.terminated, self.truncated, self.lives,
-                self.raw_reward, self.game_over, self.elapsed_step,
-                self.episode_frames, self.frame_number, self.episode_return,
-                self.episode_done, self.flags)
 
 
 # --------------------------------------------------------------------------
 # The worker loop
 
-cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
+cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t idx,
+                               uint32_t env, const _Result *r) noexcept nogil:
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = r.reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = r.terminated
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = r.truncated
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = r.lives
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = r.raw_reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = r.game_over
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = r.elapsed_step
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = r.episode_frames
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = r.frame_number
+    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = r.episode_return
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = r.episode_done
+    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = r.flags
+
+
+cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
                           bint ordered) noexcept nogil:
     cdef shmatari_env_ctrl *ec = shmatari_env(h, env)
     cdef uint64_t pos, batch
     cdef uint32_t idx
     cdef char *slot
+    cdef char *final
+    cdef _Result r
     if ordered:
         pos = ec.results * h.num_envs + env
     else:
@@ -1204,40 +1575,36 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, AtariCore core,
     batch = pos / h.batch_size
     idx = <uint32_t>(pos % h.batch_size)
     slot = shmatari_slot(h, batch)
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
-    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = core.reward
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = core.terminated
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = core.truncated
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = core.lives
-    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = core.raw_reward
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = core.game_over
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = core.elapsed_step
-    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = core.episode_frames
-    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = core.frame_number
-    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = core.episode_return
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = core.episode_done
-    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = core.flags
+    core.snapshot(&r)
+    _write_fields(h, slot, idx, env, &r)
     core.write_obs(<uint8_t *>(slot + h.slot_obs_offset + idx * h.obs_env_bytes))
+    if (r.flags & SHMATARI_FLAG_FINAL) and h.slot_final_offset != 0:
+        final = slot + h.slot_final_offset
+        _write_fields(h, final, idx, env, &core.final)
+        memcpy(final + h.slot_obs_offset + idx * h.obs_env_bytes, core.final_obs,
+               h.obs_env_bytes)
     ec.results += 1
     if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
 
 
 def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
-                int spin=200, double poll=0.2):
+                int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2):
     """Runs a worker until the pool closes or its parent dies.
 
     Args:
         seg: the mapped segment.
         worker: this worker's index.
-        cores: one ``AtariCore`` per env of the worker's group, in order.
+        cores: one ``EnvCore`` (``AtariCore`` or ``NullCore``) per env of the
+            worker's group, in order.
         reseed: ``reseed(core, env_index, seed_words)``, called for
             ``CMD_RESEED`` before the reset.
         parent_alive: ``parent_alive() -> bool``, called after each ``poll``
             seconds of sleep, and every ``poll`` seconds while busy (a
             client may keep a worker busy after its parent died); the loop
             returns when it is False.
-        spin: busy-poll iterations before sleeping on the wake word.
+        spin_ns: nanoseconds to poll the wake word before sleeping on it.
+        spin_mode: ``SPIN_PAUSE`` or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
         poll: seconds between parent checks.
 
     Returns:
@@ -1248,7 +1615,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
     cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
     cdef shmatari_env_ctrl *ec
-    cdef AtariCore core
+    cdef EnvCore core
     cdef bint busy, ordered = h.batch_size == h.num_envs
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
@@ -1270,9 +1637,11 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 if req == seen[e - begin]:
                     continue
                 busy = True
-                core = <AtariCore>cores[e - begin]
+                core = <EnvCore>cores[e - begin]
                 if ec.cmd == SHMATARI_CMD_STEP:
                     core.step(ec.action)
+                elif ec.cmd == SHMATARI_CMD_OBSERVE:
+                    core.observe()
                 elif ec.cmd == SHMATARI_CMD_RESEED:
                     reseed(core, e, seg.seed_words())
                     core.reset()
@@ -1291,7 +1660,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                         return "orphaned"
                 continue
             with nogil:
-                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin, poll_ns)
+                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin_ns,
+                                         spin_mode, poll_ns)
             if r == SHMATARI_WAIT_EINTR:
                 PyErr_CheckSignals()
             elif r == SHMATARI_WAIT_TIMEOUT and not parent_alive():

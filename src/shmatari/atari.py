@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from . import _core, games, seeding
-from .config import SCREEN_SHAPE, EnvConfig
+from .config import NULL_ENV, SCREEN_SHAPE, EnvConfig
 
 __all__ = ["quiet_process", "build_palette", "build_core", "reseed_core"]
 
@@ -18,11 +18,19 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 
 def quiet_process() -> None:
-    """Keeps a worker to one thread and silences ALE's banner and logs."""
+    """Keeps a worker to one thread and silences ALE's banner and logs.
+
+    BLAS and OpenMP pools that NumPy (or anything else) already started are
+    limited to one thread with threadpoolctl; the variables cover libraries
+    loaded later, and OpenCV, if loaded, gets one thread too.
+    """
     for var in _THREAD_VARS:
         os.environ[var] = "1"
     import sys
 
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
     if "cv2" in sys.modules:
         sys.modules["cv2"].setNumThreads(1)
     from ale_py import ALEInterface, LoggerMode
@@ -50,9 +58,12 @@ def _new_ale(config: EnvConfig, index: int, seed: int):
     return ale
 
 
-def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.AtariCore:
+def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.EnvCore:
     """Env ``index`` of a pool: its own ``ALEInterface``, seeded from
-    (config.seed, index) as :mod:`shmatari.seeding` documents."""
+    (config.seed, index) as :mod:`shmatari.seeding` documents; or a
+    :class:`shmatari._core.NullCore` for the null env."""
+    if config.game == NULL_ENV:
+        return _core.NullCore(config.obs_shape[1:], stack_num=config.stack_num)
     ale = _new_ale(config, index, config.seed)
     action_set = ale.getLegalActionSet() if config.full_action_space else ale.getMinimalActionSet()
     return _core.AtariCore(
@@ -61,14 +72,11 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.A
         maxpool=config.maxpool, noop_max=config.noop_max,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
-        noop_rng=seeding.noop_rng(config.seed, index))
+        noop_rng=seeding.noop_rng(config.seed, index),
+        same_step=config.autoreset_mode == "same_step")
 
 
-def action_set(core: _core.AtariCore) -> list[int]:
-    """ALE action ids of a core's action space."""
-    return list(core.action_ids())
-
-
-def reseed_core(core: _core.AtariCore, index: int, seed: int) -> None:
+def reseed_core(core: _core.EnvCore, index: int, seed: int) -> None:
     """Re-derives env ``index``'s streams from a new pool seed."""
-    core.reseed(seeding.ale_seed(seed, index), seeding.noop_rng(seed, index))
+    if isinstance(core, _core.AtariCore):
+        core.reseed(seeding.ale_seed(seed, index), seeding.noop_rng(seed, index))

@@ -18,14 +18,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from . import config as _config, seeding
+from . import _core, config as _config, results, seeding
 from .errors import CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["PipeVectorEnv", "make_pipe"]
-
-_RESULT_KEYS = ("reward", "terminated", "truncated", "lives", "raw_reward", "game_over",
-                "elapsed_step", "episode_frames", "frame_number", "episode_return",
-                "episode_done", "flags")
 
 
 def _pipe_worker(conn, config_fields: dict, index: int) -> None:
@@ -67,11 +63,20 @@ def _pipe_worker(conn, config_fields: dict, index: int) -> None:
 
 
 def make_pipe(env_id: str, num_envs: int = 8, *, seed: int | None = None,
-              start_method: str | None = None, **options) -> "PipeVectorEnv":
+              start_method: str | None = None, preset: str | None = None,
+              **options) -> "PipeVectorEnv":
     """Creates a :class:`PipeVectorEnv`; arguments and options as :func:`shmatari.make`
-    (``batch_size`` and ``num_workers`` do not apply: one process per env)."""
+    (``batch_size`` and ``num_workers`` do not apply: one process per env).
+
+    Raises:
+        As :func:`shmatari.make`; and ValueError for an ``autoreset_mode``
+        other than ``"next_step"``, the only one the baseline implements.
+    """
     cfg = _config.build_config(env_id, num_envs, seed=seed, start_method=start_method,
-                               num_workers=num_envs, **options)
+                               num_workers=num_envs, preset=preset, **options)
+    if cfg.autoreset_mode != "next_step":
+        raise ValueError(f"the pipe baseline implements autoreset_mode='next_step' only, "
+                         f"got {cfg.autoreset_mode!r}")
     return PipeVectorEnv(cfg)
 
 
@@ -127,26 +132,13 @@ class PipeVectorEnv(gym.vector.VectorEnv):
     def _gather(self):
         replies = [self._receive(i) for i in range(self.num_envs)]
         obs = np.stack([r[1] for r in replies])
-        cols = list(zip(*(r[2] for r in replies)))
-        res = {k: np.asarray(v) for k, v in zip(_RESULT_KEYS, cols)}
-        info = {
-            "env_id": np.arange(self.num_envs, dtype=np.int32),
-            "lives": res["lives"].astype(np.int32),
-            "raw_reward": res["raw_reward"].astype(np.float32),
-            "game_over": res["game_over"].astype(bool),
-            "elapsed_step": res["elapsed_step"].astype(np.int32),
-            "episode_frame_number": res["episode_frames"].astype(np.int64),
-            "frame_number": res["frame_number"].astype(np.int64),
-            "reset": (res["flags"] & 1).astype(bool),
-        }
-        done = res["episode_done"].astype(bool)
-        if done.any():
-            info["episode"] = {"r": np.where(done, res["episode_return"], 0.0),
-                               "l": np.where(done, res["elapsed_step"], 0).astype(np.int32),
-                               "frames": np.where(done, res["episode_frames"], 0).astype(np.int64)}
-            info["_episode"] = done
-        return (obs, res["reward"].astype(np.float32), res["terminated"].astype(bool),
-                res["truncated"].astype(bool), info)
+        cols = zip(*(r[2] for r in replies))
+        dtypes = dict(_core.FIELDS)
+        fields = {name: np.asarray(col, dtypes[name])
+                  for name, col in zip(_core.RESULT_FIELDS, cols)}
+        fields["env_id"] = np.arange(self.num_envs, dtype=dtypes["env_id"])
+        return (obs, fields["reward"], fields["terminated"].astype(bool),
+                fields["truncated"].astype(bool), results.build_info(fields))
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Resets every env; ``seed`` as :meth:`shmatari.ShmVectorEnv.reset`."""

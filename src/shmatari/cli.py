@@ -93,7 +93,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout) -> int:
         shape = env.single_observation_space.shape
         _log(f"{cfg.game}: {env.num_envs} envs, batch_size {env.batch_size}, "
              f"{env.num_workers} workers, obs uint8 {shape}, "
-             f"{env.single_action_space.n} actions, seed {cfg.seed}")
+             f"{env.single_action_space.n} actions, autoreset {cfg.autoreset_mode}, "
+             f"seed {cfg.seed}")
         attach_name = name or segment
         print(f"ready name={attach_name} segment={segment} pid={os.getpid()}", file=out,
               flush=True)
@@ -144,6 +145,8 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
         elif key == "max_episode_frames":
             group.add_argument(flag, type=lambda v: None if v.lower() == "none" else int(v),
                                metavar="FRAMES|none", **kw)
+        elif key == "autoreset_mode":
+            group.add_argument(flag, choices=_config.AUTORESET_MODES, **kw)
         else:
             group.add_argument(flag, type=type(default), **kw)
 
@@ -162,6 +165,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="worker processes (default: the cores available, at most num_envs)")
     s.add_argument("--seed", type=int, default=None, help="pool seed (default: fresh entropy)")
     s.add_argument("--start-method", default=None, choices=_config.START_METHODS)
+    s.add_argument("--preset", default=None, choices=sorted(_config.PRESETS),
+                   help="a named set of env options (see shmatari.make); flags override it")
     s.add_argument("--name", default=None,
                    help="pool name for clients (segment /dev/shm/shmatari_NAME; a letter, "
                         "then up to 19 letters, digits, _ or -); default: an automatic "
@@ -181,7 +186,7 @@ def main(argv=None) -> int:
         cfg = _config.build_config(
             args.game, args.num_envs, batch_size=args.batch_size,
             num_workers=args.num_workers, seed=args.seed, start_method=args.start_method,
-            **{k: opts[k] for k in _config.OPTION_DEFAULTS if k in opts})
+            preset=args.preset, **{k: opts[k] for k in _config.OPTION_DEFAULTS if k in opts})
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     return serve(cfg, args.name)

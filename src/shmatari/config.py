@@ -10,7 +10,8 @@ import sys
 
 from . import games, seeding
 
-__all__ = ["EnvConfig", "build_config", "OPTION_DEFAULTS", "available_cores", "default_start_method"]
+__all__ = ["EnvConfig", "build_config", "OPTION_DEFAULTS", "PRESETS", "AUTORESET_MODES",
+           "available_cores", "default_start_method"]
 
 #: Screen size of every ALE game, (height, width) in pixels.
 SCREEN_SHAPE = (210, 160)
@@ -34,7 +35,53 @@ OPTION_DEFAULTS = {
     "autoreset_mode": "next_step",
 }
 
-AUTORESET_MODES = ("next_step",)
+#: The ``autoreset_mode`` values, Gymnasium 1.x's ``AutoresetMode`` (whose
+#: members are accepted too).
+AUTORESET_MODES = ("next_step", "same_step", "disabled")
+
+#: Named sets of options (``make(..., preset=name)``); options given
+#: explicitly override them. Each sets every option it names, so its meaning
+#: does not change when shmatari's defaults do. See docs/semantics.md.
+PRESETS = {
+    # Nature DQN (Mnih et al., 2015) as Stable-Baselines3's AtariWrapper
+    # (2.x defaults) on a NoFrameskip-v4 env with ale-py's 108,000-frame cap,
+    # plus VecFrameStack(4), which SB3 users add themselves.
+    "dqn": {
+        "frame_skip": 4,
+        "repeat_action_probability": 0.0,
+        "noop_max": 30,
+        "stack_num": 4,
+        "img_height": 84,
+        "img_width": 84,
+        "grayscale": True,
+        "maxpool": True,
+        "episodic_life": True,
+        "use_fire_reset": True,
+        "reward_clip": True,
+        "full_action_space": False,
+        "max_episode_frames": 108_000,
+    },
+    # Gymnasium's AtariPreprocessing (noop_max=30, frame_skip=4,
+    # screen_size=84) and FrameStackObservation(4) on ALE/<Game>-v5 made with
+    # frameskip=1: ALE v5's sticky actions and frame cap (Machado et al., 2018).
+    "gymnasium": {
+        "frame_skip": 4,
+        "repeat_action_probability": 0.25,
+        "noop_max": 30,
+        "stack_num": 4,
+        "img_height": 84,
+        "img_width": 84,
+        "grayscale": True,
+        "maxpool": True,
+        "episodic_life": False,
+        "use_fire_reset": False,
+        "reward_clip": False,
+        "full_action_space": False,
+        "max_episode_frames": 108_000,
+    },
+}
+#: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
+NULL_ENV = "null"
 START_METHODS = ("fork", "forkserver", "spawn")
 
 
@@ -48,6 +95,7 @@ class EnvConfig:
     num_workers: int
     seed: int
     start_method: str
+    zero_copy: bool = False
     frame_skip: int = 4
     repeat_action_probability: float = 0.25
     noop_max: int = 30
@@ -127,12 +175,16 @@ def _float(name, value, lo, hi):
 
 
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
-                 start_method=None, **options) -> EnvConfig:
+                 start_method=None, zero_copy=False, preset=None,
+                 **options) -> EnvConfig:
     """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
+
+    Options come from ``OPTION_DEFAULTS``, then ``PRESETS[preset]``, then
+    ``options``.
 
     Raises:
         TypeError: an option of the wrong type, or an unknown option.
-        ValueError: an unknown game or an option out of range.
+        ValueError: an unknown game or preset, or an option out of range.
     """
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
@@ -142,8 +194,13 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
             hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise TypeError(f"unknown option(s) {', '.join(hints)}; known options: "
                         f"{', '.join(OPTION_DEFAULTS)}")
-    opts = dict(OPTION_DEFAULTS, **options)
-    game = games.resolve_game(env_id)
+    opts = dict(OPTION_DEFAULTS)
+    if preset is not None:
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ValueError(f"preset must be one of {sorted(PRESETS)} or None, got {preset!r}")
+        opts.update(PRESETS[preset])
+    opts.update(options)
+    game = NULL_ENV if env_id == NULL_ENV else games.resolve_game(env_id)
     num_envs = _int("num_envs", num_envs, 1)
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:
@@ -162,9 +219,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     h, w = SCREEN_SHAPE
     max_frames = opts["max_episode_frames"]
     max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1)
-    if opts["autoreset_mode"] not in AUTORESET_MODES:
-        raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}, got "
-                         f"{opts['autoreset_mode']!r}")
+    autoreset_mode = _autoreset_mode(opts["autoreset_mode"])
     return EnvConfig(
         game=game,
         num_envs=num_envs,
@@ -172,6 +227,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         num_workers=num_workers,
         seed=seed,
         start_method=start_method,
+        zero_copy=_bool("zero_copy", zero_copy),
         frame_skip=_int("frame_skip", opts["frame_skip"], 1),
         repeat_action_probability=_float("repeat_action_probability",
                                          opts["repeat_action_probability"], 0.0, 1.0),
@@ -186,5 +242,18 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         reward_clip=_bool("reward_clip", opts["reward_clip"]),
         full_action_space=_bool("full_action_space", opts["full_action_space"]),
         max_episode_frames=max_frames,
-        autoreset_mode=opts["autoreset_mode"],
+        autoreset_mode=autoreset_mode,
     )
+
+
+def _autoreset_mode(value) -> str:
+    """``"next_step"``, ``"same_step"`` or ``"disabled"``, from one of those or
+    a ``gymnasium.vector.AutoresetMode``."""
+    from gymnasium.vector import AutoresetMode
+
+    if isinstance(value, AutoresetMode):
+        value = value.name.lower()
+    if value not in AUTORESET_MODES:
+        raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES} (or a "
+                         f"gymnasium.vector.AutoresetMode), got {value!r}")
+    return value

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from . import _core, config as _config, seeding, shm
+from . import _core, config as _config, results, seeding, shm
 from .errors import AttachError, CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["make", "attach", "ShmVectorEnv"]
@@ -26,16 +26,45 @@ _CLOSE_TIMEOUT = 3.0
 #: Seconds attach() waits for a starting pool, or for a previous client's
 #: last commands to finish.
 _ATTACH_TIMEOUT = 30.0
+#: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
+_GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+                  "disabled": AutoresetMode.DISABLED}
+#: The header's autoreset_mode word -> the option's name.
+_AUTORESET_NAMES = {v: k for k, v in _core.AUTORESET_MODES.items()}
+
+
+def spin_policy(num_workers: int, cores: int) -> dict:
+    """How long workers and the client poll before sleeping on the futex.
+
+    A futex wake-up costs tens of microseconds (more in a VM), more than a
+    worker usually waits for its next request when it has a core to itself,
+    so a waiter polls first. It polls with ``sched_yield()``: if anything else
+    wants the core (a learner's threads, another worker), it gets it at once.
+    With more workers than cores a poll only delays the process it waits
+    for, so then everyone sleeps at once.
+
+    Returns:
+        dict: ``{"worker": (spin_ns, mode), "client": (spin_ns, mode)}``.
+    """
+    if num_workers < cores:
+        return {"worker": (100_000, _core.SPIN_YIELD), "client": (50_000, _core.SPIN_YIELD)}
+    if num_workers == cores:
+        return {"worker": (50_000, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
+    return {"worker": (0, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
 
 
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
-         start_method: str | None = None, **options) -> "ShmVectorEnv":
+         start_method: str | None = None, zero_copy: bool = False,
+         preset: str | None = None, **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     Args:
         env_id: the game: an ale-py ROM id (``"breakout"``) or a usual spelling
-            (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``).
+            (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``);
+            or ``"null"``, a built-in env that emulates nothing and only
+            writes a frame per step (4 actions, never done), to measure the
+            cost of the round trip itself.
         num_envs: envs in the pool (>= 1).
         batch_size: results per :meth:`ShmVectorEnv.recv` (1..num_envs; default
             num_envs, which makes the pool synchronous).
@@ -47,65 +76,126 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
         start_method: ``"forkserver"`` (default on Linux), ``"spawn"``
             (default elsewhere) or ``"fork"``.
-        **options: env options; defaults follow ALE v5 (Machado et al., 2018):
+        zero_copy: return observations as read-only views into the shared
+            ring instead of copies. The ring holds ``ceil(num_envs /
+            batch_size) + 1`` batches, so the view returned by a ``recv()``
+            (or ``step()``) stays valid through the next ``recv()``; envs
+            sent after that one may overwrite it. In a synchronous pool: the
+            observation of step *t* is valid until step *t + 2* is called.
+            Copy what must live longer. Default False: every returned array
+            is the caller's own.
+        preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
+            options below (``config.PRESETS``); options given here override
+            it. ``"dqn"``: Nature DQN as SB3's AtariWrapper (sticky actions 0,
+            episodic_life, use_fire_reset, reward_clip; stack 4 as SB3's
+            VecFrameStack). ``"gymnasium"``: the defaults below.
+        **options: env options. The defaults are Gymnasium's
+            AtariPreprocessing + FrameStackObservation(4) on ALE/<Game>-v5
+            (ALE v5: Machado et al., 2018), bit for bit; docs/semantics.md
+            gives each rule in full, with its tests and the peers' differences.
+            A *frame* is one emulator frame, a *step* one agent step.
 
-            - ``frame_skip=4``: emulator frames per agent step; the action is
-              repeated and rewards summed over the frames emulated.
+            - ``frame_skip=4``: frames per step; the action is repeated and
+              the reward summed over the frames actually emulated. A step
+              stops at the frame that ends its episode.
+            - ``maxpool=True``: each frame of the stack is the pixel-wise max
+              of the step's last two frames in ALE's palette (per channel in
+              RGB), taken before the resize; a step that emulated one frame
+              (``frame_skip=1``, or an episode ending on its first frame) uses
+              that frame alone, never an older one. False: the last frame.
+            - ``grayscale=True``: ALE's grayscale palette, observations uint8
+              ``(num_envs, stack_num, img_height, img_width)``; False: RGB,
+              ``(num_envs, stack_num, img_height, img_width, 3)``.
+            - ``img_height=84``, ``img_width=84``: at most the screen's
+              210 x 160; area resize, bit-identical to ``cv2.resize(...,
+              interpolation=cv2.INTER_AREA)``.
+            - ``stack_num=4``: frames per observation, oldest first. A reset
+              fills the stack with its first frame; a done step's stack holds
+              only frames of the ending episode.
+            - ``noop_max=30``: at each new game, n NOOP frames, n uniform in
+              [1, noop_max] from env i's no-op generator
+              (``seeding.noop_rng(seed, i)``), as Gymnasium's
+              AtariPreprocessing and SB3's NoopResetEnv; 0: none. A no-op
+              frame that ends the game resets it again.
+            - ``use_fire_reset=False``: one step (frame_skip frames) of FIRE
+              after the no-ops, and after each lost life with episodic_life,
+              on action sets with FIRE at index 1 and at least 3 actions
+              (skipped elsewhere, e.g. Freeway). This is the first step of
+              SB3's FireResetEnv, without its step of action 2. If FIRE ends
+              the game, a fresh reset (no-ops, no FIRE) gives the first
+              observation.
+            - ``episodic_life=False``: a step whose lives drop (to a value
+              above 0) ends the episode with ``terminated`` while the game goes
+              on; the next reset continues the game (a NOOP step, then FIRE)
+              with a fresh stack, as SB3's EpisodicLifeEnv. ``info["lives"]``
+              and ``info["game_over"]`` report the game; the frame cap, the
+              step count and the episode statistics cover the whole game.
+            - ``reward_clip=False``: the reward is the sign of the step's
+              summed reward; ``info["raw_reward"]`` keeps it unclipped and
+              ``info["episode"]["r"]`` is the raw score.
+            - ``max_episode_frames=108000``: truncate the game when its frame
+              count (no-op, FIRE and continuation frames included; ALE's
+              episode frame number) reaches this, on that very frame: at step
+              27,000 with no no-ops. None: never. A done step always has
+              ``terminated`` or ``truncated`` set.
             - ``repeat_action_probability=0.25``: sticky actions, ALE's own
-              per-frame mechanism.
-            - ``noop_max=30``: at reset, 1..noop_max NOOP frames drawn from the
-              env's seeded stream (0: none), as Gymnasium's AtariPreprocessing.
-            - ``stack_num=4``: frames per observation, oldest first.
-            - ``img_height=84``, ``img_width=84``: observation size in pixels,
-              at most the screen's 210 x 160 (area resize, bit-identical to
-              ``cv2.resize(..., interpolation=cv2.INTER_AREA)``).
-            - ``grayscale=True``: ALE's grayscale palette; False gives RGB with
-              a trailing channel axis.
-            - ``maxpool=True``: each frame is the pixel-wise maximum of the
-              last two frames emulated in the step (one frame alone when the
-              step emulated only one).
-            - ``episodic_life=False``: a lost life ends the episode
-              (``terminated``) while the game goes on.
-            - ``use_fire_reset=False``: press FIRE for one step after reset, on
-              games whose action 1 is FIRE (with at least 3 actions).
-            - ``reward_clip=False``: the reward is its sign.
+              per-frame mechanism, seeded per env.
             - ``full_action_space=False``: all 18 actions instead of the game's
               minimal set.
-            - ``max_episode_frames=108000``: truncate after this many frames,
-              no-op frames included (None: never).
-            - ``autoreset_mode="next_step"``: after a done step, the next step
-              resets that env and returns its first observation with reward 0
-              and both flags false (Gymnasium 1.x ``NEXT_STEP``).
+            - ``autoreset_mode="next_step"``, ``"same_step"`` or
+              ``"disabled"`` (or a ``gymnasium.vector.AutoresetMode``),
+              declared in ``env.metadata["autoreset_mode"]``:
+
+              - ``"next_step"`` (Gymnasium 1.x): the step after a done step
+                returns the reset observation, reward 0 and both flags false;
+                its action is ignored.
+              - ``"same_step"``: a done step returns the reset observation at
+                once, with the step's reward and flags; the step's own
+                observation and info are in ``info["final_obs"]`` and
+                ``info["final_info"]`` (masks ``_final_obs``,
+                ``_final_info``), as Gymnasium's SyncVectorEnv.
+              - ``"disabled"``: stepping an env whose episode ended raises
+                CallOrderError; reset it with
+                ``reset(options={"reset_mask": mask})``.
+
+            When an env ends a game (not a life), ``info["episode"]`` holds
+            ``r`` (float64, raw score), ``l`` (int32, agent steps) and
+            ``frames`` (int64), with the mask ``info["_episode"]``: the names
+            of Gymnasium's RecordEpisodeStatistics.
 
     Returns:
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
 
     Raises:
         TypeError: an argument of the wrong type, or an unknown option.
-        ValueError: an unknown game (close names are suggested) or an option
-            out of range. Both are raised before any process starts.
+        ValueError: an unknown game (close names are suggested) or preset,
+            or an option out of range. Both are raised before any process
+            starts.
         SharedMemorySpaceError: ``/dev/shm`` is too small for the pool.
         WorkerError: a worker failed while building its envs.
     """
     cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                num_workers=num_workers, seed=seed,
-                               start_method=start_method, **options)
+                               start_method=start_method, zero_copy=zero_copy,
+                               preset=preset, **options)
     return ShmVectorEnv(cfg)
 
 
-def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT) -> "ShmVectorEnv":
+def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
+           zero_copy: bool = False) -> "ShmVectorEnv":
     """Attaches to a pool that another process serves (``shmatari serve``).
 
     The pool keeps running in its server; this process becomes its one
     client and drives it through the shared-memory segment, with the same
     API as :func:`make`'s pools (``reset``, ``step``, ``send`` / ``recv``,
-    the spaces), all read from the segment's header. :meth:`ShmVectorEnv.close`
-    detaches and leaves the pool running for the next client.
+    the spaces, ``metadata["autoreset_mode"]``), all read from the segment's
+    header. :meth:`ShmVectorEnv.close` detaches and leaves the pool running
+    for the next client.
 
     Attaching makes the pool consistent first: it waits until commands that
     a previous client left running have finished, then drops the results
-    nobody took (see ``shmatari_recover`` in ``shmatari/shmatari.h``). Call
-    ``reset()`` before stepping.
+    nobody took (``shmatari_recover`` in ``shmatari/shmatari.h``; see
+    docs/layout.md). Call ``reset()`` before stepping.
 
     Args:
         name: the pool's name (``"demo"`` for ``shmatari serve ... --name
@@ -113,6 +203,7 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT) -> "ShmVectorEnv":
             segment name such as ``env.segment_name``.
         timeout: seconds to wait for a pool that is still starting, or for a
             previous client's last commands.
+        zero_copy: as :func:`make`'s.
 
     Returns:
         ShmVectorEnv: the attached pool; ``env.config`` is None.
@@ -125,7 +216,7 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT) -> "ShmVectorEnv":
             worker that died or is closing.
         ValueError: an empty name, or one with ``/``.
     """
-    return ShmVectorEnv._attach(name, timeout)
+    return ShmVectorEnv._attach(name, timeout, bool(zero_copy))
 
 
 class _Resources:
@@ -199,7 +290,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     began), ``reset`` (bool, the result of a reset); and, when some env ended
     a game, ``episode`` = ``{"r": float64 raw score, "l": int32 agent steps,
     "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
-    ``RecordEpisodeStatistics``.
+    ``RecordEpisodeStatistics``. With ``autoreset_mode="same_step"``, done
+    steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
+    ``_final_info`` (see :func:`make` and docs/semantics.md).
 
     Create it with :func:`make` (this process owns the workers and the
     segment, and is the pool's client), or with :func:`attach` (a pool that
@@ -230,7 +323,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.batch_size = config.batch_size
         self.num_workers = config.num_workers
         self.seed_entropy = config.seed
-        self._init_state(owner=True)
+        self._init_state(owner=True, zero_copy=config.zero_copy)
         try:
             self._start(segment_name or shm.new_name(), claim)
         except BaseException:
@@ -238,11 +331,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             raise
 
     @classmethod
-    def _attach(cls, name: str, timeout: float) -> "ShmVectorEnv":
+    def _attach(cls, name: str, timeout: float, zero_copy: bool) -> "ShmVectorEnv":
         """The client role: see :func:`attach`."""
         self = cls.__new__(cls)
         self.config = None
-        self._init_state(owner=False)
+        self._init_state(owner=False, zero_copy=zero_copy)
         self._name = name
         try:
             seg_name = _core.segment_name(name)
@@ -268,6 +361,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._res.client_pid = os.getpid()
             seg.refresh_groups()
             self._setup(segment, seg)
+            seg.spin_ns, seg.spin_mode = spin_policy(
+                self.num_workers, _config.available_cores())["client"]
             self.seed_entropy = seeding.words_to_seed(seg.seed_words())
             self.worker_pids = [seg.worker_pid(w) for w in range(self.num_workers)]
             self._groups = [range(*seg.worker_group(w)) for w in range(self.num_workers)]
@@ -276,8 +371,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             raise
         return self
 
-    def _init_state(self, owner: bool) -> None:
+    def _init_state(self, owner: bool, zero_copy: bool) -> None:
         self.closed = False
+        self._zero_copy = zero_copy
         self._broken: str | None = None
         self._res = _Resources(owner)
         self._finalizer = weakref.finalize(self, self._res.shutdown)
@@ -292,7 +388,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         header = _core.compute_layout(
             num_envs=cfg.num_envs, num_workers=cfg.num_workers, batch_size=cfg.batch_size,
             ring_depth=ring_depth, stack_num=cfg.stack_num, img_height=cfg.img_height,
-            img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip)
+            img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
+            autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
         total = int.from_bytes(header[24:32], "little")
         segment = shm.create(segment_name, total)
         self._res.segment = segment
@@ -310,13 +407,15 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
             ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy", "ale_py"])
-        spin = 200 if cfg.num_workers < _config.available_cores() else 0
+        policy = spin_policy(cfg.num_workers, _config.available_cores())
+        seg.spin_ns, seg.spin_mode = policy["client"]
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         for w in range(cfg.num_workers):
             from .worker import worker_main
 
             p = ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
-                            args=(segment.name, w, fields, os.getpid(), spin), daemon=True)
+                            args=(segment.name, w, fields, os.getpid(), policy["worker"]),
+                            daemon=True)
             p.start()
             self._res.processes.append(p)
         self.worker_pids = [p.pid for p in self._res.processes]
@@ -337,11 +436,17 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._setup(segment, seg)
 
     def _setup(self, segment, seg) -> None:
-        """Sizes, spaces and views, all from the segment's header."""
+        """Sizes, modes, spaces and views, all from the segment's header."""
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
+        self._autoreset = _AUTORESET_NAMES[hdr["autoreset_mode"]]
+        self.metadata = dict(type(self).metadata,
+                             autoreset_mode=_GYM_AUTORESET[self._autoreset])
+        self.autoreset_mode = self.metadata["autoreset_mode"]
         self._state = np.zeros(self.num_envs, np.int8)
+        # autoreset_mode="disabled": envs whose last step ended an episode
+        self._done = np.zeros(self.num_envs, bool)
         self._taken = hdr["consumed_batches"]
         obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
         if hdr["channels"] != 1:
@@ -353,18 +458,21 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.single_observation_space = gym.spaces.Box(0, 255, obs_shape, np.uint8)
         self.observation_space = gym.spaces.Box(
             0, 255, (self.num_envs,) + obs_shape, np.uint8)
-        B = self.batch_size
-        self._slots = []
+        B, first = hdr["batch_size"], hdr["slot_field_offset"][0]
+        self._fields_nbytes = hdr["slot_obs_offset"] - first
+        self._field_offsets = [(name, dtype, hdr["slot_field_offset"][f] - first)
+                               for f, (name, dtype) in enumerate(_core.FIELDS)]
+        self._obs_nbytes = hdr["obs_env_bytes"] * B
+        # Same-step pools: each slot also holds the final records (layout.h).
+        self._has_final = hdr["slot_final_offset"] != 0
+        self._batch_obs_shape = (B,) + obs_shape
+        self._ring_obs = []
         for s in range(hdr["ring_depth"]):
-            base = seg.slot_offset(s)
-            fields = {}
-            for f, (name, dtype) in enumerate(_core.FIELDS):
-                fields[name] = np.ndarray((B,), dtype, segment.buf,
-                                          base + hdr["slot_field_offset"][f])
-            obs = np.ndarray((B,) + obs_shape, np.uint8, segment.buf,
-                             base + hdr["slot_obs_offset"])
-            self._slots.append((fields, obs))
-            self._res.views.append((fields, obs))
+            view = np.ndarray(self._batch_obs_shape, np.uint8, segment.buf,
+                              seg.slot_offset(s) + hdr["slot_obs_offset"])
+            view.flags.writeable = False
+            self._ring_obs.append(view)
+        self._res.views.append(self._ring_obs)
 
     # -- liveness --------------------------------------------------------------
     def _check_workers(self) -> None:
@@ -431,27 +539,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                   f"close it and make a new one")
 
     # -- validation ------------------------------------------------------------
-    def _check_actions(self, actions, n: int) -> np.ndarray:
-        a = np.asarray(actions)
-        if a.dtype.kind not in "iu":
-            raise TypeError(f"actions must be integers (action indices), got dtype {a.dtype}")
-        if a.shape != (n,):
-            raise ValueError(f"actions must have shape ({n},), got {a.shape}")
-        n_actions = self.single_action_space.n
-        if n and (a.min() < 0 or a.max() >= n_actions):
-            bad = int(np.flatnonzero((a < 0) | (a >= n_actions))[0])
-            raise ValueError(f"action {a[bad]} at position {bad} is out of range: "
-                             f"this game has actions 0..{n_actions - 1}")
-        return np.ascontiguousarray(a, np.int32)
-
-    def _check_env_ids(self, env_ids, n_actions: int | None) -> np.ndarray:
+    def _check_env_ids(self, env_ids) -> np.ndarray:
         ids = np.asarray(env_ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"env_id must be integers, got dtype {ids.dtype}")
         if ids.ndim != 1:
             raise ValueError(f"env_id must be 1-D, got shape {ids.shape}")
-        if n_actions is not None and ids.shape[0] != n_actions:
-            raise ValueError(f"{n_actions} actions for {ids.shape[0]} env ids")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
             raise ValueError(f"env_id out of range 0..{self.num_envs - 1}: {ids.tolist()}")
         if np.unique(ids).size != ids.size:
@@ -463,43 +556,63 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         return np.ascontiguousarray(ids, np.uint32)
 
     # -- the async API -----------------------------------------------------------
-    def _post(self, env_ids: np.ndarray, actions, cmd: int) -> None:
-        self._seg.post(env_ids, actions, cmd)
-        self._state[env_ids] = _PENDING
-        self._pending += env_ids.size
-
     def send(self, actions, env_id=None) -> None:
         """Sends actions to envs that are waiting for one.
 
         Args:
-            actions: integer action indices, shape ``(n,)``.
+            actions: integer action indices, shape ``(n,)`` (any integer dtype;
+                a list works).
             env_id: int env indices, shape ``(n,)``, no duplicates; default all
                 envs (then ``n == num_envs``).
 
         Raises:
             TypeError: non-integer actions or env ids.
             ValueError: wrong shapes, out-of-range actions or ids, duplicates.
-            CallOrderError: an env is still running, or the pool needs reset().
+            CallOrderError: an env is still running, or the pool needs reset(),
+                or (``autoreset_mode="disabled"``) an env's episode has ended
+                and it was not reset.
             PoolClosedError: the pool is closed or broken.
         """
         self._usable()
         if self._needs_reset:
             raise CallOrderError("call reset() (or async_reset()) before stepping")
+        n_actions = self.single_action_space.n
         if env_id is None:
-            env_ids = np.arange(self.num_envs, dtype=np.uint32)
-            acts = self._check_actions(actions, self.num_envs)
-            busy = np.flatnonzero(self._state != _IDLE)
-            if busy.size:
-                raise CallOrderError(f"env(s) {busy.tolist()} are still running: recv() "
-                                     f"their results before sending to them again")
-        else:
-            env_ids = self._check_env_ids(env_id, None)
-            acts = self._check_actions(actions, env_ids.size)
-        self._post(env_ids, acts, _core.CMD_STEP)
+            acts = _core.check_actions(actions, self.num_envs, n_actions)
+            if self._pending:
+                busy = np.flatnonzero(self._state != _IDLE).tolist()
+                raise CallOrderError(f"env(s) {busy} are still running: recv() their "
+                                     f"results before sending to them again")
+            self._check_not_done(self._done)
+            self._seg.post_all(acts, _core.CMD_STEP)
+            self._state.fill(_PENDING)
+            self._pending = self.num_envs
+            return
+        env_ids = self._check_env_ids(env_id)
+        acts = _core.check_actions(actions, env_ids.size, n_actions)
+        self._check_not_done(self._done[env_ids], env_ids)
+        self._seg.post(env_ids, acts, _core.CMD_STEP)
+        self._state[env_ids] = _PENDING
+        self._pending += env_ids.size
 
-    def async_reset(self, seed: int | None = None) -> None:
-        """Resets every env without waiting; collect the results with :meth:`recv`."""
+    def _check_not_done(self, done: np.ndarray, env_ids: np.ndarray | None = None) -> None:
+        if done.any():
+            ended = np.flatnonzero(done) if env_ids is None else env_ids[done]
+            raise CallOrderError(
+                f"env(s) {ended.tolist()} ended an episode and autoreset_mode is "
+                f"'disabled': reset them first with reset(options={{'reset_mask': mask}})")
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Resets envs without waiting; collect the results with :meth:`recv`.
+
+        Args:
+            seed, options: as :meth:`reset`.
+
+        Raises:
+            As :meth:`reset`.
+        """
         self._usable()
+        mask = self._check_reset_options(seed, options)
         if self._pending:
             raise CallOrderError(f"{self._pending} env(s) are still running: recv() "
                                  f"their results before resetting")
@@ -509,8 +622,44 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
             cmd = _core.CMD_RESEED
-        self._post(np.arange(self.num_envs, dtype=np.uint32), None, cmd)
+        if mask is None:
+            self._seg.post_all(None, cmd)
+            self._done[:] = False
+        else:
+            # Every env publishes one result per round: the others republish
+            # their current observation.
+            all_envs = np.arange(self.num_envs, dtype=np.uint32)
+            self._seg.post(all_envs[mask], None, cmd)
+            self._seg.post(all_envs[~mask], None, _core.CMD_OBSERVE)
+            self._done[mask] = False
+        self._state.fill(_PENDING)
+        self._pending = self.num_envs
         self._needs_reset = False
+
+    def _check_reset_options(self, seed, options) -> np.ndarray | None:
+        """Validates reset()'s options; returns the reset mask or None (all envs)."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if options:
+            raise ValueError(f"reset() takes only the option 'reset_mask', got {sorted(options)}")
+        if mask is None:
+            return None
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask).__name__}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
+                             f"got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError("options['reset_mask'] must hold at least one True value")
+        if seed is not None:
+            raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
+                             "be combined with options['reset_mask']")
+        if self._needs_reset and not mask.all():
+            raise CallOrderError("the first reset must reset every env: call reset() "
+                                 "without 'reset_mask'")
+        return mask.copy()
 
     def recv(self):
         """Waits for the next batch of ``batch_size`` results.
@@ -520,7 +669,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             ``(batch_size, *single_observation_space.shape)``, ``reward``
             float32, the flags bool, each ``(batch_size,)``; ``info["env_id"]``
             (int32) says which env each row belongs to. In a synchronous pool
-            rows are in env order.
+            rows are in env order. With ``zero_copy=True`` ``obs`` is a
+            read-only view into the ring (see :func:`make`).
 
         Raises:
             CallOrderError: fewer than ``batch_size`` envs are running.
@@ -535,44 +685,43 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                  f"{self._pending} are: send() actions first")
         seg, batch = self._seg, self._taken
         while True:
-            code = seg.wait_batch(batch, 0, _POLL)
+            code = seg.wait_batch(batch, _POLL)
             if code == _core.OK:
                 break
             self._wait_failed(code)
-        fields, obs_view = self._slots[batch % len(self._slots)]
-        obs = obs_view.copy()
-        env_id = fields["env_id"].copy()
-        reward = fields["reward"].copy()
-        terminated = fields["terminated"].astype(bool)
-        truncated = fields["truncated"].astype(bool)
-        info = self._info(fields, env_id)
+        raw = np.empty(self._fields_nbytes, np.uint8)
+        if self._zero_copy:
+            seg.copy_batch(batch, raw, None)
+            obs = self._ring_obs[batch % len(self._ring_obs)]
+        else:
+            obs = np.empty(self._batch_obs_shape, np.uint8)
+            seg.copy_batch(batch, raw, obs.reshape(-1))
+        f = self._fields(raw)
+        final = final_obs = None
+        if self._has_final and (f["flags"] & _core.FLAG_FINAL).any():
+            raw_final = np.empty(self._fields_nbytes, np.uint8)
+            final_obs = np.empty(self._batch_obs_shape, np.uint8)
+            seg.copy_batch(batch, raw_final, final_obs.reshape(-1), final=True)
+            final = self._fields(raw_final)
         seg.take_batch(batch)
         self._taken = batch + 1
-        self._state[env_id] = _IDLE
-        self._pending -= env_id.size
-        return obs, reward, terminated, truncated, info
+        env_id = f["env_id"]
+        if self.batch_size == self.num_envs:
+            self._state.fill(_IDLE)
+        else:
+            self._state[env_id] = _IDLE
+        self._pending -= self.batch_size
+        terminated, truncated = f["terminated"].view(bool), f["truncated"].view(bool)
+        if self._autoreset == "disabled":
+            stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
+            self._done[env_id[stepped]] = (terminated | truncated)[stepped]
+        return (obs, f["reward"], terminated, truncated,
+                results.build_info(f, final, final_obs))
 
-    @staticmethod
-    def _info(fields, env_id) -> dict:
-        info = {
-            "env_id": env_id,
-            "lives": fields["lives"].copy(),
-            "raw_reward": fields["raw_reward"].copy(),
-            "game_over": fields["game_over"].astype(bool),
-            "elapsed_step": fields["elapsed_step"].copy(),
-            "episode_frame_number": fields["episode_frames"].copy(),
-            "frame_number": fields["frame_number"].copy(),
-            "reset": (fields["flags"] & _core.FLAG_RESET).astype(bool),
-        }
-        done = fields["episode_done"].astype(bool)
-        if done.any():
-            info["episode"] = {
-                "r": np.where(done, fields["episode_return"], 0.0),
-                "l": np.where(done, fields["elapsed_step"], 0).astype(np.int32),
-                "frames": np.where(done, fields["episode_frames"], 0),
-            }
-            info["_episode"] = done
-        return info
+    def _fields(self, raw: np.ndarray) -> dict:
+        """Views of a batch's fields in a private copy of their bytes."""
+        return {name: np.ndarray((self.batch_size,), dtype, raw, off)
+                for name, dtype, off in self._field_offsets}
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -581,20 +730,29 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Args:
             seed: None continues each env's random streams; an int re-derives
                 every env from it, as :func:`make`'s ``seed`` does.
-            options: must be None or empty.
+            options: None, or ``{"reset_mask": mask}`` with ``mask`` a bool
+                array of shape ``(num_envs,)`` holding at least one True, as
+                Gymnasium's vector envs: only the envs in ``mask`` are reset;
+                the others return their current observation unchanged,
+                nothing emulated (``info["reset"]`` tells them apart). This is
+                how envs are reset under ``autoreset_mode="disabled"``, and it
+                works in every mode. It cannot be combined with ``seed``.
 
         Returns:
             (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
             in a synchronous pool; with ``batch_size < num_envs``, as EnvPool,
             the first ``batch_size`` envs ready (see ``info["env_id"]``).
 
+            After an episode ended by a lost life (``episodic_life``) a reset
+            continues that game, as SB3's EpisodicLifeEnv; with ``seed`` every
+            env starts a new game.
+
         Raises:
-            CallOrderError: envs are still running (async use without recv).
+            CallOrderError: envs are still running (async use without recv), or
+                a ``reset_mask`` before the first full reset.
             TypeError, ValueError: a bad seed or options.
         """
-        if options:
-            raise ValueError(f"reset() takes no options, got {sorted(options)}")
-        self.async_reset(seed=seed)
+        self.async_reset(seed=seed, options=options)
         obs, _, _, _, info = self.recv()
         return obs, info
 

@@ -36,10 +36,45 @@ def _untrack(shm: shared_memory.SharedMemory) -> None:
         resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001
 
 
-def _open(name: str, create: bool, size: int) -> shared_memory.SharedMemory:
+class _Attached:
+    """A segment mapped by a process that does not own it (Python < 3.13).
+
+    ``SharedMemory(name)`` registers even a mere attach with the resource
+    tracker there, and a creator and its forked worker registering and
+    unregistering the same name race inside the tracker (``KeyError`` noise,
+    or an unlink by a process that only attached). This maps the segment the
+    way ``SharedMemory`` does (``shm_open`` then ``mmap``) without the tracker.
+    """
+
+    def __init__(self, name: str):
+        import mmap
+
+        import _posixshmem  # the module SharedMemory itself is built on
+
+        fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+        try:
+            size = os.fstat(fd).st_size
+            self._mmap = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.name, self.size = name, size
+        self.buf = memoryview(self._mmap)
+
+    def close(self) -> None:
+        if self.buf is not None:
+            self.buf.release()
+            self.buf = None
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+
+def _open(name: str, create: bool, size: int):
     if _TRACK_KW:
         return shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
-    shm = shared_memory.SharedMemory(name=name, create=create, size=size)
+    if not create:
+        return _Attached(name)
+    shm = shared_memory.SharedMemory(name=name, create=True, size=size)
     _untrack(shm)
     return shm
 
@@ -96,8 +131,14 @@ def _destroy(shm: shared_memory.SharedMemory) -> None:
             pass
 
 
-def attach(name: str) -> shared_memory.SharedMemory:
-    """Maps an existing segment (without taking ownership of it)."""
+def attach(name: str):
+    """Maps an existing segment without taking ownership of it (and without
+    the resource tracker). The result has ``name``, ``size``, ``buf`` and
+    ``close()``, like ``SharedMemory``.
+
+    Raises:
+        FileNotFoundError: no segment of that name.
+    """
     return _open(name, False, 0)
 
 

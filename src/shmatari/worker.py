@@ -37,7 +37,7 @@ def _on_sigterm(signum, frame):
 
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
-                spin: int) -> None:
+                spin: tuple[int, int]) -> None:
     """Entry point of a worker process (the target of ``Process``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -76,7 +76,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         if worker == 0:
             _core.set_num_actions(seg, cores[0].action_ids())
         _core.mark_worker(seg, worker, _core.WORKER_READY)
-        status = _core.worker_loop(seg, worker, cores, reseed, parent_alive, spin=spin)
+        status = _core.worker_loop(seg, worker, cores, reseed, parent_alive,
+                                   spin_ns=spin[0], spin_mode=spin[1])
         exitcode = 0
         _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except _Terminated:

@@ -31,6 +31,7 @@ int main(void) {
   M(shmatari_header, slot_obs_offset) M(shmatari_header, slot_field_offset)
   M(shmatari_header, action_set) M(shmatari_header, owner_pid) M(shmatari_header, client_pid)
   M(shmatari_header, pool_state) M(shmatari_header, field_count) M(shmatari_header, seed_words)
+  M(shmatari_header, autoreset_mode) M(shmatari_header, slot_final_offset)
   M(shmatari_header, main_seq) M(shmatari_header, main_sleeping)
   M(shmatari_header, ready_workers) M(shmatari_header, failed_workers)
   M(shmatari_header, alloc_pos) M(shmatari_header, consumed_batches)
@@ -54,7 +55,9 @@ int main(void) {
 #define C(name) printf(", \"%s\": %lld", #name, (long long)(name));
   C(SHMATARI_ABI_MINOR) C(SHMATARI_ALIGN) C(SHMATARI_SLOT_HEADER_BYTES) C(SHMATARI_ERROR_BYTES)
   C(SHMATARI_MAX_ACTIONS) C(SHMATARI_SEED_WORDS) C(SHMATARI_FLAG_RESET) C(SHMATARI_FLAG_RESTARTED)
-  C(SHMATARI_CMD_STEP) C(SHMATARI_CMD_RESET) C(SHMATARI_CMD_RESEED)
+  C(SHMATARI_FLAG_FINAL) C(SHMATARI_FLAG_OBSERVED)
+  C(SHMATARI_CMD_STEP) C(SHMATARI_CMD_RESET) C(SHMATARI_CMD_RESEED) C(SHMATARI_CMD_OBSERVE)
+  C(SHMATARI_AUTORESET_NEXT_STEP) C(SHMATARI_AUTORESET_SAME_STEP) C(SHMATARI_AUTORESET_DISABLED)
   C(SHMATARI_WORKER_STARTING) C(SHMATARI_WORKER_READY) C(SHMATARI_WORKER_FAILED)
   C(SHMATARI_WORKER_EXITED) C(SHMATARI_POOL_STARTING) C(SHMATARI_POOL_RUNNING)
   C(SHMATARI_POOL_CLOSING)

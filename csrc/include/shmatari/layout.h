@@ -27,6 +27,9 @@
  *   [slot header: 64 bytes, done_count first]
  *   [one array of batch_size elements per shmatari_field, 64-aligned]
  *   [obs: batch_size x obs_env_bytes, 64-aligned]
+ *   [final records (same-step pools only, ABI 1.1): from slot_final_offset,
+ *    a copy of the 64-byte-header-plus-fields-plus-obs layout above, whose
+ *    first 64 bytes are unused]
  *
  * Versioning: a client MUST check magic and abi_major and refuse any other
  * major version. A minor version only adds fields in reserved space; a client
@@ -44,7 +47,8 @@ extern "C" {
 #endif
 
 #define SHMATARI_ABI_MAJOR 1u
-#define SHMATARI_ABI_MINOR 0u
+#define SHMATARI_ABI_MINOR 1u /* 1.1: autoreset_mode, slot_final_offset,
+                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED */
 /* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
 #define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
 
@@ -60,8 +64,34 @@ extern "C" {
 enum shmatari_cmd {
   SHMATARI_CMD_NONE = 0,
   SHMATARI_CMD_STEP = 1,   /* one agent step with `action` */
-  SHMATARI_CMD_RESET = 2,  /* reset the episode, keep the env's RNG stream */
-  SHMATARI_CMD_RESEED = 3  /* re-derive the env's RNG from seed_words, reset */
+  SHMATARI_CMD_RESET = 2,  /* start the env's next episode, keeping its RNG
+                              streams (after a life lost under episodic_life
+                              the game goes on: docs/semantics.md) */
+  SHMATARI_CMD_RESEED = 3, /* re-derive the env's RNG from seed_words, reset */
+  SHMATARI_CMD_OBSERVE = 4 /* (1.1) publish the env's current observation
+                              again without emulating: reward 0, every flag
+                              0, SHMATARI_FLAG_OBSERVED set; how a synchronous
+                              client resets only some envs and still gets one
+                              result per env */
+};
+
+/* How an env goes on after a step that ended its episode
+ * (shmatari_header.autoreset_mode, ABI 1.1). The names and meanings are
+ * Gymnasium 1.x's AutoresetMode. */
+enum shmatari_autoreset_mode {
+  SHMATARI_AUTORESET_NEXT_STEP = 0, /* the env's next STEP resets it instead,
+                                       ignores its action and publishes the
+                                       reset (reward 0, terminated and
+                                       truncated 0, SHMATARI_FLAG_RESET) */
+  SHMATARI_AUTORESET_SAME_STEP = 1, /* the done step resets at once: its row
+                                       holds the reset's obs and fields except
+                                       reward, terminated and truncated, which
+                                       are the step's; the step's own result
+                                       is the row's final record, and
+                                       SHMATARI_FLAG_FINAL is set */
+  SHMATARI_AUTORESET_DISABLED = 2   /* the client MUST post CMD_RESET to a done
+                                       env before stepping it; a worker that
+                                       gets a STEP anyway behaves as NEXT_STEP */
 };
 
 /* Worker states (shmatari_worker_ctrl.state). */
@@ -103,6 +133,11 @@ enum shmatari_field {
 
 #define SHMATARI_FLAG_RESET 1u     /* the result of a reset, not of an action */
 #define SHMATARI_FLAG_RESTARTED 2u /* the env's worker was restarted */
+#define SHMATARI_FLAG_FINAL 4u     /* (1.1, same-step pools) the row is the
+                                      reset that followed a done step; the
+                                      row's final record holds that step's
+                                      result */
+#define SHMATARI_FLAG_OBSERVED 8u  /* (1.1) the result of CMD_OBSERVE */
 
 /* Element size in bytes, and NumPy type string, of each field. */
 #define SHMATARI_FIELD_BYTES {4, 4, 1, 1, 4, 4, 1, 4, 8, 8, 8, 1, 4}
@@ -160,7 +195,19 @@ typedef struct shmatari_header {
   uint64_t seed_words[SHMATARI_SEED_WORDS]; /* 352: the pool seed, 256 bits,
                             least significant word first; rewritten by the
                             client before posting SHMATARI_CMD_RESEED */
-  uint64_t reserved0[16]; /* 384..511 */
+  uint32_t autoreset_mode; /* 384: (1.1) enum shmatari_autoreset_mode;
+                             written by the creator; an input of
+                             shmatari_layout_compute */
+  uint32_t reserved0a;     /* 388 */
+  uint64_t slot_final_offset; /* 392: (1.1) from the slot's start; 0 unless
+                             autoreset_mode is SAME_STEP. The final record of
+                             result j has field f at slot_final_offset +
+                             slot_field_offset[f] (element j) and its obs at
+                             slot_final_offset + slot_obs_offset +
+                             j * obs_env_bytes. Written by the worker before
+                             it bumps done_count, and valid only in rows
+                             whose flags hold SHMATARI_FLAG_FINAL */
+  uint64_t reserved0[14];  /* 400..511 */
 
   /* 512: one cache line of words the workers write and the client sleeps on */
   uint32_t main_seq;      /* 512: bumped by a worker when a slot fills, a
@@ -229,6 +276,10 @@ typedef struct shmatari_slot_header {
 #endif
 SHMATARI_STATIC_ASSERT(sizeof(shmatari_header) == SHMATARI_HEADER_BYTES,
                        "header size");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, autoreset_mode) == 384,
+                       "autoreset_mode");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, slot_final_offset) == 392,
+                       "slot_final_offset");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, main_seq) == 512, "main_seq");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, alloc_pos) == 576, "alloc");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, consumed_batches) == 640,
@@ -250,15 +301,16 @@ static inline uint32_t shmatari_min_ring_depth(uint32_t num_envs,
 
 /* Fills in every size and offset of h from its geometry (num_envs,
  * num_workers, batch_size, ring_depth, stack_num, img_height, img_width,
- * channels, frame_skip), and the identity words. Returns 0, or -1 if the
- * geometry is invalid. */
+ * channels, frame_skip, autoreset_mode), and the identity words. Returns 0,
+ * or -1 if the geometry is invalid. */
 static inline int shmatari_layout_compute(shmatari_header *h) {
   static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
   if (h->num_envs < 1 || h->num_workers < 1 || h->num_workers > h->num_envs ||
       h->batch_size < 1 || h->batch_size > h->num_envs ||
       h->ring_depth < shmatari_min_ring_depth(h->num_envs, h->batch_size) ||
       h->stack_num < 1 || h->img_height < 1 || h->img_width < 1 ||
-      (h->channels != 1 && h->channels != 3) || h->frame_skip < 1)
+      (h->channels != 1 && h->channels != 3) || h->frame_skip < 1 ||
+      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED)
     return -1;
   h->magic = SHMATARI_MAGIC;
   h->abi_major = SHMATARI_ABI_MAJOR;
@@ -276,6 +328,11 @@ static inline int shmatari_layout_compute(shmatari_header *h) {
   }
   h->slot_obs_offset = off;
   h->slot_bytes = shmatari_align_up(off + h->obs_env_bytes * h->batch_size);
+  h->slot_final_offset = 0;
+  if (h->autoreset_mode == SHMATARI_AUTORESET_SAME_STEP) {
+    h->slot_final_offset = h->slot_bytes;
+    h->slot_bytes *= 2;
+  }
 
   off = SHMATARI_HEADER_BYTES;
   h->env_ctrl_offset = off;

@@ -134,12 +134,6 @@ static inline int shmatari_fail(char *msg, size_t len, int code,
   return code;
 }
 
-static inline int64_t shmatari_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * SHMATARI_SECOND + ts.tv_nsec;
-}
-
 /* 1 if process pid exists and is not a zombie, else 0. A process that
  * exists but belongs to another user counts as alive. */
 static inline int shmatari_pid_alive(int32_t pid) {
@@ -217,7 +211,10 @@ static inline int shmatari_check_header(const void *base, uint64_t size,
                <= h->total_bytes &&
            h->slots_offset + (uint64_t)h->ring_depth * h->slot_bytes
                <= h->total_bytes &&
-           h->slot_obs_offset + h->obs_env_bytes * h->batch_size <= h->slot_bytes;
+           h->slot_obs_offset + h->obs_env_bytes * h->batch_size <= h->slot_bytes &&
+           (h->slot_final_offset == 0 ||
+            h->slot_final_offset + h->slot_obs_offset +
+                    h->obs_env_bytes * h->batch_size <= h->slot_bytes);
   for (unsigned f = 0; ok && f < SHMATARI_FIELD_COUNT; f++)
     ok = h->slot_field_offset[f] >= SHMATARI_SLOT_HEADER_BYTES &&
          h->slot_field_offset[f] + (uint64_t)field_bytes[f] * h->batch_size
@@ -306,21 +303,22 @@ static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
 }
 
 /* Sleeps on main_seq (seen: its value read before checking the condition)
- * for at most one poll interval and at most until deadline_ns (< 0: none).
- * Returns SHMATARI_OK when woken or after a quiet interval in which the pool
- * stayed alive, _ERR_TIMEOUT once the deadline has passed, _ERR_INTERRUPTED
- * on a signal, or what shmatari_pool_check found. */
+ * for at most slice_ns and at most until deadline_ns (< 0: none), after
+ * polling it for spin_ns in spin_mode (see shmatari_wait_change). Returns
+ * SHMATARI_OK when woken or after a quiet slice in which the pool stayed
+ * alive, _ERR_TIMEOUT once the deadline has passed, _ERR_INTERRUPTED on a
+ * signal, or what shmatari_pool_check found. */
 static inline int shmatari_sleep_main(shmatari_header *h, uint32_t seen,
-                                      int spin, int64_t deadline_ns,
-                                      int64_t slice_ns, char *msg,
-                                      size_t len) {
+                                      int64_t spin_ns, int spin_mode,
+                                      int64_t deadline_ns, int64_t slice_ns,
+                                      char *msg, size_t len) {
   if (deadline_ns >= 0) {
     int64_t left = deadline_ns - shmatari_now_ns();
     if (left <= 0) return SHMATARI_ERR_TIMEOUT;
     if (left < slice_ns) slice_ns = left;
   }
-  int r = shmatari_wait_change(&h->main_seq, seen, &h->main_sleeping, spin,
-                               slice_ns);
+  int r = shmatari_wait_change(&h->main_seq, seen, &h->main_sleeping, spin_ns,
+                               spin_mode, slice_ns);
   if (r == SHMATARI_WAIT_EINTR)
     return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
                          "interrupted by a signal");
@@ -342,7 +340,8 @@ static inline int shmatari_wait_running(shmatari_header *h, int64_t timeout_ns,
     if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
     int r = shmatari_pool_check(h, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, 0, deadline, SHMATARI_POLL_NS, msg, len);
+      r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+                              SHMATARI_POLL_NS, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "the pool was still starting after "
                            "%.1f s", (double)timeout_ns / SHMATARI_SECOND);
@@ -407,8 +406,8 @@ static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
      * commands finish. */
     int r = shmatari_pool_check(h, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, 0, deadline, SHMATARI_SECOND / 100, msg,
-                              len);
+      r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+                              SHMATARI_SECOND / 100, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "env %u was still running a command "
                            "of the previous client after %.1f s", busy,
@@ -480,8 +479,8 @@ static inline void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
   }
 }
 
-/* Waits until batch `batch` (a count of batches consumed) is full, busy-
- * polling `spin` times before sleeping. Returns SHMATARI_OK, _ERR_TIMEOUT
+/* Waits until batch `batch` (a count of batches consumed) is full, polling
+ * for spin_ns in spin_mode before sleeping (shmatari_wait_change). Returns SHMATARI_OK, _ERR_TIMEOUT
  * after timeout_ns (< 0: no limit), _ERR_INTERRUPTED on a signal, or a
  * liveness error: the pool's words are checked at every wake-up, the
  * processes' ids after each SHMATARI_POLL_NS of sleep, and the server's id
@@ -489,7 +488,8 @@ static inline void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
  * between calls, starting at 0) has passed, so that a client kept busy by
  * workers that outlive their server still learns of its death. */
 static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
-                                      int spin, int64_t timeout_ns,
+                                      int64_t spin_ns, int spin_mode,
+                                      int64_t timeout_ns,
                                       int64_t *next_check_ns, char *msg,
                                       size_t len) {
   shmatari_slot_header *slot = (shmatari_slot_header *)shmatari_slot(h, batch);
@@ -506,8 +506,8 @@ static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
       return SHMATARI_OK;
     int r = shmatari_pool_check(h, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, spin, deadline, SHMATARI_POLL_NS, msg,
-                              len);
+      r = shmatari_sleep_main(h, seen, spin_ns, spin_mode, deadline,
+                              SHMATARI_POLL_NS, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT) {
       if (shmatari_load_acquire(&slot->done_count) >= h->batch_size)
         return SHMATARI_OK;
@@ -515,7 +515,7 @@ static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
                            (double)timeout_ns / SHMATARI_SECOND);
     }
     if (r != SHMATARI_OK) return r;
-    spin = 0;
+    spin_ns = 0;
   }
 }
 
@@ -548,6 +548,12 @@ typedef struct shmatari_batch {
   const void *field[SHMATARI_FIELD_COUNT]; /* every field by enum
                                shmatari_field, size elements each, of
                                SHMATARI_FIELD_BYTES / SHMATARI_FIELD_TYPES */
+  /* Same-step pools (autoreset_mode SHMATARI_AUTORESET_SAME_STEP), else
+   * NULL: the final records, laid out as obs and field above. Row i's are
+   * valid only when its flags hold SHMATARI_FLAG_FINAL: the result of the
+   * step that ended the episode, whose row holds the reset that followed. */
+  const uint8_t *final_obs;
+  const void *final_field[SHMATARI_FIELD_COUNT];
 } shmatari_batch;
 
 typedef struct shmatari_client {
@@ -555,8 +561,9 @@ typedef struct shmatari_client {
                            NULL when not attached */
   uint64_t map_bytes;   /* bytes mapped */
   int32_t pid;          /* this process: the claim's holder */
-  int spin;             /* busy-poll iterations before a wait sleeps (0);
-                           worth a few hundred with a core to spare */
+  int64_t spin_ns;      /* how long a wait polls before it sleeps (0); worth
+                           tens of microseconds with a core to spare */
+  int spin_mode;        /* SHMATARI_SPIN_PAUSE (default) or _YIELD */
   int64_t next_check_ns; /* when a wait next checks the server's pid */
   uint64_t taken;       /* batches consumed (the next batch's index) */
   int holding;          /* 1 while the last batch returned is not consumed */
@@ -785,16 +792,20 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
     return shmatari_fail(msg, len, SHMATARI_ERR_STATE, "a batch needs %u "
                          "running envs, %u are: send or reset first",
                          h->batch_size, c->pending);
-  int r = shmatari_wait_batch(h, c->taken, c->spin, timeout_ns,
-                              &c->next_check_ns, msg, len);
+  int r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode,
+                              timeout_ns, &c->next_check_ns, msg, len);
   if (r != SHMATARI_OK) return r;
   const char *slot = shmatari_slot(h, c->taken);
   out->index = c->taken;
   out->size = h->batch_size;
   out->obs = (const uint8_t *)(slot + h->slot_obs_offset);
   out->obs_stride = h->obs_env_bytes;
-  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++)
+  const char *fin = h->slot_final_offset ? slot + h->slot_final_offset : NULL;
+  out->final_obs = fin ? (const uint8_t *)(fin + h->slot_obs_offset) : NULL;
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
     out->field[f] = slot + h->slot_field_offset[f];
+    out->final_field[f] = fin ? fin + h->slot_field_offset[f] : NULL;
+  }
   out->env_id = (const int32_t *)out->field[SHMATARI_FIELD_ENV_ID];
   out->reward = (const float *)out->field[SHMATARI_FIELD_REWARD];
   out->terminated = (const uint8_t *)out->field[SHMATARI_FIELD_TERMINATED];

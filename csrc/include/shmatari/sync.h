@@ -38,6 +38,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#include <sched.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -148,16 +149,38 @@ static inline void shmatari_kernel_wake(uint32_t *word) {
 #endif
 }
 
+static inline int64_t shmatari_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spin modes for shmatari_wait_change. */
+#define SHMATARI_SPIN_PAUSE 0 /* busy-poll with the CPU's pause hint: for a
+                                 waiter that has a core to itself */
+#define SHMATARI_SPIN_YIELD 1 /* poll with sched_yield(): gives the core to any
+                                 runnable process, for oversubscribed cores */
+
 /* The waiter's side of the protocol above: returns once *word != expected
  * (SHMATARI_WAIT_CHANGED), or after timeout_ns of sleep (_TIMEOUT), or on a
- * signal (_EINTR). `spin` busy-polls first (0: sleep at once). */
+ * signal (_EINTR). It polls for up to spin_ns first (0: sleep at once),
+ * in spin_mode, then sleeps in the kernel. */
 static inline int shmatari_wait_change(uint32_t *word, uint32_t expected,
-                                       uint32_t *sleeping, int spin,
-                                       int64_t timeout_ns) {
-  for (int i = 0; i < spin; i++) {
-    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected)
-      return SHMATARI_WAIT_CHANGED;
-    shmatari_cpu_relax();
+                                       uint32_t *sleeping, int64_t spin_ns,
+                                       int spin_mode, int64_t timeout_ns) {
+  if (spin_ns > 0) {
+    const int64_t until = shmatari_now_ns() + spin_ns;
+    for (unsigned i = 1;; i++) {
+      if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected)
+        return SHMATARI_WAIT_CHANGED;
+      if (spin_mode == SHMATARI_SPIN_YIELD) {
+        sched_yield();
+      } else {
+        shmatari_cpu_relax();
+        if (i % 64) continue;
+      }
+      if (shmatari_now_ns() >= until) break;
+    }
   }
   __atomic_store_n(sleeping, 1u, __ATOMIC_SEQ_CST);
   int r = SHMATARI_WAIT_CHANGED;

@@ -1,0 +1,571 @@
+"""``shmatari-check``: proves that a seeded rollout replays bit for bit, however it is run.
+
+One rollout (a game, a pool seed, a number of agent steps, a seeded random
+policy, env options) is run several ways, and each env's stream of
+observations, rewards and ``terminated``/``truncated`` flags is hashed:
+
+- ``rerun``: twice as is;
+- ``workers``: with ``num_workers`` N and 1;
+- ``fork``, ``spawn``: with those start methods against the default one;
+- ``async``: synchronously and through the async API (``batch_size`` <
+  ``num_envs``, results in completion order, reassembled by ``env_id``);
+- ``pipe``: through shmatari and through the pipe baseline.
+
+Every variant is compared with the reference run (shmatari, synchronous,
+N workers, the default start method), one verdict line per pairing. On a
+difference the line names the first agent step, env and field that diverge
+(step 0 is the reset observation). The exit status is 0 only when every
+pairing agrees; ``--json FILE`` writes the report.
+
+The policy: env *i*'s *k*-th action is the *k*-th draw of
+``numpy.random.default_rng(shmatari.seeding.worker_seed(policy_seed, i))``
+over the game's actions, so the action an env receives does not depend on
+the order in which results arrive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import hashlib
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import config as _config, seeding
+
+__all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_divergence",
+           "CheckReport", "RunResult", "PairingResult", "PAIRINGS", "FIELDS", "main"]
+
+#: What is compared at each step of each env's stream, in this order.
+FIELDS = ("obs", "reward", "terminated", "truncated")
+
+#: The pairings, by key: each compares the reference run with one variant.
+PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "pipe")
+
+
+# -- the rollout --------------------------------------------------------------------
+
+def policy_actions(num_envs: int, steps: int, n_actions: int, policy_seed: int) -> np.ndarray:
+    """The seeded random policy: int64 array of shape ``(num_envs, steps)``.
+
+    Row *i* is ``numpy.random.default_rng(worker_seed(policy_seed, i))
+    .integers(0, n_actions, steps)``: env *i*'s actions, in the order it takes them.
+
+    Raises:
+        ValueError: ``n_actions`` < 1, or a seed or count out of range.
+    """
+    return np.stack([np.random.default_rng(s).integers(0, n_actions, steps)
+                     for s in seeding.spawn_seeds(policy_seed, num_envs)])
+
+
+class _Streams:
+    """Each env's stream: a SHA-256 over all of it, and an 8-byte digest per
+    (step, field) to find where two streams part."""
+
+    def __init__(self, num_envs: int, steps: int):
+        self.steps = steps
+        self.digests = np.zeros((num_envs, steps + 1, len(FIELDS)), np.uint64)
+        self.hashes = [hashlib.sha256() for _ in range(num_envs)]
+        self.count = np.zeros(num_envs, np.int64)
+
+    def add(self, env: int, obs, reward, terminated, truncated) -> None:
+        k = self.count[env]
+        if k > self.steps:
+            return  # past the budget (async keeps every env busy to the end)
+        parts = (np.ascontiguousarray(obs).tobytes(), np.float32(reward).tobytes(),
+                 bytes([bool(terminated)]), bytes([bool(truncated)]))
+        for f, data in enumerate(parts):
+            self.hashes[env].update(data)
+            self.digests[env, k, f] = int.from_bytes(
+                hashlib.blake2b(data, digest_size=8).digest(), "little")
+        self.count[env] = k + 1
+
+    def add_reset(self, env: int, obs) -> None:
+        # A reset has no reward and no flags: record 0 and False, as Gymnasium.
+        self.add(env, obs, 0.0, False, False)
+
+    def hexdigests(self) -> list[str]:
+        return [h.hexdigest() for h in self.hashes]
+
+
+def _rollout_sync(env, actions: np.ndarray, streams: _Streams, tick) -> None:
+    obs, _ = env.reset()
+    for e in range(env.num_envs):
+        streams.add_reset(e, obs[e])
+    for k in range(actions.shape[1]):
+        obs, reward, terminated, truncated, _ = env.step(actions[:, k])
+        for e in range(env.num_envs):
+            streams.add(e, obs[e], reward[e], terminated[e], truncated[e])
+        tick(k + 1)
+
+
+def _rollout_async(env, actions: np.ndarray, streams: _Streams, tick) -> None:
+    """``async_reset``, then ``recv``/``send`` until every env has taken its
+    ``steps``; env *e* is always sent its own next action. Envs past their
+    budget keep stepping (``recv`` needs ``batch_size`` running envs), and
+    their results are dropped."""
+    steps = actions.shape[1]
+    env.async_reset()
+    while streams.count.min() <= steps:
+        obs, reward, terminated, truncated, info = env.recv()
+        ids = info["env_id"]
+        for j, e in enumerate(ids):
+            if streams.count[e] == 0:
+                streams.add_reset(e, obs[j])
+            else:
+                streams.add(e, obs[j], reward[j], terminated[j], truncated[j])
+        taken = streams.count[ids] - 1  # agent steps each of these envs has taken
+        env.send(np.where(taken < steps, actions[ids, np.minimum(taken, steps - 1)], 0), ids)
+        tick(int(streams.count.min()) - 1)
+
+
+def stream_hashes(env, steps: int, *, policy_seed: int = 0) -> list[str]:
+    """Resets a synchronous vector env and hashes each env's stream.
+
+    Env *i* takes the actions of :func:`policy_actions` row *i*; its stream is
+    the reset observation, then each step's observation, reward (float32) and
+    ``terminated``/``truncated`` flags.
+
+    Args:
+        env: a synchronous :class:`shmatari.ShmVectorEnv` or pipe baseline.
+        steps: agent steps to take.
+        policy_seed: the policy's seed.
+
+    Returns:
+        list[str]: one SHA-256 hex digest per env.
+
+    Raises:
+        WorkerError, PoolClosedError: as the env's ``reset`` and ``step``.
+    """
+    actions = policy_actions(env.num_envs, steps, int(env.single_action_space.n), policy_seed)
+    streams = _Streams(env.num_envs, steps)
+    _rollout_sync(env, actions, streams, lambda done: None)
+    return streams.hexdigests()
+
+
+# -- comparing ------------------------------------------------------------------------
+
+def first_divergence(a: np.ndarray, b: np.ndarray) -> dict | None:
+    """Where two runs' streams first differ.
+
+    Args:
+        a, b: per-(env, step, field) digests, shape ``(num_envs, steps + 1,
+            len(FIELDS))``; step 0 is the reset.
+
+    Returns:
+        None if they agree, else ``{"step", "env", "field"}``: the earliest
+        step at which any env differs, the lowest such env, and its first
+        differing field in :data:`FIELDS` order.
+    """
+    diff = a != b
+    if not diff.any():
+        return None
+    step = int(np.flatnonzero(diff.any(axis=(0, 2)))[0])
+    env = int(np.flatnonzero(diff[:, step].any(axis=1))[0])
+    field = FIELDS[int(np.flatnonzero(diff[env, step])[0])]
+    return {"step": step, "env": env, "field": field}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    name: str
+    label: str
+    backend: str = "shmatari"
+    num_workers: int | None = None
+    start_method: str | None = None
+    batch_size: int | None = None
+
+
+@dataclasses.dataclass
+class RunResult:
+    """One way of running the rollout.
+
+    Attributes:
+        name: ``reference``, ``rerun``, ``one_worker``, ``fork``, ``spawn``,
+            ``async`` or ``pipe``.
+        label: how it ran, in words.
+        env_hashes: each env's stream SHA-256 (hex); None if the run failed.
+        seconds: wall time, pool start and close included.
+        error: the exception, as text, if the run failed.
+        unseeded_policy: True if its actions came from the global NumPy RNG.
+    """
+
+    name: str
+    label: str
+    env_hashes: list | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    unseeded_policy: bool = False
+    digests: np.ndarray | None = dataclasses.field(default=None, repr=False)
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("label", "env_hashes", "error")}
+        d["seconds"] = round(self.seconds, 3)
+        if self.unseeded_policy:
+            d["unseeded_policy"] = True
+        return d
+
+
+@dataclasses.dataclass
+class PairingResult:
+    """The verdict on one pairing.
+
+    Attributes:
+        key: one of :data:`PAIRINGS`.
+        title: the pairing in words.
+        runs: the two runs' names (reference first).
+        verdict: ``"agree"``, ``"differ"`` or ``"error"``.
+        first_divergence: ``{"step", "env", "field"}`` when they differ (step
+            0 is the reset observation, step *k* follows the *k*-th action).
+        differing_envs: the envs whose whole streams differ.
+        error: why the pairing could not be judged.
+    """
+
+    key: str
+    title: str
+    runs: tuple
+    verdict: str
+    first_divergence: dict | None = None
+    differing_envs: list = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    def line(self, num_envs: int) -> str:
+        """The verdict as one line of text."""
+        if self.verdict == "agree":
+            return f"agree   {self.title}: all {num_envs} env streams identical"
+        if self.verdict == "error":
+            return f"ERROR   {self.title}: {self.error}"
+        d = self.first_divergence
+        where = "at reset" if d["step"] == 0 else f"at agent step {d['step']}"
+        return (f"DIFFER  {self.title}: first divergence {where}, env {d['env']}, field "
+                f"{d['field']}; {len(self.differing_envs)} of {num_envs} env streams differ")
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["runs"] = list(self.runs)
+        return d
+
+
+@dataclasses.dataclass
+class CheckReport:
+    """What :func:`check_reproducibility` found.
+
+    Attributes:
+        config: the rollout (game, seeds, steps, options, pool shapes).
+        runs: :class:`RunResult` by name.
+        pairings: one :class:`PairingResult` per pairing, in order.
+        seconds: wall time of the whole check.
+    """
+
+    config: dict
+    runs: dict
+    pairings: list
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """True when every pairing agrees."""
+        return all(p.verdict == "agree" for p in self.pairings)
+
+    def lines(self) -> list[str]:
+        """One verdict line per pairing, then a summary line."""
+        n = self.config["num_envs"]
+        out = [p.line(n) for p in self.pairings]
+        agree = sum(p.verdict == "agree" for p in self.pairings)
+        c = self.config
+        what = (f"{c['game']}, {n} envs x {c['steps']} steps, seed {c['seed']}, "
+                f"{self.seconds:.1f} s")
+        total = len(self.pairings)
+        if self.ok:
+            out.append(f"shmatari-check: {'all ' * (total > 1)}{total} pairing"
+                       f"{'s agree' if total > 1 else ' agrees'} ({what})")
+        else:
+            out.append(f"shmatari-check: {total - agree} of {total} pairing{'s' * (total > 1)} "
+                       f"do not agree ({what})")
+        return out
+
+    def as_dict(self) -> dict:
+        """The report as JSON-ready types, with the machine it ran on."""
+        from . import __version__
+        from .bench import machine_info
+
+        return {
+            "tool": "shmatari-check",
+            "shmatari": __version__,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "ok": self.ok,
+            "config": self.config,
+            "step_meaning": "step 0 is the reset observation; step k follows the k-th action",
+            "fields": list(FIELDS),
+            "pairings": [p.as_dict() for p in self.pairings],
+            "runs": {name: r.as_dict() for name, r in self.runs.items()},
+            "seconds": round(self.seconds, 3),
+            "machine": machine_info(),
+        }
+
+
+def _plans(num_workers: int, batch_size: int, pairings: Sequence[str]):
+    """The runs needed and the (key, title, variant) of each pairing."""
+    default = _config.default_start_method()
+    ref = _Plan("reference", f"shmatari, sync, {num_workers} workers, {default}",
+                num_workers=num_workers, start_method=default)
+    variants = {
+        "rerun": ("twice as is", dataclasses.replace(ref, name="rerun")),
+        "workers": (f"num_workers {num_workers} vs 1",
+                    _Plan("one_worker", f"shmatari, sync, 1 worker, {default}",
+                          num_workers=1, start_method=default)),
+        "fork": (f"start method {default} vs fork",
+                 _Plan("fork", f"shmatari, sync, {num_workers} workers, fork",
+                       num_workers=num_workers, start_method="fork")),
+        "spawn": (f"start method {default} vs spawn",
+                  _Plan("spawn", f"shmatari, sync, {num_workers} workers, spawn",
+                        num_workers=num_workers, start_method="spawn")),
+        "async": (f"sync vs async (batch_size {batch_size})",
+                  _Plan("async", f"shmatari, async, batch_size {batch_size}, "
+                                 f"{num_workers} workers, {default}",
+                        num_workers=num_workers, start_method=default, batch_size=batch_size)),
+        "pipe": ("shmatari vs pipe baseline",
+                 _Plan("pipe", f"pipe baseline, 1 process per env, {default}",
+                       backend="pipe", start_method=default)),
+    }
+    pairs = [(key, variants[key][0], variants[key][1]) for key in PAIRINGS if key in pairings]
+    return [ref] + [p for _, _, p in pairs], pairs
+
+
+class _Progress:
+    """One bar over every run, on stderr (rich when installed, a line per run otherwise)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.bar = None
+        self.enabled = enabled
+        if enabled:
+            try:
+                from rich.console import Console
+                from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                           TimeElapsedColumn)
+            except ImportError:
+                return
+            self.bar = Progress(TextColumn("{task.description:<48}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("shmatari-check", total=total)
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def run(self, label: str, done_before: int):
+        """Starts a run; returns ``tick(steps_done_in_this_run)``."""
+        if not self.bar:
+            if self.enabled:
+                print(f"shmatari-check: {label} ...", file=sys.stderr, flush=True)
+            return lambda done: None
+        self.bar.update(self.task, description=label, completed=done_before)
+        return lambda done: self.bar.update(self.task, completed=done_before + done)
+
+
+def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
+             options: dict, policy, tick) -> RunResult:
+    from .baselines import make_pipe
+    from .env import make
+
+    result = RunResult(plan.name, plan.label)
+    t0 = time.perf_counter()
+    try:
+        if plan.backend == "pipe":
+            env = make_pipe(game, num_envs, seed=seed, start_method=plan.start_method, **options)
+        else:
+            env = make(game, num_envs, seed=seed, num_workers=plan.num_workers,
+                       batch_size=plan.batch_size, start_method=plan.start_method, **options)
+        with env:
+            actions = policy(int(env.single_action_space.n))
+            streams = _Streams(num_envs, steps)
+            if plan.batch_size is not None and plan.batch_size < num_envs:
+                _rollout_async(env, actions, streams, tick)
+            else:
+                _rollout_sync(env, actions, streams, tick)
+        result.env_hashes, result.digests = streams.hexdigests(), streams.digests
+    except Exception as exc:  # noqa: BLE001 - a failed run is a verdict, not a crash
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _judge(key: str, title: str, ref: RunResult, other: RunResult) -> PairingResult:
+    runs = (ref.name, other.name)
+    failed = [r for r in (ref, other) if r.error]
+    if failed:
+        why = "; ".join(f"{r.name} run failed: {r.error}" for r in failed)
+        return PairingResult(key, title, runs, "error", error=why)
+    where = first_divergence(ref.digests, other.digests)
+    if where is None:
+        return PairingResult(key, title, runs, "agree")
+    envs = [e for e, (x, y) in enumerate(zip(ref.env_hashes, other.env_hashes)) if x != y]
+    return PairingResult(key, title, runs, "differ", first_divergence=where, differing_envs=envs)
+
+
+def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: int = 300,
+                          seed: int = 0, policy_seed: int | None = None,
+                          num_workers: int | None = None, batch_size: int | None = None,
+                          pairings: Sequence[str] | None = None, progress: bool = False,
+                          unseeded_policy: str | None = None, **options) -> CheckReport:
+    """Runs one seeded rollout several ways and checks every env's stream agrees.
+
+    See the module docstring for the runs and pairings. Each run starts a
+    fresh pool and closes it; the check takes seconds at its defaults.
+
+    Args:
+        game: the game, as :func:`shmatari.make` takes it.
+        num_envs: envs per run (>= 2, so that workers and batches can vary).
+        steps: agent steps per env.
+        seed: the pool seed.
+        policy_seed: the policy's seed (default ``seed``); see :func:`policy_actions`.
+        num_workers: N for every shmatari run but ``one_worker`` (2..num_envs;
+            default: the cores available, at least 2, at most ``num_envs``).
+        batch_size: the async run's batch (1..num_envs - 1; default ``num_envs // 2``).
+        pairings: keys of :data:`PAIRINGS` to run (default all).
+        progress: show a progress bar on stderr.
+        unseeded_policy: **test only**, to see a failure: the name of a run
+            (``"rerun"``, ``"one_worker"``, ``"fork"``, ``"spawn"``, ``"async"``,
+            ``"pipe"``) whose actions are drawn from NumPy's global RNG, which
+            the check never seeds, so that run diverges from the reference.
+        **options: env options, as :func:`shmatari.make`.
+
+    Returns:
+        CheckReport: ``report.ok`` is True when every pairing agrees.
+
+    Raises:
+        TypeError: an argument of the wrong type, or an unknown option.
+        ValueError: an unknown game, pairing or run, or a value out of range.
+            Both are raised before any process starts.
+    """
+    num_envs = _config._int("num_envs", num_envs, 1)
+    if num_envs < 2:
+        raise ValueError(f"num_envs must be >= 2 so that num_workers and batch_size can vary, "
+                         f"got {num_envs}")
+    if num_workers is None:
+        num_workers = min(num_envs, max(2, _config.available_cores()))
+    if batch_size is None:
+        batch_size = num_envs // 2
+    cfg = _config.build_config(game, num_envs, num_workers=num_workers, batch_size=batch_size,
+                               seed=seed, **options)
+    if cfg.num_workers < 2:
+        raise ValueError(f"num_workers must be >= 2 (it is compared with 1), got {num_workers}")
+    if cfg.batch_size >= cfg.num_envs:
+        raise ValueError(f"batch_size must be < num_envs ({cfg.num_envs}) for the async run, "
+                         f"got {cfg.batch_size}")
+    steps = _config._int("steps", steps, 1)
+    if policy_seed is None:
+        policy_seed = cfg.seed
+    policy_seed = seeding.check_seed(policy_seed, "policy_seed")
+    pairings = PAIRINGS if pairings is None else tuple(pairings)
+    unknown = [p for p in pairings if p not in PAIRINGS]
+    if unknown:
+        raise ValueError(f"unknown pairing(s) {unknown}; choose from {', '.join(PAIRINGS)}")
+    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings)
+    names = [p.name for p in plans]
+    if unseeded_policy is not None and unseeded_policy not in names[1:]:
+        raise ValueError(f"unseeded_policy must name a variant run ({', '.join(names[1:])}), "
+                         f"got {unseeded_policy!r}")
+
+    def seeded(n_actions):
+        return policy_actions(cfg.num_envs, steps, n_actions, policy_seed)
+
+    def unseeded(n_actions):
+        return np.random.randint(0, n_actions, (cfg.num_envs, steps))
+
+    t0 = time.perf_counter()
+    runs = {}
+    with _Progress(progress, steps * len(plans)) as bar:
+        for i, plan in enumerate(plans):
+            tick = bar.run(plan.label, i * steps)
+            runs[plan.name] = _execute(plan, cfg.game, cfg.num_envs, cfg.seed, steps,
+                                       options, unseeded if plan.name == unseeded_policy
+                                       else seeded, tick)
+            runs[plan.name].unseeded_policy = plan.name == unseeded_policy
+    verdicts = [_judge(key, title, runs["reference"], runs[plan.name])
+                for key, title, plan in pairs]
+    config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
+              "policy_seed": policy_seed, "num_workers": cfg.num_workers,
+              "batch_size": cfg.batch_size, "start_method": _config.default_start_method(),
+              "options": cfg.env_options(), "pairings": list(pairings)}
+    return CheckReport(config, runs, verdicts, time.perf_counter() - t0)
+
+
+# -- the command line -------------------------------------------------------------------
+
+def _option(text: str):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="shmatari-check",
+        description="Runs one seeded rollout several ways (twice, 1 and N workers, fork and "
+                    "spawn, sync and async, shmatari and the pipe baseline) and checks that "
+                    "every env's stream of observations, rewards and flags is identical.",
+        epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments.")
+    p.add_argument("--game", default="Breakout", help="game (default Breakout)")
+    p.add_argument("--num-envs", type=int, default=4, help="envs per run (default 4)")
+    p.add_argument("--steps", type=int, default=300, help="agent steps per env (default 300)")
+    p.add_argument("--seed", type=int, default=0, help="pool seed (default 0)")
+    p.add_argument("--policy-seed", type=int, default=None,
+                   help="seed of the random policy (default: --seed)")
+    p.add_argument("--num-workers", type=int, default=None,
+                   help="workers N, compared with 1 (default: cores, at least 2, at most envs)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="batch of the async run (default num_envs // 2)")
+    p.add_argument("--pairings", default=None,
+                   help=f"comma-separated subset of {','.join(PAIRINGS)} (default all)")
+    p.add_argument("-o", "--option", action="append", type=_option, default=[],
+                   metavar="KEY=VALUE",
+                   help="env option, repeatable: -o repeat_action_probability=0.0")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--unseeded-policy", metavar="RUN", default=None,
+                   help="test only: RUN (rerun, one_worker, fork, spawn, async, pipe) draws "
+                        "its actions from the unseeded global NumPy RNG, to show a failure")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``shmatari-check`` console script; returns the exit status."""
+    import json
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        report = check_reproducibility(
+            args.game, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
+            policy_seed=args.policy_seed, num_workers=args.num_workers,
+            batch_size=args.batch_size,
+            pairings=args.pairings.split(",") if args.pairings else None,
+            progress=not args.quiet, unseeded_policy=args.unseeded_policy, **dict(args.option))
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    for line in report.lines():
+        print(line, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.as_dict(), f, indent=2)
+            f.write("\n")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The ``info`` dict of a batch of results, built one way for every client
+(:class:`shmatari.ShmVectorEnv` and the pipe baseline)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["build_info"]
+
+#: Fields that make up an episode's statistics.
+_EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frames")
+
+
+def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
+    return {
+        "env_id": fields["env_id"],
+        "lives": fields["lives"],
+        "raw_reward": fields["raw_reward"],
+        "game_over": fields["game_over"].view(bool),
+        "elapsed_step": fields["elapsed_step"],
+        "episode_frame_number": fields["episode_frames"],
+        "frame_number": fields["frame_number"],
+        "reset": (fields["flags"] & _core.FLAG_RESET).astype(bool),
+    }
+
+
+def _add_episode(info: dict, fields: Mapping[str, np.ndarray]) -> None:
+    done = fields["episode_done"].view(bool)
+    if done.any():
+        info["episode"] = {
+            "r": np.where(done, fields["episode_return"], 0.0),
+            "l": np.where(done, fields["elapsed_step"], 0).astype(np.int32),
+            "frames": np.where(done, fields["episode_frames"], 0).astype(np.int64),
+        }
+        info["_episode"] = done
+
+
+def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray] | None = None,
+               final_obs: np.ndarray | None = None) -> dict:
+    """The info dict of a batch (see :class:`shmatari.ShmVectorEnv` for its keys).
+
+    Args:
+        fields: every slot field by name (``_core.FIELDS``), each shape
+            ``(n,)``, owned by the caller: arrays may be kept in the dict.
+        final: the rows' final records (same-step pools), as ``fields``; read
+            only in rows whose flags hold ``FLAG_FINAL``. None: no final records.
+        final_obs: uint8, shape ``(n, *obs_shape)``: the final observations,
+            owned by the caller, or None.
+
+    Returns:
+        dict: the per-env arrays; ``episode`` / ``_episode`` when some row
+        ended a game; with final records, ``final_obs`` (an object array
+        holding the final observation of each row that has one and None
+        elsewhere, as Gymnasium's ``SyncVectorEnv``), ``final_info`` (the
+        done steps' own info, zero elsewhere) and the masks ``_final_obs``,
+        ``_final_info``.
+    """
+    info = _per_env(fields)
+    has_final = (fields["flags"] & _core.FLAG_FINAL).astype(bool)
+    if final is None or not has_final.any():
+        _add_episode(info, fields)
+        return info
+    kept = {k: np.where(has_final, v, np.zeros((), v.dtype)) for k, v in final.items()}
+    final_info = _per_env(kept)
+    _add_episode(final_info, kept)
+    _add_episode(info, {k: np.where(has_final, final[k], fields[k]) for k in _EPISODE_FIELDS})
+    objs = np.full(has_final.shape[0], None, dtype=object)
+    for i in np.flatnonzero(has_final):
+        objs[i] = final_obs[i]
+    info["final_obs"] = objs
+    info["_final_obs"] = has_final
+    info["final_info"] = final_info
+    info["_final_info"] = has_final.copy()
+    return info

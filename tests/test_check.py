@@ -1,0 +1,131 @@
+"""shmatari-check: every way of running a seeded rollout agrees, and a broken
+run is caught and located."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import shmatari
+from shmatari.check import FIELDS, PAIRINGS, first_divergence, policy_actions
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tmp_path):
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, "-m", "shmatari.check", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(PAIRINGS) + 1
+    assert all(line.startswith("agree ") for line in lines[:-1])
+    assert lines[-1].startswith(f"shmatari-check: all {len(PAIRINGS)} pairings agree")
+    report = json.loads(out.read_text())
+    assert report["ok"] is True
+    assert [p["key"] for p in report["pairings"]] == list(PAIRINGS)
+    assert {p["verdict"] for p in report["pairings"]} == {"agree"}
+    assert report["config"]["num_envs"] == 4 and report["config"]["steps"] == 300
+    reference = report["runs"]["reference"]["env_hashes"]
+    assert len(set(reference)) == 4  # the envs themselves differ
+    assert set(report["runs"]) == {"reference", "rerun", "one_worker", "fork", "spawn",
+                                   "async", "pipe"}
+    for run in report["runs"].values():
+        assert run["error"] is None and run["env_hashes"] == reference
+    assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["ale-py"]
+
+
+def test_an_unseeded_run_fails_the_check_and_the_divergence_is_named(tmp_path):
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, "-m", "shmatari.check", "--num-envs", "2",
+                           "--steps", "60", "--pairings", "rerun,async", "--quiet",
+                           "--unseeded-policy", "async", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rerun, broken, summary = proc.stdout.splitlines()
+    assert rerun.startswith("agree   twice as is")
+    assert broken.startswith(
+        "DIFFER  sync vs async (batch_size 1): first divergence at agent step ")
+    assert "field obs" in broken or "field reward" in broken
+    assert summary.startswith("shmatari-check: 1 of 2 pairings do not agree")
+    report = json.loads(out.read_text())
+    assert report["ok"] is False and report["runs"]["async"]["unseeded_policy"] is True
+    where = report["pairings"][1]["first_divergence"]
+    # The policy cannot change the reset: the first divergence follows an action.
+    assert 1 <= where["step"] <= 60 and where["env"] in (0, 1) and where["field"] in FIELDS
+    assert f"agent step {where['step']}, env {where['env']}, field {where['field']}" in broken
+
+
+def pool_trace(policy, seed: int) -> list:
+    """Every observation, reward and flag of a 2-env Pong pool, step 0 = reset."""
+    with shmatari.make("Pong", num_envs=2, seed=seed) as env:
+        actions = policy(int(env.single_action_space.n))
+        obs, _ = env.reset()
+        trace = [(obs, np.zeros(2, np.float32), np.zeros(2, bool), np.zeros(2, bool))]
+        for k in range(actions.shape[1]):
+            obs, reward, terminated, truncated, _ = env.step(actions[:, k])
+            trace.append((obs, reward, terminated, truncated))
+    return trace
+
+
+def test_the_named_divergence_is_the_first_difference_in_the_full_streams(keep_global_rngs):
+    steps, seed = 40, 3
+    np.random.seed(11)
+    report = shmatari.check_reproducibility("Pong", num_envs=2, steps=steps, seed=seed,
+                                            pairings=["rerun"], unseeded_policy="rerun")
+    assert not report.ok
+    # Redo both runs keeping every array (the unseeded one from the same
+    # global state), and find their first difference.
+    a = pool_trace(lambda n: policy_actions(2, steps, n, seed), seed)
+    np.random.seed(11)
+    b = pool_trace(lambda n: np.random.randint(0, n, (2, steps)), seed)
+    expected = next({"step": k, "env": e, "field": f}
+                    for k in range(steps + 1) for e in range(2)
+                    for f, x, y in zip(FIELDS, (v[e] for v in a[k]), (v[e] for v in b[k]))
+                    if not np.array_equal(x, y))
+    assert report.pairings[0].first_divergence == expected
+    assert report.pairings[0].differing_envs == [0, 1]
+
+
+def test_first_divergence_takes_the_earliest_step_then_lowest_env_then_field_order():
+    a = np.zeros((3, 10, len(FIELDS)), np.uint64)
+    assert first_divergence(a, a.copy()) is None
+    b = a.copy()
+    b[2, 7, FIELDS.index("obs")] = 1
+    b[1, 5, FIELDS.index("truncated")] = 1
+    b[2, 5, FIELDS.index("reward")] = 1
+    assert first_divergence(a, b) == {"step": 5, "env": 1, "field": "truncated"}
+    b[1, 5, FIELDS.index("reward")] = 1
+    assert first_divergence(a, b) == {"step": 5, "env": 1, "field": "reward"}
+
+
+def test_policy_rows_are_per_env_seeded_streams():
+    full = policy_actions(4, 50, 6, policy_seed=9)
+    assert full.shape == (4, 50) and full.min() >= 0 and full.max() < 6
+    # An env's actions do not depend on how many envs or steps there are.
+    np.testing.assert_array_equal(policy_actions(2, 20, 6, 9), full[:2, :20])
+    assert len({row.tobytes() for row in full}) == 4
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(num_envs=1), ValueError, "num_envs must be >= 2"),
+    (dict(num_workers=1), ValueError, "num_workers"),
+    (dict(batch_size=4), ValueError, "batch_size"),
+    (dict(pairings=["nope"]), ValueError, "unknown pairing"),
+    (dict(unseeded_policy="reference"), ValueError, "unseeded_policy"),
+    (dict(steps=0), ValueError, "steps"),
+    (dict(frame_skp=2), TypeError, "frame_skip"),
+])
+def test_bad_arguments_fail_before_any_run(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        shmatari.check_reproducibility("Breakout", **kwargs)
+
+
+def test_cli_bad_option_exits_2_with_the_reason():
+    proc = subprocess.run([sys.executable, "-m", "shmatari.check", "-o", "noop_max=-1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "noop_max" in proc.stderr
