@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import pid_alive
@@ -158,6 +159,22 @@ def test_python_client_sees_the_same_pool_as_make(server):
     assert s.stop(signal.SIGINT) == 0
     assert "stopping" in s.stderr()
     s.assert_gone()
+
+
+def test_attached_pool_follows_the_servers_autoreset_mode(server):
+    # A 100-frame cap truncates every episode at step 25 (frame_skip 4).
+    s = server("--autoreset-mode", "same_step", "--max-episode-frames", "100",
+               "--noop-max", "0", num_envs=2, num_workers=1)
+    with shmatari.attach(s.name) as env:
+        assert env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
+        env.reset()
+        for _ in range(25):
+            obs, _, term, trunc, info = env.step([1, 1])  # FIRE: the ball moves
+        assert trunc.all() and not term.any()
+        assert info["_final_obs"].all() and info["reset"].all()
+        final = np.stack(info["final_obs"])
+        assert final.shape == obs.shape and not np.array_equal(final, obs)
+        assert (obs == obs[:, :1]).all()  # the reset's stack: one frame repeated
 
 
 def test_console_script_is_declared():
