@@ -1310,9 +1310,16 @@ cdef class AtariCore(EnvCore):
         same_step: same-step autoreset: a done step resets at once and keeps
             its own result as the final record (``final_result``,
             ``final_obs_into``).
+        preprocessor: None for shmatari's kernel; else an object whose
+            ``capture(ale)`` is called after every emulated frame and whose
+            ``emit(pool, out)`` writes the step's frame (uint8, shape
+            (img_height, img_width[, 3])) into ``out``, pooling the last two
+            captured frames when ``pool``. The pipe baseline's classic
+            preprocessing plugs in here; the episode logic stays this class's.
     """
 
     cdef object _act, _get_screen, _game_over, _lives, _reset_game
+    cdef object preprocessor, hist_frames
     #: The env's ``ALEInterface`` (for tests and tools: acting on it directly
     #: puts it out of step with the core).
     cdef readonly object ale
@@ -1334,7 +1341,7 @@ cdef class AtariCore(EnvCore):
                  int stack_num=4, bint maxpool=True, int noop_max=30,
                  bint episodic_life=False, bint use_fire_reset=False,
                  bint reward_clip=False, int64_t max_episode_frames=108000,
-                 noop_rng=None, bint same_step=False):
+                 noop_rng=None, bint same_step=False, preprocessor=None):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -1366,10 +1373,20 @@ cdef class AtariCore(EnvCore):
         self.cur = 0
         self.soft_reset = False
         self.end_pending = False
+        self.preprocessor = preprocessor
+        if preprocessor is not None:
+            frame_shape = (palette.plan.dst_h, palette.plan.dst_w) + \
+                ((3,) if palette.channels == 3 else ())
+            self.hist_frames = np.asarray(
+                <uint8_t[:self.stack_num * self.frame_bytes]>self.hist
+            ).reshape((self.stack_num,) + frame_shape)
 
     cdef inline int _capture(self) except -1:
         """Copies the current screen into the next raw buffer (newest)."""
         cdef int nxt = 1 - self.cur
+        if self.preprocessor is not None:
+            self.preprocessor.capture(self.ale)
+            return 0
         self._get_screen(self.raw_arrays[nxt])
         self.palette.ensure_known(self.ale, self.raw[nxt], self.raw[self.cur])
         self.cur = nxt
@@ -1378,6 +1395,10 @@ cdef class AtariCore(EnvCore):
     cdef inline int _emit(self, bint pool) except -1:
         """Processes the newest screen (pooled with the one before it when
         ``pool``) into the next frame of the stack."""
+        if self.preprocessor is not None:
+            self._next_frame()
+            self.preprocessor.emit(pool, self.hist_frames[self.head])
+            return 0
         shmatari_frame(&self.palette.plan, self.raw[self.cur],
                        self.raw[1 - self.cur] if pool else NULL,
                        self.palette.lut, self._next_frame(),

@@ -58,10 +58,12 @@ def _new_ale(config: EnvConfig, index: int, seed: int):
     return ale
 
 
-def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.EnvCore:
+def build_core(config: EnvConfig, index: int, palette: _core.Palette,
+               preprocessor=None) -> _core.EnvCore:
     """Env ``index`` of a pool: its own ``ALEInterface``, seeded from
     (config.seed, index) as :mod:`shmatari.seeding` documents; or a
-    :class:`shmatari._core.NullCore` for the null env."""
+    :class:`shmatari._core.NullCore` for the null env. ``preprocessor``
+    replaces shmatari's frame kernel (see :class:`shmatari._core.AtariCore`)."""
     if config.game == NULL_ENV:
         return _core.NullCore(config.obs_shape[1:], stack_num=config.stack_num)
     ale = _new_ale(config, index, config.seed)
@@ -73,7 +75,7 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette) -> _core.E
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
         noop_rng=seeding.noop_rng(config.seed, index),
-        same_step=config.autoreset_mode == "same_step")
+        same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor)
 
 
 def reseed_core(core: _core.EnvCore, index: int, seed: int) -> None:
