@@ -515,7 +515,6 @@ static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
                            (double)timeout_ns / SHMATARI_SECOND);
     }
     if (r != SHMATARI_OK) return r;
-    spin_ns = 0;
   }
 }
 
