@@ -51,15 +51,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     config = EnvConfig(**config_fields)
 
     def parent_alive() -> bool:
-        if os.getppid() != initial_ppid:
-            return False
-        try:
-            os.kill(owner_pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+        # A dead owner whose parent has not reaped it yet counts as dead.
+        return os.getppid() == initial_ppid and _core.pid_alive(owner_pid)
 
     def reseed(core, index, words):
         from .seeding import words_to_seed

@@ -186,7 +186,9 @@ typedef struct shmatari_header {
   int32_t action_set[SHMATARI_MAX_ACTIONS]; /* 264: ALE action id of each
                                   action index; written by the workers */
   int32_t owner_pid;     /* 336: the creator's process id */
-  int32_t client_pid;    /* 340: the attached client's, 0 when none */
+  int32_t client_pid;    /* 340: the attached client's, 0 when none;
+                            claimed and released only by compare-and-swap
+                            (shmatari_claim in shmatari/shmatari.h) */
   uint32_t pool_state;   /* 344: enum shmatari_pool_state; written by the
                             creator at any time (release) */
   uint32_t field_count;  /* 348: SHMATARI_FIELD_COUNT */
@@ -210,7 +212,8 @@ typedef struct shmatari_header {
   /* 512: one cache line of words the workers write and the client sleeps on */
   uint32_t main_seq;      /* 512: bumped by a worker when a slot fills, a
                              worker becomes ready, or a worker fails */
-  uint32_t main_sleeping; /* 516: client: 1 while it may sleep on main_seq */
+  uint32_t main_sleeping; /* 516: 1 while a process may sleep on main_seq
+                             (the client; the creator while workers start) */
   uint32_t ready_workers; /* 520: workers that reached READY */
   uint32_t failed_workers;/* 524: workers that reached FAILED */
   uint32_t reserved1[12]; /* 528..575 */
@@ -219,11 +222,14 @@ typedef struct shmatari_header {
   uint64_t alloc_pos;     /* 576: next result position; a worker takes one
                              with a fetch-add. Result position p lives in
                              slot (p / batch_size) % ring_depth at index
-                             p % batch_size. */
+                             p % batch_size. A client attaching rounds it up
+                             to a batch boundary while no command is in
+                             flight (shmatari_recover). */
   uint64_t reserved2[7];  /* 584..639 */
 
   /* 640: client-owned state, kept here so that a new client can attach */
-  uint64_t consumed_batches; /* 640: batches the client has taken */
+  uint64_t consumed_batches; /* 640: batches the client has taken
+                                (release) */
   uint64_t reserved3[47];    /* 648..1023 */
 } shmatari_header;
 
@@ -235,7 +241,9 @@ typedef struct shmatari_env_ctrl {
   uint32_t ack_seq; /* 12: worker: req_seq of the last result it published */
   uint64_t results; /* 16: worker: results this env has published; in a
                        synchronous pool result r of env i has position
-                       r * num_envs + i */
+                       r * num_envs + i. A client attaching aligns every
+                       env's count while no command is in flight
+                       (shmatari_recover). */
   uint64_t reserved[5]; /* 24..63 */
 } shmatari_env_ctrl;
 
