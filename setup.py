@@ -17,7 +17,7 @@ extensions = [
         sources=["src/shmatari/_core.pyx", "csrc/shmatari_kernel.c"],
         include_dirs=["csrc", "csrc/include"],
         depends=["csrc/shmatari_kernel.h", "csrc/include/shmatari/layout.h",
-                 "csrc/include/shmatari/sync.h"],
+                 "csrc/include/shmatari/sync.h", "csrc/include/shmatari/shmatari.h"],
         extra_compile_args=compile_args,
     )
 ]

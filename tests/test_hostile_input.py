@@ -109,16 +109,19 @@ def test_send_with_bad_env_ids_raises_and_changes_nothing(async_pool, data):
                     | hnp.arrays(st.sampled_from([np.float64, np.bool_, np.int8]),
                                  hnp.array_shapes(min_dims=0, max_dims=2, max_side=3)),
                     label="env_id")
-    n = len(ids) if isinstance(ids, list) else 0
+    as_list = ids
+    if isinstance(ids, np.ndarray):  # integer 1-D arrays are as good as lists
+        as_list = ids.tolist() if ids.dtype.kind in "iu" and ids.ndim == 1 else None
+    n = len(as_list) if as_list is not None else 0
     count = data.draw(st.sampled_from([n, n, n + 1, max(n - 1, 0)]), label="len(actions)")
     actions = np.zeros(count, np.int64)
     pending = env._pending
-    valid = (isinstance(ids, list) and len(set(ids)) == len(ids)
-             and all(0 <= e < NUM_ENVS for e in ids) and set(ids) <= pool.idle
-             and count == len(ids))
+    valid = (as_list is not None and len(set(as_list)) == n
+             and all(0 <= e < NUM_ENVS for e in as_list) and set(as_list) <= pool.idle
+             and count == n)
     if valid:
         env.send(actions, ids)
-        pool.idle -= set(ids)
+        pool.idle -= set(as_list)
     else:
         with pytest.raises((TypeError, ValueError, shmatari.CallOrderError),
                            match="env_id|actions|still running"):

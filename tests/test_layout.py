@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -14,25 +15,93 @@ from shmatari import _core
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "csrc" / "include"
+DOC = ROOT / "docs" / "layout.md"
+DOC_TYPES = {"uint8": "|u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8",
+             "float32": "<f4", "float64": "<f8"}
 
 
-@pytest.fixture(scope="module")
-def c_layout(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+COMPILERS = {"c": ("cc", "gcc", "clang"), "c++": ("c++", "g++", "clang++")}
+STRICT = ["-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{INCLUDE}"]
+
+
+def _dump(tmp_path_factory, lang: str) -> dict:
+    cc = next((c for c in map(shutil.which, COMPILERS[lang]) if c), None)
     if cc is None:
-        pytest.skip("no C compiler on this machine")
+        pytest.skip(f"no {lang} compiler on this machine")
     exe = tmp_path_factory.mktemp("layout") / "layout_dump"
-    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{INCLUDE}",
-                    str(ROOT / "tests" / "c" / "layout_dump.c"), "-o", str(exe)], check=True)
+    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
+    subprocess.run([cc, *std, *STRICT, str(ROOT / "tests" / "c" / "layout_dump.c"),
+                    "-o", str(exe)], check=True)
     return json.loads(subprocess.run([str(exe)], check=True, capture_output=True,
                                      text=True).stdout)
 
 
+@pytest.fixture(scope="module", params=["c", "c++"])
+def c_layout(request, tmp_path_factory):
+    return _dump(tmp_path_factory, request.param)
+
+
 def test_struct_offsets_agree_between_c_and_python(c_layout):
+    """The headers compile as strict C11 and as C++, and both see the layout,
+    the constants and the status codes that Python sees."""
     constants = c_layout.pop("constants")
+    status = c_layout.pop("status")
     assert c_layout == _core.struct_layout()
-    assert constants == {"magic": _core.MAGIC, "abi_major": _core.ABI_MAJOR,
-                         "header_bytes": _core.HEADER_BYTES, "field_count": len(_core.FIELDS)}
+    assert constants == {
+        "magic": _core.MAGIC, "abi_major": _core.ABI_MAJOR, "header_bytes": _core.HEADER_BYTES,
+        "field_count": len(_core.FIELDS), "SHMATARI_ABI_MINOR": _core.ABI_MINOR,
+        "SHMATARI_ALIGN": _core.ALIGN, "SHMATARI_SLOT_HEADER_BYTES": _core.SLOT_HEADER_BYTES,
+        "SHMATARI_ERROR_BYTES": _core.ERROR_BYTES, "SHMATARI_MAX_ACTIONS": _core.MAX_ACTIONS,
+        "SHMATARI_SEED_WORDS": _core.SEED_WORDS, "SHMATARI_FLAG_RESET": _core.FLAG_RESET,
+        "SHMATARI_FLAG_RESTARTED": _core.FLAG_RESTARTED, "SHMATARI_FLAG_FINAL": _core.FLAG_FINAL,
+        "SHMATARI_FLAG_OBSERVED": _core.FLAG_OBSERVED, "SHMATARI_CMD_STEP": _core.CMD_STEP,
+        "SHMATARI_CMD_RESET": _core.CMD_RESET, "SHMATARI_CMD_RESEED": _core.CMD_RESEED,
+        "SHMATARI_CMD_OBSERVE": _core.CMD_OBSERVE,
+        "SHMATARI_AUTORESET_NEXT_STEP": _core.AUTORESET_MODES["next_step"],
+        "SHMATARI_AUTORESET_SAME_STEP": _core.AUTORESET_MODES["same_step"],
+        "SHMATARI_AUTORESET_DISABLED": _core.AUTORESET_MODES["disabled"],
+        "SHMATARI_WORKER_STARTING": _core.WORKER_STARTING,
+        "SHMATARI_WORKER_READY": _core.WORKER_READY,
+        "SHMATARI_WORKER_FAILED": _core.WORKER_FAILED,
+        "SHMATARI_WORKER_EXITED": _core.WORKER_EXITED,
+        "SHMATARI_POOL_STARTING": _core.POOL_STARTING,
+        "SHMATARI_POOL_RUNNING": _core.POOL_RUNNING, "SHMATARI_POOL_CLOSING": _core.POOL_CLOSING}
+    assert sorted(int(code) for code in status) == sorted(_core.STATUS.values())
+    assert status[str(_core.STATUS["abi"])] == "layout ABI mismatch"
+
+
+def _doc_tables() -> dict:
+    """The tables of docs/layout.md whose rows start with a number, by the
+    heading above them: {heading: [(number, field, type), ...]}."""
+    tables, current = {}, None
+    for line in DOC.read_text().splitlines():
+        if line.startswith("#"):
+            m = re.match(r"#+ `?([\w -]+?)`?( \(|$)", line)
+            current = m.group(1) if m else None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if current and line.startswith("|") and cells[0].isdigit():
+            tables.setdefault(current, []).append((int(cells[0]), cells[1], cells[2]))
+    return tables
+
+
+def test_docs_tables_match_the_header():
+    """docs/layout.md gives every member at its offset, and its rows tile each
+    struct exactly: no gap, no overlap, no drift from layout.h."""
+    layout, tables = _core.struct_layout(), _doc_tables()
+    for struct, members in layout.items():
+        rows = tables[struct]
+        documented = {name: offset for offset, name, _ in rows}
+        wrong = {k: v for k, v in members.items() if k != "sizeof" and documented.get(k) != v}
+        assert not wrong, f"{struct}: members missing or at other offsets in the doc: {wrong}"
+        pos = 0
+        for offset, name, typ in rows:
+            assert offset == pos, f"{struct}.{name} documented at {offset}, expected {pos}"
+            base, count = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", typ).groups()
+            pos += np.dtype(DOC_TYPES[base]).itemsize * int(count or 1)
+        assert pos == members["sizeof"], struct
+    fields = [(name, np.dtype(DOC_TYPES[typ])) for _, name, typ in tables["Per-result arrays"]]
+    assert fields == list(_core.FIELDS)
 
 
 def test_magic_spells_shmatari():

@@ -208,7 +208,7 @@ if __name__ == "__main__":
     # Another process writes the segment without checking (a buggy C client).
     other = shm.attach(env.segment_name)
     seg = _core.Segment(other.buf)
-    seg.post(np.array([1], np.int64), np.array([1000], np.int32), _core.CMD_STEP)
+    seg.post(np.array([1], np.uint32), np.array([1000], np.int32), _core.CMD_STEP)
     while seg.worker_state(0) != _core.WORKER_FAILED:
         time.sleep(0.01)
     seg.release()

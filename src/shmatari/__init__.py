@@ -3,12 +3,14 @@
 Worker processes run the Arcade Learning Environment (through ale-py), write
 preprocessed frames straight into a shared-memory ring with a C kernel, and
 take their actions from lock-free flag words, so nothing is pickled on the
-step path. :func:`make` returns a Gymnasium vector env.
+step path. :func:`make` returns a Gymnasium vector env; :func:`attach`
+drives a pool that another process serves (``shmatari serve``).
 """
 
 from .check import check_reproducibility
-from .env import ShmVectorEnv, make
+from .env import ShmVectorEnv, attach, make
 from .errors import (
+    AttachError,
     CallOrderError,
     PoolClosedError,
     SharedMemorySpaceError,
@@ -19,12 +21,14 @@ from .games import list_games, resolve_game
 
 __all__ = [
     "make",
+    "attach",
     "ShmVectorEnv",
     "ShmatariError",
     "WorkerError",
     "PoolClosedError",
     "CallOrderError",
     "SharedMemorySpaceError",
+    "AttachError",
     "list_games",
     "resolve_game",
     "check_reproducibility",

@@ -11,7 +11,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t)
 from libc.stddef cimport ptrdiff_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset, strlen
 
 import numpy as np
@@ -136,9 +136,12 @@ cdef extern from "shmatari/layout.h" nogil:
     shmatari_worker_ctrl *shmatari_worker(const shmatari_header *h, uint32_t w)
     char *shmatari_error_text(const shmatari_header *h, uint32_t worker)
     char *shmatari_slot(const shmatari_header *h, uint64_t slot)
+    int32_t *shmatari_row_env_id(const shmatari_header *h, uint64_t pos)
+    void shmatari_clear_rows(const shmatari_header *h, uint64_t slot)
 
 
 cdef extern from "shmatari/sync.h" nogil:
+    int64_t shmatari_now_ns()
     const int SHMATARI_WAIT_CHANGED
     const int SHMATARI_WAIT_TIMEOUT
     const int SHMATARI_WAIT_EINTR
@@ -154,6 +157,43 @@ cdef extern from "shmatari/sync.h" nogil:
                              uint32_t *sleeping, int64_t spin_ns, int spin_mode,
                              int64_t timeout_ns)
     void shmatari_notify(uint32_t *word, uint32_t *sleeping)
+
+
+cdef extern from "shmatari/shmatari.h" nogil:
+    enum shmatari_status:
+        SHMATARI_OK
+        SHMATARI_ERR_NOT_FOUND
+        SHMATARI_ERR_NOT_SHMATARI
+        SHMATARI_ERR_ABI
+        SHMATARI_ERR_BUSY
+        SHMATARI_ERR_TIMEOUT
+        SHMATARI_ERR_SERVER_DEAD
+        SHMATARI_ERR_WORKER
+        SHMATARI_ERR_CLOSED
+        SHMATARI_ERR_INTERRUPTED
+        SHMATARI_ERR_INVALID
+        SHMATARI_ERR_STATE
+        SHMATARI_ERR_SYSTEM
+    const int SHMATARI_NAME_MAX
+    const char *SHMATARI_NAME_PREFIX
+    int shmatari_pid_alive(int32_t pid)
+    int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
+    int shmatari_env_workers(const shmatari_header *h, uint32_t *env_worker,
+                             char *msg, size_t len)
+    int shmatari_pool_check(const shmatari_header *h, int check_pids, char *msg,
+                            size_t len)
+    int shmatari_open_pool(shmatari_header *h, uint64_t size, int32_t pid,
+                           int64_t timeout_ns, int32_t *holder, char *msg, size_t len)
+    void shmatari_unclaim(shmatari_header *h, int32_t pid)
+    void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
+                       uint8_t *touched, const uint32_t *env_ids, uint32_t n,
+                       const int32_t *actions, uint32_t cmd)
+    int shmatari_wait_batch(shmatari_header *h, uint64_t batch, int64_t spin_ns,
+                            int spin_mode, int64_t timeout_ns, int64_t *next_check_ns,
+                            char *msg, size_t len)
+    void shmatari_consume_batch(shmatari_header *h, uint64_t batch)
+    int shmatari_segment_name(const char *name, char *out, size_t out_len,
+                              char *msg, size_t len)
 
 
 cdef extern from "shmatari_kernel.h" nogil:
@@ -210,6 +250,21 @@ WORKER_EXITED = SHMATARI_WORKER_EXITED
 POOL_STARTING = SHMATARI_POOL_STARTING
 POOL_RUNNING = SHMATARI_POOL_RUNNING
 POOL_CLOSING = SHMATARI_POOL_CLOSING
+NAME_PREFIX = SHMATARI_NAME_PREFIX.decode()
+
+#: Status codes of the C client (``enum shmatari_status``), by name.
+STATUS = {
+    "ok": SHMATARI_OK, "not_found": SHMATARI_ERR_NOT_FOUND,
+    "not_shmatari": SHMATARI_ERR_NOT_SHMATARI, "abi": SHMATARI_ERR_ABI,
+    "busy": SHMATARI_ERR_BUSY, "timeout": SHMATARI_ERR_TIMEOUT,
+    "server_dead": SHMATARI_ERR_SERVER_DEAD, "worker": SHMATARI_ERR_WORKER,
+    "closed": SHMATARI_ERR_CLOSED, "interrupted": SHMATARI_ERR_INTERRUPTED,
+    "invalid": SHMATARI_ERR_INVALID, "state": SHMATARI_ERR_STATE,
+    "system": SHMATARI_ERR_SYSTEM,
+}
+OK = SHMATARI_OK
+ERR_TIMEOUT = SHMATARI_ERR_TIMEOUT
+ERR_INTERRUPTED = SHMATARI_ERR_INTERRUPTED
 
 cdef extern from *:
     """
@@ -352,20 +407,51 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     return (<char *>&h)[:sizeof(h)]
 
 
+def status_name(int code):
+    """The name of a status code (a key of ``STATUS``), or ``"unknown"``."""
+    for name, value in STATUS.items():
+        if value == code:
+            return name
+    return "unknown"
+
+
+def pid_alive(int32_t pid):
+    """True if process ``pid`` exists and is not a zombie (``shmatari_pid_alive``)."""
+    return bool(shmatari_pid_alive(pid))
+
+
+def check_header(buf):
+    """Checks a segment's header as a C client does (``shmatari_check_header``).
+
+    Returns:
+        (int, str): a status code (``OK``, ``STATUS["not_shmatari"]`` or
+        ``STATUS["abi"]``) and its message ("" when OK).
+    """
+    cdef const unsigned char[::1] mv = buf
+    cdef char msg[512]
+    msg[0] = 0
+    r = shmatari_check_header(&mv[0], mv.shape[0], msg, sizeof(msg))
+    return r, msg.decode("utf-8", "replace")
+
+
+def segment_name(str name):
+    """The segment name of pool ``name`` (``shmatari_segment_name``):
+    ``"demo"`` -> ``"shmatari_demo"``; a name that already starts with
+    ``shmatari_`` is kept.
+
+    Raises:
+        ValueError: an empty name, a name with ``/``, or one too long.
+    """
+    cdef char out[256]
+    cdef char msg[512]
+    data = name.encode("utf-8")
+    if shmatari_segment_name(data, out, SHMATARI_NAME_MAX, msg, sizeof(msg)) != SHMATARI_OK:
+        raise ValueError(msg.decode("utf-8", "replace"))
+    return out.decode("utf-8")
+
+
 # --------------------------------------------------------------------------
 # A mapped segment
-
-cdef inline int32_t *_env_id_at(const shmatari_header *h, uint64_t pos) noexcept nogil:
-    """The ``env_id`` element of result position ``pos``."""
-    return <int32_t *>(shmatari_slot(h, pos / h.batch_size)
-                       + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]) + pos % h.batch_size
-
-
-cdef inline void _clear_rows(const shmatari_header *h, char *slot) noexcept nogil:
-    cdef uint32_t i
-    cdef int32_t *ids = <int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID])
-    for i in range(h.batch_size):
-        ids[i] = -1
 
 
 cdef class Segment:
@@ -390,32 +476,25 @@ cdef class Segment:
     #: (SPIN_PAUSE or SPIN_YIELD) before sleeping on the futex.
     cdef public int64_t spin_ns
     cdef public int spin_mode
+    cdef int64_t next_check_ns  # when wait_batch next checks the owner's pid
 
     def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
-        if mv.shape[0] < SHMATARI_HEADER_BYTES:
-            raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
-                             f"the {SHMATARI_HEADER_BYTES}-byte header")
+        code, msg = check_header(mv)
+        if code != SHMATARI_OK:
+            raise ValueError(msg)
         self._view = mv
         self.base = <char *>&mv[0]
         self.hdr = <shmatari_header *>self.base
-        if self.hdr.magic != SHMATARI_MAGIC:
-            raise ValueError(f"not a shmatari segment: magic {self.hdr.magic:#x}, "
-                             f"expected {SHMATARI_MAGIC:#x}")
-        if self.hdr.abi_major != SHMATARI_ABI_MAJOR:
-            raise ValueError(f"segment has layout ABI {self.hdr.abi_major}."
-                             f"{self.hdr.abi_minor}; this shmatari reads ABI "
-                             f"{SHMATARI_ABI_MAJOR}.x")
-        if <uint64_t>mv.shape[0] < self.hdr.total_bytes:
-            raise ValueError(f"segment of {mv.shape[0]} bytes is smaller than "
-                             f"its header's total_bytes {self.hdr.total_bytes}")
-        self.env_worker = <uint32_t *>malloc(self.hdr.num_envs * sizeof(uint32_t))
-        self.touched = <uint8_t *>malloc(self.hdr.num_workers)
+        self.env_worker = <uint32_t *>calloc(self.hdr.num_envs, sizeof(uint32_t))
+        self.touched = <uint8_t *>calloc(self.hdr.num_workers, 1)
         if self.env_worker == NULL or self.touched == NULL:
             raise MemoryError()
         self.spin_ns = 0
         self.spin_mode = SHMATARI_SPIN_PAUSE
-        self.refresh_groups()
+        self.next_check_ns = 0
+        # The creator sets the groups after this; refresh_groups() then.
+        shmatari_env_workers(self.hdr, self.env_worker, NULL, 0)
 
     def __cinit__(self, *args, **kwargs):
         self.env_worker = NULL
@@ -426,13 +505,15 @@ cdef class Segment:
         free(self.touched)
 
     def refresh_groups(self):
-        """Re-reads which worker owns which env from the worker records."""
-        cdef uint32_t w, e
-        cdef shmatari_worker_ctrl *wc
-        for w in range(self.hdr.num_workers):
-            wc = shmatari_worker(self.hdr, w)
-            for e in range(wc.env_begin, min(wc.env_end, self.hdr.num_envs)):
-                self.env_worker[e] = w
+        """Re-reads which worker owns which env from the worker records.
+
+        Raises:
+            ValueError: the groups do not cover every env exactly once.
+        """
+        self._check()
+        cdef char msg[512]
+        if shmatari_env_workers(self.hdr, self.env_worker, msg, sizeof(msg)) != SHMATARI_OK:
+            raise ValueError(msg.decode("utf-8", "replace"))
 
     def release(self):
         """Drops the reference to the buffer (before ``SharedMemory.close``)."""
@@ -518,7 +599,7 @@ cdef class Segment:
         return [self.hdr.seed_words[i] for i in range(SHMATARI_SEED_WORDS)]
 
     def set_pool_state(self, uint32_t state):
-        """Publishes the pool state and wakes every worker to see it."""
+        """Publishes the pool state and wakes every worker, and the client, to see it."""
         self._check()
         cdef uint32_t w
         cdef shmatari_worker_ctrl *wc
@@ -526,6 +607,7 @@ cdef class Segment:
         for w in range(self.hdr.num_workers):
             wc = shmatari_worker(self.hdr, w)
             shmatari_notify(&wc.wake_seq, &wc.sleeping)
+        shmatari_notify(&self.hdr.main_seq, &self.hdr.main_sleeping)
 
     def pool_state(self):
         self._check()
@@ -558,94 +640,102 @@ cdef class Segment:
         return (shmatari_load_acquire(&self.hdr.ready_workers),
                 shmatari_load_acquire(&self.hdr.failed_workers))
 
-    # -- the client's side of a step -----------------------------------------
-    cdef void _post_one(self, uint32_t e, uint32_t cmd, int32_t action) noexcept nogil:
-        cdef shmatari_env_ctrl *ec = shmatari_env(self.hdr, e)
-        ec.cmd = cmd
-        ec.action = action
-        shmatari_store_release(&ec.req_seq, ec.req_seq + 1)
-        self.touched[self.env_worker[e]] = 1
+    # -- the client's side (shmatari/shmatari.h) ---------------------------
+    def open_client(self, int32_t pid, double timeout):
+        """Attaches process ``pid`` as the pool's client (``shmatari_open_pool``):
+        waits up to ``timeout`` seconds for the pool to run, claims it (one
+        client at a time; a dead client's claim is taken over) and recovers it
+        from any previous client (``shmatari_recover``).
 
-    cdef void _wake_touched(self) noexcept nogil:
-        cdef uint32_t w
-        cdef shmatari_worker_ctrl *wc
-        for w in range(self.hdr.num_workers):
-            if self.touched[w]:
-                self.touched[w] = 0
-                wc = shmatari_worker(self.hdr, w)
-                shmatari_notify(&wc.wake_seq, &wc.sleeping)
+        Returns:
+            (int, int, str): the status code, the current client's pid when
+            the code is ``STATUS["busy"]`` (else 0), and the message.
+        """
+        self._check()
+        cdef char msg[512]
+        cdef int32_t holder = 0
+        cdef int r
+        cdef uint64_t size = self._view.shape[0]
+        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        msg[0] = 0
+        with nogil:
+            r = shmatari_open_pool(self.hdr, size, pid, timeout_ns, &holder, msg, sizeof(msg))
+        return r, holder, msg.decode("utf-8", "replace")
 
-    def post(self, const int64_t[::1] env_ids, const int32_t[::1] actions, uint32_t cmd):
-        """Posts one command per env and wakes the workers that own them.
+    def release_client(self, int32_t pid):
+        """Gives up the client claim if ``pid`` holds it (``shmatari_unclaim``)."""
+        self._check()
+        shmatari_unclaim(self.hdr, pid)
+
+    def pool_check(self, bint check_pids=True):
+        """Whether the pool can still answer (``shmatari_pool_check``).
+
+        Returns:
+            (int, str): ``OK`` or a liveness status, and its message.
+        """
+        self._check()
+        cdef char msg[512]
+        msg[0] = 0
+        r = shmatari_pool_check(self.hdr, check_pids, msg, sizeof(msg))
+        return r, msg.decode("utf-8", "replace")
+
+    def post(self, const uint32_t[::1] env_ids, const int32_t[::1] actions, uint32_t cmd):
+        """Posts one command per env and wakes the workers that own them
+        (``shmatari_post``).
 
         Args:
-            env_ids: int64, shape (n,): the envs, each at most once, each
+            env_ids: uint32, shape (n,): the envs, each at most once, each
                 waiting for a command (the caller checks both).
             actions: int32, shape (n,) or None: action index per env (STEP).
             cmd: ``CMD_STEP``, ``CMD_RESET``, ``CMD_RESEED`` or ``CMD_OBSERVE``.
         """
         self._check()
-        cdef Py_ssize_t i, n = env_ids.shape[0]
+        cdef uint32_t n = env_ids.shape[0]
         cdef const int32_t *acts = NULL
         if actions is not None:
-            if actions.shape[0] != n:
+            if <uint32_t>actions.shape[0] != n:
                 raise ValueError(f"{actions.shape[0]} actions for {n} envs")
             if n:
                 acts = &actions[0]
-        with nogil:
-            for i in range(n):
-                self._post_one(<uint32_t>env_ids[i], cmd, acts[i] if acts != NULL else 0)
-            self._wake_touched()
+        if n:
+            with nogil:
+                shmatari_post(self.hdr, self.env_worker, self.touched, &env_ids[0], n, acts,
+                              cmd)
 
     def post_all(self, const int32_t[::1] actions, uint32_t cmd):
         """``post`` to every env, in env order (``actions``: int32 (num_envs,) or None)."""
         self._check()
-        cdef uint32_t e, n = self.hdr.num_envs
+        cdef uint32_t n = self.hdr.num_envs
         cdef const int32_t *acts = NULL
         if actions is not None:
             if <uint32_t>actions.shape[0] != n:
                 raise ValueError(f"{actions.shape[0]} actions for {n} envs")
             acts = &actions[0]
         with nogil:
-            for e in range(n):
-                self._post_one(e, cmd, acts[e] if acts != NULL else 0)
-            self._wake_touched()
+            shmatari_post(self.hdr, self.env_worker, self.touched, NULL, n, acts, cmd)
 
     def wait_batch(self, uint64_t batch, double timeout):
         """Waits until batch ``batch`` (a count of batches taken) is full,
-        polling for ``spin_ns`` before sleeping.
+        polling for ``spin_ns`` before sleeping (``shmatari_wait_batch``).
 
         Returns:
-            bool: True when full; False after ``timeout`` seconds of sleep, or
-            once any worker has failed, so the caller can check its workers.
+            int: ``OK`` when full; ``ERR_TIMEOUT`` after ``timeout`` seconds;
+            ``ERR_INTERRUPTED`` after a signal whose handler did not raise;
+            or a liveness status (see :meth:`pool_check`).
 
         Raises:
             KeyboardInterrupt (or any signal handler's exception): a signal
             arrived while waiting.
         """
         self._check()
-        cdef shmatari_header *h = self.hdr
-        cdef shmatari_slot_header *slot = <shmatari_slot_header *>shmatari_slot(h, batch)
-        cdef uint32_t seen, target = h.batch_size
         cdef int r
         cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
-        while True:
-            with nogil:
-                seen = shmatari_load_acquire(&h.main_seq)
-                if shmatari_load_acquire(&slot.done_count) >= target:
-                    r = -1
-                elif shmatari_load_acquire(&h.failed_workers) != 0:
-                    r = -2
-                else:
-                    r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
-                                             self.spin_ns, self.spin_mode, timeout_ns)
-            if r == -1:
-                return True
-            if r == -2 or r == SHMATARI_WAIT_TIMEOUT:
-                return shmatari_load_acquire(&slot.done_count) >= target
-            if r == SHMATARI_WAIT_EINTR:
-                PyErr_CheckSignals()
-                return False
+        with nogil:
+            r = shmatari_wait_batch(self.hdr, batch, self.spin_ns, self.spin_mode, timeout_ns,
+                                    &self.next_check_ns, NULL, 0)
+        if r == SHMATARI_ERR_INTERRUPTED:
+            PyErr_CheckSignals()
+        return r
 
     def wait_ready(self, uint32_t count, double timeout):
         """Waits until ``count`` workers are ready; False on timeout or failure."""
@@ -678,14 +768,10 @@ cdef class Segment:
             &(<shmatari_slot_header *>shmatari_slot(self.hdr, batch)).done_count)
 
     def take_batch(self, uint64_t batch):
-        """Marks batch ``batch`` taken: its slot may be written again. Its
-        rows' ``env_id`` become -1 (no result), which lets ``recover`` tell
-        the rows written since from rows a dead worker left half done."""
+        """Marks batch ``batch`` taken: its slot may be written again
+        (``shmatari_consume_batch``, which also marks its rows empty)."""
         self._check()
-        cdef shmatari_slot_header *slot = <shmatari_slot_header *>shmatari_slot(self.hdr, batch)
-        _clear_rows(self.hdr, <char *>slot)
-        shmatari_store_release(&slot.done_count, 0)
-        self.hdr.consumed_batches = batch + 1
+        shmatari_consume_batch(self.hdr, batch)
 
     def clear_slots(self):
         """Marks every row of every slot empty (``env_id`` -1); the creator
@@ -693,7 +779,7 @@ cdef class Segment:
         self._check()
         cdef uint64_t s
         for s in range(self.hdr.ring_depth):
-            _clear_rows(self.hdr, shmatari_slot(self.hdr, s))
+            shmatari_clear_rows(self.hdr, s)
 
     # -- restarting dead workers (the creator, while no other worker is busy) --
     def in_flight(self):
@@ -754,7 +840,7 @@ cdef class Segment:
         end = begin + N if ordered else shmatari_load_acquire64(&h.alloc_pos)
         holes, answered, complete = [], set(), {}
         for p in range(begin, end):
-            env = <int32_t>shmatari_load_acquire(<uint32_t *>_env_id_at(h, p))
+            env = <int32_t>shmatari_load_acquire(<uint32_t *>shmatari_row_env_id(h, p))
             if env < 0:
                 holes.append(p)
                 continue
@@ -1367,9 +1453,16 @@ cdef class AtariCore(EnvCore):
         same_step: same-step autoreset: a done step resets at once and keeps
             its own result as the final record (``final_result``,
             ``final_obs_into``).
+        preprocessor: None for shmatari's kernel; else an object whose
+            ``capture(ale)`` is called after every emulated frame and whose
+            ``emit(pool, out)`` writes the step's frame (uint8, shape
+            (img_height, img_width[, 3])) into ``out``, pooling the last two
+            captured frames when ``pool``. The pipe baseline's classic
+            preprocessing plugs in here; the episode logic stays this class's.
     """
 
     cdef object _act, _get_screen, _game_over, _lives, _reset_game
+    cdef object preprocessor, hist_frames
     #: The env's ``ALEInterface`` (for tests and tools: acting on it directly
     #: puts it out of step with the core).
     cdef readonly object ale
@@ -1391,7 +1484,7 @@ cdef class AtariCore(EnvCore):
                  int stack_num=4, bint maxpool=True, int noop_max=30,
                  bint episodic_life=False, bint use_fire_reset=False,
                  bint reward_clip=False, int64_t max_episode_frames=108000,
-                 noop_rng=None, bint same_step=False):
+                 noop_rng=None, bint same_step=False, preprocessor=None):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -1423,10 +1516,20 @@ cdef class AtariCore(EnvCore):
         self.cur = 0
         self.soft_reset = False
         self.end_pending = False
+        self.preprocessor = preprocessor
+        if preprocessor is not None:
+            frame_shape = (palette.plan.dst_h, palette.plan.dst_w) + \
+                ((3,) if palette.channels == 3 else ())
+            self.hist_frames = np.asarray(
+                <uint8_t[:self.stack_num * self.frame_bytes]>self.hist
+            ).reshape((self.stack_num,) + frame_shape)
 
     cdef inline int _capture(self) except -1:
         """Copies the current screen into the next raw buffer (newest)."""
         cdef int nxt = 1 - self.cur
+        if self.preprocessor is not None:
+            self.preprocessor.capture(self.ale)
+            return 0
         self._get_screen(self.raw_arrays[nxt])
         self.palette.ensure_known(self.ale, self.raw[nxt], self.raw[self.cur])
         self.cur = nxt
@@ -1435,6 +1538,10 @@ cdef class AtariCore(EnvCore):
     cdef inline int _emit(self, bint pool) except -1:
         """Processes the newest screen (pooled with the one before it when
         ``pool``) into the next frame of the stack."""
+        if self.preprocessor is not None:
+            self._next_frame()
+            self.preprocessor.emit(pool, self.hist_frames[self.head])
+            return 0
         shmatari_frame(&self.palette.plan, self.raw[self.cur],
                        self.raw[1 - self.cur] if pool else NULL,
                        self.palette.lut, self._next_frame(),
@@ -1650,7 +1757,7 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
         memcpy(final + h.slot_obs_offset + idx * h.obs_env_bytes, core.final_obs,
                h.obs_env_bytes)
     shmatari_store_release64(&ec.results, ec.results + 1)
-    shmatari_store_release(<uint32_t *>_env_id_at(h, pos), env)
+    shmatari_store_release(<uint32_t *>shmatari_row_env_id(h, pos), env)
     if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
 
@@ -1698,10 +1805,12 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         reseed: ``reseed(core, env_index, seed_words)``, called for
             ``CMD_RESEED`` before the reset.
         parent_alive: ``parent_alive() -> bool``, called after each ``poll``
-            seconds of sleep; the loop returns when it is False.
+            seconds of sleep, and every ``poll`` seconds while busy (a
+            client may keep a worker busy after its parent died); the loop
+            returns when it is False.
         spin_ns: nanoseconds to poll the wake word before sleeping on it.
         spin_mode: ``SPIN_PAUSE`` or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
-        poll: seconds of sleep between parent checks.
+        poll: seconds between parent checks.
         restarted: this worker replaces one that died: each env's first
             result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
             reset flagged ``FLAG_RESTARTED`` (a RESET or RESEED).
@@ -1724,6 +1833,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef bint busy, ordered = h.batch_size == h.num_envs
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
+    cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
     cdef uint32_t *seen = <uint32_t *>malloc((end - begin) * sizeof(uint32_t))
     # per env: -2 once its first result is out, else where to write it
     cdef int64_t *first = <int64_t *>malloc((end - begin) * sizeof(int64_t))
@@ -1760,6 +1870,11 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             # another thread than this one.
             PyErr_CheckSignals()
             if busy:
+                now = shmatari_now_ns()
+                if now >= next_check:
+                    next_check = now + poll_ns
+                    if not parent_alive():
+                        return "orphaned"
                 continue
             with nogil:
                 r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin_ns,

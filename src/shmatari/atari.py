@@ -59,11 +59,12 @@ def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0):
 
 
 def build_core(config: EnvConfig, index: int, palette: _core.Palette,
-               restart: int = 0) -> _core.EnvCore:
+               preprocessor=None, restart: int = 0) -> _core.EnvCore:
     """Env ``index`` of a pool: its own ``ALEInterface``, seeded from
     (config.seed, index), or after its worker's ``restart``-th restart from
     (config.seed, index, restart), as :mod:`shmatari.seeding` documents; or a
-    :class:`shmatari._core.NullCore` for the null env."""
+    :class:`shmatari._core.NullCore` for the null env. ``preprocessor``
+    replaces shmatari's frame kernel (see :class:`shmatari._core.AtariCore`)."""
     if config.game == NULL_ENV:
         return _core.NullCore(config.obs_shape[1:], stack_num=config.stack_num)
     ale = _new_ale(config, index, config.seed, restart)
@@ -75,7 +76,7 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
         noop_rng=seeding.noop_rng(config.seed, index, restart),
-        same_step=config.autoreset_mode == "same_step")
+        same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor)
 
 
 def reseed_core(core: _core.EnvCore, index: int, seed: int) -> None:

@@ -3,10 +3,18 @@
 :class:`PipeVectorEnv` is built the way ``SubprocVecEnv``-style vector envs
 are (Stable-Baselines3, Gymnasium's ``AsyncVectorEnv`` without shared memory):
 the parent sends each worker a command over a ``multiprocessing.Pipe`` and
-reads back the pickled observation and scalars. Each worker steps its env with
-exactly the code shmatari's workers use (:class:`shmatari._core.AtariCore`,
-same options, same seeding), so the two differ only in how data crosses
-processes. It is neither slowed on purpose nor given shared memory.
+reads back the pickled observation and scalars.
+
+Each worker preprocesses frames the classic way (``preprocess="opencv"``, the
+default), as Gymnasium's ``AtariPreprocessing`` does: ALE's own
+``getScreenGrayscale`` (or ``getScreenRGB``) after each frame, ``np.maximum``
+of the last two, ``cv2.resize(..., INTER_AREA)``. That is bit for bit what
+shmatari's fused kernel computes, so observations are identical. The episode
+logic (frame skip, no-ops, FIRE, lives, caps, autoreset, statistics) is
+shmatari's own :class:`shmatari._core.AtariCore`, compiled, so the baseline is
+if anything faster than a pure-Python one. It is neither slowed on purpose nor
+given shared memory. ``preprocess="kernel"`` runs shmatari's fused kernel in
+the workers instead: then the two differ only in how data crosses processes.
 """
 
 from __future__ import annotations
@@ -21,10 +29,52 @@ from gymnasium.vector import AutoresetMode
 from . import _core, config as _config, results, seeding
 from .errors import CallOrderError, PoolClosedError, WorkerError
 
-__all__ = ["PipeVectorEnv", "make_pipe"]
+__all__ = ["PipeVectorEnv", "make_pipe", "OpenCVPreprocessing", "PREPROCESSING"]
+
+#: ``preprocess`` choices of the pipe baseline.
+PREPROCESSING = ("opencv", "kernel")
 
 
-def _pipe_worker(conn, config_fields: dict, index: int) -> None:
+class OpenCVPreprocessing:
+    """Classic per-frame preprocessing, as Gymnasium's ``AtariPreprocessing``:
+    ALE's grayscale (or RGB) screen after every frame, the pixel-wise maximum
+    of the last two captured, an OpenCV ``INTER_AREA`` resize.
+
+    A hook of :class:`shmatari._core.AtariCore` (``preprocessor=``). It
+    captures every frame (not only the last two of a step, as Gymnasium does)
+    because an episode that ends mid-skip pools the last two frames actually
+    emulated.
+
+    Raises:
+        ImportError: OpenCV is not installed.
+    """
+
+    def __init__(self, config: _config.EnvConfig):
+        import cv2
+
+        self._resize = cv2.resize
+        self._inter = cv2.INTER_AREA
+        shape = (210, 160) if config.grayscale else (210, 160, 3)
+        self._grayscale = config.grayscale
+        self._screens = [np.zeros(shape, np.uint8), np.zeros(shape, np.uint8)]
+        self._cur = 0
+        self._size = (config.img_width, config.img_height)
+
+    def capture(self, ale) -> None:
+        self._cur ^= 1
+        if self._grayscale:
+            ale.getScreenGrayscale(self._screens[self._cur])
+        else:
+            ale.getScreenRGB(self._screens[self._cur])
+
+    def emit(self, pool: bool, out: np.ndarray) -> None:
+        frame = self._screens[self._cur]
+        if pool:
+            frame = np.maximum(frame, self._screens[self._cur ^ 1])
+        out[...] = self._resize(frame, self._size, interpolation=self._inter)
+
+
+def _pipe_worker(conn, config_fields: dict, index: int, preprocess: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from . import atari
     from .worker import _set_parent_death_signal
@@ -33,7 +83,8 @@ def _pipe_worker(conn, config_fields: dict, index: int) -> None:
     atari.quiet_process()
     cfg = _config.EnvConfig(**config_fields)
     try:
-        core = atari.build_core(cfg, index, atari.build_palette(cfg))
+        pre = OpenCVPreprocessing(cfg) if preprocess == "opencv" else None
+        core = atari.build_core(cfg, index, atari.build_palette(cfg), preprocessor=pre)
         obs = np.empty(cfg.obs_shape, np.uint8)
         conn.send(("ready", core.action_ids()))
         while True:
@@ -64,41 +115,62 @@ def _pipe_worker(conn, config_fields: dict, index: int) -> None:
 
 def make_pipe(env_id: str, num_envs: int = 8, *, seed: int | None = None,
               start_method: str | None = None, preset: str | None = None,
-              **options) -> "PipeVectorEnv":
+              preprocess: str = "opencv", **options) -> "PipeVectorEnv":
     """Creates a :class:`PipeVectorEnv`; arguments and options as :func:`shmatari.make`
     (``batch_size`` and ``num_workers`` do not apply: one process per env).
 
+    Args:
+        preprocess: ``"opencv"`` (classic: ALE's grayscale, NumPy, OpenCV) or
+            ``"kernel"`` (shmatari's fused kernel); see the module docstring.
+
     Raises:
-        As :func:`shmatari.make`; and ValueError for an ``autoreset_mode``
-        other than ``"next_step"``, the only one the baseline implements.
+        As :func:`shmatari.make`; ValueError for an ``autoreset_mode`` other
+        than ``"next_step"`` (the only one the baseline implements) or an
+        unknown ``preprocess``; ImportError for ``"opencv"`` without OpenCV.
     """
     cfg = _config.build_config(env_id, num_envs, seed=seed, start_method=start_method,
                                num_workers=num_envs, preset=preset, **options)
     if cfg.autoreset_mode != "next_step":
         raise ValueError(f"the pipe baseline implements autoreset_mode='next_step' only, "
                          f"got {cfg.autoreset_mode!r}")
-    return PipeVectorEnv(cfg)
+    return PipeVectorEnv(cfg, preprocess=preprocess)
 
 
 class PipeVectorEnv(gym.vector.VectorEnv):
     """The pipe-based baseline, with :class:`shmatari.ShmVectorEnv`'s API, spaces,
-    options, seeding and results (synchronous ``reset`` and ``step`` only)."""
+    options, seeding and results (synchronous ``reset`` and ``step`` only).
+
+    Args:
+        config: a validated configuration (:func:`make_pipe` builds one).
+        preprocess: ``"opencv"`` or ``"kernel"`` (see the module docstring).
+
+    Raises:
+        ValueError: an unknown ``preprocess``.
+        ImportError: ``"opencv"`` without OpenCV installed.
+    """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
-    def __init__(self, config: _config.EnvConfig):
+    def __init__(self, config: _config.EnvConfig, preprocess: str = "opencv"):
+        self._conns, self._procs = [], []
+        self.closed = True  # until the workers exist
+        if preprocess not in PREPROCESSING:
+            raise ValueError(f"preprocess must be one of {PREPROCESSING}, got {preprocess!r}")
+        if preprocess == "opencv" and config.game != _config.NULL_ENV:
+            import cv2  # noqa: F401 - fail here, not in every worker
+        self.preprocess = preprocess
         self.config = config
         self.num_envs = config.num_envs
         self.seed_entropy = config.seed
         self.closed = False
         self._needs_reset = True
-        self._conns, self._procs = [], []
         ctx = mp.get_context(config.start_method)
         fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
         try:
             for i in range(config.num_envs):
                 parent, child = ctx.Pipe()
-                p = ctx.Process(target=_pipe_worker, args=(child, fields, i), daemon=True,
+                p = ctx.Process(target=_pipe_worker, args=(child, fields, i, preprocess),
+                                daemon=True,
                                 name=f"shmatari-pipe-{i}")
                 p.start()
                 child.close()

@@ -6,7 +6,10 @@ a stack of 4; no episodic life, no reward clipping, no fire reset) under
 uniformly random actions, for ``--seconds`` after a warm-up. Optional peers
 appear when installed: EnvPool, ale-py's ``AtariVectorEnv`` and Gymnasium's
 ``AsyncVectorEnv(shared_memory=True)`` with ``AtariPreprocessing`` and
-``FrameStackObservation``. The ``-async`` backends use ``--batch-size``
+``FrameStackObservation``. ``pipe`` is the classic baseline (one process per
+env, pickled over pipes, ALE's grayscale + NumPy + OpenCV in each worker);
+``pipe-kernel`` is the same with shmatari's fused kernel in the workers, so
+that shmatari and it differ in the IPC alone. The ``-async`` backends use ``--batch-size``
 (EnvPool's ``send``/``recv`` semantics): each ``recv`` returns the first
 ``batch_size`` envs ready, and the loop sends their next actions at once.
 
@@ -42,8 +45,8 @@ from . import config as _config
 __all__ = ["main", "run", "machine_info"]
 
 #: Backends in the order they run and print.
-BACKENDS = ("shmatari", "shmatari-async", "pipe", "envpool", "envpool-async", "ale_vector",
-            "gymnasium")
+BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "envpool-async",
+            "ale_vector", "gymnasium")
 _PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
                 "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
 _OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
@@ -139,12 +142,13 @@ def _open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> _Runner
         env = ShmVectorEnv(cfg)
         env.reset()
         return _Runner(env, _n_actions(env), n, step=env.step)
-    if name == "pipe":
+    if name in ("pipe", "pipe-kernel"):
         from .baselines import PipeVectorEnv
 
         env = PipeVectorEnv(_config.build_config(cfg.game, n, num_workers=n, seed=seed,
                                                  start_method=cfg.start_method,
-                                                 **cfg.env_options()))
+                                                 **cfg.env_options()),
+                            preprocess="kernel" if name == "pipe-kernel" else "opencv")
         env.reset()
         return _Runner(env, _n_actions(env), n, step=env.step)
     if name in ("envpool", "envpool-async"):
@@ -204,6 +208,8 @@ def _setting(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
         return s + f", {cfg.num_workers} workers"
     if name.startswith(("envpool", "ale_vector")):
         return s + f", {cfg.num_workers} threads"
+    if name == "pipe-kernel":
+        return s + ", 1 process per env, shmatari's kernel"
     return s + ", 1 process per env"
 
 
@@ -464,7 +470,7 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> list[R
             results.append(_time_backend(name, args, cfg, batch_size, tick))
             tick(args.seconds, "done")
         except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the run
-            if name.startswith("shmatari") or name == "pipe":
+            if name.startswith(("shmatari", "pipe")):
                 raise
             results.append(Result(name, "", num_envs,
                                   skipped=f"failed: {type(exc).__name__}: {exc}"))

@@ -1,4 +1,4 @@
-"""The shared-memory vector env: :func:`make` and :class:`ShmVectorEnv`."""
+"""The shared-memory vector env: :func:`make`, :func:`attach` and :class:`ShmVectorEnv`."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from . import _core, config as _config, results, seeding, shm
-from .errors import CallOrderError, PoolClosedError, WorkerError
+from .errors import AttachError, CallOrderError, PoolClosedError, WorkerError
 
-__all__ = ["make", "ShmVectorEnv"]
+__all__ = ["make", "attach", "ShmVectorEnv"]
 
 _IDLE, _PENDING = 0, 1
 _log = logging.getLogger("shmatari")
@@ -29,9 +29,14 @@ _START_TIMEOUT = 120.0
 #: Seconds close() waits for workers to exit before terminating them (then
 #: 1 s more before SIGKILL, and 1 s for that: close() returns within 5 s).
 _CLOSE_TIMEOUT = 2.0
+#: Seconds attach() waits for a starting pool, or for a previous client's
+#: last commands to finish.
+_ATTACH_TIMEOUT = 30.0
 #: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
 _GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
+#: The header's autoreset_mode word -> the option's name.
+_AUTORESET_NAMES = {v: k for k, v in _core.AUTORESET_MODES.items()}
 
 
 def spin_policy(num_workers: int, cores: int) -> dict:
@@ -193,22 +198,65 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     return ShmVectorEnv(cfg)
 
 
+def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
+           zero_copy: bool = False) -> "ShmVectorEnv":
+    """Attaches to a pool that another process serves (``shmatari serve``).
+
+    The pool keeps running in its server; this process becomes its one
+    client and drives it through the shared-memory segment, with the same
+    API as :func:`make`'s pools (``reset``, ``step``, ``send`` / ``recv``,
+    the spaces, ``metadata["autoreset_mode"]``), all read from the segment's
+    header. :meth:`ShmVectorEnv.close` detaches and leaves the pool running
+    for the next client.
+
+    Attaching makes the pool consistent first: it waits until commands that
+    a previous client left running have finished, then drops the results
+    nobody took (``shmatari_recover`` in ``shmatari/shmatari.h``; see
+    docs/layout.md). Call ``reset()`` before stepping.
+
+    Args:
+        name: the pool's name (``"demo"`` for ``shmatari serve ... --name
+            demo``, whose segment is ``/dev/shm/shmatari_demo``), or a full
+            segment name such as ``env.segment_name``.
+        timeout: seconds to wait for a pool that is still starting, or for a
+            previous client's last commands.
+        zero_copy: as :func:`make`'s.
+
+    Returns:
+        ShmVectorEnv: the attached pool; ``env.config`` is None.
+
+    Raises:
+        AttachError: no such pool (``code="not_found"``), not a shmatari
+            segment, another layout ABI major version (``"abi"``), another
+            live client (``"busy"``, with its pid in ``client_pid``), a pool
+            still starting after ``timeout`` (``"timeout"``), or a server or
+            worker that died or is closing.
+        ValueError: an empty name, or one with ``/``.
+    """
+    return ShmVectorEnv._attach(name, timeout, bool(zero_copy))
+
+
 class _Resources:
     """What must be released when a pool goes away, held apart from the env
     so that a ``weakref.finalize`` can release it without keeping it alive."""
 
-    def __init__(self):
+    def __init__(self, owner: bool):
+        self.owner = owner   # the creator: stops the workers and unlinks
         self.segment = None  # SharedMemory
         self.seg = None      # _core.Segment
         self.views = []      # NumPy arrays over the segment
         self.processes = []
         self.fault_pipes = []  # per worker: the read end of its faulthandler pipe
+        self.client_pid = 0  # set while this process holds the client claim
 
     def shutdown(self, timeout: float = _CLOSE_TIMEOUT) -> None:
         seg, segment = self.seg, self.segment
         if seg is not None:
             try:
-                seg.set_pool_state(_core.POOL_CLOSING)
+                if self.client_pid:
+                    seg.release_client(self.client_pid)
+                if self.owner:
+                    seg.set_pool_state(_core.POOL_CLOSING)
             except ValueError:
                 pass
         deadline = _now() + timeout
@@ -236,13 +284,11 @@ class _Resources:
                 segment.close()
             except BufferError:
                 pass  # a caller still holds a zero-copy view; the name goes anyway
-            shm.unlink(segment.name)
+            if self.owner:
+                shm.unlink(segment.name)
 
 
-def _now() -> float:
-    import time
-
-    return time.monotonic()
+_now = time.monotonic
 
 
 class ShmVectorEnv(gym.vector.VectorEnv):
@@ -266,7 +312,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
 
-    Create it with :func:`make`. It is a context manager; :meth:`close` is
+    Create it with :func:`make` (this process owns the workers and the
+    segment, and is the pool's client), or with :func:`attach` (a pool that
+    ``shmatari serve`` owns; ``config`` is then None and everything comes
+    from the segment's header). It is a context manager; :meth:`close` is
     idempotent, and a pool garbage-collected without it is closed then.
     ``worker_pids`` lists the worker processes' ids (a restarted worker's new
     id replaces the old one).
@@ -274,34 +323,87 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
-    def __init__(self, config: _config.EnvConfig):
+    def __init__(self, config: _config.EnvConfig, *, segment_name: str | None = None,
+                 claim: bool = True):
+        """Creates the pool described by ``config`` (see :func:`make`).
+
+        Args:
+            config: a validated configuration.
+            segment_name: the segment's name (default: a fresh
+                ``shmatari_<pid>_<hex>``).
+            claim: make this process the pool's client. ``shmatari serve``
+                passes False, so that another process can attach.
+
+        Raises:
+            FileExistsError: ``segment_name`` is taken.
+            SharedMemorySpaceError, WorkerError: as :func:`make`.
+        """
         self.config = config
-        self.metadata = dict(type(self).metadata,
-                             autoreset_mode=_GYM_AUTORESET[config.autoreset_mode])
-        self.autoreset_mode = self.metadata["autoreset_mode"]
         self.num_envs = config.num_envs
         self.batch_size = config.batch_size
         self.num_workers = config.num_workers
         self.seed_entropy = config.seed
-        self.closed = False
-        self._broken: str | None = None
-        self._res = _Resources()
-        self._finalizer = weakref.finalize(self, self._res.shutdown)
-        self._state = np.zeros(self.num_envs, np.int8)
-        self._pending = 0
-        self._taken = 0
-        self._next_check = 0.0
-        self._needs_reset = True
-        # autoreset_mode="disabled": envs whose last step ended an episode
-        self._done = np.zeros(self.num_envs, bool)
+        self._init_state(owner=True, zero_copy=config.zero_copy)
         try:
-            self._start()
+            self._start(segment_name or shm.new_name(), claim)
         except BaseException:
             self.close()
             raise
 
+    @classmethod
+    def _attach(cls, name: str, timeout: float, zero_copy: bool) -> "ShmVectorEnv":
+        """The client role: see :func:`attach`."""
+        self = cls.__new__(cls)
+        self.config = None
+        self._init_state(owner=False, zero_copy=zero_copy)
+        self._name = name
+        try:
+            seg_name = _core.segment_name(name)
+            try:
+                segment = shm.attach(seg_name)
+            except FileNotFoundError:
+                raise AttachError(
+                    f"no shmatari pool named {name!r}: {shm.SHM_DIR}/{seg_name} does not "
+                    f"exist; start one with `shmatari serve GAME --name {name}`",
+                    code="not_found") from None
+            self._res.segment = segment
+            code, msg = _core.check_header(segment.buf)
+            if code != _core.OK:
+                raise AttachError(f"cannot attach to {name!r}: {msg}",
+                                  code=_core.status_name(code))
+            seg = _core.Segment(segment.buf)
+            self._res.seg = seg
+            self._seg = seg
+            code, holder, msg = seg.open_client(os.getpid(), timeout)
+            if code != _core.OK:
+                raise AttachError(f"cannot attach to {name!r}: {msg}",
+                                  code=_core.status_name(code), client_pid=holder or None)
+            self._res.client_pid = os.getpid()
+            seg.refresh_groups()
+            self._setup(segment, seg)
+            seg.spin_ns, seg.spin_mode = spin_policy(
+                self.num_workers, _config.available_cores())["client"]
+            self.seed_entropy = seeding.words_to_seed(seg.seed_words())
+            self.worker_pids = [seg.worker_pid(w) for w in range(self.num_workers)]
+            self._groups = [range(*seg.worker_group(w)) for w in range(self.num_workers)]
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _init_state(self, owner: bool, zero_copy: bool) -> None:
+        self.closed = False
+        self._zero_copy = zero_copy
+        self._broken: str | None = None
+        self._res = _Resources(owner)
+        self._finalizer = weakref.finalize(self, self._res.shutdown)
+        self._pending = 0
+        self._taken = 0
+        self._next_check = 0.0
+        self._needs_reset = True
+
     # -- construction ----------------------------------------------------------
-    def _start(self) -> None:
+    def _start(self, segment_name: str, claim: bool) -> None:
         cfg = self.config
         ring_depth = _core.min_ring_depth(cfg.num_envs, cfg.batch_size)
         header = _core.compute_layout(
@@ -311,7 +413,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
         total = int.from_bytes(header[24:32], "little")
         shm.sweep_stale()
-        segment = shm.create(shm.new_name(), total)
+        segment = shm.create(segment_name, total)
         self._res.segment = segment
         segment.buf[:len(header)] = header
         seg = _core.Segment(segment.buf)
@@ -324,7 +426,6 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         for w, group in enumerate(self._groups):
             seg.set_worker_group(w, group.start, group.stop)
         seg.refresh_groups()
-        self._make_views(segment, seg)
 
         self._ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
@@ -345,25 +446,46 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                     worker=-1, env_ids=range(cfg.num_envs), exitcode=None)
         self._check_workers()
         seg.set_pool_state(_core.POOL_RUNNING)
+        if claim:
+            code, _, msg = seg.open_client(os.getpid(), _START_TIMEOUT)
+            if code != _core.OK:
+                self._raise_for(code, msg)
+            self._res.client_pid = os.getpid()
+        self._setup(segment, seg)
+
+    def _setup(self, segment, seg) -> None:
+        """Sizes, modes, spaces and views, all from the segment's header."""
         hdr = seg.header()
+        self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
+        self.num_workers = hdr["num_workers"]
+        self._autoreset = _AUTORESET_NAMES[hdr["autoreset_mode"]]
+        self.metadata = dict(type(self).metadata,
+                             autoreset_mode=_GYM_AUTORESET[self._autoreset])
+        self.autoreset_mode = self.metadata["autoreset_mode"]
+        self._state = np.zeros(self.num_envs, np.int8)
+        # autoreset_mode="disabled": envs whose last step ended an episode
+        self._done = np.zeros(self.num_envs, bool)
+        self._taken = hdr["consumed_batches"]
+        obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
+        if hdr["channels"] != 1:
+            obs_shape += (hdr["channels"],)
         self.action_set = hdr["action_set"]
         n_actions = len(self.action_set)
         self.single_action_space = gym.spaces.Discrete(n_actions)
-        self.action_space = gym.spaces.MultiDiscrete(np.full(cfg.num_envs, n_actions))
-        self.single_observation_space = gym.spaces.Box(0, 255, cfg.obs_shape, np.uint8)
+        self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, n_actions))
+        self.single_observation_space = gym.spaces.Box(0, 255, obs_shape, np.uint8)
         self.observation_space = gym.spaces.Box(
-            0, 255, (cfg.num_envs,) + cfg.obs_shape, np.uint8)
-
-    def _make_views(self, segment, seg) -> None:
-        hdr = seg.header()
+            0, 255, (self.num_envs,) + obs_shape, np.uint8)
         B, first = hdr["batch_size"], hdr["slot_field_offset"][0]
         self._fields_nbytes = hdr["slot_obs_offset"] - first
-        self._field_offsets = [(name, dtype, hdr["slot_field_offset"][f] - first)
-                               for f, (name, dtype) in enumerate(_core.FIELDS)]
+        self._field_slices = [
+            (name, dtype, slice(hdr["slot_field_offset"][f] - first,
+                                hdr["slot_field_offset"][f] - first + B * dtype.itemsize))
+            for f, (name, dtype) in enumerate(_core.FIELDS)]
         self._obs_nbytes = hdr["obs_env_bytes"] * B
         # Same-step pools: each slot also holds the final records (layout.h).
         self._has_final = hdr["slot_final_offset"] != 0
-        self._batch_obs_shape = (B,) + self.config.obs_shape
+        self._batch_obs_shape = (B,) + obs_shape
         self._ring_obs = []
         for s in range(hdr["ring_depth"]):
             view = np.ndarray(self._batch_obs_shape, np.uint8, segment.buf,
@@ -517,6 +639,43 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                   f"{_START_TIMEOUT:.0f} s", worker=-1,
                                   env_ids=range(self.num_envs), exitcode=None)
 
+    def _raise_for(self, code: int, msg: str | None = None) -> None:
+        """Raises the error that a failed wait's status ``code`` stands for."""
+        seg = self._seg
+        if code == _core.STATUS["worker"]:
+            for w in range(seg.num_workers):
+                pid = seg.worker_pid(w)
+                failed = seg.worker_state(w) == _core.WORKER_FAILED
+                if failed or (pid and not _core.pid_alive(pid)):
+                    group = range(*seg.worker_group(w))
+                    text = seg.worker_error(w)
+                    how = "failed" if failed else "died"
+                    msg = (f"worker {w} (pid {pid}, envs {group.start}..{group.stop - 1}) "
+                           f"of the server (pid {seg.header()['owner_pid']}) {how}")
+                    if text:
+                        msg += "\n--- worker traceback ---\n" + text.rstrip()
+                    self._broken = msg
+                    raise WorkerError(msg, worker=w, env_ids=group, exitcode=None,
+                                      worker_traceback=text)
+        if msg is None:
+            _, msg = seg.pool_check()
+        self._broken = msg or _core.status_name(code)
+        raise PoolClosedError(f"the env pool is gone: {self._broken}")
+
+    def _wait_failed(self, code: int) -> None:
+        """After a wait that did not return a batch: returns to wait again
+        (a timeout, a signal, a dead worker replaced) or raises what broke
+        the pool."""
+        if self._res.owner:
+            # The owner knows its workers' exit codes: WorkerError names them,
+            # or with restart_workers the dead are replaced and the wait goes on.
+            self._check_workers(self.config.restart_workers)
+            if code == _core.STATUS["worker"]:
+                return
+        if code in (_core.ERR_TIMEOUT, _core.ERR_INTERRUPTED):
+            return
+        self._raise_for(code)
+
     def _usable(self) -> None:
         if self.closed:
             raise PoolClosedError("the env pool is closed")
@@ -545,7 +704,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         if busy.size:
             raise CallOrderError(f"env(s) {busy.tolist()} are still running: recv() "
                                  f"their results before sending to them again")
-        return np.ascontiguousarray(ids, np.int64)
+        return np.ascontiguousarray(ids, np.uint32)
 
     # -- the async API -----------------------------------------------------------
     def send(self, actions, env_id=None) -> None:
@@ -620,7 +779,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         else:
             # Every env publishes one result per round: the others republish
             # their current observation.
-            all_envs = np.arange(self.num_envs, dtype=np.int64)
+            all_envs = np.arange(self.num_envs, dtype=np.uint32)
             self._seg.post(all_envs[mask], None, cmd)
             self._seg.post(all_envs[~mask], None, _core.CMD_OBSERVE)
             self._done[mask] = False
@@ -670,24 +829,30 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             CallOrderError: fewer than ``batch_size`` envs are running.
             WorkerError: a worker failed or died (within about 0.1 s), unless
                 ``restart_workers``; then only if a replacement fails to start.
-            PoolClosedError: the pool is closed or broken.
+            PoolClosedError: the pool is closed or broken; for an attached
+                pool, also when its server died or closed it (within about
+                0.1 s).
         """
         self._usable()
         if self._pending < self.batch_size:
             raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "
                                  f"{self._pending} are: send() actions first")
-        seg, batch, restart = self._seg, self._taken, self.config.restart_workers
-        now = _now()
-        if now >= self._next_check:
-            # Batches may keep coming from the other workers while a dead
-            # one's envs wait forever: check every _POLL s, not only when a
-            # wait times out.
-            self._next_check = now + _POLL
-            self._check_workers(restart)
-        while not seg.wait_batch(batch, _POLL):
-            self._check_workers(restart)
+        seg, batch = self._seg, self._taken
+        if self._res.owner:
+            now = _now()
+            if now >= self._next_check:
+                # Batches may keep coming from the other workers while a dead
+                # one's envs wait forever: check every _POLL s, not only when
+                # a wait fails.
+                self._next_check = now + _POLL
+                self._check_workers(self.config.restart_workers)
+        while True:
+            code = seg.wait_batch(batch, _POLL)
+            if code == _core.OK:
+                break
+            self._wait_failed(code)
         raw = np.empty(self._fields_nbytes, np.uint8)
-        if self.config.zero_copy:
+        if self._zero_copy:
             seg.copy_batch(batch, raw, None)
             obs = self._ring_obs[batch % len(self._ring_obs)]
         else:
@@ -709,7 +874,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._state[env_id] = _IDLE
         self._pending -= self.batch_size
         terminated, truncated = f["terminated"].view(bool), f["truncated"].view(bool)
-        if self.config.autoreset_mode == "disabled":
+        if self._autoreset == "disabled":
             stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
             self._done[env_id[stepped]] = (terminated | truncated)[stepped]
         return (obs, f["reward"], terminated, truncated,
@@ -717,8 +882,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def _fields(self, raw: np.ndarray) -> dict:
         """Views of a batch's fields in a private copy of their bytes."""
-        return {name: np.ndarray((self.batch_size,), dtype, raw, off)
-                for name, dtype, off in self._field_offsets}
+        return {name: raw[cut].view(dtype) for name, dtype, cut in self._field_slices}
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -781,7 +945,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._finalizer()
 
     def close(self, **kwargs) -> None:
-        """Stops the workers and removes the segment. Idempotent."""
+        """Stops the workers and removes the segment; for an attached pool,
+        detaches and leaves the pool running. Idempotent."""
         if getattr(self, "closed", True) and not hasattr(self, "_finalizer"):
             return
         self._finalizer()
@@ -796,8 +961,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"ShmVectorEnv({c.game!r}, num_envs={c.num_envs}, batch_size={c.batch_size}, "
-                f"num_workers={c.num_workers}, {'closed' if self.closed else 'open'})")
+        what = repr(c.game) if c is not None else f"attached to {self._name!r}"
+        return (f"ShmVectorEnv({what}, num_envs={self.num_envs}, batch_size={self.batch_size}, "
+                f"num_workers={self.num_workers}, {'closed' if self.closed else 'open'})")
 
     @property
     def segment_name(self) -> str | None:

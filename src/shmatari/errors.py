@@ -13,6 +13,7 @@ __all__ = [
     "PoolClosedError",
     "CallOrderError",
     "SharedMemorySpaceError",
+    "AttachError",
 ]
 
 
@@ -62,3 +63,21 @@ class SharedMemorySpaceError(ShmatariError, OSError):
         super().__init__(message)
         self.needed = needed
         self.free = free
+
+
+class AttachError(ShmatariError, RuntimeError):
+    """:func:`shmatari.attach` could not attach to a pool.
+
+    Attributes:
+        code: why, as the C client's status name (``shmatari._core.STATUS``):
+            ``"not_found"`` (no such pool), ``"not_shmatari"``, ``"abi"``
+            (another layout ABI major version), ``"busy"`` (another client is
+            attached), ``"timeout"``, ``"server_dead"``, ``"worker"``,
+            ``"closed"`` or ``"invalid"`` (a bad name).
+        client_pid: with ``code == "busy"``, the current client's pid; else None.
+    """
+
+    def __init__(self, message: str, *, code: str, client_pid: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.client_pid = client_pid

@@ -61,8 +61,11 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
         ``_final_info``.
     """
     info = _per_env(fields)
+    if final is None:
+        _add_episode(info, fields)
+        return info
     has_final = (fields["flags"] & _core.FLAG_FINAL).astype(bool)
-    if final is None or not has_final.any():
+    if not has_final.any():
         _add_episode(info, fields)
         return info
     kept = {k: np.where(has_final, v, np.zeros((), v.dtype)) for k, v in final.items()}

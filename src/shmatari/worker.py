@@ -88,15 +88,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     config = EnvConfig(**config_fields)
 
     def parent_alive() -> bool:
-        if os.getppid() != initial_ppid:
-            return False
-        try:
-            os.kill(owner_pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+        # A dead owner whose parent has not reaped it yet counts as dead.
+        return os.getppid() == initial_ppid and _core.pid_alive(owner_pid)
 
     def reseed(core, index, words):
         atari.reseed_core(core, index, words_to_seed(words))
@@ -118,7 +111,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             config = dataclasses.replace(config, seed=words_to_seed(seg.seed_words()))
         palette = atari.build_palette(config)
         begin, end = seg.worker_group(worker)
-        cores = [atari.build_core(config, i, palette, restart) for i in range(begin, end)]
+        cores = [atari.build_core(config, i, palette, restart=restart)
+                 for i in range(begin, end)]
         if worker == 0:
             _core.set_num_actions(seg, cores[0].action_ids())
         _core.mark_worker(seg, worker, _core.WORKER_READY)

@@ -1,9 +1,10 @@
-/* Prints the offset of every member of the layout structs as JSON, compiled
- * straight from the public header: the C side of the layout agreement test. */
+/* Prints the offset of every member of the layout structs, and the
+ * constants, as JSON, compiled straight from the public headers: the C side
+ * of the layout agreement test. Built as C11 and as C++. */
+#include "shmatari/shmatari.h" /* first: it asks for POSIX under -std=c11 */
+
 #include <stddef.h>
 #include <stdio.h>
-
-#include "shmatari/layout.h"
 
 #define M(type, member) \
   printf("%s\"%s\": %zu", first ? "" : ", ", #member, offsetof(type, member)); \
@@ -48,9 +49,26 @@ int main(void) {
   M(shmatari_slot_header, done_count)
   END()
   printf(", \"constants\": {\"magic\": %llu, \"abi_major\": %u, \"header_bytes\": %u, "
-         "\"field_count\": %d}",
+         "\"field_count\": %d",
          (unsigned long long)SHMATARI_MAGIC, SHMATARI_ABI_MAJOR, SHMATARI_HEADER_BYTES,
          (int)SHMATARI_FIELD_COUNT);
-  printf("}\n");
+#define C(name) printf(", \"%s\": %lld", #name, (long long)(name));
+  C(SHMATARI_ABI_MINOR) C(SHMATARI_ALIGN) C(SHMATARI_SLOT_HEADER_BYTES) C(SHMATARI_ERROR_BYTES)
+  C(SHMATARI_MAX_ACTIONS) C(SHMATARI_SEED_WORDS) C(SHMATARI_FLAG_RESET) C(SHMATARI_FLAG_RESTARTED)
+  C(SHMATARI_FLAG_FINAL) C(SHMATARI_FLAG_OBSERVED)
+  C(SHMATARI_CMD_STEP) C(SHMATARI_CMD_RESET) C(SHMATARI_CMD_RESEED) C(SHMATARI_CMD_OBSERVE)
+  C(SHMATARI_AUTORESET_NEXT_STEP) C(SHMATARI_AUTORESET_SAME_STEP) C(SHMATARI_AUTORESET_DISABLED)
+  C(SHMATARI_WORKER_STARTING) C(SHMATARI_WORKER_READY) C(SHMATARI_WORKER_FAILED)
+  C(SHMATARI_WORKER_EXITED) C(SHMATARI_POOL_STARTING) C(SHMATARI_POOL_RUNNING)
+  C(SHMATARI_POOL_CLOSING)
+  printf("}, \"status\": {");
+  static const int codes[] = {
+      SHMATARI_OK, SHMATARI_ERR_NOT_FOUND, SHMATARI_ERR_NOT_SHMATARI, SHMATARI_ERR_ABI,
+      SHMATARI_ERR_BUSY, SHMATARI_ERR_TIMEOUT, SHMATARI_ERR_SERVER_DEAD, SHMATARI_ERR_WORKER,
+      SHMATARI_ERR_CLOSED, SHMATARI_ERR_INTERRUPTED, SHMATARI_ERR_INVALID, SHMATARI_ERR_STATE,
+      SHMATARI_ERR_SYSTEM};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    printf("%s\"%d\": \"%s\"", i ? ", " : "", codes[i], shmatari_strerror(codes[i]));
+  printf("}}\n");
   return 0;
 }

@@ -31,6 +31,17 @@
  *    a copy of the 64-byte-header-plus-fields-plus-obs layout above, whose
  *    first 64 bytes are unused]
  *
+ * A row (the result at one index of a slot) is written in this order: its
+ * fields but env_id, its observation and final record; the env's `results`
+ * (release); the row's env_id (release), which marks the row complete; the
+ * slot's done_count; the env's ack_seq. A client that takes a batch SHOULD
+ * write -1 into every env_id of the slot before it stores done_count = 0
+ * (shmatari_clear_rows; shmatari_consume_batch does), and the creator does
+ * so for every slot before its workers start. Then a row not yet taken whose
+ * env_id is -1 is one that no live worker has finished, which lets the
+ * creator replace a worker that died mid-row (restart_workers in Python;
+ * docs/layout.md).
+ *
  * Versioning: a client MUST check magic and abi_major and refuse any other
  * major version. A minor version only adds fields in reserved space; a client
  * MAY use a pool of a higher minor version and MUST ignore what it does not
@@ -186,7 +197,9 @@ typedef struct shmatari_header {
   int32_t action_set[SHMATARI_MAX_ACTIONS]; /* 264: ALE action id of each
                                   action index; written by the workers */
   int32_t owner_pid;     /* 336: the creator's process id */
-  int32_t client_pid;    /* 340: the attached client's, 0 when none */
+  int32_t client_pid;    /* 340: the attached client's, 0 when none;
+                            claimed and released only by compare-and-swap
+                            (shmatari_claim in shmatari/shmatari.h) */
   uint32_t pool_state;   /* 344: enum shmatari_pool_state; written by the
                             creator at any time (release) */
   uint32_t field_count;  /* 348: SHMATARI_FIELD_COUNT */
@@ -210,7 +223,8 @@ typedef struct shmatari_header {
   /* 512: one cache line of words the workers write and the client sleeps on */
   uint32_t main_seq;      /* 512: bumped by a worker when a slot fills, a
                              worker becomes ready, or a worker fails */
-  uint32_t main_sleeping; /* 516: client: 1 while it may sleep on main_seq */
+  uint32_t main_sleeping; /* 516: 1 while a process may sleep on main_seq
+                             (the client; the creator while workers start) */
   uint32_t ready_workers; /* 520: workers that reached READY */
   uint32_t failed_workers;/* 524: workers that reached FAILED */
   uint32_t reserved1[12]; /* 528..575 */
@@ -219,11 +233,14 @@ typedef struct shmatari_header {
   uint64_t alloc_pos;     /* 576: next result position; a worker takes one
                              with a fetch-add. Result position p lives in
                              slot (p / batch_size) % ring_depth at index
-                             p % batch_size. */
+                             p % batch_size. A client attaching rounds it up
+                             to a batch boundary while no command is in
+                             flight (shmatari_recover). */
   uint64_t reserved2[7];  /* 584..639 */
 
   /* 640: client-owned state, kept here so that a new client can attach */
-  uint64_t consumed_batches; /* 640: batches the client has taken */
+  uint64_t consumed_batches; /* 640: batches the client has taken
+                                (release) */
   uint64_t reserved3[47];    /* 648..1023 */
 } shmatari_header;
 
@@ -235,7 +252,9 @@ typedef struct shmatari_env_ctrl {
   uint32_t ack_seq; /* 12: worker: req_seq of the last result it published */
   uint64_t results; /* 16: worker: results this env has published; in a
                        synchronous pool result r of env i has position
-                       r * num_envs + i */
+                       r * num_envs + i. A client attaching aligns every
+                       env's count while no command is in flight
+                       (shmatari_recover). */
   uint64_t reserved[5]; /* 24..63 */
 } shmatari_env_ctrl;
 
@@ -356,6 +375,22 @@ static inline char *shmatari_error_text(const shmatari_header *h,
 
 static inline char *shmatari_slot(const shmatari_header *h, uint64_t slot) {
   return (char *)h + h->slots_offset + (slot % h->ring_depth) * h->slot_bytes;
+}
+
+/* The env_id element of the row of result position pos. */
+static inline int32_t *shmatari_row_env_id(const shmatari_header *h,
+                                           uint64_t pos) {
+  return (int32_t *)(shmatari_slot(h, pos / h->batch_size) +
+                     h->slot_field_offset[SHMATARI_FIELD_ENV_ID]) +
+         pos % h->batch_size;
+}
+
+/* Marks every row of slot `slot` (mod ring_depth) empty: env_id -1. */
+static inline void shmatari_clear_rows(const shmatari_header *h,
+                                       uint64_t slot) {
+  int32_t *ids = (int32_t *)(shmatari_slot(h, slot) +
+                             h->slot_field_offset[SHMATARI_FIELD_ENV_ID]);
+  for (uint32_t i = 0; i < h->batch_size; i++) ids[i] = -1;
 }
 
 #ifdef __cplusplus

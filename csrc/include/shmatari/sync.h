@@ -68,6 +68,15 @@ static inline uint32_t shmatari_fetch_add(uint32_t *p, uint32_t v) {
 static inline uint64_t shmatari_fetch_add64(uint64_t *p, uint64_t v) {
   return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
+/* Compare-and-swap (seq_cst): stores `desired` if *p holds `expected`.
+ * Returns the value *p held before, so the swap happened iff it equals
+ * `expected`. */
+static inline int32_t shmatari_cas_i32(int32_t *p, int32_t expected,
+                                       int32_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST,
+                              __ATOMIC_SEQ_CST);
+  return expected;
+}
 
 static inline void shmatari_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

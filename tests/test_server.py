@@ -1,0 +1,407 @@
+"""``shmatari serve`` and its clients: Python (``shmatari.attach``) and C++
+(``csrc/include/shmatari/shmatari.h``, through ``examples/cpp_trainer``).
+
+Every test runs a real server process with real workers, and checks that the
+server's segment and processes are gone afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import itertools
+import json
+import os
+import pathlib
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import pid_alive
+from test_env import per_env_digests, rollout
+
+import shmatari
+from shmatari import _core, shm
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+INCLUDE = ROOT / "csrc" / "include"
+TRAINER = ROOT / "examples" / "cpp_trainer" / "trainer.cpp"
+_names = itertools.count()
+
+
+def _segment_path(segment: str) -> pathlib.Path:
+    return pathlib.Path(shm.SHM_DIR) / segment
+
+
+def _wait_until(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        time.sleep(0.02)
+
+
+class Server:
+    """A ``shmatari serve`` process, as a user would start it."""
+
+    def __init__(self, tmp_path, *args: str, num_envs: int = 4, num_workers: int = 2):
+        self.name = f"t{os.getpid()}x{next(_names)}"
+        self.segment = _core.segment_name(self.name)
+        self.log = tmp_path / f"{self.name}.err"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", self.name,
+             "--num-envs", str(num_envs), "--num-workers", str(num_workers), *args],
+            stdout=subprocess.PIPE, stderr=self.log.open("w"), text=True)
+        line = self._readline(60.0)
+        m = re.fullmatch(r"ready name=(\S+) segment=(\S+) pid=(\d+)\n", line)
+        assert m, f"unexpected first line {line!r}; server log:\n{self.stderr()}"
+        assert m.groups() == (self.name, self.segment, str(self.proc.pid))
+        with contextlib.closing(shm.attach(self.segment)) as mapped:
+            seg = _core.Segment(mapped.buf)
+            self.worker_pids = [seg.worker_pid(w) for w in range(seg.num_workers)]
+            seg.release()
+
+    def _readline(self, timeout: float) -> str:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.proc.kill()
+            raise AssertionError(f"no ready line in {timeout} s:\n{self.stderr()}")
+        return self.proc.stdout.readline()
+
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    def assert_gone(self) -> None:
+        """The segment and every worker are gone (workers of a killed server
+        notice within their poll interval)."""
+        _wait_until(lambda: not _segment_path(self.segment).exists(), 10.0,
+                    f"{self.segment} was not removed")
+        _wait_until(lambda: not any(map(pid_alive, self.worker_pids)), 10.0,
+                    f"workers {self.worker_pids} did not exit")
+
+
+@pytest.fixture
+def server(tmp_path):
+    """``server(*args, num_envs=, num_workers=)`` starts one; all are stopped
+    and checked for leftovers at the end."""
+    started = []
+
+    def start(*args, **kw):
+        s = Server(tmp_path, *args, **kw)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop(signal.SIGKILL if s.proc.poll() is None else signal.SIGTERM)
+        s.assert_gone()
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    """The C++ example, built as its README says."""
+    cxx = next((c for c in map(shutil.which, ("g++", "c++", "clang++")) if c), None)
+    if cxx is None:
+        pytest.skip("no C++ compiler (g++, c++ or clang++) on this machine")
+    exe = tmp_path_factory.mktemp("trainer") / "trainer"
+    subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
+                    str(TRAINER), "-o", str(exe)], check=True)
+    return exe
+
+
+def run_trainer(exe, name: str, *args: str, timeout: float = 60.0):
+    return subprocess.run([str(exe), name, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def parse_kv(text: str) -> dict:
+    return dict(re.findall(r"(\w+)=(\S+)", text))
+
+
+def python_client(code: str) -> subprocess.Popen:
+    """A Python client in its own process (no workers of its own, so ``-c`` works)."""
+    return subprocess.Popen([sys.executable, "-c", "import os, signal, shmatari\n" + code],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# -- the Python client -------------------------------------------------------------
+
+def test_python_client_sees_the_same_pool_as_make(server):
+    s = server("--seed", "7", "--stack-num", "2", "--img-height", "60", num_envs=3)
+    with shmatari.attach(s.name) as env:
+        assert env.config is None and env.seed_entropy == 7
+        assert (env.num_envs, env.batch_size, env.num_workers) == (3, 3, 2)
+        assert env.single_observation_space.shape == (2, 60, 84)
+        assert env.observation_space.shape == (3, 2, 60, 84)
+        assert env.single_action_space.n == 4
+        assert env.worker_pids == s.worker_pids
+        served = per_env_digests(rollout(env, 80))
+    with shmatari.make("Breakout", num_envs=3, seed=7, stack_num=2, img_height=60) as env:
+        assert served == per_env_digests(rollout(env, 80))
+    assert s.stop(signal.SIGINT) == 0
+    assert "stopping" in s.stderr()
+    s.assert_gone()
+
+
+def test_attached_pool_follows_the_servers_autoreset_mode(server):
+    # A 100-frame cap truncates every episode at step 25 (frame_skip 4).
+    s = server("--autoreset-mode", "same_step", "--max-episode-frames", "100",
+               "--noop-max", "0", num_envs=2, num_workers=1)
+    with shmatari.attach(s.name) as env:
+        assert env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
+        env.reset()
+        for _ in range(25):
+            obs, _, term, trunc, info = env.step([1, 1])  # FIRE: the ball moves
+        assert trunc.all() and not term.any()
+        assert info["_final_obs"].all() and info["reset"].all()
+        final = np.stack(info["final_obs"])
+        assert final.shape == obs.shape and not np.array_equal(final, obs)
+        assert (obs == obs[:, :1]).all()  # the reset's stack: one frame repeated
+
+
+def test_console_script_is_declared():
+    scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
+    assert scripts["shmatari"] == "shmatari.cli:main"
+
+
+def test_second_client_is_refused_naming_the_current_clients_pid(server):
+    s = server()
+    env = shmatari.attach(s.name)
+    env.reset()
+    p = python_client(f"""
+try:
+    shmatari.attach({s.name!r})
+except shmatari.AttachError as e:
+    print(e.code, e.client_pid, e)""")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert out.startswith(f"busy {os.getpid()} ")
+    assert f"already has a client: pid {os.getpid()}" in out
+    with pytest.raises(shmatari.AttachError, match="this process") as e:
+        shmatari.attach(s.name)
+    assert e.value.code == "busy" and e.value.client_pid == os.getpid()
+    env.step([0, 1, 2, 3])  # the refused attaches did not disturb the client
+    env.close()
+    with shmatari.attach(s.name) as env:  # detached: the next client is welcome
+        env.reset()
+
+
+def test_cpp_client_is_refused_while_another_client_holds_the_pool(server, trainer):
+    s = server(num_envs=2, num_workers=1)
+    with shmatari.attach(s.name) as env:
+        env.reset()
+        r = run_trainer(trainer, s.name, "--steps", "10")
+        assert r.returncode == 1
+        assert f"already has a client: pid {os.getpid()}" in r.stderr
+        env.step([0, 1])
+    r = run_trainer(trainer, s.name, "--steps", "10")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("batch_size", [4, 3], ids=["sync", "async"])
+def test_client_killed_mid_step_then_a_new_client_attaches(server, batch_size):
+    s = server("--batch-size", str(batch_size))
+    # The dead client leaves commands in flight and results it never took.
+    p = python_client(f"""
+env = shmatari.attach({s.name!r})
+obs, info = env.reset()
+for _ in range(5):
+    env.send([1] * len(info["env_id"]), env_id=info["env_id"])
+    *_, info = env.recv()
+env.send([2] * len(info["env_id"]), env_id=info["env_id"])
+os.kill(os.getpid(), signal.SIGKILL)""")
+    assert p.wait(60) == -signal.SIGKILL, p.stderr.read()
+    _wait_until(lambda: f"client pid {p.pid} died" in s.stderr(), 5.0,
+                "the server did not notice its client's death")
+    with shmatari.attach(s.name, timeout=10) as env:
+        obs, info = env.reset()
+        # Without recovery this would be a stale batch of the dead client.
+        assert info["reset"].all() and (info["elapsed_step"] == 0).all()
+        assert len(set(info["env_id"].tolist())) == batch_size
+        sent = dict.fromkeys(range(env.num_envs), 0)
+        for _ in range(20):
+            ids = info["env_id"]
+            env.send(np.ones(len(ids), np.int64), env_id=ids)
+            for e in ids.tolist():
+                sent[e] += 1
+            obs, _, term, trunc, info = env.recv()
+            assert not (term | trunc).any()
+            for e, step, was_reset in zip(info["env_id"].tolist(), info["elapsed_step"].tolist(),
+                                          info["reset"].tolist()):
+                # An env still resetting when the loop began answers that
+                # first; every other result counts the steps sent to it.
+                assert (step, was_reset) == ((0, True) if not sent[e] else (sent[e], False))
+        if batch_size == env.num_envs:
+            np.testing.assert_array_equal(info["env_id"], np.arange(4))
+
+
+def test_server_killed_under_a_waiting_client(server):
+    s = server()
+    env = shmatari.attach(s.name)
+    env.reset()
+    # Stop the workers so that no result can come, then kill the server
+    # while the client waits for one.
+    for pid in s.worker_pids:
+        os.kill(pid, signal.SIGSTOP)
+    env.send([0, 1, 2, 3])
+    killer = threading.Timer(0.3, s.proc.kill)
+    killer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(shmatari.PoolClosedError, match=rf"server \(pid {s.proc.pid}\)"):
+            env.recv()
+        assert time.monotonic() - t0 < 3.0
+        with pytest.raises(shmatari.PoolClosedError):
+            env.step([0, 0, 0, 0])
+    finally:
+        killer.join()
+        for pid in s.worker_pids:
+            os.kill(pid, signal.SIGCONT)
+        env.close()
+    s.proc.wait(10)
+    s.assert_gone()  # the orphaned workers removed the segment
+
+
+def test_attach_errors_say_what_to_do():
+    with pytest.raises(shmatari.AttachError, match="shmatari serve GAME --name nosuchpool") as e:
+        shmatari.attach("nosuchpool")
+    assert e.value.code == "not_found"
+    with pytest.raises(ValueError, match="without '/'"):
+        shmatari.attach("a/b")
+
+
+@pytest.fixture
+def forged(tmp_path):
+    """A segment whose header says the next layout ABI major version: what an
+    old client finds next to a newer server."""
+    name = f"forged{os.getpid()}"
+    header = bytearray(_core.compute_layout(
+        num_envs=2, num_workers=1, batch_size=2, ring_depth=2, stack_num=4, img_height=84,
+        img_width=84, channels=1, frame_skip=4))
+    header[8:12] = (_core.ABI_MAJOR + 1).to_bytes(4, "little")
+    segment = shm.create(_core.segment_name(name), int.from_bytes(header[24:32], "little"))
+    segment.buf[:len(header)] = header
+    yield name
+    segment.close()
+    shm.unlink(segment.name)
+
+
+def test_abi_major_mismatch_is_refused(forged):
+    forged_abi = f"{_core.ABI_MAJOR + 1}.{_core.ABI_MINOR}"
+    with pytest.raises(shmatari.AttachError, match=rf"layout ABI {forged_abi}; this client "
+                                                   rf"reads ABI {_core.ABI_MAJOR}\.x") as e:
+        shmatari.attach(forged)
+    assert e.value.code == "abi"
+
+
+def test_abi_major_mismatch_is_refused_by_the_cpp_client(forged, trainer):
+    forged_abi = f"{_core.ABI_MAJOR + 1}.{_core.ABI_MINOR}"
+    r = run_trainer(trainer, forged)
+    assert r.returncode == 1
+    assert "attach failed (layout ABI mismatch)" in r.stderr
+    assert f"layout ABI {forged_abi};" in r.stderr
+
+
+# -- the C++ client ----------------------------------------------------------------
+
+@pytest.mark.parametrize("batch_size", [4, 2], ids=["sync", "async"])
+def test_cpp_trainer_steps_a_served_pool(server, trainer, batch_size):
+    s = server("--batch-size", str(batch_size), "--seed", "1")
+    r = run_trainer(trainer, s.name, "--steps", "150", "--expect-shape", "4x84x84")
+    assert r.returncode == 0, r.stderr
+    out = parse_kv(r.stdout)
+    assert out["segment"] == s.segment and out["obs_shape"] == "4x84x84"
+    assert (out["num_envs"], out["batch_size"], out["num_actions"]) == ("4", str(batch_size), "4")
+    assert int(out["env_steps"]) == 150 * batch_size
+    assert r.stdout.strip().splitlines()[-1].startswith("env_steps_per_s=")
+    assert float(out["env_steps_per_s"]) > 0
+    r = run_trainer(trainer, s.name, "--steps", "1", "--expect-shape", "4x84x84x3")
+    assert r.returncode == 3 and "differs from --expect-shape" in r.stderr
+    # A C++ client killed while stepping: the next one takes over.
+    p = subprocess.Popen([str(trainer), s.name, "--steps", "100000000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    p.kill()
+    p.wait(10)
+    r = run_trainer(trainer, s.name, "--steps", "50")
+    assert r.returncode == 0, r.stderr
+
+
+def test_cpp_trainer_reports_a_dead_server_within_its_timeout(server, trainer):
+    s = server()
+    p = subprocess.Popen([str(trainer), s.name, "--steps", "100000000", "--timeout", "5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    s.proc.kill()
+    _, err = p.communicate(timeout=10)
+    assert p.returncode == 4
+    assert f"the server (pid {s.proc.pid}) that owns the pool is gone" in err
+    s.assert_gone()
+
+
+# -- the server ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,match", [
+    (["--name", "9lives"], "--name must be a letter"),
+    (["--name", "x" * 21], "--name must be a letter"),
+    (["--num-envs", "0"], "num_envs must be >= 1"),
+    (["--frame-skip", "four"], "invalid int value"),
+    (["--grayscal"], "unrecognized arguments"),
+])
+def test_serve_rejects_bad_arguments_before_starting(args, match):
+    r = subprocess.run([sys.executable, "-m", "shmatari.cli", "serve", "Breakout", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert match in r.stderr
+    assert "ready" not in r.stdout
+
+
+def test_serve_refuses_a_name_a_live_server_holds(server):
+    s = server(num_envs=2, num_workers=1)
+    r = subprocess.run([sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name",
+                        s.name], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert f"pid {s.proc.pid} already serves" in r.stderr
+    with shmatari.attach(s.name) as env:  # the first server is untouched
+        env.reset()
+
+
+def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
+    s = server()
+    os.kill(s.worker_pids[1], signal.SIGKILL)
+    assert s.proc.wait(15) == 1
+    assert "worker 1" in s.stderr() and "killed by signal 9" in s.stderr()
+    s.assert_gone()
+
+
+def test_server_clients_benchmark_runs_with_tiny_settings(tmp_path, trainer):
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "server_clients.py"),
+                        "--num-envs", "2", "--num-workers", "1", "--seconds", "0.3",
+                        "--trainer", str(trainer), "--json", str(out)],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(out.read_text())
+    assert {row["client"] for row in report["results"]} == {"cpp", "python"}
+    assert all(row["env_steps_per_s"] > 0 for row in report["results"])
+    assert report["machine"]["cores"] >= 1 and report["machine"]["cpu_model"]
+    assert "c++" in report["machine"]["versions"]
+    assert "| C++" in r.stdout  # the README table
