@@ -13,12 +13,14 @@ How it ends:
   Python stack to the pipe the parent gave it, and the signal kills it;
 - SIGTERM from anyone but a dying parent: it cleans up, then dies of SIGTERM,
   so the parent reports the signal;
-- its parent dies: Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM at once, and
-  elsewhere it notices within ``poll`` seconds of idleness (its parent pid
-  changes, or the owner pid is gone). Under ``forkserver`` the parent is the
-  fork server, which exits as soon as the process that started it dies. An
-  orphaned worker removes the segment, so a killed trainer leaves nothing in
-  ``/dev/shm``.
+- its owner dies: under ``fork`` and ``spawn`` the owner is its parent, and
+  Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM at once. Under
+  ``forkserver`` its parent is the fork server, which outlives the owner as
+  long as any of its children lives (each holds the owner's end of the
+  server's "alive" pipe); there, and on other systems, the worker notices
+  within ``poll`` (0.2) seconds, busy or idle, that the owner's pid is gone
+  or its parent pid changed. An orphaned worker removes the segment, so a
+  killed trainer leaves nothing in ``/dev/shm``.
 """
 
 from __future__ import annotations
