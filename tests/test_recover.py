@@ -1,0 +1,129 @@
+"""Segment.recover: the ring after a worker died mid-row, set up word by word.
+
+A worker killed between reserving a result position and finishing its row
+leaves states that a random SIGKILL hits too rarely to test reliably
+(test_reliability.py kills workers for real); here each state is written
+into a real segment by hand, at the offsets the C compiler gave
+(``struct_layout``), and ``recover`` must say what the replacement writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shmatari import _core, shm
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+LAYOUT = _core.struct_layout()
+ENV = LAYOUT["shmatari_env_ctrl"]
+HDR = LAYOUT["shmatari_header"]
+
+
+class Ring:
+    """A segment of ``num_envs`` envs, two workers, ``batch_size``; no processes."""
+
+    def __init__(self, num_envs: int, batch_size: int):
+        depth = _core.min_ring_depth(num_envs, batch_size)
+        header = _core.compute_layout(num_envs=num_envs, num_workers=2, batch_size=batch_size,
+                                      ring_depth=depth, stack_num=1, img_height=2, img_width=2,
+                                      channels=1, frame_skip=1)
+        size = int.from_bytes(header[24:32], "little")
+        self.shm = shm.create(shm.new_name(), size)
+        self.buf = self.shm.buf
+        self.buf[:len(header)] = header
+        self.seg = _core.Segment(self.buf)
+        half = num_envs // 2
+        self.seg.set_worker_group(0, 0, half)
+        self.seg.set_worker_group(1, half, num_envs)
+        self.seg.refresh_groups()
+        self.seg.clear_slots()
+        self.hdr = self.seg.header()
+        self.batch_size = batch_size
+
+    def close(self):
+        self.seg.release()
+        self.buf = None
+        self.shm.close()
+        shm.unlink(self.shm.name)
+
+    def _word(self, offset: int, dtype) -> np.ndarray:
+        return np.ndarray((1,), dtype, self.buf, offset)
+
+    def env(self, e: int, field: str):
+        dtype = np.uint64 if field == "results" else np.uint32
+        return self._word(self.hdr["env_ctrl_offset"] + ENV["sizeof"] * e + ENV[field], dtype)
+
+    def row(self, pos: int) -> np.ndarray:
+        """The env_id element of position ``pos``."""
+        slot = pos // self.batch_size
+        off = self.seg.slot_offset(slot) + self.hdr["slot_field_offset"][0]
+        return self._word(off + 4 * (pos % self.batch_size), np.int32)
+
+    def set(self, *, consumed: int, alloc_pos: int = 0):
+        self._word(HDR["consumed_batches"], np.uint64)[0] = consumed
+        self._word(HDR["alloc_pos"], np.uint64)[0] = alloc_pos
+
+    def done_count(self, batch: int) -> int:
+        return self.seg.batch_done(batch)
+
+
+@pytest.fixture
+def ring(request):
+    r = Ring(*request.param)
+    yield r
+    r.close()
+
+
+@pytest.mark.parametrize("ring", [(4, 2)], indirect=True)
+def test_async_hole_goes_to_the_dead_env_with_a_command_in_flight(ring):
+    # Worker 1 (envs 2, 3) died. Env 2 had finished its row at position 0 but
+    # not stored its ack; env 3 had reserved position 1 and written nothing.
+    # Env 0 (worker 0) finished at position 2.
+    ring.set(consumed=0, alloc_pos=3)
+    for e in range(4):
+        ring.env(e, "req_seq")[0] = 1
+    ring.env(0, "ack_seq")[0] = 1
+    ring.row(0)[0], ring.row(2)[0] = 2, 0
+    plan = ring.seg.recover([1])
+    assert plan == {3: 1}             # the replacement fills the hole
+    assert ring.env(2, "ack_seq")[0] == 1  # answered: its row is there
+    assert ring.env(3, "ack_seq")[0] == 0  # still in flight
+    assert ring.done_count(0) == 1 and ring.done_count(1) == 1
+
+
+@pytest.mark.parametrize("ring", [(4, 4)], indirect=True)
+def test_sync_row_is_rewritten_at_the_same_position(ring):
+    # Batch 5 in flight. Envs 0, 1 (live) and 2 (dead, ack lost) finished;
+    # env 3 had counted its result but died before committing the row.
+    ring.set(consumed=5)
+    for e in range(4):
+        ring.env(e, "req_seq")[0] = 6
+        ring.env(e, "results")[0] = 6
+        ring.env(e, "ack_seq")[0] = 6 if e < 2 else 5
+    for e in range(3):
+        ring.row(5 * 4 + e)[0] = e
+    plan = ring.seg.recover([1])
+    assert plan == {3: -1}
+    assert ring.env(3, "results")[0] == 5  # publishes at 5 * 4 + 3 again
+    assert ring.env(2, "results")[0] == 6 and ring.env(2, "ack_seq")[0] == 6
+    assert ring.done_count(5) == 3
+
+
+@pytest.mark.parametrize("ring", [(4, 2)], indirect=True)
+def test_idle_dead_worker_needs_nothing_and_counts_are_recounted(ring):
+    ring.set(consumed=1, alloc_pos=4)  # batch 1 complete, not yet taken
+    for e in range(4):
+        ring.env(e, "req_seq")[0] = ring.env(e, "ack_seq")[0] = 2
+    ring.row(2)[0], ring.row(3)[0] = 3, 1
+    assert ring.seg.recover([1]) == {}
+    assert ring.done_count(1) == 2
+
+
+@pytest.mark.parametrize("ring", [(4, 2)], indirect=True)
+def test_a_hole_no_dead_env_explains_is_an_error(ring):
+    ring.set(consumed=0, alloc_pos=2)
+    ring.row(0)[0] = 0  # position 1 is a hole, but every env is idle
+    with pytest.raises(RuntimeError, match="never written"):
+        ring.seg.recover([1])
