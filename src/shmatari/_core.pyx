@@ -453,7 +453,6 @@ def segment_name(str name):
 # --------------------------------------------------------------------------
 # A mapped segment
 
-
 cdef class Segment:
     """Typed access to a mapped shmatari segment.
 

@@ -66,6 +66,10 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
+    It first removes the segments that pools killed outright left in
+    ``/dev/shm`` (:func:`shmatari.shm.sweep_stale`: only those whose owner is
+    dead and that no process maps).
+
     Args:
         env_id: the game: an ale-py ROM id (``"breakout"``) or a usual spelling
             (``"Breakout"``, ``"ALE/Breakout-v5"``, ``"BreakoutNoFrameskip-v4"``);
@@ -500,7 +504,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
         SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
         worker ignores SIGINT before it unblocks it), and is raised here once
-        the process is on record, so that close() stops it.
+        the process is on record, so that close() stops it. The fork server
+        is started first, outside the block, so that other users of it do
+        not inherit a blocked SIGINT.
         """
         from .worker import worker_main
 
@@ -512,6 +518,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                               args=(self._res.segment.name, w, fields, os.getpid(),
                                     self._worker_spin, writer, restart, positions),
                               daemon=True)
+        if cfg.start_method == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
