@@ -309,9 +309,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     clipping), ``game_over`` (bool), ``elapsed_step`` (int32, agent steps
     since the game's reset), ``episode_frame_number`` (int64, frames since
     reset, no-ops included), ``frame_number`` (int64, frames since the env
-    began), ``reset`` (bool, the result of a reset); and, when some env ended
-    a game, ``episode`` = ``{"r": float64 raw score, "l": int32 agent steps,
-    "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
+    began), ``reset`` (bool, the result of a reset), ``worker_restarted``
+    (bool, the env's first result since its worker was replaced:
+    ``restart_workers``); and, when some env ended a game, ``episode`` =
+    ``{"r": float64 raw score, "l": int32 agent steps, "frames": int64}``
+    with the mask ``_episode`` (bool), as Gymnasium's
     ``RecordEpisodeStatistics``. With ``autoreset_mode="same_step"``, done
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
