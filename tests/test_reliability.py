@@ -202,7 +202,8 @@ def test_worker_dying_inside_ale_raises_worker_error(tmp_path, mode):
 
 HOSTILE_CLIENT = '''
 if __name__ == "__main__":
-    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0)
+    restart = sys.argv[1] == "restart"
+    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0, restart_workers=restart)
     out = dict(pids=list(env.worker_pids), segment=env.segment_name)
     env.reset()
     # Another process writes the segment without checking (a buggy C client).
@@ -215,16 +216,20 @@ if __name__ == "__main__":
     other.close()
     t0 = time.monotonic()
     try:
-        env.step([0, 0])
+        _, _, _, truncated, info = env.step([0, 0])
+        out.update(truncated=truncated.tolist(), restarted=info["worker_restarted"].tolist())
+        for _ in range(5):
+            env.step([1, 1])
     except shmatari.WorkerError as err:
         out.update(error_fields(err), elapsed=time.monotonic() - t0)
+    out["pids"] += env.worker_pids
     env.close()
     emit(**out)
 '''
 
 
 def test_worker_exception_carries_its_traceback(tmp_path):
-    proc, out = run_script(tmp_path, HOSTILE_CLIENT)
+    proc, out = run_script(tmp_path, HOSTILE_CLIENT, "plain")
     assert out is not None, proc.stderr
     assert out["type"] == "WorkerError" and out["elapsed"] < 5.0
     assert out["message"].startswith("worker 0 (pid ") and "failed: exit code 1" in out["message"]
@@ -232,6 +237,18 @@ def test_worker_exception_carries_its_traceback(tmp_path):
     assert "Traceback (most recent call last)" in tb and "worker_loop" in tb
     assert "ValueError: env 1 was sent action 1000; its action space is 0..3" in tb
     assert tb.strip() in out["message"]
+    assert_gone(out["pids"], out["segment"])
+
+
+def test_restart_after_a_worker_exception_goes_on(tmp_path):
+    """The replacement answers the command that killed its predecessor with
+    the restart's result (the action is not run again), so a bad command
+    cannot make a worker die over and over."""
+    proc, out = run_script(tmp_path, HOSTILE_CLIENT, "restart")
+    assert out is not None, proc.stderr
+    assert "type" not in out, out.get("message")
+    assert out["truncated"] == [True, True] and out["restarted"] == [True, True]
+    assert "ValueError: env 1 was sent action 1000" in proc.stderr  # the logged warning
     assert_gone(out["pids"], out["segment"])
 
 

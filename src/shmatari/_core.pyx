@@ -1764,19 +1764,22 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
 cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, reseed,
                 bint restarted) except -1:
     """Runs env ``e``'s command (``restarted``: its first since its worker
-    was replaced)."""
+    was replaced, which a STEP or OBSERVE answers with the restart's
+    result, ignoring the action: a command that killed the previous worker
+    does not kill its replacement)."""
     cdef uint32_t cmd = ec.cmd
     cdef int32_t action = ec.action
+    cdef bint reset = cmd == SHMATARI_CMD_RESET or cmd == SHMATARI_CMD_RESEED
+    if restarted and not reset:
+        core.restart_result()
+        return 0
     if cmd == SHMATARI_CMD_STEP:
         if action < 0 or action >= core.num_actions:
             raise ValueError(f"env {e} was sent action {action}; its action space is "
                              f"0..{core.num_actions - 1} (did a client write the segment "
                              f"without checking its actions?)")
-    elif cmd != SHMATARI_CMD_OBSERVE and cmd != SHMATARI_CMD_RESET and cmd != SHMATARI_CMD_RESEED:
+    elif cmd != SHMATARI_CMD_OBSERVE and not reset:
         raise ValueError(f"env {e} was sent command {cmd}, which layout.h does not define")
-    if restarted and (cmd == SHMATARI_CMD_STEP or cmd == SHMATARI_CMD_OBSERVE):
-        core.restart_result()
-        return 0
     if cmd == SHMATARI_CMD_STEP:
         core.step(action)
     elif cmd == SHMATARI_CMD_OBSERVE:

@@ -618,7 +618,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         deadline = _now() + _START_TIMEOUT
         while True:
             for w in dead - set(reasons):
-                reasons[w] = str(self._worker_error(w)).split("\n", 1)[0]
+                reasons[w] = str(self._worker_error(w)).partition("\n")
             busy = seg.in_flight()
             for w in dead:
                 busy[self._groups[w].start:self._groups[w].stop] = False
@@ -639,8 +639,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             seg.reset_worker(w)
             self._restarts[w] += 1
             self._spawn(w, self._restarts[w], {e: plan[e] for e in group if e in plan})
-            _log.warning("%s; restarted it as pid %d (restart %d of this worker)",
-                         reasons[w], self._res.processes[w].pid, self._restarts[w])
+            head, _, traceback = reasons[w]
+            _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
+                         self._res.processes[w].pid, self._restarts[w],
+                         "\n" + traceback if traceback else "")
         deadline = _now() + _START_TIMEOUT
         while not seg.wait_ready(ready + len(dead), _POLL):
             failed = self._dead_workers()
