@@ -563,3 +563,42 @@ def test_small_dev_shm_fails_before_starting_workers(tmp_path):
     assert out["children"] == 0 and out["left"] == []
     assert out["allocated"] >= out["size"] > 0
     assert out["left_after"] == []
+
+
+# -- 6. no resource-tracker noise ------------------------------------------------
+
+TRACKER = '''
+import gc
+if __name__ == "__main__":
+    pids, segments = [], []
+    for method in ("forkserver", "spawn", "fork"):
+        env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0, start_method=method)
+        pids += env.worker_pids
+        segments.append(env.segment_name)
+        env.reset()
+        os.kill(env.worker_pids[0], signal.SIGKILL)  # a failure, then close()
+        try:
+            while True:
+                env.step([0, 0])
+        except shmatari.WorkerError:
+            pass
+        env.close()
+        env = shmatari.make("Pong", num_envs=2, seed=0, start_method=method)
+        pids += env.worker_pids
+        segments.append(env.segment_name)
+        env.reset()
+        del env  # closed by the garbage collector
+        gc.collect()
+    emit(pids=pids, segments=segments)
+'''
+
+
+def test_no_resource_tracker_noise_after_failures(tmp_path):
+    """Failed and garbage-collected pools under every start method: no
+    "leaked shared_memory" warning at exit, nothing left behind."""
+    proc, out = run_script(tmp_path, TRACKER)
+    assert proc.returncode == 0 and out is not None, proc.stderr
+    for word in ("resource_tracker", "leaked", "Traceback", "Warning"):
+        assert word not in proc.stderr, proc.stderr
+    for segment in out["segments"]:
+        assert_gone(out["pids"], segment)
