@@ -73,7 +73,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The parent blocks SIGINT while it starts workers, so that a Ctrl-C then
     # reaches the parent alone; the mask is inherited through fork and exec.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
     initial_ppid = os.getppid()
     _set_parent_death_signal(signal.SIGTERM)
