@@ -2,6 +2,7 @@
 
 import sys
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
@@ -15,7 +16,8 @@ extensions = [
     Extension(
         "shmatari._core",
         sources=["src/shmatari/_core.pyx", "csrc/shmatari_kernel.c"],
-        include_dirs=["csrc", "csrc/include"],
+        include_dirs=["csrc", "csrc/include", numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         depends=["csrc/shmatari_kernel.h", "csrc/include/shmatari/layout.h",
                  "csrc/include/shmatari/sync.h", "csrc/include/shmatari/shmatari.h"],
         extra_compile_args=compile_args,

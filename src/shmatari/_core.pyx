@@ -16,6 +16,17 @@ from libc.string cimport memcpy, memset, strlen
 
 import numpy as np
 
+cimport numpy as cnp
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+
+cnp.import_array()
+
+
+cdef extern from "numpy/arrayobject.h":
+    object PyArray_NewFromDescr(type subtype, cnp.dtype descr, int nd, cnp.npy_intp *dims,
+                                cnp.npy_intp *strides, void *data, int flags, PyObject *obj)
+
 
 
 
@@ -269,7 +280,6 @@ ERR_INTERRUPTED = SHMATARI_ERR_INTERRUPTED
 cdef extern from *:
     """
     #include <stddef.h>
-    static const unsigned char shmatari_py_field_bytes[] = SHMATARI_FIELD_BYTES;
     static const char *shmatari_py_field_types[] = SHMATARI_FIELD_TYPES;
     static const char *shmatari_py_field_names[] = SHMATARI_FIELD_NAMES;
     typedef struct { const char *type; const char *member; size_t value; } shmatari_py_member;
@@ -333,7 +343,6 @@ cdef extern from *:
     static const size_t shmatari_py_member_count =
         sizeof(shmatari_py_members) / sizeof(shmatari_py_members[0]);
     """
-    const unsigned char shmatari_py_field_bytes[]
     const char *shmatari_py_field_types[]
     const char *shmatari_py_field_names[]
     ctypedef struct shmatari_py_member:
@@ -348,6 +357,22 @@ FIELDS = tuple(
     (shmatari_py_field_names[i].decode(), np.dtype(shmatari_py_field_types[i].decode()))
     for i in range(<int>SHMATARI_FIELD_COUNT)
 )
+
+
+_BOOL = np.dtype(bool)
+#: The dtype each field is handed out as: the 0/1 bytes as bool.
+_PRESENTED = tuple(_BOOL if name in ("terminated", "truncated", "game_over", "episode_done")
+                   else dtype for name, dtype in FIELDS)
+
+
+cdef object _view(object base, char *data, cnp.npy_intp n, object descr):
+    """A 1-D array of ``n`` elements of ``descr`` at ``data``, inside ``base``
+    (which it keeps alive)."""
+    Py_INCREF(descr)  # PyArray_NewFromDescr steals a reference
+    arr = PyArray_NewFromDescr(np.ndarray, <cnp.dtype>descr, 1, &n, NULL, data,
+                               cnp.NPY_ARRAY_CARRAY, NULL)
+    cnp.set_array_base(arr, base)
+    return arr
 
 
 def struct_layout():
@@ -907,6 +932,56 @@ cdef class Segment:
         if obs_out is not None:
             with nogil:
                 memcpy(&obs_out[0], slot + h.slot_obs_offset, no)
+
+    def collect(self, uint64_t batch, obs_out, bint final=False):
+        """Copies batch ``batch`` (as ``copy_batch``) into a new private buffer
+        and returns NumPy views of it, built here with NumPy's C API: the
+        client's hot path, where a dozen Python-level views cost more than the
+        round trip itself.
+
+        Args:
+            batch: the batch index (a count of batches taken).
+            obs_out: uint8 buffer for the observations, or None.
+            final: read the same-step final records instead.
+
+        Returns:
+            (views, bits): ``views`` holds one array of shape (batch_size,)
+            per field of ``FIELDS``, in order (the 0/1 fields as bool), then
+            two bool arrays: the rows' ``FLAG_RESET`` and ``FLAG_RESTARTED``
+            bits. ``bits``: 1 if a row has ``episode_done``, 2 if a row has
+            ``FLAG_FINAL``.
+        """
+        self._check()
+        cdef shmatari_header *h = self.hdr
+        cdef Py_ssize_t B = h.batch_size
+        cdef size_t nf = h.slot_obs_offset - h.slot_field_offset[0]
+        raw = np.empty(nf + 2 * B, np.uint8)
+        cdef uint8_t[::1] mraw = raw
+        self.copy_batch(batch, mraw[:nf], obs_out, final)
+        cdef uint8_t *base = &mraw[0]
+        cdef const uint32_t *flags = <const uint32_t *>(
+            base + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS] - h.slot_field_offset[0])
+        cdef const uint8_t *done = <const uint8_t *>(
+            base + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE] - h.slot_field_offset[0])
+        cdef uint8_t *reset_bits = base + nf
+        cdef uint8_t *restart_bits = base + nf + B
+        cdef int bits = 0
+        cdef Py_ssize_t i
+        for i in range(B):
+            reset_bits[i] = (flags[i] & SHMATARI_FLAG_RESET) != 0
+            restart_bits[i] = (flags[i] & SHMATARI_FLAG_RESTARTED) != 0
+            if done[i]:
+                bits |= 1
+            if flags[i] & SHMATARI_FLAG_FINAL:
+                bits |= 2
+        cdef list views = []
+        cdef int f
+        for f in range(<int>SHMATARI_FIELD_COUNT):
+            views.append(_view(raw, <char *>base + h.slot_field_offset[f] - h.slot_field_offset[0],
+                               B, _PRESENTED[f]))
+        views.append(_view(raw, <char *>reset_bits, B, _BOOL))
+        views.append(_view(raw, <char *>restart_bits, B, _BOOL))
+        return tuple(views), bits
 
     # -- views ---------------------------------------------------------------
     def slot_offset(self, uint64_t slot):

@@ -20,6 +20,8 @@ from .errors import AttachError, CallOrderError, PoolClosedError, WorkerError
 __all__ = ["make", "attach", "ShmVectorEnv"]
 
 _IDLE, _PENDING = 0, 1
+#: Names of the arrays ``Segment.collect`` returns, in order.
+_COLLECTED = tuple(name for name, _ in _core.FIELDS) + ("_reset", "_restarted")
 _log = logging.getLogger("shmatari")
 
 #: Seconds of sleep between liveness checks while waiting for workers.
@@ -482,13 +484,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.single_observation_space = gym.spaces.Box(0, 255, obs_shape, np.uint8)
         self.observation_space = gym.spaces.Box(
             0, 255, (self.num_envs,) + obs_shape, np.uint8)
-        B, first = hdr["batch_size"], hdr["slot_field_offset"][0]
-        self._fields_nbytes = hdr["slot_obs_offset"] - first
-        self._field_slices = [
-            (name, dtype, slice(hdr["slot_field_offset"][f] - first,
-                                hdr["slot_field_offset"][f] - first + B * dtype.itemsize))
-            for f, (name, dtype) in enumerate(_core.FIELDS)]
-        self._obs_nbytes = hdr["obs_env_bytes"] * B
+        B = hdr["batch_size"]
         # Same-step pools: each slot also holds the final records (layout.h).
         self._has_final = hdr["slot_final_offset"] != 0
         self._batch_obs_shape = (B,) + obs_shape
@@ -748,7 +744,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 busy = np.flatnonzero(self._state != _IDLE).tolist()
                 raise CallOrderError(f"env(s) {busy} are still running: recv() their "
                                      f"results before sending to them again")
-            self._check_not_done(self._done)
+            if self._autoreset == "disabled":
+                self._check_not_done(self._done)
             self._seg.post_all(acts, _core.CMD_STEP)
             self._state.fill(_PENDING)
             self._pending = self.num_envs
@@ -865,20 +862,17 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             if code == _core.OK:
                 break
             self._wait_failed(code)
-        raw = np.empty(self._fields_nbytes, np.uint8)
         if self._zero_copy:
-            seg.copy_batch(batch, raw, None)
+            views, bits = seg.collect(batch, None)
             obs = self._ring_obs[batch % len(self._ring_obs)]
         else:
             obs = np.empty(self._batch_obs_shape, np.uint8)
-            seg.copy_batch(batch, raw, obs.reshape(-1))
-        f = self._fields(raw)
+            views, bits = seg.collect(batch, obs.reshape(-1))
+        f = dict(zip(_COLLECTED, views))
         final = final_obs = None
-        if self._has_final and (f["flags"] & _core.FLAG_FINAL).any():
-            raw_final = np.empty(self._fields_nbytes, np.uint8)
+        if self._has_final and bits & 2:
             final_obs = np.empty(self._batch_obs_shape, np.uint8)
-            seg.copy_batch(batch, raw_final, final_obs.reshape(-1), final=True)
-            final = self._fields(raw_final)
+            final = dict(zip(_COLLECTED, seg.collect(batch, final_obs.reshape(-1), True)[0]))
         seg.take_batch(batch)
         self._taken = batch + 1
         env_id = f["env_id"]
@@ -887,16 +881,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         else:
             self._state[env_id] = _IDLE
         self._pending -= self.batch_size
-        terminated, truncated = f["terminated"].view(bool), f["truncated"].view(bool)
+        terminated, truncated = f["terminated"], f["truncated"]
         if self._autoreset == "disabled":
             stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
             self._done[env_id[stepped]] = (terminated | truncated)[stepped]
         return (obs, f["reward"], terminated, truncated,
-                results.build_info(f, final, final_obs))
-
-    def _fields(self, raw: np.ndarray) -> dict:
-        """Views of a batch's fields in a private copy of their bytes."""
-        return {name: raw[cut].view(dtype) for name, dtype, cut in self._field_slices}
+                results.build_info(f, final, final_obs, any_done=bool(bits & 1)))
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):

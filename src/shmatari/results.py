@@ -16,6 +16,10 @@ _EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_fr
 
 
 def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
+    reset, restarted = fields.get("_reset"), fields.get("_restarted")
+    if reset is None:  # not precomputed by Segment.collect
+        reset = (fields["flags"] & _core.FLAG_RESET).astype(bool)
+        restarted = (fields["flags"] & _core.FLAG_RESTARTED).astype(bool)
     return {
         "env_id": fields["env_id"],
         "lives": fields["lives"],
@@ -24,14 +28,14 @@ def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
         "elapsed_step": fields["elapsed_step"],
         "episode_frame_number": fields["episode_frames"],
         "frame_number": fields["frame_number"],
-        "reset": (fields["flags"] & _core.FLAG_RESET).astype(bool),
-        "worker_restarted": (fields["flags"] & _core.FLAG_RESTARTED).astype(bool),
+        "reset": reset,
+        "worker_restarted": restarted,
     }
 
 
-def _add_episode(info: dict, fields: Mapping[str, np.ndarray]) -> None:
+def _add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | None = None) -> None:
     done = fields["episode_done"].view(bool)
-    if done.any():
+    if any_done if any_done is not None else done.any():
         info["episode"] = {
             "r": np.where(done, fields["episode_return"], 0.0),
             "l": np.where(done, fields["elapsed_step"], 0).astype(np.int32),
@@ -41,16 +45,18 @@ def _add_episode(info: dict, fields: Mapping[str, np.ndarray]) -> None:
 
 
 def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray] | None = None,
-               final_obs: np.ndarray | None = None) -> dict:
+               final_obs: np.ndarray | None = None, any_done: bool | None = None) -> dict:
     """The info dict of a batch (see :class:`shmatari.ShmVectorEnv` for its keys).
 
     Args:
         fields: every slot field by name (``_core.FIELDS``), each shape
-            ``(n,)``, owned by the caller: arrays may be kept in the dict.
+            ``(n,)``, owned by the caller: arrays may be kept in the dict;
+            optionally ``_reset`` / ``_restarted``, the flags' bits as bool.
         final: the rows' final records (same-step pools), as ``fields``; read
             only in rows whose flags hold ``FLAG_FINAL``. None: no final records.
         final_obs: uint8, shape ``(n, *obs_shape)``: the final observations,
             owned by the caller, or None.
+        any_done: whether some row has ``episode_done``, if already known.
 
     Returns:
         dict: the per-env arrays; ``episode`` / ``_episode`` when some row
@@ -62,7 +68,7 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
     """
     info = _per_env(fields)
     if final is None:
-        _add_episode(info, fields)
+        _add_episode(info, fields, any_done)
         return info
     has_final = (fields["flags"] & _core.FLAG_FINAL).astype(bool)
     if not has_final.any():
