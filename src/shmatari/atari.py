@@ -6,6 +6,7 @@ and of the benchmark's ceiling, so all of them do the same work per step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from . import _core, games, seeding
@@ -15,6 +16,25 @@ __all__ = ["quiet_process", "build_palette", "build_core", "reseed_core"]
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                 "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+@contextlib.contextmanager
+def single_threaded_children():
+    """While it is open, processes started (and a fork server started) get
+    the thread-pool variables set to 1, so that NumPy's BLAS, imported before
+    the worker runs any code of ours, starts no extra threads. The parent's
+    own environment is restored afterwards; variables it set itself are kept.
+    """
+    saved = {var: os.environ.get(var) for var in _THREAD_VARS}
+    for var, value in saved.items():
+        if value is None:
+            os.environ[var] = "1"
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
 
 
 def quiet_process() -> None:

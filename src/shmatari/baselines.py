@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from . import _core, config as _config, results, seeding
+from . import _core, atari, config as _config, results, seeding
 from .errors import CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["PipeVectorEnv", "make_pipe", "OpenCVPreprocessing", "PREPROCESSING"]
@@ -172,7 +172,8 @@ class PipeVectorEnv(gym.vector.VectorEnv):
                 p = ctx.Process(target=_pipe_worker, args=(child, fields, i, preprocess),
                                 daemon=True,
                                 name=f"shmatari-pipe-{i}")
-                p.start()
+                with atari.single_threaded_children():
+                    p.start()
                 child.close()
                 self._conns.append(parent)
                 self._procs.append(p)

@@ -270,8 +270,11 @@ def _time_ceiling(args, cfg, tick) -> Result:
     procs = [ctx.Process(target=_ceiling_worker, daemon=True,
                          args=(fields, list(g), args.seconds, args.warmup, barrier, queue))
              for g in groups]
-    for p in procs:
-        p.start()
+    from .atari import single_threaded_children
+
+    with single_threaded_children():
+        for p in procs:
+            p.start()
     try:
         t0 = time.perf_counter()
         results = []

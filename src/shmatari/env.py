@@ -516,15 +516,19 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                               args=(self._res.segment.name, w, fields, os.getpid(),
                                     self._worker_spin, writer, restart, positions),
                               daemon=True)
+        from .atari import single_threaded_children
+
         if cfg.start_method == "forkserver":
             from multiprocessing import forkserver
 
-            forkserver.ensure_running()
+            with single_threaded_children():
+                forkserver.ensure_running()
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            p.start()
+            with single_threaded_children():
+                p.start()
             if w < len(self._res.processes):
                 self._res.fault_pipes[w].close()
                 self._res.processes[w], self._res.fault_pipes[w] = p, reader
