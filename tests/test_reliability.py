@@ -602,3 +602,27 @@ def test_no_resource_tracker_noise_after_failures(tmp_path):
         assert word not in proc.stderr, proc.stderr
     for segment in out["segments"]:
         assert_gone(out["pids"], segment)
+
+
+def test_a_stuck_worker_is_caught_by_a_recv_timeout_and_the_pool_recovers():
+    """SIGSTOP keeps a worker alive but stuck: liveness checks cannot see it,
+    a timeout does, and after SIGCONT the same batch arrives."""
+    import numpy as np
+
+    import shmatari
+
+    with shmatari.make("Pong", num_envs=2, num_workers=2, seed=0) as env:
+        env.reset()
+        os.kill(env.worker_pids[1], signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(shmatari.StepTimeoutError, match="stuck"):
+                env.step(np.zeros(2, np.int64), timeout=0.5)
+            assert 0.4 < time.monotonic() - t0 < 3.0
+            assert isinstance(shmatari.StepTimeoutError("x"), TimeoutError)
+        finally:
+            os.kill(env.worker_pids[1], signal.SIGCONT)
+        obs, reward, terminated, truncated, info = env.recv(timeout=10)
+        assert obs.shape == (2, 4, 84, 84) and (info["elapsed_step"] == 1).all()
+        obs, *_ = env.step(np.ones(2, np.int64), timeout=10)
+        assert obs.shape == (2, 4, 84, 84)

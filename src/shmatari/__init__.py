@@ -15,6 +15,7 @@ from .errors import (
     PoolClosedError,
     SharedMemorySpaceError,
     ShmatariError,
+    StepTimeoutError,
     WorkerError,
 )
 from .games import list_games, resolve_game
@@ -25,6 +26,7 @@ __all__ = [
     "ShmVectorEnv",
     "ShmatariError",
     "WorkerError",
+    "StepTimeoutError",
     "PoolClosedError",
     "CallOrderError",
     "SharedMemorySpaceError",

@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from . import _core, config as _config, results, seeding, shm
-from .errors import AttachError, CallOrderError, PoolClosedError, WorkerError
+from .errors import AttachError, CallOrderError, PoolClosedError, StepTimeoutError, WorkerError
 
 __all__ = ["make", "attach", "ShmVectorEnv"]
 
@@ -829,7 +829,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                  "without 'reset_mask'")
         return mask.copy()
 
-    def recv(self):
+    def recv(self, timeout: float | None = None):
         """Waits for the next batch of ``batch_size`` results.
 
         Returns:
@@ -840,7 +840,15 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             rows are in env order. With ``zero_copy=True`` ``obs`` is a
             read-only view into the ring (see :func:`make`).
 
+        Args:
+            timeout: seconds to wait at most (None: as long as the workers
+                are alive). A dead worker is always reported within about
+                0.1 s; a timeout also catches one that is alive but stuck
+                (stopped, or looping inside the emulator).
+
         Raises:
+            StepTimeoutError: ``timeout`` passed; nothing was taken and the
+                pool is unchanged.
             CallOrderError: fewer than ``batch_size`` envs are running.
             WorkerError: a worker failed or died (within about 0.1 s), unless
                 ``restart_workers``; then only if a replacement fails to start.
@@ -861,11 +869,18 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 # a wait fails.
                 self._next_check = now + _POLL
                 self._check_workers(self.config.restart_workers)
+        deadline = None if timeout is None else _now() + timeout
         while True:
-            code = seg.wait_batch(batch, _POLL)
+            code = seg.wait_batch(batch, _POLL if deadline is None
+                                  else max(0.0, min(_POLL, deadline - _now())))
             if code == _core.OK:
                 break
             self._wait_failed(code)
+            if deadline is not None and _now() >= deadline:
+                raise StepTimeoutError(
+                    f"recv() waited {timeout:g} s for {self.batch_size} result(s) with every "
+                    f"worker alive: one is stuck; the pool is unchanged (recv() again, "
+                    f"or close() it)")
         if self._zero_copy:
             views, bits = seg.collect(batch, None)
             obs = self._ring_obs[batch % len(self._ring_obs)]
@@ -925,13 +940,14 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         obs, _, _, _, info = self.recv()
         return obs, info
 
-    def step(self, actions, env_id=None):
+    def step(self, actions, env_id=None, timeout: float | None = None):
         """Steps the envs once.
 
         Args:
             actions: integer action indices, shape ``(num_envs,)`` (any integer
                 dtype; a list works), or ``(n,)`` with ``env_id``.
             env_id: optional env indices for ``actions`` (as :meth:`send`).
+            timeout: as :meth:`recv`'s.
 
         Returns:
             (obs, reward, terminated, truncated, info) in env order for a
@@ -944,9 +960,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 unchanged.
             CallOrderError: reset() has not been called.
             WorkerError: a worker failed or died.
+            StepTimeoutError: ``timeout`` passed with every worker alive; the
+                actions were sent, and :meth:`recv` collects their results.
         """
         self.send(actions, env_id)
-        return self.recv()
+        return self.recv(timeout)
 
     # -- lifetime ----------------------------------------------------------------
     def close_extras(self, **kwargs) -> None:

@@ -41,6 +41,13 @@ class WorkerError(ShmatariError, RuntimeError):
         self.worker_traceback = worker_traceback
 
 
+class StepTimeoutError(ShmatariError, TimeoutError):
+    """``recv`` / ``step`` waited longer than its ``timeout`` while every
+    worker was alive: one is stuck (stopped, or looping inside the emulator).
+    Nothing was taken: the pool is unchanged, and a later ``recv`` gets the
+    batch if it completes."""
+
+
 class PoolClosedError(ShmatariError, RuntimeError):
     """The env pool was closed, or broke after a worker failure."""
 
