@@ -184,3 +184,39 @@ def test_idle_pool_burns_no_cpu(num_envs, num_workers):
         usage = {pid: (after[pid] - before[pid]) / elapsed for pid in pids}
         # Issue 3 asks for < 5 % per process; an idle pool should be near 0 %.
         assert max(usage.values()) < 0.05, usage
+
+
+_KEPT_VIEW_SCRIPT = """
+import gc, numpy as np, shmatari
+def observe():
+    env = shmatari.make("Breakout", num_envs=2, seed=3, zero_copy=True)
+    return env.reset()[0]
+if __name__ == "__main__":
+    with shmatari.make("Breakout", num_envs=2, seed=3, zero_copy=True) as env:
+        kept, _ = env.reset()
+        copy = kept.copy()
+    assert (kept == copy).all()       # read after close()
+    dropped = observe()
+    gc.collect()
+    assert (dropped == copy).all()    # read after the pool was garbage-collected
+    try:
+        kept.setflags(write=True)
+        raise SystemExit("a zero-copy view could be made writable")
+    except ValueError:
+        pass
+    print("ok")
+"""
+
+
+def test_zero_copy_views_kept_after_close_stay_readable(tmp_path):
+    """Regression: closing the pool unmapped the ring under views the caller
+    kept, and reading one then crashed the process (SIGSEGV)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "kept.py"
+    script.write_text(_KEPT_VIEW_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr)
+    assert "Error" not in proc.stderr, proc.stderr

@@ -286,10 +286,7 @@ class _Resources:
         self.seg = None
         if segment is not None:
             self.segment = None
-            try:
-                segment.close()
-            except BufferError:
-                pass  # a caller still holds a zero-copy view; the name goes anyway
+            shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
             if self.owner:
                 shm.unlink(segment.name)
 
@@ -488,12 +485,18 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         # Same-step pools: each slot also holds the final records (layout.h).
         self._has_final = hdr["slot_final_offset"] != 0
         self._batch_obs_shape = (B,) + obs_shape
-        self._ring_obs = []
-        for s in range(hdr["ring_depth"]):
-            view = np.ndarray(self._batch_obs_shape, np.uint8, segment.buf,
-                              seg.slot_offset(s) + hdr["slot_obs_offset"])
-            view.flags.writeable = False
-            self._ring_obs.append(view)
+        # Zero-copy views. np.frombuffer holds a buffer export on the mapping
+        # itself, so that closing the pool cannot unmap it under a view the
+        # caller kept (np.ndarray(buffer=...) holds none: reading such a view
+        # after close() crashed); and they come from a read-only view of the
+        # mapping, so that nobody can make them writable.
+        readonly = segment.buf.toreadonly()
+        count = int(np.prod(self._batch_obs_shape))
+        self._ring_obs = [
+            np.frombuffer(readonly, np.uint8, count, seg.slot_offset(s) + hdr["slot_obs_offset"])
+            .reshape(self._batch_obs_shape)
+            for s in range(hdr["ring_depth"])]
+        readonly.release()
         self._res.views.append(self._ring_obs)
 
     # -- workers ---------------------------------------------------------------

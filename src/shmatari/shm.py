@@ -113,6 +113,31 @@ class _Attached:
             self._fd = -1
 
 
+def close_mapping(segment) -> bool:
+    """Closes a segment's mapping (a ``SharedMemory`` or an attached one).
+
+    If the caller still holds arrays over it (zero-copy observations), the
+    mapping cannot be unmapped under them: it is left to those arrays, and
+    unmapped when the last of them goes (they hold a buffer export on it).
+    The handle lets go of it either way, so its destructor does not try
+    again. Returns True if the mapping was unmapped now.
+    """
+    try:
+        segment.close()
+        return True
+    except BufferError:
+        # SharedMemory keeps these two attributes (CPython 3.8 to 3.14).
+        for attr in ("_buf", "buf"):
+            if getattr(segment, attr, None) is not None:
+                setattr(segment, attr, None)
+        segment._mmap = None
+        fd = getattr(segment, "_fd", -1)
+        if fd >= 0:
+            os.close(fd)
+            segment._fd = -1
+        return False
+
+
 def _open(name: str, create: bool, size: int):
     if not _TRACK_KW and not create:
         return _Attached(name)
