@@ -405,3 +405,44 @@ def test_server_clients_benchmark_runs_with_tiny_settings(tmp_path, trainer):
     assert report["machine"]["cores"] >= 1 and report["machine"]["cpu_model"]
     assert "c++" in report["machine"]["versions"]
     assert "| C++" in r.stdout  # the README table
+
+
+def _serve_in_background(name: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", name,
+         "--num-envs", "2", "--num-workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop_and_check_gone(proc: subprocess.Popen, name: str) -> None:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    _wait_until(lambda: not _segment_path(_core.segment_name(name)).exists(), 10.0,
+                "segment not removed")
+
+
+def test_python_client_started_with_the_server_waits_for_it():
+    """Regression: attach() right after `shmatari serve` started raised
+    not_found at once, although its timeout is for a pool still starting."""
+    name = f"t{os.getpid()}early"
+    proc = _serve_in_background(name)
+    try:
+        client = subprocess.run(
+            [sys.executable, "-c",
+             f"import shmatari\nenv = shmatari.attach({name!r}, timeout=60)\n"
+             f"obs, _ = env.reset()\nprint(obs.shape)\nenv.close()"],
+            capture_output=True, text=True, timeout=90)
+        assert client.returncode == 0, client.stderr
+        assert client.stdout.strip() == "(2, 4, 84, 84)"
+    finally:
+        _stop_and_check_gone(proc, name)
+
+
+def test_cpp_client_started_with_the_server_waits_for_it(trainer):
+    name = f"t{os.getpid()}earlycpp"
+    proc = _serve_in_background(name)
+    try:
+        r = run_trainer(trainer, name, "--steps", "20", "--timeout", "60", timeout=90)
+        assert r.returncode == 0, r.stderr
+    finally:
+        _stop_and_check_gone(proc, name)

@@ -292,6 +292,8 @@ class _Resources:
 
 
 _now = time.monotonic
+#: Seconds between looks for the segment of a server that is still starting.
+_ATTACH_RETRY = 0.02
 
 
 class ShmVectorEnv(gym.vector.VectorEnv):
@@ -364,13 +366,26 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._name = name
         try:
             seg_name = _core.segment_name(name)
-            try:
-                segment = shm.attach(seg_name)
-            except FileNotFoundError:
-                raise AttachError(
-                    f"no shmatari pool named {name!r}: {shm.SHM_DIR}/{seg_name} does not "
-                    f"exist; start one with `shmatari serve GAME --name {name}`",
-                    code="not_found") from None
+            deadline = _now() + timeout
+            while True:
+                # A server that is still starting has no segment yet, or one
+                # whose header is still zero: wait for it, up to the timeout.
+                try:
+                    segment = shm.attach(seg_name)
+                except FileNotFoundError:
+                    if _now() < deadline:
+                        time.sleep(_ATTACH_RETRY)
+                        continue
+                    raise AttachError(
+                        f"no shmatari pool named {name!r}: {shm.SHM_DIR}/{seg_name} does "
+                        f"not exist (waited {timeout:g} s); start one with `shmatari serve "
+                        f"GAME --name {name}`", code="not_found") from None
+                if _now() < deadline and segment.size >= 8 and \
+                        not any(segment.buf[:8]):
+                    shm.close_mapping(segment)
+                    time.sleep(_ATTACH_RETRY)
+                    continue
+                break
             self._res.segment = segment
             code, msg = _core.check_header(segment.buf)
             if code != _core.OK:

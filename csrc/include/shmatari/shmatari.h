@@ -634,15 +634,26 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
   size_t len = sizeof c->error;
   int r = shmatari_segment_name(name, c->segment, sizeof c->segment, msg, len);
   if (r != SHMATARI_OK) return r;
+  /* A server that is still starting has no segment yet, or one whose header
+   * is still zero: look again every 20 ms until timeout_ns has passed. */
+  const int64_t deadline = shmatari_now_ns() + (timeout_ns > 0 ? timeout_ns : 0);
+  const struct timespec retry = {0, 20000000};
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
   snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+#define SHMATARI_OPEN_SEGMENT() open(path, O_RDWR | O_CLOEXEC)
 #else
   char path[SHMATARI_NAME_MAX + 2];
   snprintf(path, sizeof path, "/%s", c->segment);
-  int fd = shm_open(path, O_RDWR, 0);
+#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR, 0)
 #endif
+again:;
+  int fd = SHMATARI_OPEN_SEGMENT();
+  while (fd < 0 && errno == ENOENT && shmatari_now_ns() < deadline) {
+    nanosleep(&retry, NULL);
+    fd = SHMATARI_OPEN_SEGMENT();
+  }
+#undef SHMATARI_OPEN_SEGMENT
   if (fd < 0) {
     if (errno == ENOENT)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
@@ -671,6 +682,11 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
                            path, (long long)st.st_size);
     return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot map %s: %s",
                          path, strerror(err));
+  }
+  if (((shmatari_header *)base)->magic == 0 && shmatari_now_ns() < deadline) {
+    munmap(base, (size_t)st.st_size); /* the header is still being written */
+    nanosleep(&retry, NULL);
+    goto again;
   }
   c->hdr = (shmatari_header *)base;
   c->map_bytes = (uint64_t)st.st_size;
