@@ -73,10 +73,20 @@ def test_rgb_observations():
         assert obs.shape == (2, 2, 60, 50, 3) and obs.std() > 0
 
 
-@pytest.mark.parametrize("name", ["Breakout", "breakout", "ALE/Breakout-v5",
-                                  "BreakoutNoFrameskip-v4", "Breakout-v5"])
+@pytest.mark.parametrize("name", ["Breakout", "breakout", "ALE/Breakout-v5", "Breakout-v5"])
 def test_game_name_spellings(name):
-    assert shmatari.resolve_game(name) == "breakout"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert shmatari.resolve_game(name) == "breakout"
+
+
+@pytest.mark.parametrize("name", ["BreakoutNoFrameskip-v4", "BreakoutDeterministic-v4",
+                                  "ALE/Breakout-v4", "Breakout-v0"])
+def test_legacy_gym_names_warn_that_only_the_game_is_taken(name):
+    with pytest.warns(UserWarning, match="only the game"):
+        assert shmatari.resolve_game(name) == "breakout"
 
 
 def test_game_names_with_underscores_and_digits():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+import warnings
 
 __all__ = ["resolve_game", "rom_path", "list_games"]
 
@@ -31,7 +32,11 @@ def resolve_game(env_id: str) -> str:
     Accepts the ROM id itself (``"ms_pacman"``) and the usual spellings:
     ``"MsPacman"``, ``"ALE/MsPacman-v5"``, ``"MsPacmanNoFrameskip-v4"``,
     ``"mspacman"``. Case, ``_``/``-``, an ``ALE/`` prefix, a ``-vN`` suffix and
-    a ``NoFrameskip`` / ``Deterministic`` suffix are ignored.
+    a ``NoFrameskip`` / ``Deterministic`` suffix are ignored. Only the game is
+    taken from the name: a Gym v0/v4 or ``NoFrameskip`` / ``Deterministic``
+    name gives a ``UserWarning``, since those names stand for conventions (no
+    sticky actions, other frame skips) that shmatari's options do not follow
+    unless set.
 
     Args:
         env_id: the game's name.
@@ -47,7 +52,9 @@ def resolve_game(env_id: str) -> str:
         raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
     name = env_id.strip()
     name = re.sub(r"^ALE/", "", name, flags=re.IGNORECASE)
+    version = re.search(r"-v(\d+)$", name)
     name = re.sub(r"-v\d+$", "", name)
+    legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
     name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
     ids = _rom_ids()
     rom = ids.get(_key(name))
@@ -57,6 +64,12 @@ def resolve_game(env_id: str) -> str:
         raise ValueError(
             f"unknown Atari game {env_id!r}: ale-py {_ale_version()} ships no such ROM{hint} "
             f"(shmatari.games.list_games() lists all {len(ids)})")
+    if legacy or (version and version.group(1) != "5"):
+        warnings.warn(
+            f"{env_id!r} names Gym's legacy conventions (no sticky actions, other frame "
+            f"skips), but shmatari takes only the game from it: its options follow ALE v5 "
+            f"(frame_skip=4, repeat_action_probability=0.25, ...) unless you set them; "
+            f"preset='dqn' gives SB3's AtariWrapper conventions", UserWarning, stacklevel=4)
     return rom
 
 
