@@ -400,12 +400,19 @@ def test_episode_cap_counts_the_whole_game_under_episodic_life():
 
 
 def test_episode_statistics_are_the_sum_of_raw_rewards():
+    import time
+
     with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=SEED, preset="dqn",
                        episodic_life=False, max_episode_frames=3000) as env:
+        began = [np.full(2, time.perf_counter())]
         env.reset()
+        began.append(np.full(2, time.perf_counter()))  # an episode began between these
         totals, lengths, episodes = np.zeros(2), np.zeros(2, int), []
         for a in random_actions(4, 2, 1700, 8):
+            before = time.perf_counter()
             _, reward, term, trunc, info = env.step(a)
+            after = time.perf_counter()
+            began[0][info["reset"]], began[1][info["reset"]] = before, after
             totals += info["raw_reward"]
             lengths += ~info["reset"]
             np.testing.assert_array_equal(reward, np.sign(info["raw_reward"]))
@@ -415,6 +422,9 @@ def test_episode_statistics_are_the_sum_of_raw_rewards():
                 for i in np.flatnonzero(done):
                     assert info["episode"]["r"][i] == totals[i]
                     assert info["episode"]["l"][i] == lengths[i]
+                    # Wall-clock seconds, as RecordEpisodeStatistics's "t".
+                    t = info["episode"]["t"][i]
+                    assert before - began[1][i] - 1e-6 <= t <= after - began[0][i] + 1e-6
                     episodes.append(totals[i])
                 totals[done], lengths[done] = 0, 0
             else:

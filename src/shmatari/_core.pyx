@@ -974,6 +974,8 @@ cdef class Segment:
                 bits |= 1
             if flags[i] & SHMATARI_FLAG_FINAL:
                 bits |= 2
+            if reset_bits[i]:
+                bits |= 4
         cdef list views = []
         cdef int f
         for f in range(<int>SHMATARI_FIELD_COUNT):

@@ -315,9 +315,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     began), ``reset`` (bool, the result of a reset), ``worker_restarted``
     (bool, the env's first result since its worker was replaced:
     ``restart_workers``); and, when some env ended a game, ``episode`` =
-    ``{"r": float64 raw score, "l": int32 agent steps, "frames": int64}``
-    with the mask ``_episode`` (bool), as Gymnasium's
-    ``RecordEpisodeStatistics``. With ``autoreset_mode="same_step"``, done
+    ``{"r": float64 raw score, "l": int32 agent steps, "t": float64 seconds,
+    "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
+    ``RecordEpisodeStatistics`` gives them (so do not also wrap the pool in
+    that wrapper). With ``autoreset_mode="same_step"``, done
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
 
@@ -487,6 +488,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._state = np.zeros(self.num_envs, np.int8)
         # autoreset_mode="disabled": envs whose last step ended an episode
         self._done = np.zeros(self.num_envs, bool)
+        # When each env's episode began (time.perf_counter), for info["episode"]["t"].
+        self._episode_start = np.zeros(self.num_envs)
         self._taken = hdr["consumed_batches"]
         obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
         if hdr["channels"] != 1:
@@ -924,8 +927,22 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         if self._autoreset == "disabled":
             stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
             self._done[env_id[stepped]] = (terminated | truncated)[stepped]
-        return (obs, f["reward"], terminated, truncated,
-                results.build_info(f, final, final_obs, any_done=bool(bits & 1)))
+        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1))
+        if bits & 7:
+            self._time_episodes(info, env_id, bits)
+        return obs, f["reward"], terminated, truncated, info
+
+    def _time_episodes(self, info: dict, env_id: np.ndarray, bits: int) -> None:
+        """``info["episode"]["t"]``: seconds from the reset that began each
+        finished episode to the result that ended it, rounded to microseconds,
+        as Gymnasium's ``RecordEpisodeStatistics`` reports it."""
+        now = time.perf_counter()
+        episode = info.get("episode")
+        if episode is not None:
+            episode["t"] = np.where(info["_episode"],
+                                    np.round(now - self._episode_start[env_id], 6), 0.0)
+        if bits & 4:
+            self._episode_start[env_id[info["reset"]]] = now
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
