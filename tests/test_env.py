@@ -285,3 +285,19 @@ def test_no_resource_tracker_noise(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
     for word in ("resource_tracker", "leaked", "Traceback", "Warning"):
         assert word not in proc.stderr, proc.stderr
+
+
+def test_script_without_main_guard_gets_told_what_to_do(tmp_path):
+    """A script that makes a pool at module level, run with the default start
+    method: each worker re-imports it and dies before running shmatari's
+    code; the error must say so rather than blame native code."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text("import shmatari\nenv = shmatari.make('Pong', num_envs=1, seed=0)\n"
+                      "env.close()\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1]

@@ -610,8 +610,16 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         if text:
             msg += "\n--- worker traceback ---\n" + text.rstrip()
         elif code is not None and code > 0:
-            msg += (" without a Python traceback: it ended in native code (ALE exits on "
-                    "some errors; its stderr may say more)")
+            if seg.worker_pid(w) == 0 and self.config.start_method != "fork":
+                # It died before running any code of ours: most often, the
+                # main script was re-run in the new process and started pools.
+                msg += (f" before it could start (its stderr may say more). With start "
+                        f"method {self.config.start_method!r} each worker imports your "
+                        f"main script again: put the code that creates pools under "
+                        f"`if __name__ == \"__main__\":`, and run scripts from a file")
+            else:
+                msg += (" without a Python traceback: it ended in native code (ALE exits "
+                        "on some errors; its stderr may say more)")
         return WorkerError(msg, worker=w, env_ids=group, exitcode=code, worker_traceback=text)
 
     def _check_workers(self, restart: bool = False) -> None:
