@@ -64,8 +64,23 @@ PRESETS = {
     # Gymnasium's AtariPreprocessing (noop_max=30, frame_skip=4,
     # screen_size=84) and FrameStackObservation(4) on ALE/<Game>-v5 made with
     # frameskip=1: ALE v5's sticky actions and frame cap (Machado et al., 2018).
-    # These are shmatari's own defaults, spelled out by the preset.
-    "gymnasium": {k: v for k, v in OPTION_DEFAULTS.items() if k != "autoreset_mode"},
+    # The same values as OPTION_DEFAULTS today, typed out on purpose: a preset
+    # names a peer's conventions, which must not move if shmatari's defaults do.
+    "gymnasium": {
+        "frame_skip": 4,
+        "repeat_action_probability": 0.25,
+        "noop_max": 30,
+        "stack_num": 4,
+        "img_height": 84,
+        "img_width": 84,
+        "grayscale": True,
+        "maxpool": True,
+        "episodic_life": False,
+        "use_fire_reset": False,
+        "reward_clip": False,
+        "full_action_space": False,
+        "max_episode_frames": 108_000,
+    },
 }
 #: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
 NULL_ENV = "null"

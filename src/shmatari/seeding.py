@@ -110,6 +110,10 @@ def check_seed(seed, name: str = "seed") -> int:
         TypeError: not an integer (bools and floats are refused).
         ValueError: negative or not below 2**256.
     """
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        raise TypeError(f"{name} must be one int: shmatari derives every env's streams from one "
+                        f"pool seed (SeedSequence(seed, spawn_key=(i,))), so per-env seeds, as "
+                        f"Gymnasium's reset(seed=[...]) takes, do not apply; got {seed!r}")
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"{name} must be a non-negative int or None, got {type(seed).__name__} {seed!r}")
     seed = int(seed)
