@@ -142,20 +142,20 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
               (``seeding.noop_rng(seed, i)``), as Gymnasium's
               AtariPreprocessing and SB3's NoopResetEnv; 0: none. A no-op
               frame that ends the game resets it again.
-            - ``use_fire_reset=False``: one step (frame_skip frames) of FIRE
+            - ``use_fire_reset=False``: if True, one step (frame_skip frames) of FIRE
               after the no-ops, and after each lost life with episodic_life,
               on action sets with FIRE at index 1 and at least 3 actions
               (skipped elsewhere, e.g. Freeway). This is the first step of
               SB3's FireResetEnv, without its step of action 2. If FIRE ends
               the game, a fresh reset (no-ops, no FIRE) gives the first
               observation.
-            - ``episodic_life=False``: a step whose lives drop (to a value
+            - ``episodic_life=False``: if True, a step whose lives drop (to a value
               above 0) ends the episode with ``terminated`` while the game goes
               on; the next reset continues the game (a NOOP step, then FIRE)
               with a fresh stack, as SB3's EpisodicLifeEnv. ``info["lives"]``
               and ``info["game_over"]`` report the game; the frame cap, the
               step count and the episode statistics cover the whole game.
-            - ``reward_clip=False``: the reward is the sign of the step's
+            - ``reward_clip=False``: if True, the reward is the sign of the step's
               summed reward; ``info["raw_reward"]`` keeps it unclipped and
               ``info["episode"]["r"]`` is the raw score.
             - ``max_episode_frames=108000``: truncate the game when its frame
@@ -165,7 +165,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
               ``terminated`` or ``truncated`` set.
             - ``repeat_action_probability=0.25``: sticky actions, ALE's own
               per-frame mechanism, seeded per env.
-            - ``full_action_space=False``: all 18 actions instead of the game's
+            - ``full_action_space=False``: if True, all 18 actions instead of the game's
               minimal set.
             - ``autoreset_mode="next_step"``, ``"same_step"`` or
               ``"disabled"`` (or a ``gymnasium.vector.AutoresetMode``),
