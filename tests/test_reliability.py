@@ -626,3 +626,138 @@ def test_a_stuck_worker_is_caught_by_a_recv_timeout_and_the_pool_recovers():
         assert obs.shape == (2, 4, 84, 84) and (info["elapsed_step"] == 1).all()
         obs, *_ = env.step(np.ones(2, np.int64), timeout=10)
         assert obs.shape == (2, 4, 84, 84)
+
+
+# -- found by trying to break the pool (regressions) ---------------------------------
+
+
+def test_ctrl_c_during_close_still_removes_everything(tmp_path):
+    """SIGINT arriving while close() waits for a (stopped) worker: close()
+    completes, then the KeyboardInterrupt is raised; nothing is left."""
+    proc, res = run_script(tmp_path, """
+        import threading
+        if __name__ == "__main__":
+            env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0)
+            env.reset()
+            name, pids = env.segment_name, list(env.worker_pids)
+            os.kill(pids[0], signal.SIGSTOP)
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            interrupted = False
+            t0 = time.monotonic()
+            try:
+                env.close()
+            except KeyboardInterrupt:
+                interrupted = True
+            emit(interrupted=interrupted, seconds=time.monotonic() - t0, name=name, pids=pids,
+                 closed=env.closed)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert res["interrupted"] and res["closed"] and res["seconds"] < 5.0
+    assert_gone(res["pids"], res["name"])
+
+
+def test_close_is_bounded_when_every_worker_is_stopped(tmp_path):
+    proc, res = run_script(tmp_path, """
+        if __name__ == "__main__":
+            env = shmatari.make("null", num_envs=8, num_workers=8, seed=0)
+            env.reset()
+            name, pids = env.segment_name, list(env.worker_pids)
+            for p in pids:
+                os.kill(p, signal.SIGSTOP)
+            t0 = time.monotonic()
+            env.close()
+            emit(seconds=time.monotonic() - t0, name=name, pids=pids)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert res["seconds"] < 5.0, res
+    assert_gone(res["pids"], res["name"])
+
+
+def test_a_forked_child_exiting_leaves_the_parents_pool_alone(tmp_path):
+    proc, res = run_script(tmp_path, """
+        if __name__ == "__main__":
+            env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0)
+            env.reset()
+            pid = os.fork()
+            if pid == 0:
+                sys.exit(0)   # runs the child's copy of the pool's finalizer
+            os.waitpid(pid, 0)
+            obs, *_ = env.step([0, 0])
+            name, pids = env.segment_name, list(env.worker_pids)
+            env.close()
+            emit(shape=list(obs.shape), name=name, pids=pids)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert res["shape"] == [2, 4, 84, 84]
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert_gone(res["pids"], res["name"])
+
+
+def test_a_dead_fork_server_does_not_end_the_pool(tmp_path):
+    """Under forkserver a worker's parent is the fork server: its death must
+    neither kill the workers nor make them remove the live pool's segment."""
+    proc, res = run_script(tmp_path, """
+        from multiprocessing import forkserver
+        if __name__ == "__main__":
+            env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0,
+                                start_method="forkserver")
+            env.reset()
+            os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)
+            time.sleep(0.6)   # three of the workers' owner checks
+            exists = os.path.exists("/dev/shm/" + env.segment_name)
+            obs, *_ = env.step([1, 1])
+            name, pids = env.segment_name, list(env.worker_pids)
+            env.close()
+            emit(exists=exists, shape=list(obs.shape), name=name, pids=pids)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert res["exists"] and res["shape"] == [2, 4, 84, 84]
+    assert_gone(res["pids"], res["name"])
+
+
+def test_a_fifo_under_a_shmatari_name_does_not_hang_make(tmp_path):
+    """The stale-segment sweep opened names under /dev/shm for reading, and
+    a FIFO there blocked make() forever."""
+    fifo = os.path.join(SHM_DIR, "shmatari_4194303_deadbeef")  # > pid_max: no owner
+    os.mkfifo(fifo)
+    try:
+        proc, res = run_script(tmp_path, """
+            if __name__ == "__main__":
+                with shmatari.make("Pong", num_envs=1, seed=0) as env:
+                    env.reset()
+                    emit(ok=True)
+        """, timeout=60)
+        assert proc.returncode == 0 and res == {"ok": True}, proc.stderr
+        assert os.path.exists(fifo), "the sweep must not remove what is not a segment"
+    finally:
+        os.unlink(fifo)
+
+
+def test_attach_refuses_odd_names_and_files_clearly(tmp_path):
+    import shmatari
+
+    with pytest.raises(TypeError, match="str"):
+        shmatari.attach(None)
+    with pytest.raises(ValueError, match="NUL"):
+        shmatari.attach("a\0b")
+    path = os.path.join(SHM_DIR, f"shmatari_odd{os.getpid()}")
+    for make_file in (lambda: os.mkfifo(path), lambda: open(path, "w").close()):
+        make_file()
+        try:
+            with pytest.raises(shmatari.AttachError, match="not a shared-memory segment"):
+                shmatari.attach(f"odd{os.getpid()}", timeout=0.2)
+        finally:
+            os.unlink(path)
+
+
+def test_a_step_that_could_not_fill_a_batch_sends_nothing():
+    import numpy as np
+
+    import shmatari
+
+    with shmatari.make("Pong", num_envs=4, seed=0) as env:
+        env.reset()
+        with pytest.raises(shmatari.CallOrderError, match="nothing was sent"):
+            env.step([0, 0], env_id=[0, 1])
+        obs, *_ = env.step(np.zeros(4, np.int64))   # the pool is as it was
+        assert obs.shape == (4, 4, 84, 84)

@@ -152,13 +152,20 @@ def default_start_method() -> str:
     return "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 
-def _int(name, value, lo, hi=None):
+#: Upper bounds of the integer options: what the layout's and the core's C
+#: types hold (uint32 counts, int frame counts), far above any real use.
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _int(name, value, lo, hi=_INT32_MAX):
     if isinstance(value, (bool,)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ValueError(f"{name} must be <= {hi}, got {value}")
     return value
 
 
@@ -221,7 +228,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
     h, w = SCREEN_SHAPE
     max_frames = opts["max_episode_frames"]
-    max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1)
+    max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1, _INT64_MAX)
     autoreset_mode = _autoreset_mode(opts["autoreset_mode"])
     return EnvConfig(
         game=game,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -239,8 +241,13 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
             live client (``"busy"``, with its pid in ``client_pid``), a pool
             still starting after ``timeout`` (``"timeout"``), or a server or
             worker that died or is closing.
-        ValueError: an empty name, or one with ``/``.
+        TypeError: ``name`` is not a str.
+        ValueError: an empty name, or one with ``/`` or NUL.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str such as 'demo', got {type(name).__name__}")
+    if "\0" in name:
+        raise ValueError(f"name must not contain NUL characters, got {name!r}")
     return ShmVectorEnv._attach(name, timeout, bool(zero_copy))
 
 
@@ -250,15 +257,56 @@ class _Resources:
 
     def __init__(self, owner: bool):
         self.owner = owner   # the creator: stops the workers and unlinks
+        self.pid = os.getpid()  # the process these resources belong to
         self.segment = None  # SharedMemory
         self.seg = None      # _core.Segment
         self.views = []      # NumPy arrays over the segment
         self.processes = []
         self.fault_pipes = []  # per worker: the read end of its faulthandler pipe
         self.client_pid = 0  # set while this process holds the client claim
+        _LIVE_RESOURCES.add(self)
 
     def shutdown(self, timeout: float = _CLOSE_TIMEOUT) -> None:
+        """Releases the pool: within about ``timeout`` + 1 s whatever the
+        workers do, and whole even if Ctrl-C arrives meanwhile (the
+        KeyboardInterrupt comes once it is done)."""
+        if os.getpid() != self.pid:
+            # A process forked from the owner (os.fork) that exits: the pool is
+            # its parent's, so leave it alone (no CLOSING, no unlink, no join).
+            return
+        with _deferred_sigint():
+            self._shutdown(timeout)
+
+    def forget(self) -> None:
+        """In a child forked from this process: drop the parent's pool
+        without touching it, and keep the child's exit (multiprocessing's
+        atexit terminates every daemon child it knows) away from its workers."""
+        from multiprocessing import process
+
+        children = getattr(process, "_children", None)
+        for p in self.processes:
+            if children is not None:
+                children.discard(p)
+        self.processes, self.views = [], []
+        for pipe in self.fault_pipes:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self.fault_pipes = []
+        if self.seg is not None:
+            self.seg.release()
+            self.seg = None
+        if self.segment is not None:
+            shm.close_mapping(self.segment)
+            self.segment = None
+
+    def _shutdown(self, timeout: float) -> None:
         seg, segment = self.seg, self.segment
+        if segment is not None and self.owner:
+            # The name goes first: if this process dies from here on, nothing
+            # is left in /dev/shm (the workers still have their mappings).
+            shm.unlink(segment.name)
         if seg is not None:
             try:
                 if self.client_pid:
@@ -267,17 +315,19 @@ class _Resources:
                     seg.set_pool_state(_core.POOL_CLOSING)
             except ValueError:
                 pass
-        deadline = _now() + timeout
-        for p in self.processes:
-            p.join(max(0.0, deadline - _now()))
-        for p in self.processes:
-            if p.exitcode is None:
-                p.terminate()
-        for p in self.processes:
-            p.join(1.0)
-            if p.exitcode is None:
-                p.kill()
-                p.join(1.0)
+        # Ask, then terminate, then kill, each with one deadline for all
+        # workers (a stopped worker only yields to SIGKILL).
+        for sig, wait in ((None, timeout - 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 0.5)):
+            alive = [p for p in self.processes if _worker_alive(p)]
+            if not alive:
+                break
+            if sig is not None:
+                for p in alive:
+                    try:
+                        os.kill(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            _wait_for_exit(alive, max(0.0, wait))
         self.processes = []
         for pipe in self.fault_pipes:
             pipe.close()
@@ -289,9 +339,64 @@ class _Resources:
         if segment is not None:
             self.segment = None
             shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
-            if self.owner:
-                shm.unlink(segment.name)
 
+
+def _worker_alive(p) -> bool:
+    """Whether a worker process runs. Under forkserver a worker whose fork
+    server died reports exit code 255 (multiprocessing lost the server that
+    would tell it the real one) though it may run on: ask the kernel then."""
+    code = p.exitcode
+    return code is None or (code == 255 and _core.pid_alive(p.pid))
+
+
+def _wait_for_exit(procs, seconds: float) -> None:
+    end = _now() + seconds
+    while True:
+        alive = [p for p in procs if _worker_alive(p)]
+        if not alive or _now() >= end:
+            return
+        p = alive[0]
+        if p.exitcode is None:
+            p.join(min(0.05, max(0.0, end - _now())))
+        else:
+            time.sleep(0.005)  # known to multiprocessing as gone: poll the kernel
+
+
+@contextlib.contextmanager
+def _deferred_sigint():
+    """Holds back Ctrl-C while cleaning up: a SIGINT that arrives meanwhile
+    is raised (as its handler would) once the block is done. Python runs
+    signal handlers in the main thread only; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    except (ValueError, TypeError):  # not the main interpreter, or no signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, caught[0])
+            elif previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signal.SIGINT)
+
+
+_LIVE_RESOURCES: "weakref.WeakSet[_Resources]" = weakref.WeakSet()
+
+
+def _forget_pools_in_child() -> None:
+    for res in list(_LIVE_RESOURCES):
+        res.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 _now = time.monotonic
 #: Seconds between looks for the segment of a server that is still starting.
@@ -321,6 +426,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     that wrapper). With ``autoreset_mode="same_step"``, done
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
+
+    A pool is used by one thread at a time (like Gymnasium's vector envs):
+    calls from two threads at once corrupt its bookkeeping.
 
     Create it with :func:`make` (this process owns the workers and the
     segment, and is the pool's client), or with :func:`attach` (a pool that
@@ -375,6 +483,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 # whose header is still zero: wait for it, up to the timeout.
                 try:
                     segment = shm.attach(seg_name)
+                except (shm.NotASegmentError, IsADirectoryError) as exc:
+                    raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                      code="not_shmatari") from None
                 except FileNotFoundError:
                     if _now() < deadline:
                         time.sleep(_ATTACH_RETRY)
@@ -537,7 +648,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         os.set_blocking(reader.fileno(), False)
         p = self._ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
                               args=(self._res.segment.name, w, fields, os.getpid(),
-                                    self._worker_spin, writer, restart, positions),
+                                    self._worker_spin, writer, restart, positions,
+                                    shm.process_start_ticks(os.getpid())),
                               daemon=True)
         from .atari import single_threaded_children
 
@@ -569,7 +681,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         pool runs, no worker exits on its own: any exit is a death."""
         seg, gone = self._seg, (_core.WORKER_FAILED, _core.WORKER_EXITED)
         return [w for w, p in enumerate(self._res.processes)
-                if p.exitcode is not None or seg.worker_state(w) in gone]
+                if not _worker_alive(p) or seg.worker_state(w) in gone]
 
     def _reap(self, w: int) -> None:
         """Waits for dead worker ``w``'s process to end (a failed worker
@@ -1008,6 +1120,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             StepTimeoutError: ``timeout`` passed with every worker alive; the
                 actions were sent, and :meth:`recv` collects their results.
         """
+        if env_id is not None and self._pending + np.size(env_id) < self.batch_size:
+            raise CallOrderError(
+                f"step() would send {np.size(env_id)} action(s) and then wait for a batch of "
+                f"{self.batch_size}, of which only {self._pending + np.size(env_id)} would be "
+                f"running: send() to more envs first, or make the pool with a smaller "
+                f"batch_size; nothing was sent")
         self.send(actions, env_id)
         return self.recv(timeout)
 
@@ -1020,8 +1138,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         detaches and leaves the pool running. Idempotent."""
         if getattr(self, "closed", True) and not hasattr(self, "_finalizer"):
             return
-        self._finalizer()
-        self.closed = True
+        try:
+            self._finalizer()  # a Ctrl-C during it is raised once it is done
+        finally:
+            self.closed = True
 
     def __enter__(self):
         return self

@@ -37,6 +37,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import sys
 from multiprocessing import shared_memory
 
@@ -74,6 +75,10 @@ def _untrack(shm: shared_memory.SharedMemory) -> None:
         resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001
 
 
+class NotASegmentError(ValueError):
+    """A name in /dev/shm that is not a mappable segment (empty, a FIFO, ...)."""
+
+
 class _Attached:
     """A segment mapped by a process that does not own it (Python < 3.13).
 
@@ -89,9 +94,13 @@ class _Attached:
 
         import _posixshmem  # the module SharedMemory itself is built on
 
-        fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+        fd = _posixshmem.shm_open("/" + name, os.O_RDWR | os.O_NONBLOCK, mode=0o600)
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
+            if not stat.S_ISREG(st.st_mode) or size == 0:
+                raise NotASegmentError(f"{SHM_DIR}/{name} is not a shared-memory segment "
+                                       f"(an empty or special file)")
             self._mmap = mmap.mmap(fd, size)
             _lock_shared(fd)
         except BaseException:
@@ -233,6 +242,18 @@ def unlink(name: str) -> bool:
         return False
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc``,
+    exact): with the pid, it names one process even after the pid is reused.
+    None if it is gone, a zombie, or ``/proc`` is missing."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in (b"Z", b"X") else int(fields[19])
+
+
 def _start_time(pid: int) -> float | None:
     """Wall-clock second at which process ``pid`` started (Linux ``/proc``),
     None if it is gone or a zombie; raises OSError if ``/proc`` is unreadable."""
@@ -289,12 +310,15 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
             continue
         path = os.path.join(directory, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # Non-blocking, and regular files only: opening a FIFO someone put
+            # there under a shmatari name would otherwise block forever.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             continue  # gone already, or not ours to open
         try:
             st = os.fstat(fd)
-            if st.st_uid != uid or _owner_alive(int(m[1]), st.st_ctime):
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or \
+                    _owner_alive(int(m[1]), st.st_ctime):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -53,7 +53,7 @@ def _on_sigterm(signum, frame):
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int], fault_pipe=None, restart: int = 0,
-                positions: dict | None = None) -> None:
+                positions: dict | None = None, owner_start: int | None = None) -> None:
     """Entry point of a worker process (the target of ``Process``).
 
     Args:
@@ -61,6 +61,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         worker: this worker's index.
         config_fields: the pool's ``EnvConfig`` as a dict.
         owner_pid: the process that owns the pool.
+        owner_start: its start time (``shm.process_start_ticks``), so that a
+            new process that reuses the pid is not taken for it; None if unknown.
         spin: (spin_ns, spin_mode) for the worker loop.
         fault_pipe: a writable ``multiprocessing`` connection for
             ``faulthandler``'s report of a fatal signal, or None.
@@ -77,7 +79,12 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
     initial_ppid = os.getppid()
-    _set_parent_death_signal(signal.SIGTERM)
+    # Under fork and spawn the parent is the owner: the kernel tells when it
+    # dies. Under forkserver the parent is the fork server, whose death must
+    # not end the pool: the owner is watched instead (every 0.2 s).
+    parent_is_owner = initial_ppid == owner_pid
+    if parent_is_owner:
+        _set_parent_death_signal(signal.SIGTERM)
     if fault_pipe is not None:
         import faulthandler
 
@@ -91,8 +98,13 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     config = EnvConfig(**config_fields)
 
     def parent_alive() -> bool:
-        # A dead owner whose parent has not reaped it yet counts as dead.
-        return os.getppid() == initial_ppid and _core.pid_alive(owner_pid)
+        # A dead owner whose parent has not reaped it yet counts as dead, and
+        # so does a new process that took the owner's pid.
+        if parent_is_owner and os.getppid() != initial_ppid:
+            return False
+        if not _core.pid_alive(owner_pid):
+            return False
+        return owner_start is None or shm.process_start_ticks(owner_pid) == owner_start
 
     def reseed(core, index, words):
         atari.reseed_core(core, index, words_to_seed(words))
