@@ -761,3 +761,30 @@ def test_a_step_that_could_not_fill_a_batch_sends_nothing():
             env.step([0, 0], env_id=[0, 1])
         obs, *_ = env.step(np.zeros(4, np.int64))   # the pool is as it was
         assert obs.shape == (4, 4, 84, 84)
+
+
+def test_make_in_a_forked_child_of_a_fork_server_user_says_what_to_do(tmp_path):
+    proc, res = run_script(tmp_path, """
+        if __name__ == "__main__":
+            with shmatari.make("Pong", num_envs=1, seed=0, start_method="forkserver") as env:
+                env.reset()
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    shmatari.make("Pong", num_envs=1, seed=0, start_method="forkserver").close()
+                    msg = "made"
+                except RuntimeError as exc:
+                    msg = str(exc)
+                os.write(w, msg.encode())
+                os._exit(0)
+            os.close(w)
+            os.waitpid(pid, 0)
+            msg = os.read(r, 4096).decode()
+            with shmatari.make("Pong", num_envs=1, seed=0, start_method="spawn") as env:
+                env.reset()
+            emit(msg=msg)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "start_method='spawn'" in res["msg"] or res["msg"] == "made"

@@ -656,8 +656,14 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         if cfg.start_method == "forkserver":
             from multiprocessing import forkserver
 
-            with single_threaded_children():
-                forkserver.ensure_running()
+            try:
+                with single_threaded_children():
+                    forkserver.ensure_running()
+            except ChildProcessError as exc:
+                raise RuntimeError(
+                    "the fork server this process inherited belongs to the process it was "
+                    "forked from (os.fork), so it cannot start workers here: make the pool "
+                    "with start_method='spawn'") from exc
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -889,8 +895,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             acts = _core.check_actions(actions, self.num_envs, n_actions)
             if self._pending:
                 busy = np.flatnonzero(self._state != _IDLE).tolist()
-                raise CallOrderError(f"env(s) {busy} are still running: recv() their "
-                                     f"results before sending to them again")
+                raise CallOrderError(f"env(s) {busy} are still running (a step interrupted "
+                                     f"before its results came leaves them so): recv() "
+                                     f"their results before sending to them again")
             if self._autoreset == "disabled":
                 self._check_not_done(self._done)
             self._seg.post_all(acts, _core.CMD_STEP)
