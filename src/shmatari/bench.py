@@ -392,8 +392,8 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> No
         table.add_column(title, justify="left" if i < 2 else "right", no_wrap=i < 2)
     for row in rows:
         if "skipped" in row:
-            table.add_row(row["backend"], row["setting"] or "-",
-                          f"skipped: {row['skipped']}", *[""] * (len(columns) - 3))
+            table.add_row(row["backend"], f"skipped: {row['skipped']}",
+                          *["-"] * (len(columns) - 2))
             continue
         table.add_row(*[(fmt.format(row[key]) if key in row else "-")
                         for _, key, fmt in columns])
