@@ -58,3 +58,12 @@ def keep_global_rngs():
 
 def random_actions(n_actions: int, num_envs: int, steps: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n_actions, (steps, num_envs))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks every test under tests/integration ``integration``: the second test
+    command (``python3 -m pytest -m integration tests/integration``, after
+    ``pip install '.[integrations]'``) runs them; the first deselects them."""
+    for item in items:
+        if "/tests/integration/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.integration)
