@@ -1,5 +1,6 @@
 """Builds shmatari's C/Cython core (everything else is in pyproject.toml)."""
 
+import glob
 import sys
 
 import numpy
@@ -18,8 +19,11 @@ extensions = [
         sources=["src/shmatari/_core.pyx", "csrc/shmatari_kernel.c"],
         include_dirs=["csrc", "csrc/include", numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        # _core.pyx includes the .pxi files beside it (one module cut into files by
+        # concern) and cimports _core.pxd automatically.
         depends=["csrc/shmatari_kernel.h", "csrc/include/shmatari/layout.h",
-                 "csrc/include/shmatari/sync.h", "csrc/include/shmatari/shmatari.h"],
+                 "csrc/include/shmatari/sync.h", "csrc/include/shmatari/shmatari.h",
+                 "src/shmatari/_core.pxd", *sorted(glob.glob("src/shmatari/_core_*.pxi"))],
         extra_compile_args=compile_args,
     )
 ]

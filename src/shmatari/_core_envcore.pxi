@@ -1,0 +1,543 @@
+# Included by _core.pyx (one compiled module, shmatari._core): the per-env logic: EnvCore, NullCore, AtariCore.
+
+# --------------------------------------------------------------------------
+# The per-env Atari step
+
+cdef struct _Result:
+    # One published result, as the slot's per-field arrays hold it.
+    float reward
+    float raw_reward
+    uint8_t terminated
+    uint8_t truncated
+    uint8_t game_over
+    uint8_t episode_done
+    int32_t lives
+    int32_t elapsed_step
+    int64_t episode_frames
+    int64_t frame_number
+    double episode_return
+    uint32_t flags
+
+
+cdef tuple _result_tuple(const _Result *r):
+    return (r.reward, bool(r.terminated), bool(r.truncated), r.lives, r.raw_reward,
+            bool(r.game_over), r.elapsed_step, r.episode_frames, r.frame_number,
+            r.episode_return, bool(r.episode_done), r.flags)
+
+
+#: Names of the values ``EnvCore.result()`` returns, in order: the slot's
+#: fields after ``env_id``.
+RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
+
+
+cdef class EnvCore:
+    """What every env of a worker has: a frame stack, the last result and the
+    episode's counters. Subclasses implement ``reset`` and ``step``; the worker
+    loop, the pipe baseline and the bench read results through this class.
+
+    With same-step autoreset (``same_step``), a subclass's ``step`` calls
+    ``_same_step_reset`` after a done step: the step's result and observation
+    are kept as the final record and the env resets at once."""
+
+    cdef list _action_ids
+    cdef readonly int stack_num, num_actions
+    cdef readonly bint same_step
+    # frame stack: stack_num frames, `head` is the newest
+    cdef uint8_t *hist
+    cdef Py_ssize_t frame_bytes
+    cdef int head
+    # episode state
+    cdef bint needs_reset
+    cdef readonly int32_t lives
+    cdef readonly int32_t elapsed_step
+    cdef readonly int64_t episode_frames, frame_number
+    cdef readonly double episode_return
+    # last result
+    cdef readonly float reward, raw_reward
+    cdef readonly bint terminated, truncated, game_over, episode_done
+    cdef readonly uint32_t flags
+    # same_step: the done step's result and observation (valid with FLAG_FINAL)
+    cdef _Result final
+    cdef uint8_t *final_obs
+
+    def __cinit__(self, *args, **kwargs):
+        self.hist = NULL
+        self.final_obs = NULL
+
+    def __dealloc__(self):
+        free(self.hist)
+        free(self.final_obs)
+
+    cdef int _init_core(self, list action_ids, Py_ssize_t frame_bytes,
+                        int stack_num, bint same_step=False) except -1:
+        self._action_ids = action_ids
+        self.num_actions = len(action_ids)
+        self.stack_num = stack_num
+        self.frame_bytes = frame_bytes
+        self.same_step = same_step
+        self.hist = <uint8_t *>malloc(frame_bytes * stack_num)
+        if self.hist == NULL:
+            raise MemoryError()
+        memset(self.hist, 0, frame_bytes * stack_num)
+        if same_step:
+            self.final_obs = <uint8_t *>malloc(frame_bytes * stack_num)
+            if self.final_obs == NULL:
+                raise MemoryError()
+            memset(self.final_obs, 0, frame_bytes * stack_num)
+        memset(&self.final, 0, sizeof(self.final))
+        self.head = 0
+        self.needs_reset = True
+        self.frame_number = 0
+        self._clear_episode()
+        self._clear_result()
+        return 0
+
+    cdef inline void _clear_episode(self):
+        self.elapsed_step = 0
+        self.episode_frames = 0
+        self.episode_return = 0.0
+
+    cdef inline void _clear_result(self):
+        self.reward = 0.0
+        self.raw_reward = 0.0
+        self.terminated = False
+        self.truncated = False
+        self.game_over = False
+        self.episode_done = False
+        self.flags = 0
+
+    cdef inline void snapshot(self, _Result *r) noexcept nogil:
+        """The current result, as published."""
+        r.reward = self.reward
+        r.raw_reward = self.raw_reward
+        r.terminated = self.terminated
+        r.truncated = self.truncated
+        r.game_over = self.game_over
+        r.episode_done = self.episode_done
+        r.lives = self.lives
+        r.elapsed_step = self.elapsed_step
+        r.episode_frames = self.episode_frames
+        r.frame_number = self.frame_number
+        r.episode_return = self.episode_return
+        r.flags = self.flags
+
+    cdef inline uint8_t *_next_frame(self):
+        """Advances the stack; returns where the newest frame goes."""
+        self.head = (self.head + 1) % self.stack_num
+        return self.hist + self.head * self.frame_bytes
+
+    cdef int _fill_stack(self) except -1:
+        cdef int i
+        for i in range(self.stack_num):
+            if i != self.head:
+                memcpy(self.hist + i * self.frame_bytes,
+                       self.hist + self.head * self.frame_bytes, self.frame_bytes)
+        return 0
+
+    cdef int _same_step_reset(self) except -1:
+        """After a done step: keeps its result and observation as the final
+        record, resets, and leaves the reset's result with the done step's
+        reward, terminated and truncated, and ``FLAG_FINAL``."""
+        self.snapshot(&self.final)
+        self.write_obs(self.final_obs)
+        self.reset()
+        self.reward = self.final.reward
+        self.terminated = self.final.terminated
+        self.truncated = self.final.truncated
+        self.flags |= SHMATARI_FLAG_FINAL
+        return 0
+
+    cpdef int reset(self) except -1:
+        """Starts the next episode and writes its first observation."""
+        raise NotImplementedError
+
+    cpdef int step(self, int action) except -1:
+        """One agent step with action index ``action``."""
+        raise NotImplementedError
+
+    cpdef int observe(self) except -1:
+        """``CMD_OBSERVE``: the current observation again, nothing emulated;
+        reward 0, every flag false, ``FLAG_OBSERVED``."""
+        self._clear_result()
+        self.flags = SHMATARI_FLAG_OBSERVED
+        return 0
+
+    cpdef int restart_result(self) except -1:
+        """The first result of an env rebuilt after its worker died, in
+        answer to a STEP or OBSERVE: the lost episode ends, truncated.
+
+        The env starts a new game (``reset``) and reports reward 0,
+        ``truncated``, ``FLAG_RESTARTED``; the lost episode's statistics are
+        gone, so ``episode_done`` is 0. Then the autoreset mode applies as
+        after any truncation: next-step, the env's next STEP resets it;
+        same-step, this row is already a fresh reset (``FLAG_FINAL``; the
+        final record is the truncation, with this game's first observation);
+        disabled, the client must reset it."""
+        self.reset()
+        self._clear_result()
+        self.truncated = True
+        self.flags = SHMATARI_FLAG_RESTARTED
+        self.needs_reset = True
+        if self.same_step:
+            self._same_step_reset()
+            self.flags |= SHMATARI_FLAG_RESTARTED
+        return 0
+
+    cdef void write_obs(self, uint8_t *out) noexcept nogil:
+        cdef int s, src
+        for s in range(self.stack_num):
+            src = (self.head + 1 + s) % self.stack_num
+            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
+                   self.frame_bytes)
+
+    def obs_into(self, out):
+        """Copies the stacked observation, oldest frame first, into ``out``
+        (uint8, C-contiguous, stack_num * frame bytes)."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        self.write_obs(&o[0])
+
+    def final_obs_into(self, out):
+        """Copies the observation of the done step that the last result
+        followed (same_step, ``flags & FLAG_FINAL``) into ``out``, as
+        ``obs_into``."""
+        cdef uint8_t[::1] o = out.reshape(-1)
+        if not self.same_step:
+            raise ValueError("final observations exist only with same_step")
+        if o.shape[0] != self.frame_bytes * self.stack_num:
+            raise ValueError("out has the wrong size")
+        memcpy(&o[0], self.final_obs, self.frame_bytes * self.stack_num)
+
+    def action_ids(self):
+        """ALE action id of each action index (a new list)."""
+        return list(self._action_ids)
+
+    def result(self):
+        """The last result as a tuple, in the order of ``RESULT_FIELDS``:
+        (reward, terminated, truncated, lives, raw_reward, game_over,
+        elapsed_step, episode_frames, frame_number, episode_return,
+        episode_done, flags)."""
+        cdef _Result r
+        self.snapshot(&r)
+        return _result_tuple(&r)
+
+    def final_result(self):
+        """The result of the done step that the last result followed
+        (same_step, ``flags & FLAG_FINAL``), as ``result()``; None otherwise."""
+        if not self.flags & SHMATARI_FLAG_FINAL:
+            return None
+        return _result_tuple(&self.final)
+
+
+cdef class NullCore(EnvCore):
+    """A built-in env that emulates nothing: each step only writes one frame
+    (every byte the step count, mod 256) and never ends. With it a pool's
+    throughput is the pure cost of shmatari's round trip.
+
+    Args:
+        frame_shape: (img_height, img_width[, 3]).
+        stack_num: frames per observation.
+        num_actions: size of its action space.
+    """
+
+    def __init__(self, frame_shape, *, int stack_num=4, int num_actions=4):
+        cdef Py_ssize_t n = 1
+        for d in frame_shape:
+            n *= d
+        self._init_core(list(range(num_actions)), n, stack_num)
+
+    cpdef int reset(self) except -1:
+        self._clear_result()
+        self._clear_episode()
+        memset(self._next_frame(), 0, self.frame_bytes)
+        self._fill_stack()
+        self.needs_reset = False
+        self.flags = SHMATARI_FLAG_RESET
+        return 0
+
+    cpdef int step(self, int action) except -1:
+        self._clear_result()
+        self.elapsed_step += 1
+        self.episode_frames += 1
+        self.frame_number += 1
+        memset(self._next_frame(), <uint8_t>(self.frame_number & 0xFF), self.frame_bytes)
+        return 0
+
+
+cdef class AtariCore(EnvCore):
+    """One Atari env: emulation, preprocessing and episode bookkeeping.
+
+    Used by shmatari's workers, by the pipe baseline and by the benchmark's
+    ceiling, so that all three do exactly the same work per step. Each
+    behaviour is specified in ``docs/semantics.md``.
+
+    Args:
+        ale: an ``ale_py.ALEInterface`` with its ROM loaded, built in this
+            process.
+        palette: the worker's ``Palette`` (shared by its envs).
+        action_set: ALE action ids, one per action index.
+        rom_path: the ROM, reloaded when the env is re-seeded.
+        frame_skip: frames per step (>= 1).
+        stack_num: frames per observation (>= 1).
+        maxpool: pool the last two frames of a step.
+        noop_max: at most this many no-op frames at reset (0: none).
+        episodic_life: a lost life ends the episode (``terminated``), the game
+            goes on.
+        use_fire_reset: press FIRE for one step after reset (games with FIRE
+            at index 1 of at least 3 actions).
+        reward_clip: the reward is its sign.
+        max_episode_frames: truncate the game at this many frames (0: never).
+        noop_rng: a ``numpy.random.Generator`` for the no-op counts.
+        same_step: same-step autoreset: a done step resets at once and keeps
+            its own result as the final record (``final_result``,
+            ``final_obs_into``).
+        preprocessor: None for shmatari's kernel; else an object whose
+            ``capture(ale)`` is called after every emulated frame and whose
+            ``emit(pool, out)`` writes the step's frame (uint8, shape
+            (img_height, img_width[, 3])) into ``out``, pooling the last two
+            captured frames when ``pool``. The pipe baseline's classic
+            preprocessing plugs in here; the episode logic stays this class's.
+    """
+
+    cdef object _act, _get_screen, _game_over, _lives, _reset_game
+    cdef object preprocessor, hist_frames
+    #: The env's ``ALEInterface`` (for tests and tools: acting on it directly
+    #: puts it out of step with the core).
+    cdef readonly object ale
+    cdef readonly object rom_path
+    cdef Palette palette
+    cdef readonly int frame_skip, noop_max
+    cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
+    cdef readonly int64_t max_episode_frames
+    cdef public object noop_rng
+    cdef readonly bint fire_ok
+    # raw screens: two buffers, `cur` is the newest
+    cdef object raw_arrays
+    cdef uint8_t *raw[2]
+    cdef int cur
+    cdef bint soft_reset   # the last episode ended by a lost life
+    cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
+
+    def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
+                 int stack_num=4, bint maxpool=True, int noop_max=30,
+                 bint episodic_life=False, bint use_fire_reset=False,
+                 bint reward_clip=False, int64_t max_episode_frames=108000,
+                 noop_rng=None, bint same_step=False, preprocessor=None):
+        self.ale = ale
+        self._act = ale.act
+        self._get_screen = ale.getScreen
+        self._game_over = ale.game_over
+        self._lives = ale.lives
+        self._reset_game = ale.reset_game
+        self.rom_path = rom_path
+        self.palette = palette
+        self._init_core([int(getattr(a, "value", a)) for a in action_set],
+                        palette.plan.dst_h * palette.plan.dst_w * palette.channels,
+                        stack_num, same_step)
+        self.frame_skip = frame_skip
+        self.maxpool = maxpool
+        self.noop_max = noop_max
+        self.episodic_life = episodic_life
+        self.use_fire_reset = use_fire_reset
+        self.reward_clip = reward_clip
+        self.max_episode_frames = max_episode_frames
+        self.noop_rng = noop_rng
+        # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
+        # as SB3's FireResetEnv requires.
+        self.fire_ok = self.num_actions >= 3 and self._action_ids[1] == 1
+        h, w = palette.screen_h, palette.screen_w
+        self.raw_arrays = (np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8))
+        cdef uint8_t[:, ::1] r0 = self.raw_arrays[0]
+        cdef uint8_t[:, ::1] r1 = self.raw_arrays[1]
+        self.raw[0] = &r0[0, 0]
+        self.raw[1] = &r1[0, 0]
+        self.cur = 0
+        self.soft_reset = False
+        self.end_pending = False
+        self.preprocessor = preprocessor
+        if preprocessor is not None:
+            frame_shape = (palette.plan.dst_h, palette.plan.dst_w) + \
+                ((3,) if palette.channels == 3 else ())
+            self.hist_frames = np.asarray(
+                <uint8_t[:self.stack_num * self.frame_bytes]>self.hist
+            ).reshape((self.stack_num,) + frame_shape)
+
+    cdef inline int _capture(self) except -1:
+        """Copies the current screen into the next raw buffer (newest)."""
+        cdef int nxt = 1 - self.cur
+        if self.preprocessor is not None:
+            self.preprocessor.capture(self.ale)
+            return 0
+        self._get_screen(self.raw_arrays[nxt])
+        self.palette.ensure_known(self.ale, self.raw[nxt], self.raw[self.cur])
+        self.cur = nxt
+        return 0
+
+    cdef inline int _emit(self, bint pool) except -1:
+        """Processes the newest screen (pooled with the one before it when
+        ``pool``) into the next frame of the stack."""
+        if self.preprocessor is not None:
+            self._next_frame()
+            self.preprocessor.emit(pool, self.hist_frames[self.head])
+            return 0
+        shmatari_frame(&self.palette.plan, self.raw[self.cur],
+                       self.raw[1 - self.cur] if pool else NULL,
+                       self.palette.lut, self._next_frame(),
+                       self.palette.plan.dst_w * self.palette.channels)
+        return 0
+
+    cdef int _frame(self, int ale_action) except? -1:
+        """Emulates one frame, counting it; returns the raw reward."""
+        cdef int r = self._act(ale_action)
+        self.frame_number += 1
+        self.episode_frames += 1
+        return r
+
+    cdef inline bint _capped(self):
+        return self.max_episode_frames > 0 and self.episode_frames >= self.max_episode_frames
+
+    cdef bint _ended(self) except -1:
+        """The game is over or has reached the frame cap."""
+        return self._game_over(with_truncation=False) or self._capped()
+
+    cdef int _new_game(self) except -1:
+        """``reset_game``, then 1..noop_max no-op frames; a no-op frame that
+        ends the game (or reaches the cap) resets it again and the remaining
+        no-ops go on, as Gymnasium's AtariPreprocessing and SB3's
+        NoopResetEnv."""
+        cdef int noops = 0, i
+        self._reset_game()
+        self._clear_episode()
+        if self.noop_max > 0:
+            noops = int(self.noop_rng.integers(1, self.noop_max + 1))
+        for i in range(noops):
+            self.episode_return += self._frame(0)
+            if self._ended():
+                self._reset_game()
+                self._clear_episode()
+        return 0
+
+    cdef int _press_fire(self) except -1:
+        """One step (frame_skip frames) of FIRE; 0 if it ended the game or
+        reached the cap, 1 otherwise."""
+        cdef int i
+        for i in range(self.frame_skip):
+            self.episode_return += self._frame(self._action_ids[1])
+            if self._ended():
+                return 0
+        return 1
+
+    cdef int _start_episode_obs(self, bint end_pending) except -1:
+        self._capture()
+        self._emit(False)
+        self._fill_stack()
+        self.lives = self._lives()
+        self.needs_reset = False
+        self.soft_reset = False
+        self.end_pending = end_pending
+        self.flags = SHMATARI_FLAG_RESET
+        return 0
+
+    cdef int _continue_game(self) except -1:
+        """After a life lost with episodic_life: one no-op step (as SB3's
+        EpisodicLifeEnv) and FIRE when enabled, then a fresh frame stack,
+        without resetting the game. If those frames end the game or reach the
+        cap, they stop there and the next step reports it."""
+        cdef int i
+        cdef bint ended = False
+        cdef double before = self.episode_return
+        self._clear_result()
+        for i in range(self.frame_skip):
+            self.episode_return += self._frame(0)
+            if self._ended():
+                ended = True
+                break
+        if not ended and self.use_fire_reset and self.fire_ok:
+            ended = not self._press_fire()
+        self.raw_reward = <float>(self.episode_return - before)
+        return self._start_episode_obs(ended)
+
+    def reseed(self, int ale_seed, noop_rng):
+        """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
+        does) and replaces the no-op generator."""
+        self.ale.setInt("random_seed", ale_seed)
+        self.ale.loadROM(self.rom_path)
+        self.noop_rng = noop_rng
+        self.needs_reset = True
+        self.soft_reset = False
+
+    cpdef int reset(self) except -1:
+        """Starts the next episode and writes its first observation.
+
+        After an episode ended by a lost life (episodic_life) this continues
+        the game (``_continue_game``, as SB3's EpisodicLifeEnv). Otherwise a
+        new game: ``reset_game``, 1..noop_max no-op frames, one step of FIRE
+        when enabled (if it ends the game: ``reset_game`` and no-ops again,
+        without FIRE, as SB3's FireResetEnv), then the stack filled with the
+        newest frame. The result has reward 0, ``raw_reward`` the score of
+        those frames and ``FLAG_RESET``."""
+        if self.needs_reset and self.soft_reset:
+            return self._continue_game()
+        self._clear_result()
+        self._new_game()
+        if self.use_fire_reset and self.fire_ok and not self._press_fire():
+            self._new_game()
+        self.raw_reward = <float>self.episode_return
+        return self._start_episode_obs(False)
+
+    cpdef int step(self, int action) except -1:
+        """One agent step with action index ``action`` (0..num_actions-1).
+
+        After a step that ended the episode the next call resets instead and
+        ignores ``action`` (next-step autoreset, as Gymnasium 1.x), unless
+        ``same_step``: then the done step resets at once, its own result is
+        kept as the final record, and the result is the reset's with the
+        step's reward, terminated and truncated, and ``FLAG_FINAL``."""
+        cdef int emulated = 0, ale_action
+        cdef double raw = 0.0
+        cdef int32_t lives
+        cdef bint over = False, life_lost = False, capped = False
+        if self.needs_reset:
+            return self.reset()
+        self._clear_result()
+        ale_action = self._action_ids[action]
+        if self.end_pending:
+            # The continuation after a lost life ended the game or reached the
+            # cap: report it now, emulating nothing.
+            over = self._game_over(with_truncation=False)
+            capped = self._capped()
+            self.end_pending = False
+        while not (over or life_lost or capped) and emulated < self.frame_skip:
+            raw += self._frame(ale_action)
+            emulated += 1
+            self._capture()
+            over = self._game_over(with_truncation=False)
+            if self.episodic_life:
+                # A loss down to 0 lives is left to game over (as SB3's
+                # EpisodicLifeEnv and EnvPool): Q*bert can show 0 lives for a
+                # few frames before its game ends.
+                lives = self._lives()
+                life_lost = 0 < lives < self.lives
+                self.lives = lives
+            capped = self._capped()
+        self._emit(self.maxpool and emulated >= 2)
+        if not self.episodic_life:
+            self.lives = self._lives()
+        self.elapsed_step += 1
+        self.raw_reward = <float>raw
+        self.episode_return += raw
+        if self.reward_clip:
+            self.reward = <float>((raw > 0) - (raw < 0))
+        else:
+            self.reward = <float>raw
+        self.game_over = over
+        self.terminated = over or life_lost
+        self.truncated = capped
+        self.episode_done = over or capped
+        if self.terminated or self.truncated:
+            self.needs_reset = True
+            self.soft_reset = not self.episode_done
+            if self.same_step:
+                self._same_step_reset()
+        return 0

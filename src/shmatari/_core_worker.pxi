@@ -1,0 +1,219 @@
+# Included by _core.pyx (one compiled module, shmatari._core): the worker loop, mark_worker, set_num_actions.
+
+# --------------------------------------------------------------------------
+# The worker loop
+
+cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t idx,
+                               const _Result *r) noexcept nogil:
+    """Every field of row ``idx`` but ``env_id``, which commits the row."""
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = r.reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = r.terminated
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = r.truncated
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = r.lives
+    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = r.raw_reward
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = r.game_over
+    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = r.elapsed_step
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = r.episode_frames
+    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = r.frame_number
+    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = r.episode_return
+    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = r.episode_done
+    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = r.flags
+
+
+cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
+                          bint ordered, int64_t reserved) noexcept nogil:
+    """Writes env ``env``'s result at its next position (``reserved`` >= 0:
+    at that position, taken by a worker that died; see Segment.recover).
+
+    The order is part of the contract that lets a dead worker be replaced:
+    row, ``results``, ``env_id`` (release: the row is complete),
+    ``done_count``; the caller then stores ``ack_seq``."""
+    cdef shmatari_env_ctrl *ec = shmatari_env(h, env)
+    cdef uint64_t pos, batch
+    cdef uint32_t idx
+    cdef char *slot
+    cdef char *final
+    cdef _Result r
+    if reserved >= 0:
+        pos = <uint64_t>reserved
+    elif ordered:
+        pos = ec.results * h.num_envs + env
+    else:
+        pos = shmatari_fetch_add64(&h.alloc_pos, 1)
+    batch = pos / h.batch_size
+    idx = <uint32_t>(pos % h.batch_size)
+    slot = shmatari_slot(h, batch)
+    core.snapshot(&r)
+    _write_fields(h, slot, idx, &r)
+    core.write_obs(<uint8_t *>(slot + h.slot_obs_offset + idx * h.obs_env_bytes))
+    if (r.flags & SHMATARI_FLAG_FINAL) and h.slot_final_offset != 0:
+        final = slot + h.slot_final_offset
+        _write_fields(h, final, idx, &core.final)
+        (<int32_t *>(final + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
+        memcpy(final + h.slot_obs_offset + idx * h.obs_env_bytes, core.final_obs,
+               h.obs_env_bytes)
+    shmatari_store_release64(&ec.results, ec.results + 1)
+    shmatari_store_release(<uint32_t *>shmatari_row_env_id(h, pos), env)
+    if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
+        shmatari_notify(&h.main_seq, &h.main_sleeping)
+
+
+cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, reseed,
+                bint restarted) except -1:
+    """Runs env ``e``'s command (``restarted``: its first since its worker
+    was replaced, which a STEP or OBSERVE answers with the restart's
+    result, ignoring the action: a command that killed the previous worker
+    does not kill its replacement)."""
+    cdef uint32_t cmd = ec.cmd
+    cdef int32_t action = ec.action
+    cdef bint reset = cmd == SHMATARI_CMD_RESET or cmd == SHMATARI_CMD_RESEED
+    if restarted and not reset:
+        core.restart_result()
+        return 0
+    if cmd == SHMATARI_CMD_STEP:
+        if action < 0 or action >= core.num_actions:
+            raise ValueError(f"env {e} was sent action {action}; its action space is "
+                             f"0..{core.num_actions - 1} (did a client write the segment "
+                             f"without checking its actions?)")
+    elif cmd != SHMATARI_CMD_OBSERVE and not reset:
+        raise ValueError(f"env {e} was sent command {cmd}, which layout.h does not define")
+    if cmd == SHMATARI_CMD_STEP:
+        core.step(action)
+    elif cmd == SHMATARI_CMD_OBSERVE:
+        core.observe()
+    elif cmd == SHMATARI_CMD_RESEED:
+        reseed(core, e, seg.seed_words())
+        core.reset()
+    else:
+        core.reset()
+    if restarted:
+        core.flags |= SHMATARI_FLAG_RESTARTED
+    return 0
+
+
+def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
+                int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2,
+                bint restarted=False, dict positions=None):
+    """Runs a worker until the pool closes or its parent dies.
+
+    Args:
+        seg: the mapped segment.
+        worker: this worker's index.
+        cores: one ``EnvCore`` (``AtariCore`` or ``NullCore``) per env of the
+            worker's group, in order.
+        reseed: ``reseed(core, env_index, seed_words)``, called for
+            ``CMD_RESEED`` before the reset.
+        parent_alive: ``parent_alive() -> bool``, called after each ``poll``
+            seconds of sleep, and every ``poll`` seconds while busy (a
+            client may keep a worker busy after its parent died); the loop
+            returns when it is False.
+        spin_ns: nanoseconds to poll the wake word before sleeping on it.
+        spin_mode: ``SPIN_PAUSE`` or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
+        poll: seconds between parent checks.
+        restarted: this worker replaces one that died: each env's first
+            result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
+            reset flagged ``FLAG_RESTARTED`` (a RESET or RESEED).
+        positions: ``{env: position}`` from ``Segment.recover``: where to
+            write each env's first result (-1: the usual position).
+
+    Returns:
+        str: ``"closed"`` or ``"orphaned"``.
+
+    Raises:
+        ValueError: a command or action outside the layout's (a client that
+            wrote the segment unchecked).
+    """
+    seg._check()
+    cdef shmatari_header *h = seg.hdr
+    cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
+    cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
+    cdef shmatari_env_ctrl *ec
+    cdef EnvCore core
+    cdef bint busy, ordered = h.batch_size == h.num_envs
+    cdef int r
+    cdef int64_t poll_ns = <int64_t>(poll * 1e9)
+    cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
+    cdef uint32_t *seen = <uint32_t *>malloc((end - begin) * sizeof(uint32_t))
+    # per env: -2 once its first result is out, else where to write it
+    cdef int64_t *first = <int64_t *>malloc((end - begin) * sizeof(int64_t))
+    if seen == NULL or first == NULL:
+        free(seen)
+        free(first)
+        raise MemoryError()
+    positions = positions or {}
+    try:
+        for e in range(begin, end):
+            seen[e - begin] = shmatari_load_acquire(&shmatari_env(h, e).ack_seq)
+            first[e - begin] = positions.get(e, -1) if restarted else -2
+        while True:
+            wake = shmatari_load_acquire(&wc.wake_seq)
+            if shmatari_load_acquire(&h.pool_state) == SHMATARI_POOL_CLOSING:
+                return "closed"
+            busy = False
+            for e in range(begin, end):
+                ec = shmatari_env(h, e)
+                req = shmatari_load_acquire(&ec.req_seq)
+                if req == seen[e - begin]:
+                    continue
+                busy = True
+                core = <EnvCore>cores[e - begin]
+                _serve(ec, e, core, seg, reseed, first[e - begin] != -2)
+                with nogil:
+                    _publish(h, e, core, ordered, first[e - begin])
+                    first[e - begin] = -2
+                    seen[e - begin] = req
+                    shmatari_store_release(&ec.ack_seq, req)
+                    wc.steps += 1
+            # Python runs signal handlers (SIGTERM: exit) only here: the loop
+            # and the env steps are C calls, and the signal may have woken
+            # another thread than this one.
+            PyErr_CheckSignals()
+            if busy:
+                now = shmatari_now_ns()
+                if now >= next_check:
+                    next_check = now + poll_ns
+                    if not parent_alive():
+                        return "orphaned"
+                continue
+            with nogil:
+                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin_ns,
+                                         spin_mode, poll_ns)
+            if r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
+                return "orphaned"
+    finally:
+        free(seen)
+        free(first)
+
+
+def mark_worker(Segment seg, uint32_t worker, uint32_t state, int32_t pid=0,
+                error=None):
+    """Publishes a worker's state (and pid, and error text) and wakes the client."""
+    seg._check()
+    cdef shmatari_header *h = seg.hdr
+    cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
+    cdef char *text
+    cdef bytes data
+    if pid:
+        wc.pid = pid
+    if error is not None:
+        data = error.encode("utf-8", "replace")[:SHMATARI_ERROR_BYTES - 1]
+        text = shmatari_error_text(h, worker)
+        memcpy(text, <char *>data, len(data))
+        text[len(data)] = 0
+    shmatari_store_release(&wc.state, state)
+    if state == SHMATARI_WORKER_READY:
+        shmatari_fetch_add(&h.ready_workers, 1)
+    elif state == SHMATARI_WORKER_FAILED:
+        shmatari_fetch_add(&h.failed_workers, 1)
+    shmatari_notify(&h.main_seq, &h.main_sleeping)
+
+
+def set_num_actions(Segment seg, action_set):
+    """Records the action space (ALE action ids) in the header."""
+    seg._check()
+    cdef unsigned i, n = len(action_set)
+    if n > SHMATARI_MAX_ACTIONS:
+        raise ValueError(f"{n} actions exceed the layout's {SHMATARI_MAX_ACTIONS}")
+    for i in range(n):
+        seg.hdr.action_set[i] = int(action_set[i])
+    seg.hdr.num_actions = n
