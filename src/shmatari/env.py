@@ -1,66 +1,42 @@
-"""The shared-memory vector env: :func:`make`, :func:`attach` and :class:`ShmVectorEnv`."""
+"""The face of a pool: :func:`make`, :func:`attach` and :class:`ShmVectorEnv`.
+
+Owns the Gymnasium surface only (the spaces, ``metadata``, the documented
+``reset`` / ``step`` / ``send`` / ``recv`` / ``async_reset`` / ``close``), and
+wires the two parts a pool is made of:
+
+- :mod:`shmatari.client`: this process's end of the segment (state, argument
+  checks, commands and batches, status codes to exceptions);
+- :mod:`shmatari.supervisor`: the owner's side (worker processes, liveness,
+  restarts, resource lifetime). :func:`make` has one; :func:`attach` does not.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import multiprocessing as mp
 import os
-import signal
-import threading
 import time
 import weakref
-from collections.abc import Mapping
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from . import _core, config as _config, results, seeding, shm
-from .errors import AttachError, CallOrderError, PoolClosedError, StepTimeoutError, WorkerError
+from . import _core, config as _config, seeding, shm
+from .client import Client, status_error
+from .errors import AttachError
+from .spin import spin_policy
+from .supervisor import START_TIMEOUT, Supervisor, _Resources
 
 __all__ = ["make", "attach", "ShmVectorEnv"]
 
-_IDLE, _PENDING = 0, 1
-#: Names of the arrays ``Segment.collect`` returns, in order.
-_COLLECTED = tuple(name for name, _ in _core.FIELDS) + ("_reset", "_restarted")
-_log = logging.getLogger("shmatari")
-
-#: Seconds of sleep between liveness checks while waiting for workers.
-_POLL = 0.1
-#: Seconds a new pool may take to build its envs before make() gives up.
-_START_TIMEOUT = 120.0
-#: Seconds close() waits for workers to exit before terminating them (then
-#: 1 s more before SIGKILL, and 1 s for that: close() returns within 5 s).
-_CLOSE_TIMEOUT = 2.0
 #: Seconds attach() waits for a starting pool, or for a previous client's
 #: last commands to finish.
 _ATTACH_TIMEOUT = 30.0
+#: Seconds between looks for the segment of a server that is still starting.
+_ATTACH_RETRY = 0.02
 #: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
 _GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
-#: The header's autoreset_mode word -> the option's name.
-_AUTORESET_NAMES = {v: k for k, v in _core.AUTORESET_MODES.items()}
-
-
-def spin_policy(num_workers: int, cores: int) -> dict:
-    """How long workers and the client poll before sleeping on the futex.
-
-    A futex wake-up costs tens of microseconds (more in a VM), more than a
-    worker usually waits for its next request when it has a core to itself,
-    so a waiter polls first. It polls with ``sched_yield()``: if anything else
-    wants the core (a learner's threads, another worker), it gets it at once.
-    With more workers than cores a poll only delays the process it waits
-    for, so then everyone sleeps at once.
-
-    Returns:
-        dict: ``{"worker": (spin_ns, mode), "client": (spin_ns, mode)}``.
-    """
-    if num_workers < cores:
-        return {"worker": (100_000, _core.SPIN_YIELD), "client": (50_000, _core.SPIN_YIELD)}
-    if num_workers == cores:
-        return {"worker": (50_000, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
-    return {"worker": (0, _core.SPIN_YIELD), "client": (0, _core.SPIN_YIELD)}
+_now = time.monotonic
 
 
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
@@ -251,158 +227,6 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
     return ShmVectorEnv._attach(name, timeout, bool(zero_copy))
 
 
-class _Resources:
-    """What must be released when a pool goes away, held apart from the env
-    so that a ``weakref.finalize`` can release it without keeping it alive."""
-
-    def __init__(self, owner: bool):
-        self.owner = owner   # the creator: stops the workers and unlinks
-        self.pid = os.getpid()  # the process these resources belong to
-        self.segment = None  # SharedMemory
-        self.seg = None      # _core.Segment
-        self.views = []      # NumPy arrays over the segment
-        self.processes = []
-        self.fault_pipes = []  # per worker: the read end of its faulthandler pipe
-        self.client_pid = 0  # set while this process holds the client claim
-        _LIVE_RESOURCES.add(self)
-
-    def shutdown(self, timeout: float = _CLOSE_TIMEOUT) -> None:
-        """Releases the pool: within about ``timeout`` + 1 s whatever the
-        workers do, and whole even if Ctrl-C arrives meanwhile (the
-        KeyboardInterrupt comes once it is done)."""
-        if os.getpid() != self.pid:
-            # A process forked from the owner (os.fork) that exits: the pool is
-            # its parent's, so leave it alone (no CLOSING, no unlink, no join).
-            return
-        with _deferred_sigint():
-            self._shutdown(timeout)
-
-    def forget(self) -> None:
-        """In a child forked from this process: drop the parent's pool
-        without touching it, and keep the child's exit (multiprocessing's
-        atexit terminates every daemon child it knows) away from its workers."""
-        from multiprocessing import process
-
-        children = getattr(process, "_children", None)
-        for p in self.processes:
-            if children is not None:
-                children.discard(p)
-        self.processes, self.views = [], []
-        for pipe in self.fault_pipes:
-            try:
-                pipe.close()
-            except OSError:
-                pass
-        self.fault_pipes = []
-        if self.seg is not None:
-            self.seg.release()
-            self.seg = None
-        if self.segment is not None:
-            shm.close_mapping(self.segment)
-            self.segment = None
-
-    def _shutdown(self, timeout: float) -> None:
-        seg, segment = self.seg, self.segment
-        if segment is not None and self.owner:
-            # The name goes first: if this process dies from here on, nothing
-            # is left in /dev/shm (the workers still have their mappings).
-            shm.unlink(segment.name)
-        if seg is not None:
-            try:
-                if self.client_pid:
-                    seg.release_client(self.client_pid)
-                if self.owner:
-                    seg.set_pool_state(_core.POOL_CLOSING)
-            except ValueError:
-                pass
-        # Ask, then terminate, then kill, each with one deadline for all
-        # workers (a stopped worker only yields to SIGKILL).
-        for sig, wait in ((None, timeout - 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 0.5)):
-            alive = [p for p in self.processes if _worker_alive(p)]
-            if not alive:
-                break
-            if sig is not None:
-                for p in alive:
-                    try:
-                        os.kill(p.pid, sig)
-                    except ProcessLookupError:
-                        pass
-            _wait_for_exit(alive, max(0.0, wait))
-        self.processes = []
-        for pipe in self.fault_pipes:
-            pipe.close()
-        self.fault_pipes = []
-        self.views = []
-        if seg is not None:
-            seg.release()
-        self.seg = None
-        if segment is not None:
-            self.segment = None
-            shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
-
-
-def _worker_alive(p) -> bool:
-    """Whether a worker process runs. Under forkserver a worker whose fork
-    server died reports exit code 255 (multiprocessing lost the server that
-    would tell it the real one) though it may run on: ask the kernel then."""
-    code = p.exitcode
-    return code is None or (code == 255 and _core.pid_alive(p.pid))
-
-
-def _wait_for_exit(procs, seconds: float) -> None:
-    end = _now() + seconds
-    while True:
-        alive = [p for p in procs if _worker_alive(p)]
-        if not alive or _now() >= end:
-            return
-        p = alive[0]
-        if p.exitcode is None:
-            p.join(min(0.05, max(0.0, end - _now())))
-        else:
-            time.sleep(0.005)  # known to multiprocessing as gone: poll the kernel
-
-
-@contextlib.contextmanager
-def _deferred_sigint():
-    """Holds back Ctrl-C while cleaning up: a SIGINT that arrives meanwhile
-    is raised (as its handler would) once the block is done. Python runs
-    signal handlers in the main thread only; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
-    except (ValueError, TypeError):  # not the main interpreter, or no signals
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            if callable(previous):
-                previous(signal.SIGINT, caught[0])
-            elif previous == signal.SIG_DFL:
-                os.kill(os.getpid(), signal.SIGINT)
-
-
-_LIVE_RESOURCES: "weakref.WeakSet[_Resources]" = weakref.WeakSet()
-
-
-def _forget_pools_in_child() -> None:
-    for res in list(_LIVE_RESOURCES):
-        res.forget()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pools_in_child)
-
-_now = time.monotonic
-#: Seconds between looks for the segment of a server that is still starting.
-_ATTACH_RETRY = 0.02
-
-
 class ShmVectorEnv(gym.vector.VectorEnv):
     """Atari envs in worker processes, stepped through one shared-memory segment.
 
@@ -460,20 +284,29 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.num_envs = config.num_envs
         self.batch_size = config.batch_size
         self.num_workers = config.num_workers
-        self.seed_entropy = config.seed
-        self._init_state(owner=True, zero_copy=config.zero_copy)
+        self._init_lifetime(owner=True)
         try:
-            self._start(segment_name or shm.new_name(), claim)
+            self._supervisor = Supervisor(config, self._res)
+            seg = self._supervisor.start(segment_name or shm.new_name())
+            self._seg = seg
+            if claim:
+                code, _, msg = seg.open_client(os.getpid(), START_TIMEOUT)
+                if code != _core.OK:
+                    raise status_error(seg, code, msg)[0]
+                self._res.client_pid = os.getpid()
+            self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
+                              seed_entropy=config.seed, supervisor=self._supervisor))
         except BaseException:
             self.close()
             raise
 
     @classmethod
     def _attach(cls, name: str, timeout: float, zero_copy: bool) -> "ShmVectorEnv":
-        """The client role: see :func:`attach`."""
+        """The client role, without a supervisor: see :func:`attach`."""
         self = cls.__new__(cls)
         self.config = None
-        self._init_state(owner=False, zero_copy=zero_copy)
+        self._supervisor = None
+        self._init_lifetime(owner=False)
         self._name = name
         try:
             seg_name = _core.segment_name(name)
@@ -514,360 +347,59 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                   code=_core.status_name(code), client_pid=holder or None)
             self._res.client_pid = os.getpid()
             seg.refresh_groups()
-            self._setup(segment, seg)
+            client = Client(segment, seg, self._res, zero_copy=zero_copy,
+                            seed_entropy=seeding.words_to_seed(seg.seed_words()))
             seg.spin_ns, seg.spin_mode = spin_policy(
-                self.num_workers, _config.available_cores())["client"]
-            self.seed_entropy = seeding.words_to_seed(seg.seed_words())
-            self.worker_pids = [seg.worker_pid(w) for w in range(self.num_workers)]
-            self._groups = [range(*seg.worker_group(w)) for w in range(self.num_workers)]
+                client.num_workers, _config.available_cores())["client"]
+            self._attached_pids = [seg.worker_pid(w) for w in range(client.num_workers)]
+            self._bind(client)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _init_state(self, owner: bool, zero_copy: bool) -> None:
+    def _init_lifetime(self, owner: bool) -> None:
         self.closed = False
-        self._zero_copy = zero_copy
-        self._broken: str | None = None
+        self._client = None
         self._res = _Resources(owner)
         self._finalizer = weakref.finalize(self, self._res.shutdown)
-        self._pending = 0
-        self._taken = 0
-        self._next_check = 0.0
-        self._needs_reset = True
 
-    # -- construction ----------------------------------------------------------
-    def _start(self, segment_name: str, claim: bool) -> None:
-        cfg = self.config
-        ring_depth = _core.min_ring_depth(cfg.num_envs, cfg.batch_size)
-        header = _core.compute_layout(
-            num_envs=cfg.num_envs, num_workers=cfg.num_workers, batch_size=cfg.batch_size,
-            ring_depth=ring_depth, stack_num=cfg.stack_num, img_height=cfg.img_height,
-            img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
-            autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
-        total = int.from_bytes(header[24:32], "little")
-        shm.sweep_stale()
-        segment = shm.create(segment_name, total)
-        self._res.segment = segment
-        segment.buf[:len(header)] = header
-        seg = _core.Segment(segment.buf)
-        self._res.seg = seg
-        self._seg = seg
-        seg.clear_slots()
-        seg.set_owner(os.getpid())
-        seg.set_seed_words(seeding.seed_to_words(cfg.seed))
-        self._groups = cfg.worker_groups()
-        for w, group in enumerate(self._groups):
-            seg.set_worker_group(w, group.start, group.stop)
-        seg.refresh_groups()
-
-        self._ctx = mp.get_context(cfg.start_method)
-        if cfg.start_method == "forkserver":
-            self._ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy",
-                                              "ale_py"])
-        policy = spin_policy(cfg.num_workers, _config.available_cores())
-        seg.spin_ns, seg.spin_mode = policy["client"]
-        self._worker_spin = policy["worker"]
-        self._restarts = [0] * cfg.num_workers
-        for w in range(cfg.num_workers):
-            self._spawn(w)
-        deadline = _now() + _START_TIMEOUT
-        while not seg.wait_ready(cfg.num_workers, _POLL):
-            self._check_workers()
-            if _now() > deadline:
-                raise WorkerError(
-                    f"workers did not become ready within {_START_TIMEOUT:.0f} s",
-                    worker=-1, env_ids=range(cfg.num_envs), exitcode=None)
-        self._check_workers()
-        seg.set_pool_state(_core.POOL_RUNNING)
-        if claim:
-            code, _, msg = seg.open_client(os.getpid(), _START_TIMEOUT)
-            if code != _core.OK:
-                self._raise_for(code, msg)
-            self._res.client_pid = os.getpid()
-        self._setup(segment, seg)
-
-    def _setup(self, segment, seg) -> None:
-        """Sizes, modes, spaces and views, all from the segment's header."""
-        hdr = seg.header()
-        self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
-        self.num_workers = hdr["num_workers"]
-        self._autoreset = _AUTORESET_NAMES[hdr["autoreset_mode"]]
+    def _bind(self, client: Client) -> None:
+        """Sizes, modes and spaces, all from the segment's header (through the client)."""
+        self._client = client
+        self.num_envs, self.batch_size = client.num_envs, client.batch_size
+        self.num_workers = client.num_workers
         self.metadata = dict(type(self).metadata,
-                             autoreset_mode=_GYM_AUTORESET[self._autoreset])
+                             autoreset_mode=_GYM_AUTORESET[client.autoreset])
         self.autoreset_mode = self.metadata["autoreset_mode"]
-        self._state = np.zeros(self.num_envs, np.int8)
-        # autoreset_mode="disabled": envs whose last step ended an episode
-        self._done = np.zeros(self.num_envs, bool)
-        # When each env's episode began (time.perf_counter), for info["episode"]["t"].
-        self._episode_start = np.zeros(self.num_envs)
-        self._taken = hdr["consumed_batches"]
-        obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
-        if hdr["channels"] != 1:
-            obs_shape += (hdr["channels"],)
-        self.action_set = hdr["action_set"]
-        n_actions = len(self.action_set)
-        self.single_action_space = gym.spaces.Discrete(n_actions)
-        self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, n_actions))
-        self.single_observation_space = gym.spaces.Box(0, 255, obs_shape, np.uint8)
+        self.action_set = client.action_set
+        self.single_action_space = gym.spaces.Discrete(client.n_actions)
+        self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, client.n_actions))
+        self.single_observation_space = gym.spaces.Box(0, 255, client.obs_shape, np.uint8)
         self.observation_space = gym.spaces.Box(
-            0, 255, (self.num_envs,) + obs_shape, np.uint8)
-        B = hdr["batch_size"]
-        # Same-step pools: each slot also holds the final records (layout.h).
-        self._has_final = hdr["slot_final_offset"] != 0
-        self._batch_obs_shape = (B,) + obs_shape
-        # Zero-copy views. np.frombuffer holds a buffer export on the mapping
-        # itself, so that closing the pool cannot unmap it under a view the
-        # caller kept (np.ndarray(buffer=...) holds none: reading such a view
-        # after close() crashed); and they come from a read-only view of the
-        # mapping, so that nobody can make them writable.
-        readonly = segment.buf.toreadonly()
-        count = int(np.prod(self._batch_obs_shape))
-        self._ring_obs = [
-            np.frombuffer(readonly, np.uint8, count, seg.slot_offset(s) + hdr["slot_obs_offset"])
-            .reshape(self._batch_obs_shape)
-            for s in range(hdr["ring_depth"])]
-        readonly.release()
-        self._res.views.append(self._ring_obs)
+            0, 255, (self.num_envs,) + client.obs_shape, np.uint8)
 
-    # -- workers ---------------------------------------------------------------
-    def _spawn(self, w: int, restart: int = 0, positions: dict | None = None) -> None:
-        """Starts worker ``w`` (or its replacement) in slot ``w`` of the lists.
+    @property
+    def seed_entropy(self):
+        """The pool's seed (the last ``reset(seed=...)``, else :func:`make`'s)."""
+        return self._client.seed_entropy
 
-        SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
-        worker ignores SIGINT before it unblocks it), and is raised here once
-        the process is on record, so that close() stops it. The fork server
-        is started first, outside the block, so that other users of it do
-        not inherit a blocked SIGINT.
-        """
-        from .worker import worker_main
+    @property
+    def worker_pids(self) -> list[int]:
+        """The worker processes' ids (a restarted worker's new id replaces the old one)."""
+        if self._supervisor is not None:
+            return self._supervisor.worker_pids
+        return self._attached_pids
 
-        cfg = self.config
-        fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
-        reader, writer = self._ctx.Pipe(duplex=False)
-        os.set_blocking(reader.fileno(), False)
-        p = self._ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
-                              args=(self._res.segment.name, w, fields, os.getpid(),
-                                    self._worker_spin, writer, restart, positions,
-                                    shm.process_start_ticks(os.getpid())),
-                              daemon=True)
-        from .atari import single_threaded_children
-
-        if cfg.start_method == "forkserver":
-            from multiprocessing import forkserver
-
-            try:
-                with single_threaded_children():
-                    forkserver.ensure_running()
-            except ChildProcessError as exc:
-                raise RuntimeError(
-                    "the fork server this process inherited belongs to the process it was "
-                    "forked from (os.fork), so it cannot start workers here: make the pool "
-                    "with start_method='spawn'") from exc
-        masked = hasattr(signal, "pthread_sigmask")
-        if masked:
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            with single_threaded_children():
-                p.start()
-            if w < len(self._res.processes):
-                self._res.fault_pipes[w].close()
-                self._res.processes[w], self._res.fault_pipes[w] = p, reader
-            else:
-                self._res.processes.append(p)
-                self._res.fault_pipes.append(reader)
-            self.worker_pids = [q.pid for q in self._res.processes]
-        finally:
-            writer.close()
-            if masked:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-
-    def _dead_workers(self) -> list[int]:
-        """Workers that failed, exited or whose process has ended. While the
-        pool runs, no worker exits on its own: any exit is a death."""
-        seg, gone = self._seg, (_core.WORKER_FAILED, _core.WORKER_EXITED)
-        return [w for w, p in enumerate(self._res.processes)
-                if not _worker_alive(p) or seg.worker_state(w) in gone]
-
-    def _reap(self, w: int) -> None:
-        """Waits for dead worker ``w``'s process to end (a failed worker
-        exits by itself), killing it if it does not within a second."""
-        p = self._res.processes[w]
-        p.join(1.0)
-        if p.exitcode is None:
-            p.kill()
-            p.join(1.0)
-
-    def _fault_text(self, w: int) -> str:
-        """What faulthandler wrote for worker ``w`` (a fatal signal), or ""."""
-        chunks = []
-        try:
-            while chunk := os.read(self._res.fault_pipes[w].fileno(), 65536):
-                chunks.append(chunk)
-        except (BlockingIOError, OSError):
-            pass
-        return b"".join(chunks).decode("utf-8", "replace")
-
-    def _worker_error(self, w: int, during: str = "") -> WorkerError:
-        seg, p, group = self._seg, self._res.processes[w], self._groups[w]
-        failed = seg.worker_state(w) == _core.WORKER_FAILED
-        self._reap(w)
-        text = seg.worker_error(w) or self._fault_text(w)
-        code = p.exitcode
-        if code is None:
-            how = "still running"
-        elif code < 0:
-            try:
-                how = f"killed by signal {-code} ({signal.Signals(-code).name})"
-            except ValueError:
-                how = f"killed by signal {-code}"
-        else:
-            how = f"exit code {code}"
-        msg = (f"worker {w} (pid {p.pid}, envs {group.start}..{group.stop - 1}) "
-               f"{'failed' if failed else 'died'}{during}: {how}")
-        if text:
-            msg += "\n--- worker traceback ---\n" + text.rstrip()
-        elif code is not None and code > 0:
-            if seg.worker_pid(w) == 0 and self.config.start_method != "fork":
-                # It died before running any code of ours: most often, the
-                # main script was re-run in the new process and started pools.
-                msg += (f" before it could start (its stderr may say more). With start "
-                        f"method {self.config.start_method!r} each worker imports your "
-                        f"main script again: put the code that creates pools under "
-                        f"`if __name__ == \"__main__\":`, and run scripts from a file")
-            else:
-                msg += (" without a Python traceback: it ended in native code (ALE exits "
-                        "on some errors; its stderr may say more)")
-        return WorkerError(msg, worker=w, env_ids=group, exitcode=code, worker_traceback=text)
+    @property
+    def _pending(self) -> int:
+        """How many envs are running (sent to, results not yet taken)."""
+        return self._client._pending
 
     def _check_workers(self, restart: bool = False) -> None:
-        """Raises WorkerError if a worker is dead (and marks the pool
-        broken), or with ``restart`` replaces the dead workers."""
-        dead = self._dead_workers()
-        if not dead:
-            return
-        try:
-            if not restart:
-                raise self._worker_error(dead[0])
-            self._restart(dead)
-        except WorkerError as err:
-            self._broken = str(err)
-            raise
-
-    def _restart(self, dead: list[int]) -> None:
-        """Replaces dead workers while the client waits in recv().
-
-        The others finish their commands first, so that the ring holds only
-        complete rows and rows of the dead (``Segment.recover``); then each
-        replacement starts, rebuilds its envs and answers their commands in
-        flight, and the wait goes on.
-        """
-        seg, dead = self._seg, set(dead)
-        reasons = {}
-        deadline = _now() + _START_TIMEOUT
-        while True:
-            for w in dead - set(reasons):
-                reasons[w] = str(self._worker_error(w)).partition("\n")
-            busy = seg.in_flight()
-            for w in dead:
-                busy[self._groups[w].start:self._groups[w].stop] = False
-            if not busy.any():
-                break
-            dead |= set(self._dead_workers())
-            if _now() > deadline:
-                env = int(np.flatnonzero(busy)[0])
-                raise WorkerError(
-                    f"while restarting worker(s) {sorted(dead)}: env {env} did not finish "
-                    f"its step within {_START_TIMEOUT:.0f} s",
-                    worker=-1, env_ids=range(self.num_envs), exitcode=None)
-            time.sleep(0.001)
-        plan = seg.recover(sorted(dead))
-        ready = seg.counts()[0]
-        for w in sorted(dead):
-            group = self._groups[w]
-            seg.reset_worker(w)
-            self._restarts[w] += 1
-            self._spawn(w, self._restarts[w], {e: plan[e] for e in group if e in plan})
-            head, _, traceback = reasons[w]
-            _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
-                         self._res.processes[w].pid, self._restarts[w],
-                         "\n" + traceback if traceback else "")
-        deadline = _now() + _START_TIMEOUT
-        while not seg.wait_ready(ready + len(dead), _POLL):
-            failed = self._dead_workers()
-            if failed:
-                raise self._worker_error(failed[0], " while restarting")
-            if _now() > deadline:
-                raise WorkerError(f"restarted workers {sorted(dead)} were not ready within "
-                                  f"{_START_TIMEOUT:.0f} s", worker=-1,
-                                  env_ids=range(self.num_envs), exitcode=None)
-
-    def _raise_for(self, code: int, msg: str | None = None) -> None:
-        """Raises the error that a failed wait's status ``code`` stands for."""
-        seg = self._seg
-        if code == _core.STATUS["worker"]:
-            for w in range(seg.num_workers):
-                pid = seg.worker_pid(w)
-                failed = seg.worker_state(w) == _core.WORKER_FAILED
-                if failed or (pid and not _core.pid_alive(pid)):
-                    group = range(*seg.worker_group(w))
-                    text = seg.worker_error(w)
-                    how = "failed" if failed else "died"
-                    msg = (f"worker {w} (pid {pid}, envs {group.start}..{group.stop - 1}) "
-                           f"of the server (pid {seg.header()['owner_pid']}) {how}")
-                    if text:
-                        msg += "\n--- worker traceback ---\n" + text.rstrip()
-                    self._broken = msg
-                    raise WorkerError(msg, worker=w, env_ids=group, exitcode=None,
-                                      worker_traceback=text)
-        if msg is None:
-            _, msg = seg.pool_check()
-        self._broken = msg or _core.status_name(code)
-        raise PoolClosedError(f"the env pool is gone: {self._broken}")
-
-    def _wait_failed(self, code: int) -> None:
-        """After a wait that did not return a batch: returns to wait again
-        (a timeout, a signal, a dead worker replaced) or raises what broke
-        the pool."""
-        if self._res.owner:
-            # The owner knows its workers' exit codes: WorkerError names them,
-            # or with restart_workers the dead are replaced and the wait goes on.
-            self._check_workers(self.config.restart_workers)
-            if code == _core.STATUS["worker"]:
-                return
-        if code in (_core.ERR_TIMEOUT, _core.ERR_INTERRUPTED):
-            return
-        self._raise_for(code)
-
-    def _usable(self) -> None:
-        if self.closed:
-            raise PoolClosedError("the env pool is closed")
-        if self._broken:
-            raise PoolClosedError(f"the env pool is broken: {self._broken.splitlines()[0]}; "
-                                  f"close it and make a new one")
-
-    # -- validation ------------------------------------------------------------
-    def _check_env_ids(self, env_ids) -> np.ndarray:
-        try:
-            ids = np.asarray(env_ids)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"env_id must be a 1-D array of integers, got "
-                            f"{type(env_ids).__name__}: {exc}") from exc
-        if ids.shape == (0,):
-            ids = ids.astype(np.int64)  # ``[]`` is float64: no values to check
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"env_id must be integers, got dtype {ids.dtype}")
-        if ids.ndim != 1:
-            raise ValueError(f"env_id must be 1-D, got shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise ValueError(f"env_id out of range 0..{self.num_envs - 1}: {ids.tolist()}")
-        if np.unique(ids).size != ids.size:
-            raise ValueError(f"env_id holds duplicates: {ids.tolist()}")
-        busy = ids[self._state[ids] != _IDLE]
-        if busy.size:
-            raise CallOrderError(f"env(s) {busy.tolist()} are still running: recv() "
-                                 f"their results before sending to them again")
-        return np.ascontiguousarray(ids, np.uint32)
+        """The owner's liveness check: raises WorkerError (and marks the pool
+        broken) if a worker is dead, or with ``restart`` replaces it."""
+        self._client.check_workers(restart)
 
     # -- the async API -----------------------------------------------------------
     def send(self, actions, env_id=None) -> None:
@@ -887,36 +419,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 and it was not reset.
             PoolClosedError: the pool is closed or broken.
         """
-        self._usable()
-        if self._needs_reset:
-            raise CallOrderError("call reset() (or async_reset()) before stepping")
-        n_actions = self.single_action_space.n
-        if env_id is None:
-            acts = _core.check_actions(actions, self.num_envs, n_actions)
-            if self._pending:
-                busy = np.flatnonzero(self._state != _IDLE).tolist()
-                raise CallOrderError(f"env(s) {busy} are still running (a step interrupted "
-                                     f"before its results came leaves them so): recv() "
-                                     f"their results before sending to them again")
-            if self._autoreset == "disabled":
-                self._check_not_done(self._done)
-            self._seg.post_all(acts, _core.CMD_STEP)
-            self._state.fill(_PENDING)
-            self._pending = self.num_envs
-            return
-        env_ids = self._check_env_ids(env_id)
-        acts = _core.check_actions(actions, env_ids.size, n_actions)
-        self._check_not_done(self._done[env_ids], env_ids)
-        self._seg.post(env_ids, acts, _core.CMD_STEP)
-        self._state[env_ids] = _PENDING
-        self._pending += env_ids.size
-
-    def _check_not_done(self, done: np.ndarray, env_ids: np.ndarray | None = None) -> None:
-        if done.any():
-            ended = np.flatnonzero(done) if env_ids is None else env_ids[done]
-            raise CallOrderError(
-                f"env(s) {ended.tolist()} ended an episode and autoreset_mode is "
-                f"'disabled': reset them first with reset(options={{'reset_mask': mask}})")
+        self._client.send(actions, env_id)
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """Resets envs without waiting; collect the results with :meth:`recv`.
@@ -927,57 +430,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Raises:
             As :meth:`reset`.
         """
-        self._usable()
-        mask = self._check_reset_options(seed, options)
-        if self._pending:
-            raise CallOrderError(f"{self._pending} env(s) are still running: recv() "
-                                 f"their results before resetting")
-        cmd = _core.CMD_RESET
-        if seed is not None:
-            seed = seeding.check_seed(seed)
-            self._seg.set_seed_words(seeding.seed_to_words(seed))
-            self.seed_entropy = seed
-            cmd = _core.CMD_RESEED
-        if mask is None:
-            self._seg.post_all(None, cmd)
-            self._done[:] = False
-        else:
-            # Every env publishes one result per round: the others republish
-            # their current observation.
-            all_envs = np.arange(self.num_envs, dtype=np.uint32)
-            self._seg.post(all_envs[mask], None, cmd)
-            self._seg.post(all_envs[~mask], None, _core.CMD_OBSERVE)
-            self._done[mask] = False
-        self._state.fill(_PENDING)
-        self._pending = self.num_envs
-        self._needs_reset = False
-
-    def _check_reset_options(self, seed, options) -> np.ndarray | None:
-        """Validates reset()'s options; returns the reset mask or None (all envs)."""
-        if options is not None and not isinstance(options, Mapping):
-            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if options:
-            raise ValueError(f"reset() takes only the option 'reset_mask', got {sorted(options)}")
-        if mask is None:
-            return None
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask).__name__}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
-                             f"got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
-        if not mask.any():
-            raise ValueError("options['reset_mask'] must hold at least one True value")
-        if seed is not None:
-            raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
-                             "be combined with options['reset_mask']")
-        if self._needs_reset and not mask.all():
-            raise CallOrderError("the first reset must reset every env: call reset() "
-                                 "without 'reset_mask'")
-        return mask.copy()
+        self._client.async_reset(seed, options)
 
     def recv(self, timeout: float | None = None):
         """Waits for the next batch of ``batch_size`` results.
@@ -1006,70 +459,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 pool, also when its server died or closed it (within about
                 0.1 s).
         """
-        self._usable()
-        if self._pending < self.batch_size:
-            raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "
-                                 f"{self._pending} are: send() actions first")
-        seg, batch = self._seg, self._taken
-        if self._res.owner:
-            now = _now()
-            if now >= self._next_check:
-                # Batches may keep coming from the other workers while a dead
-                # one's envs wait forever: check every _POLL s, not only when
-                # a wait fails.
-                self._next_check = now + _POLL
-                self._check_workers(self.config.restart_workers)
-        deadline = None if timeout is None else _now() + timeout
-        while True:
-            code = seg.wait_batch(batch, _POLL if deadline is None
-                                  else max(0.0, min(_POLL, deadline - _now())))
-            if code == _core.OK:
-                break
-            self._wait_failed(code)
-            if deadline is not None and _now() >= deadline:
-                raise StepTimeoutError(
-                    f"recv() waited {timeout:g} s for {self.batch_size} result(s) with every "
-                    f"worker alive: one is stuck; the pool is unchanged (recv() again, "
-                    f"or close() it)")
-        if self._zero_copy:
-            views, bits = seg.collect(batch, None)
-            obs = self._ring_obs[batch % len(self._ring_obs)]
-        else:
-            obs = np.empty(self._batch_obs_shape, np.uint8)
-            views, bits = seg.collect(batch, obs.reshape(-1))
-        f = dict(zip(_COLLECTED, views))
-        final = final_obs = None
-        if self._has_final and bits & 2:
-            final_obs = np.empty(self._batch_obs_shape, np.uint8)
-            final = dict(zip(_COLLECTED, seg.collect(batch, final_obs.reshape(-1), True)[0]))
-        seg.take_batch(batch)
-        self._taken = batch + 1
-        env_id = f["env_id"]
-        if self.batch_size == self.num_envs:
-            self._state.fill(_IDLE)
-        else:
-            self._state[env_id] = _IDLE
-        self._pending -= self.batch_size
-        terminated, truncated = f["terminated"], f["truncated"]
-        if self._autoreset == "disabled":
-            stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
-            self._done[env_id[stepped]] = (terminated | truncated)[stepped]
-        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1))
-        if bits & 7:
-            self._time_episodes(info, env_id, bits)
-        return obs, f["reward"], terminated, truncated, info
-
-    def _time_episodes(self, info: dict, env_id: np.ndarray, bits: int) -> None:
-        """``info["episode"]["t"]``: seconds from the reset that began each
-        finished episode to the result that ended it, rounded to microseconds,
-        as Gymnasium's ``RecordEpisodeStatistics`` reports it."""
-        now = time.perf_counter()
-        episode = info.get("episode")
-        if episode is not None:
-            episode["t"] = np.where(info["_episode"],
-                                    np.round(now - self._episode_start[env_id], 6), 0.0)
-        if bits & 4:
-            self._episode_start[env_id[info["reset"]]] = now
+        return self._client.recv(timeout)
 
     # -- the Gymnasium API -----------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -1100,9 +490,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 a ``reset_mask`` before the first full reset.
             TypeError, ValueError: a bad seed or options.
         """
-        self.async_reset(seed=seed, options=options)
-        obs, _, _, _, info = self.recv()
-        return obs, info
+        return self._client.reset(seed, options)
 
     def step(self, actions, env_id=None, timeout: float | None = None):
         """Steps the envs once.
@@ -1127,14 +515,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             StepTimeoutError: ``timeout`` passed with every worker alive; the
                 actions were sent, and :meth:`recv` collects their results.
         """
-        if env_id is not None and self._pending + np.size(env_id) < self.batch_size:
-            raise CallOrderError(
-                f"step() would send {np.size(env_id)} action(s) and then wait for a batch of "
-                f"{self.batch_size}, of which only {self._pending + np.size(env_id)} would be "
-                f"running: send() to more envs first, or make the pool with a smaller "
-                f"batch_size; nothing was sent")
-        self.send(actions, env_id)
-        return self.recv(timeout)
+        return self._client.step(actions, env_id, timeout)
 
     # -- lifetime ----------------------------------------------------------------
     def close_extras(self, **kwargs) -> None:
@@ -1149,6 +530,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             self._finalizer()  # a Ctrl-C during it is raised once it is done
         finally:
             self.closed = True
+            if self._client is not None:
+                self._client.closed = True
 
     def __enter__(self):
         return self
