@@ -5,10 +5,16 @@ preprocessed frames straight into a shared-memory ring with a C kernel, and
 take their actions from lock-free flag words, so nothing is pickled on the
 step path. :func:`make` returns a Gymnasium vector env; :func:`attach`
 drives a pool that another process serves (``shmatari serve``).
+
+``import shmatari`` is light: it loads the exceptions only. The pool
+(:func:`make`, :func:`attach`, :class:`ShmVectorEnv`), the checker, the
+benchmark, the baselines and the seeding helpers load when first used, so
+that a worker process (which imports ``shmatari.worker``) never loads
+Gymnasium, the pool or the checker.
 """
 
-from .check import check_reproducibility
-from .env import ShmVectorEnv, attach, make
+import importlib
+
 from .errors import (
     AttachError,
     CallOrderError,
@@ -18,7 +24,6 @@ from .errors import (
     StepTimeoutError,
     WorkerError,
 )
-from .games import list_games, resolve_game
 
 __all__ = [
     "make",
@@ -38,3 +43,33 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+#: Public names loaded on first use: name -> the submodule that defines it.
+_LAZY = {
+    "make": "env",
+    "attach": "env",
+    "ShmVectorEnv": "env",
+    "list_games": "games",
+    "resolve_game": "games",
+    "check_reproducibility": "check",
+}
+#: Submodules reachable as attributes (``shmatari.seeding``) without importing them first.
+_SUBMODULES = frozenset({
+    "atari", "baselines", "bench", "check", "cli", "client", "config", "env", "errors",
+    "games", "results", "seeding", "shm", "spin", "supervisor", "worker",
+})
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)

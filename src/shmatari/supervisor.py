@@ -243,8 +243,9 @@ class Supervisor:
 
         self.ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
+            # shmatari._worker_ale: ale_py without Gymnasium (a worker never imports it)
             self.ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy",
-                                             "ale_py"])
+                                             "shmatari._worker_ale"])
         policy = spin_policy(cfg.num_workers, _config.available_cores())
         seg.spin_ns, seg.spin_mode = policy["client"]
         self.worker_spin = policy["worker"]

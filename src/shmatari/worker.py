@@ -90,6 +90,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
 
         faulthandler.enable(file=fault_pipe.fileno(), all_threads=False)
 
+    from . import _worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
     from . import _core, atari, shm
     from .config import EnvConfig
     from .seeding import words_to_seed
