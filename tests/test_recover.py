@@ -19,6 +19,7 @@ pytestmark = pytest.mark.usefixtures("no_leaks")
 LAYOUT = _core.struct_layout()
 ENV = LAYOUT["shmatari_env_ctrl"]
 HDR = LAYOUT["shmatari_header"]
+SLOT = LAYOUT["shmatari_slot_header"]
 
 
 class Ring:
@@ -66,7 +67,10 @@ class Ring:
         self._word(HDR["alloc_pos"], np.uint64)[0] = alloc_pos
 
     def done_count(self, batch: int) -> int:
-        return self.seg.batch_done(batch)
+        """Results written so far to the slot of batch ``batch``."""
+        slot = batch % self.hdr["ring_depth"]
+        off = self.seg.slot_offset(slot) + SLOT["done_count"]
+        return int(self._word(off, np.uint32)[0])
 
 
 @pytest.fixture

@@ -174,7 +174,6 @@ cdef extern from "shmatari/shmatari.h" nogil:
         SHMATARI_ERR_STATE
         SHMATARI_ERR_SYSTEM
     const int SHMATARI_NAME_MAX
-    const char *SHMATARI_NAME_PREFIX
     int shmatari_pid_alive(int32_t pid)
     int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
     int shmatari_env_workers(const shmatari_header *h, uint32_t *env_worker,

@@ -198,17 +198,6 @@ cdef class EnvCore:
             raise ValueError("out has the wrong size")
         self.write_obs(&o[0])
 
-    def final_obs_into(self, out):
-        """Copies the observation of the done step that the last result
-        followed (same_step, ``flags & FLAG_FINAL``) into ``out``, as
-        ``obs_into``."""
-        cdef uint8_t[::1] o = out.reshape(-1)
-        if not self.same_step:
-            raise ValueError("final observations exist only with same_step")
-        if o.shape[0] != self.frame_bytes * self.stack_num:
-            raise ValueError("out has the wrong size")
-        memcpy(&o[0], self.final_obs, self.frame_bytes * self.stack_num)
-
     def action_ids(self):
         """ALE action id of each action index (a new list)."""
         return list(self._action_ids)
@@ -221,13 +210,6 @@ cdef class EnvCore:
         cdef _Result r
         self.snapshot(&r)
         return _result_tuple(&r)
-
-    def final_result(self):
-        """The result of the done step that the last result followed
-        (same_step, ``flags & FLAG_FINAL``), as ``result()``; None otherwise."""
-        if not self.flags & SHMATARI_FLAG_FINAL:
-            return None
-        return _result_tuple(&self.final)
 
 
 cdef class NullCore(EnvCore):
@@ -290,8 +272,8 @@ cdef class AtariCore(EnvCore):
         max_episode_frames: truncate the game at this many frames (0: never).
         noop_rng: a ``numpy.random.Generator`` for the no-op counts.
         same_step: same-step autoreset: a done step resets at once and keeps
-            its own result as the final record (``final_result``,
-            ``final_obs_into``).
+            its own result as the final record (the worker loop
+            publishes it beside the next result).
         preprocessor: None for shmatari's kernel; else an object whose
             ``capture(ale)`` is called after every emulated frame and whose
             ``emit(pool, out)`` writes the step's frame (uint8, shape

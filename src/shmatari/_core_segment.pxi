@@ -22,7 +22,7 @@ cdef class Segment:
     cdef uint32_t *env_worker
     cdef uint8_t *touched
     #: How the client waits for a batch: poll for up to spin_ns nanoseconds
-    #: (SPIN_PAUSE or SPIN_YIELD) before sleeping on the futex.
+    #: (SHMATARI_SPIN_PAUSE, the default, or SPIN_YIELD) before sleeping on the futex.
     cdef public int64_t spin_ns
     cdef public int spin_mode
     cdef int64_t next_check_ns  # when wait_batch next checks the owner's pid
@@ -309,12 +309,6 @@ cdef class Segment:
                 if r == SHMATARI_WAIT_EINTR:
                     PyErr_CheckSignals()
                 return False
-
-    def batch_done(self, uint64_t batch):
-        """Results written so far to the slot of batch ``batch``."""
-        self._check()
-        return shmatari_load_acquire(
-            &(<shmatari_slot_header *>shmatari_slot(self.hdr, batch)).done_count)
 
     def take_batch(self, uint64_t batch):
         """Marks batch ``batch`` taken: its slot may be written again

@@ -108,7 +108,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             client may keep a worker busy after its parent died); the loop
             returns when it is False.
         spin_ns: nanoseconds to poll the wake word before sleeping on it.
-        spin_mode: ``SPIN_PAUSE`` or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
+        spin_mode: ``SHMATARI_SPIN_PAUSE`` (0) or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
         poll: seconds between parent checks.
         restarted: this worker replaces one that died: each env's first
             result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
