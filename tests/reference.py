@@ -44,7 +44,7 @@ class ReferenceAtari:
 
     def reset(self):
         self.ale.reset_game()
-        self.episode_frames = 0
+        self.episode_frames = self.ale.getEpisodeFrameNumber()  # a game's starting frames
         noops = int(self.rng.integers(1, self.noop_max + 1)) if self.noop_max else 0
         for _ in range(noops):
             self.ale.act(0)
@@ -52,7 +52,7 @@ class ReferenceAtari:
             if self.ale.game_over(with_truncation=False) or \
                     0 < self.max_episode_frames <= self.episode_frames:
                 self.ale.reset_game()
-                self.episode_frames = 0
+                self.episode_frames = self.ale.getEpisodeFrameNumber()
         frame = cv2.resize(self._screen(), self.size, interpolation=cv2.INTER_AREA)
         self.stack = [frame] * self.stack_num
         self.needs_reset = False

@@ -457,6 +457,23 @@ def test_truncation_at_exactly_the_frame_cap(noop_max):
     assert config.OPTION_DEFAULTS["max_episode_frames"] == 4 * 27_000
 
 
+def test_frame_count_includes_the_starting_frames_of_a_games_reset():
+    """ALE's reset_game emulates starting frames for some games (Air Raid
+    among them): the count and the cap include them, as ALE's
+    getEpisodeFrameNumber and Gymnasium do."""
+    with make1("AirRaid", noop_max=0, repeat_action_probability=0.0) as env:
+        _, info = env.reset()
+        start = int(info["episode_frame_number"][0])
+    core, _ = build_core("AirRaid", noop_max=0, repeat_action_probability=0.0)
+    core.reset()
+    assert start == core.episode_frames == core.ale.getEpisodeFrameNumber() > 0
+    with make1("AirRaid", noop_max=0, repeat_action_probability=0.0,
+               max_episode_frames=start + 4) as env:
+        env.reset()
+        _, _, term, trunc, info = env.step([0])
+        assert trunc[0] and info["episode"]["frames"][0] == start + 4
+
+
 # -- sticky actions, action space --------------------------------------------------------
 
 def test_sticky_actions_with_probability_one_never_take_an_action():
