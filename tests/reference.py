@@ -31,11 +31,12 @@ class ReferenceAtari:
         self.stack = []
 
     def _screen(self):
+        shape = tuple(self.ale.getScreenDims())
         if self.grayscale:
-            out = np.empty((210, 160), np.uint8)
+            out = np.empty(shape, np.uint8)
             self.ale.getScreenGrayscale(out)
         else:
-            out = np.empty((210, 160, 3), np.uint8)
+            out = np.empty(shape + (3,), np.uint8)
             self.ale.getScreenRGB(out)
         return out
 
