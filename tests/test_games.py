@@ -11,7 +11,7 @@ import numpy as np
 import psutil
 import pytest
 from ale_py import roms
-from conftest import TALL_SCREENS, pid_alive, shm_entries
+from conftest import TALL_SCREENS, pid_alive, random_actions, shm_entries
 
 import shmatari
 from shmatari import config, games
@@ -84,8 +84,6 @@ def test_image_size_is_bounded_by_the_games_own_screen():
 def test_a_full_height_pacman_frame_through_the_pool_and_the_pipe_baseline():
     """A 250 x 160 observation is the screen itself (the identity resize), in
     a pool and in both pipe baselines, step for step."""
-    from conftest import random_actions
-
     with shmatari.make("pacman", num_envs=2, num_workers=1, seed=3, img_height=250,
                        img_width=160) as shm_env, \
             make_pipe("pacman", num_envs=2, seed=3, img_height=250, img_width=160) as cv_env, \
