@@ -56,8 +56,28 @@ def keep_global_rngs():
     np.random.set_state(saved[1])
 
 
+#: The games whose screen is not 210 x 160 (ale-py 0.12), (height, width) as
+#: ALE's getScreenDims reports them; docs/semantics.md lists the same.
+#: test_every_listed_game_plays_in_default_and_rgb_modes checks this table
+#: against every listed game.
+TALL_SCREENS = {
+    **dict.fromkeys(["adventure", "air_raid", "keystone_kapers", "king_kong", "klax",
+                     "laser_gates", "mr_do", "pacman", "sir_lancelot", "space_war"],
+                    (250, 160)),
+    "journey_escape": (230, 160),
+    "pooyan": (220, 160),
+    "carnival": (214, 160),
+}
+
+
 def random_actions(n_actions: int, num_envs: int, steps: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n_actions, (steps, num_envs))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "all_games: plays every game in list_games() (about a minute on 2 cores; "
+                   "part of the core suite, deselect with -m 'not integration and not all_games')")
 
 
 def pytest_collection_modifyitems(config, items):

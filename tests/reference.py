@@ -31,11 +31,12 @@ class ReferenceAtari:
         self.stack = []
 
     def _screen(self):
+        shape = tuple(self.ale.getScreenDims())
         if self.grayscale:
-            out = np.empty((210, 160), np.uint8)
+            out = np.empty(shape, np.uint8)
             self.ale.getScreenGrayscale(out)
         else:
-            out = np.empty((210, 160, 3), np.uint8)
+            out = np.empty(shape + (3,), np.uint8)
             self.ale.getScreenRGB(out)
         return out
 
@@ -44,7 +45,7 @@ class ReferenceAtari:
 
     def reset(self):
         self.ale.reset_game()
-        self.episode_frames = 0
+        self.episode_frames = self.ale.getEpisodeFrameNumber()  # a game's starting frames
         noops = int(self.rng.integers(1, self.noop_max + 1)) if self.noop_max else 0
         for _ in range(noops):
             self.ale.act(0)
@@ -52,7 +53,7 @@ class ReferenceAtari:
             if self.ale.game_over(with_truncation=False) or \
                     0 < self.max_episode_frames <= self.episode_frames:
                 self.ale.reset_game()
-                self.episode_frames = 0
+                self.episode_frames = self.ale.getEpisodeFrameNumber()
         frame = cv2.resize(self._screen(), self.size, interpolation=cv2.INTER_AREA)
         self.stack = [frame] * self.stack_num
         self.needs_reset = False

@@ -96,6 +96,8 @@ def test_fused_kernel_matches_opencv_on_real_frames(game, rgb):
 @pytest.mark.parametrize("game,grayscale,size", [
     ("breakout", True, (84, 84)), ("pong", True, (84, 84)), ("ms_pacman", True, (84, 84)),
     ("seaquest", False, (84, 84)), ("qbert", True, (105, 80)), ("enduro", True, (110, 84)),
+    # taller screens: 250 x 160 kept whole (only they allow img_height > 210), 214 x 160 in RGB
+    ("pacman", True, (250, 160)), ("carnival", False, (107, 80)),
 ])
 def test_core_matches_plain_reference(game, grayscale, size):
     """The compiled per-env step (palette learned from ALE, fused kernel, frame

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from ale_py import ALEInterface, LoggerMode, roms
-from conftest import random_actions
+from conftest import TALL_SCREENS, random_actions
 from scipy import stats
 
 import shmatari
@@ -76,32 +76,10 @@ def gymnasium_reference(game: str, *, grayscale: bool, repeat_action_probability
     return env
 
 
-@pytest.mark.parametrize("game,steps,grayscale,sticky,max_frames", [
-    ("Breakout", 2000, True, 0.0, 108_000),
-    ("Pong", 2000, True, 0.0, 108_000),
-    ("MsPacman", 2000, True, 0.0, 108_000),
-    ("Breakout", 600, False, 0.0, 108_000),   # RGB
-    ("Breakout", 1000, True, 0.25, 108_000),  # ALE's own sticky actions
-    ("Pong", 800, True, 0.0, 400),            # truncation by the frame cap
-])
-def test_parity_with_gymnasium_atari_preprocessing(game, steps, grayscale, sticky, max_frames):
-    """Bit-identical observations, rewards, flags, lives and episode frame
-    counts with Gymnasium's AtariPreprocessing(noop_max=30, frame_skip=4,
-    screen_size=84) + FrameStackObservation(4) on ALE/<game>-v5 (frameskip=1),
-    under the same random actions, through a real one-env pool.
-
-    Where the conventions differ, this test aligns or skips them, and says so:
-    - Random streams: Gymnasium draws the no-op count from the env's
-      ``np_random`` and seeds ALE from ``SeedSequence(seed)``; shmatari from
-      ``SeedSequence(seed, spawn_key=(i,))``. The Gymnasium env is given
-      shmatari env 0's ALE seed and no-op generator (gymnasium_reference).
-    - Done steps: AtariPreprocessing stops before capturing the last frame, so
-      its newest frame on a done step is a stale buffer. There the older
-      ``stack_num - 1`` frames are compared; shmatari's newest frame on done
-      steps is pinned by test_episode_ending_mid_skip_pools_the_last_frames.
-    - Episode boundaries: shmatari autoresets on the next step (its action is
-      ignored); the Gymnasium env is reset by this test at the same point.
-    """
+def _assert_parity(game: str, steps: int, grayscale: bool, sticky: float,
+                   max_frames: int) -> int:
+    """Steps a one-env pool and Gymnasium's reference side by side (see
+    test_parity_with_gymnasium_atari_preprocessing); returns the done count."""
     ref = gymnasium_reference(game, grayscale=grayscale, repeat_action_probability=sticky,
                               max_frames=max_frames)
     with make1(game, preset="gymnasium", repeat_action_probability=sticky,
@@ -129,6 +107,52 @@ def test_parity_with_gymnasium_atari_preprocessing(game, steps, grayscale, stick
             else:
                 np.testing.assert_array_equal(obs[0], ref_obs, err_msg=where)
     ref.close()
+    return dones
+
+
+@pytest.mark.parametrize("game,steps,grayscale,sticky,max_frames", [
+    ("Breakout", 2000, True, 0.0, 108_000),
+    ("Pong", 2000, True, 0.0, 108_000),
+    ("MsPacman", 2000, True, 0.0, 108_000),
+    ("Breakout", 600, False, 0.0, 108_000),   # RGB
+    ("Breakout", 1000, True, 0.25, 108_000),  # ALE's own sticky actions
+    ("Pong", 800, True, 0.0, 400),            # truncation by the frame cap
+])
+def test_parity_with_gymnasium_atari_preprocessing(game, steps, grayscale, sticky, max_frames):
+    """Bit-identical observations, rewards, flags, lives and episode frame
+    counts with Gymnasium's AtariPreprocessing(noop_max=30, frame_skip=4,
+    screen_size=84) + FrameStackObservation(4) on ALE/<game>-v5 (frameskip=1),
+    under the same random actions, through a real one-env pool.
+
+    Where the conventions differ, this test aligns or skips them, and says so:
+    - Random streams: Gymnasium draws the no-op count from the env's
+      ``np_random`` and seeds ALE from ``SeedSequence(seed)``; shmatari from
+      ``SeedSequence(seed, spawn_key=(i,))``. The Gymnasium env is given
+      shmatari env 0's ALE seed and no-op generator (gymnasium_reference).
+    - Done steps: AtariPreprocessing stops before capturing the last frame, so
+      its newest frame on a done step is a stale buffer. There the older
+      ``stack_num - 1`` frames are compared; shmatari's newest frame on done
+      steps is pinned by test_episode_ending_mid_skip_pools_the_last_frames.
+    - Episode boundaries: shmatari autoresets on the next step (its action is
+      ignored); the Gymnasium env is reset by this test at the same point.
+    """
+    dones = _assert_parity(game, steps, grayscale, sticky, max_frames)
+    assert dones >= 1, "the run should cross an episode boundary"
+
+
+@pytest.mark.parametrize("rom", sorted(TALL_SCREENS))
+def test_parity_with_gymnasium_on_every_screen_taller_than_210(rom):
+    """The 13 games whose screen is not 210 x 160 (250, 230, 220 or 214 rows):
+    bit-identical with Gymnasium's AtariPreprocessing + FrameStackObservation
+    (as test_parity_with_gymnasium_atari_preprocessing) for 500 steps, resized
+    from the whole screen, with sticky actions and a 1,000-frame cap so each
+    run crosses an episode boundary; RGB on one game of each height."""
+    from ale_py.registration import rom_id_to_name
+
+    game = rom_id_to_name(rom)
+    grayscale = rom not in ("pacman", "journey_escape", "pooyan", "carnival")
+    assert shmatari.games.screen_shape(rom) == TALL_SCREENS[rom]
+    dones = _assert_parity(game, 500, grayscale, 0.25, 1000)
     assert dones >= 1, "the run should cross an episode boundary"
 
 
@@ -455,6 +479,23 @@ def test_truncation_at_exactly_the_frame_cap(noop_max):
     if noop_max == 0:
         assert last == 100  # so the default 108,000 frames truncate at step 27,000
     assert config.OPTION_DEFAULTS["max_episode_frames"] == 4 * 27_000
+
+
+def test_frame_count_includes_the_starting_frames_of_a_games_reset():
+    """ALE's reset_game emulates starting frames for some games (Air Raid
+    among them): the count and the cap include them, as ALE's
+    getEpisodeFrameNumber and Gymnasium do."""
+    with make1("AirRaid", noop_max=0, repeat_action_probability=0.0) as env:
+        _, info = env.reset()
+        start = int(info["episode_frame_number"][0])
+    core, _ = build_core("AirRaid", noop_max=0, repeat_action_probability=0.0)
+    core.reset()
+    assert start == core.episode_frames == core.ale.getEpisodeFrameNumber() > 0
+    with make1("AirRaid", noop_max=0, repeat_action_probability=0.0,
+               max_episode_frames=start + 4) as env:
+        env.reset()
+        _, _, term, trunc, info = env.step([0])
+        assert trunc[0] and info["episode"]["frames"][0] == start + 4
 
 
 # -- sticky actions, action space --------------------------------------------------------

@@ -282,7 +282,7 @@ cdef class AtariCore(EnvCore):
             preprocessing plugs in here; the episode logic stays this class's.
     """
 
-    cdef object _act, _get_screen, _game_over, _lives, _reset_game
+    cdef object _act, _get_screen, _game_over, _lives, _reset_game, _episode_frame_number
     cdef object preprocessor, hist_frames
     #: The env's ``ALEInterface`` (for tests and tools: acting on it directly
     #: puts it out of step with the core).
@@ -312,6 +312,7 @@ cdef class AtariCore(EnvCore):
         self._game_over = ale.game_over
         self._lives = ale.lives
         self._reset_game = ale.reset_game
+        self._episode_frame_number = ale.getEpisodeFrameNumber
         self.rom_path = rom_path
         self.palette = palette
         self._init_core([int(getattr(a, "value", a)) for a in action_set],
@@ -389,15 +390,22 @@ cdef class AtariCore(EnvCore):
         no-ops go on, as Gymnasium's AtariPreprocessing and SB3's
         NoopResetEnv."""
         cdef int noops = 0, i
-        self._reset_game()
-        self._clear_episode()
+        self._restart_game()
         if self.noop_max > 0:
             noops = int(self.noop_rng.integers(1, self.noop_max + 1))
         for i in range(noops):
             self.episode_return += self._frame(0)
             if self._ended():
-                self._reset_game()
-                self._clear_episode()
+                self._restart_game()
+        return 0
+
+    cdef int _restart_game(self) except -1:
+        """``reset_game`` and a fresh episode. Some games' reset emulates
+        starting frames (8 for Air Raid, 16 for Pac-Man, 134 for Name This
+        Game): they count, as in ALE's ``getEpisodeFrameNumber`` and its cap."""
+        self._reset_game()
+        self._clear_episode()
+        self.episode_frames = self._episode_frame_number()
         return 0
 
     cdef int _press_fire(self) except -1:

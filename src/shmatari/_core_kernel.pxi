@@ -112,7 +112,7 @@ cdef class Palette:
     few frames each step needs only ``getScreen`` (raw indices).
 
     Args:
-        screen_shape: (210, 160) for every ALE game.
+        screen_shape: the game's screen, (height, width): ALE's getScreenDims.
         obs_shape: (img_height, img_width).
         grayscale: True for one channel, False for RGB.
     """

@@ -10,7 +10,7 @@ import contextlib
 import os
 
 from . import _core, games, seeding
-from .config import NULL_ENV, SCREEN_SHAPE, EnvConfig
+from .config import NULL_ENV, EnvConfig
 
 __all__ = ["quiet_process", "build_palette", "build_core", "reseed_core"]
 
@@ -59,8 +59,9 @@ def quiet_process() -> None:
 
 
 def build_palette(config: EnvConfig) -> _core.Palette:
-    """The frame processor shared by the envs of one process."""
-    return _core.Palette(SCREEN_SHAPE, (config.img_height, config.img_width),
+    """The frame processor shared by the envs of one process: from the game's
+    screen (``config.screen_shape``) to the observation's frame size."""
+    return _core.Palette(config.screen_shape, (config.img_height, config.img_width),
                          grayscale=config.grayscale)
 
 
@@ -72,9 +73,9 @@ def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0):
     ale.setFloat("repeat_action_probability", config.repeat_action_probability)
     ale.setInt("frame_skip", 1)
     ale.loadROM(games.rom_path(config.game))
-    if tuple(ale.getScreenDims()) != SCREEN_SHAPE:
-        raise RuntimeError(f"{config.game}: ALE screen is {ale.getScreenDims()}, "
-                           f"shmatari expects {SCREEN_SHAPE}")
+    if tuple(ale.getScreenDims()) != tuple(config.screen_shape):
+        raise RuntimeError(f"{config.game}: ALE's screen is {tuple(ale.getScreenDims())}, but "
+                           f"the pool was configured for {tuple(config.screen_shape)}")
     return ale
 
 

@@ -54,7 +54,7 @@ class OpenCVPreprocessing:
 
         self._resize = cv2.resize
         self._inter = cv2.INTER_AREA
-        shape = (210, 160) if config.grayscale else (210, 160, 3)
+        shape = tuple(config.screen_shape) + (() if config.grayscale else (3,))
         self._grayscale = config.grayscale
         self._screens = [np.zeros(shape, np.uint8), np.zeros(shape, np.uint8)]
         self._cur = 0

@@ -13,8 +13,10 @@ from . import games, seeding
 __all__ = ["EnvConfig", "build_config", "OPTION_DEFAULTS", "PRESETS", "AUTORESET_MODES",
            "available_cores", "default_start_method"]
 
-#: Screen size of every ALE game, (height, width) in pixels.
-SCREEN_SHAPE = (210, 160)
+#: The null env's "screen", (height, width) in pixels: it emulates none, and
+#: bounds its image options as most Atari games' 210 x 160 screen does. An
+#: Atari game's screen comes from ALE (:func:`shmatari.games.screen_shape`).
+NULL_SCREEN_SHAPE = (210, 160)
 
 #: Env options and their defaults: ALE v5 (Machado et al., 2018) with
 #: Gymnasium 1.x's next-step autoreset.
@@ -97,6 +99,9 @@ class EnvConfig:
     num_workers: int
     seed: int
     start_method: str
+    #: The game's screen, (height, width) in pixels, from ALE: what the
+    #: frames are resized from (games.screen_shape).
+    screen_shape: tuple[int, int]
     zero_copy: bool = False
     restart_workers: bool = False
     frame_skip: int = 4
@@ -184,6 +189,17 @@ def _float(name, value, lo, hi):
     return value
 
 
+def _image_side(name, value, game, screen, axis):
+    """img_height (axis 0) or img_width (axis 1): from 1 to the screen's size
+    on that axis (the resize averages areas; it never upscales)."""
+    value = _int(name, value, 1)
+    if value > screen[axis]:
+        raise ValueError(f"{name} must be <= {screen[axis]}, the {('height', 'width')[axis]} "
+                         f"of {game}'s {screen[0]} x {screen[1]} screen (the resize never "
+                         f"upscales), got {value}")
+    return value
+
+
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
                  start_method=None, zero_copy=False, restart_workers=False, preset=None,
                  **options) -> EnvConfig:
@@ -194,7 +210,8 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
 
     Raises:
         TypeError: an option of the wrong type, or an unknown option.
-        ValueError: an unknown game or preset, or an option out of range.
+        ValueError: an unknown game or preset, a ROM that cannot be played
+            single-player, or an option out of range.
     """
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
@@ -226,7 +243,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         start_method = default_start_method()
     if start_method not in START_METHODS:
         raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
-    h, w = SCREEN_SHAPE
+    screen = NULL_SCREEN_SHAPE if game == NULL_ENV else games.screen_shape(game)
     max_frames = opts["max_episode_frames"]
     max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1, _INT64_MAX)
     autoreset_mode = _autoreset_mode(opts["autoreset_mode"])
@@ -237,6 +254,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         num_workers=num_workers,
         seed=seed,
         start_method=start_method,
+        screen_shape=screen,
         zero_copy=_bool("zero_copy", zero_copy),
         restart_workers=_bool("restart_workers", restart_workers),
         frame_skip=_int("frame_skip", opts["frame_skip"], 1),
@@ -244,8 +262,8 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
                                          opts["repeat_action_probability"], 0.0, 1.0),
         noop_max=_int("noop_max", opts["noop_max"], 0),
         stack_num=_int("stack_num", opts["stack_num"], 1),
-        img_height=_int("img_height", opts["img_height"], 1, h),
-        img_width=_int("img_width", opts["img_width"], 1, w),
+        img_height=_image_side("img_height", opts["img_height"], game, screen, 0),
+        img_width=_image_side("img_width", opts["img_width"], game, screen, 1),
         grayscale=_bool("grayscale", opts["grayscale"]),
         maxpool=_bool("maxpool", opts["maxpool"]),
         episodic_life=_bool("episodic_life", opts["episodic_life"]),

@@ -109,8 +109,9 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             - ``grayscale=True``: ALE's grayscale palette, observations uint8
               ``(num_envs, stack_num, img_height, img_width)``; False: RGB,
               ``(num_envs, stack_num, img_height, img_width, 3)``.
-            - ``img_height=84``, ``img_width=84``: at most the screen's
-              210 x 160; area resize, bit-identical to ``cv2.resize(...,
+            - ``img_height=84``, ``img_width=84``: at most the game's screen
+              (210 x 160; taller for 13 games, listed in docs/semantics.md);
+              area resize from that screen, bit-identical to ``cv2.resize(...,
               interpolation=cv2.INTER_AREA)``.
             - ``stack_num=4``: frames per observation, oldest first. A reset
               fills the stack with its first frame; a done step's stack holds
@@ -171,9 +172,10 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
 
     Raises:
         TypeError: an argument of the wrong type, or an unknown option.
-        ValueError: an unknown game (close names are suggested) or preset,
-            or an option out of range. Both are raised before any process
-            starts.
+        ValueError: an unknown game (close names are suggested), a ROM that
+            cannot be played single-player (not in ``list_games()``), an
+            unknown preset, or an option out of range. All are raised before
+            any process starts.
         SharedMemorySpaceError: ``/dev/shm`` is too small for the pool.
         WorkerError: a worker failed while building its envs.
     """

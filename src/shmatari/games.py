@@ -1,4 +1,5 @@
-"""Game names: from the spellings users type to ale-py's ROM ids."""
+"""Game names: from the spellings users type to ale-py's ROM ids; which ROMs
+can be played; each game's screen size."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import functools
 import re
 import warnings
 
-__all__ = ["resolve_game", "rom_path", "list_games"]
+__all__ = ["resolve_game", "rom_path", "list_games", "screen_shape"]
 
 
 def _key(name: str) -> str:
@@ -21,9 +22,68 @@ def _rom_ids() -> dict[str, str]:
     return {_key(rom_id): rom_id for rom_id in roms.get_all_rom_ids()}
 
 
+@functools.lru_cache(maxsize=None)
+def _playable(rom: str) -> bool:
+    """Whether ALE can load the ROM for single-player play.
+
+    ``ALEInterface.isSupportedROM`` is ALE's own test, made without loading:
+    it answers None exactly where ``loadROM`` would call ``exit()`` for a
+    ROM ale-py ships (no single-player game settings: combat, joust,
+    maze_craze and warlords in ale-py 0.12, the ROMs ale-py's Gymnasium
+    registration skips as having no single-player mode). About 0.1 ms.
+
+    Raises:
+        FileNotFoundError, OSError: the ROM file is missing or not ale-py's
+            (from :func:`rom_path`).
+    """
+    from ale_py import ALEInterface
+
+    return ALEInterface.isSupportedROM(rom_path(rom)) is not None
+
+
+def _listed(rom: str) -> bool:
+    try:
+        return _playable(rom)
+    except OSError:  # no such file here (ALE_ROMS_DIR), or not ale-py's
+        return False
+
+
 def list_games() -> list[str]:
-    """ale-py's ROM ids, sorted (``"breakout"``, ``"ms_pacman"``, ...)."""
-    return sorted(_rom_ids().values())
+    """The games :func:`shmatari.make` can play: ale-py's ROM ids that ALE
+    loads for single-player play, sorted (``"adventure"``, ``"air_raid"``, ...).
+
+    ROMs that ale-py ships for multi-player play only (ALE has no
+    single-player settings for them: ``combat``, ``joust``, ``maze_craze``,
+    ``warlords`` in ale-py 0.12) are left out, as ale-py's own Gymnasium
+    registration leaves them out; :func:`resolve_game` refuses them.
+    """
+    return sorted(rom for rom in _rom_ids().values() if _listed(rom))
+
+
+@functools.lru_cache(maxsize=None)
+def screen_shape(rom_id: str) -> tuple[int, int]:
+    """The game's screen, (height, width) in pixels, as ALE reports it
+    (``getScreenDims``): (210, 160) for most games, taller for some
+    (docs/semantics.md lists them). Observations are resized from it.
+
+    Loads the ROM once in this process (about 0.1 s, cached per game), with
+    ALE's log level set to errors only, as ale-py's ``AtariEnv`` sets it.
+
+    Args:
+        rom_id: a ROM id from :func:`resolve_game`.
+
+    Raises:
+        ValueError: ``rom_id`` is not a game ALE can play (it is checked first:
+            ALE would exit this process loading it).
+    """
+    rom = resolve_game(rom_id)
+    from ale_py import ALEInterface, LoggerMode
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.loadROM(rom_path(rom))
+    height, width = (int(x) for x in ale.getScreenDims())
+    return height, width
 
 
 def resolve_game(env_id: str) -> str:
@@ -46,7 +106,10 @@ def resolve_game(env_id: str) -> str:
 
     Raises:
         TypeError: ``env_id`` is not a str.
-        ValueError: no ROM matches; the message suggests close names.
+        ValueError: no ROM matches (the message suggests close names), or
+            the ROM cannot be played single-player (not in :func:`list_games`).
+        FileNotFoundError, OSError: ale-py's file for the ROM is missing or
+            altered (see :func:`rom_path`).
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
@@ -59,11 +122,20 @@ def resolve_game(env_id: str) -> str:
     ids = _rom_ids()
     rom = ids.get(_key(name))
     if rom is None:
-        close = difflib.get_close_matches(_key(name), list(ids), n=3, cutoff=0.6)
+        playable = [k for k, r in ids.items() if _listed(r)]
+        close = difflib.get_close_matches(_key(name), playable, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(repr(ids[c]) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown Atari game {env_id!r}: ale-py {_ale_version()} ships no such ROM{hint} "
-            f"(shmatari.games.list_games() lists all {len(ids)})")
+            f"(shmatari.games.list_games() lists all {len(playable)})")
+    if not _playable(rom):
+        named = repr(rom) if env_id == rom else f"{env_id!r} (ROM {rom!r})"
+        raise ValueError(
+            f"{named} cannot be played: ale-py {_ale_version()} ships this ROM for its "
+            f"multi-player modes only, and ALE has no single-player settings for it "
+            f"(loading it would exit the process; Gymnasium registers no v5 env for it "
+            f"either). shmatari.games.list_games() lists the {len(list_games())} games "
+            f"that can be played")
     if legacy or (version and version.group(1) != "5"):
         warnings.warn(
             f"{env_id!r} names Gym's legacy conventions (no sticky actions, other frame "
