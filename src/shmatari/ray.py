@@ -189,9 +189,12 @@ def _delta(new: np.ndarray, old: np.ndarray, has_old: np.ndarray):
 def _apply(op, frames, full, old: np.ndarray) -> np.ndarray:
     """Rebuilds the stacks that :func:`_delta` coded; ``old`` (n, stack, ...)."""
     new = np.empty_like(old)
-    s = op == OP_SHIFT
-    new[s, :-1] = old[s, 1:]
-    new[s, -1] = frames[s]
+    # Shift every row (the common case, two plain slice copies), then
+    # overwrite the few rows coded otherwise.
+    new[:, :-1] = old[:, 1:]
+    new[:, -1] = frames
+    if (op == OP_SHIFT).all():
+        return new
     f = op == OP_FILL
     new[f] = frames[f][:, None]
     k = op == OP_KEEP
@@ -904,13 +907,13 @@ class RayVectorEnv(gym.vector.VectorEnv):
         while self._ready_count < self.batch_size:
             wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
             done, _ = ray.wait(list(self._inflight), num_returns=1, timeout=wait)
-            if done:
+            if done and len(self._inflight) > 1:
                 done = sorted(ray.wait(list(self._inflight), num_returns=len(self._inflight),
                                        timeout=0)[0], key=lambda r: self._inflight[r][0])
-                for ref in done:
-                    if ref in self._inflight:
-                        self._receive(ref)
-            elif deadline is not None and time.monotonic() >= deadline:
+            for ref in done:
+                if ref in self._inflight:
+                    self._receive(ref)
+            if not done and deadline is not None and time.monotonic() >= deadline:
                 raise StepTimeoutError(
                     f"recv() waited {timeout:g} s for {self.batch_size} result(s); the pool is "
                     f"unchanged (recv() again, or close() it)")
@@ -970,7 +973,11 @@ class RayVectorEnv(gym.vector.VectorEnv):
 
     def _decode(self, packet: dict, kind: str, args: tuple) -> None:
         ids = packet.pop("env_id").astype(np.int64)
-        old = self._stacks[ids]
+        # A node's envs in order (every synchronous reply): a view, no gather.
+        where = ids
+        if ids.size and ids[-1] - ids[0] + 1 == ids.size and (np.diff(ids) == 1).all():
+            where = slice(int(ids[0]), int(ids[-1]) + 1)
+        old = self._stacks[where]
         obs = _apply(packet.pop("~op"), packet.pop("~frames"), packet.pop("~full", None), old)
         final = None
         if "~fop" in packet:
@@ -978,7 +985,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
             final = np.zeros_like(obs)
             final[m] = _apply(packet.pop("~fop"), packet.pop("~fframes"),
                               packet.pop("~ffull", None), old[m])
-        self._stacks[ids] = obs
+        self._stacks[where] = obs
         if kind == "step" and self._autoreset == "disabled":
             self._done[ids] = packet["~terminated"] | packet["~truncated"]
         packet["env_id"] = ids.astype(np.int32)
@@ -991,15 +998,19 @@ class RayVectorEnv(gym.vector.VectorEnv):
         for c in chunks:
             for k, v in c["cols"].items():
                 dtypes.setdefault(k, v.dtype)
-        n = [len(c["obs"]) for c in chunks]
-        cols = {k: np.concatenate([c["cols"].get(k, np.zeros(m, dt)) for c, m in zip(chunks, n)])
-                for k, dt in dtypes.items()}
-        obs = np.concatenate([c["obs"] for c in chunks])
-        has_final = any(c["final"] is not None for c in chunks)
-        fobs = np.concatenate([c["final"] if c["final"] is not None else np.zeros_like(c["obs"])
-                               for c in chunks]) if has_final else None
+        if len(chunks) == 1:
+            cols, obs, fobs = dict(chunks[0]["cols"]), chunks[0]["obs"], chunks[0]["final"]
+        else:
+            n = [len(c["obs"]) for c in chunks]
+            cols = {k: np.concatenate([c["cols"].get(k, np.zeros(m, dt))
+                                       for c, m in zip(chunks, n)])
+                    for k, dt in dtypes.items()}
+            obs = np.concatenate([c["obs"] for c in chunks])
+            has_final = any(c["final"] is not None for c in chunks)
+            fobs = np.concatenate([np.zeros_like(c["obs"]) if c["final"] is None else c["final"]
+                                   for c in chunks]) if has_final else None
         B = self.batch_size
-        if B == self.num_envs:
+        if B == self.num_envs and (np.diff(cols["env_id"]) < 0).any():
             order = np.argsort(cols["env_id"], kind="stable")
             cols = {k: v[order] for k, v in cols.items()}
             obs = obs[order]
@@ -1017,7 +1028,8 @@ class RayVectorEnv(gym.vector.VectorEnv):
         reward = cols.pop("~reward")
         terminated, truncated = cols.pop("~terminated"), cols.pop("~truncated")
         if "_episode" in cols and not cols["_episode"].any():
-            cols = {k: v for k, v in cols.items() if not (k.startswith("episode/") or k == "_episode")}
+            cols = {k: v for k, v in cols.items()
+                    if not (k.startswith("episode/") or k == "_episode")}
         if "_final_obs" in cols and not cols["_final_obs"].any():
             cols = {k: v for k, v in cols.items()
                     if not (k.startswith("final_info/") or k in ("_final_obs", "_final_info"))}

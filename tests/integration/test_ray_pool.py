@@ -25,6 +25,9 @@ POOL = dict(num_workers=1)
 def cluster():
     from ray.cluster_utils import Cluster
 
+    # Ray starts workers at niceness 15 by default; on a busy machine the
+    # actors' pools would then wait behind everything else.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "object_store_memory": 80 * 2**20, "include_dashboard": False})
     for _ in range(2):
@@ -180,7 +183,8 @@ def test_async_streams_equal_local_pool(cluster):
             assert o.shape == (2, 4, 84, 84)
             nodes_seen.append(tuple(int(i >= 3) for i in ids))
             for j, i in enumerate(ids):
-                got[i].append((o[j], r[j] if got[i] else 0.0, te[j], tr[j], info["frame_number"][j]))
+                reward = r[j] if got[i] else 0.0  # a reset's reward is 0 locally too
+                got[i].append((o[j], reward, te[j], tr[j], info["frame_number"][j]))
             more = np.array([len(got[i]) <= steps for i in ids])
             if more.any():
                 env.send(np.array([actions[len(got[i]) - 1, i] for i in ids[more]]), ids[more])
