@@ -280,3 +280,27 @@ def test_close_leaves_no_segment_and_no_process(cluster):
     # the placement group is gone: a new pool can take every node again
     with sray.make("Breakout", 3, seed=0, **POOL) as again:
         assert len(again.nodes) == 3
+
+
+def test_explicit_placements(cluster):
+    """A list of node ids (one actor on each, hard affinity) with uneven
+    envs_per_node, and a placement group the caller owns (left to it)."""
+    from ray.util.placement_group import placement_group, placement_group_table, \
+        remove_placement_group
+
+    ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]][:2]
+    with sray.make("null", 3, num_nodes=ids, envs_per_node=[1, 2], seed=0, **POOL) as env:
+        assert [n["node_id"] for n in env.nodes] == ids
+        assert [n["env_ids"] for n in env.nodes] == [range(0, 1), range(1, 3)]
+        obs, info = env.reset()
+        assert obs.shape[0] == 3 and info["env_id"].tolist() == [0, 1, 2]
+    pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+    ray.get(pg.ready(), timeout=60)
+    try:
+        with sray.make("null", 2, num_nodes=pg, seed=0, **POOL) as env:
+            assert len({n["node_id"] for n in env.nodes}) == 2
+            env.reset()
+            env.step(np.zeros(2, np.int64))
+        assert placement_group_table(pg)["state"] == "CREATED"   # still the caller's
+    finally:
+        remove_placement_group(pg)
