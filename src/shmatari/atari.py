@@ -65,11 +65,11 @@ def build_palette(config: EnvConfig) -> _core.Palette:
                          grayscale=config.grayscale)
 
 
-def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0):
+def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0, generation: int = 0):
     from ale_py import ALEInterface
 
     ale = ALEInterface()
-    ale.setInt("random_seed", seeding.ale_seed(seed, index, restart))
+    ale.setInt("random_seed", seeding.ale_seed(seed, index, restart, generation))
     ale.setFloat("repeat_action_probability", config.repeat_action_probability)
     ale.setInt("frame_skip", 1)
     ale.loadROM(games.rom_path(config.game))
@@ -85,10 +85,15 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette,
     (config.seed, index), or after its worker's ``restart``-th restart from
     (config.seed, index, restart), as :mod:`shmatari.seeding` documents; or a
     :class:`shmatari._core.NullCore` for the null env. ``preprocessor``
-    replaces shmatari's frame kernel (see :class:`shmatari._core.AtariCore`)."""
+    replaces shmatari's frame kernel (see :class:`shmatari._core.AtariCore`).
+    Seeds take ``config.env_index_offset + index`` as the env's index, and
+    ``config.pool_generation`` (both 0 unless the pool is a slice of a larger
+    one, as :mod:`shmatari.ray` builds)."""
     if config.game == NULL_ENV:
         return _core.NullCore(config.obs_shape[1:], stack_num=config.stack_num)
-    ale = _new_ale(config, index, config.seed, restart)
+    index += config.env_index_offset
+    gen = config.pool_generation
+    ale = _new_ale(config, index, config.seed, restart, gen)
     action_set = ale.getLegalActionSet() if config.full_action_space else ale.getMinimalActionSet()
     return _core.AtariCore(
         ale, palette, action_set, games.rom_path(config.game),
@@ -96,11 +101,12 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette,
         maxpool=config.maxpool, noop_max=config.noop_max,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
-        noop_rng=seeding.noop_rng(config.seed, index, restart),
+        noop_rng=seeding.noop_rng(config.seed, index, restart, gen),
         same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor)
 
 
 def reseed_core(core: _core.EnvCore, index: int, seed: int) -> None:
-    """Re-derives env ``index``'s streams from a new pool seed."""
+    """Re-derives env ``index``'s streams from a new pool seed (``index``
+    counts ``env_index_offset`` in: the caller adds it)."""
     if isinstance(core, _core.AtariCore):
         core.reseed(seeding.ale_seed(seed, index), seeding.noop_rng(seed, index))

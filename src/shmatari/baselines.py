@@ -94,7 +94,7 @@ def _pipe_worker(conn, config_fields: dict, index: int, preprocess: str) -> None
             elif cmd == "reset":
                 core.reset()
             elif cmd == "reseed":
-                atari.reseed_core(core, index, arg)
+                atari.reseed_core(core, cfg.env_index_offset + index, arg)
                 core.reset()
             elif cmd == "close":
                 break

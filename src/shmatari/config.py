@@ -118,6 +118,12 @@ class EnvConfig:
     full_action_space: bool = False
     max_episode_frames: int = 108_000
     autoreset_mode: str = "next_step"
+    #: Seeding only: env j of this pool is seeded as env ``env_index_offset + j``
+    #: of a larger pool (shmatari.ray gives each node a contiguous slice).
+    env_index_offset: int = 0
+    #: Seeding only: how many times an outer supervisor rebuilt this pool
+    #: (shmatari.ray's restarts of a dead node); see :mod:`shmatari.seeding`.
+    pool_generation: int = 0
 
     @property
     def channels(self) -> int:
@@ -202,11 +208,25 @@ def _image_side(name, value, game, screen, axis):
 
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
                  start_method=None, zero_copy=False, restart_workers=False, preset=None,
-                 **options) -> EnvConfig:
+                 env_index_offset=0, pool_generation=0, **options) -> EnvConfig:
     """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
 
     Options come from ``OPTION_DEFAULTS``, then ``PRESETS[preset]``, then
     ``options``.
+
+    Two arguments change seeding only, for pools that are one part of a
+    larger pool (:mod:`shmatari.ray` builds one per node); ``make()`` passes
+    them through:
+
+    - ``env_index_offset`` (int >= 0, default 0): env *j* of this pool derives
+      its streams as env ``env_index_offset + j`` of a pool with the same seed,
+      so a pool of envs ``b..b+n-1`` replays exactly those envs of a bigger
+      local pool. ``env_index_offset + num_envs`` must be at most 2**32.
+    - ``pool_generation`` (int >= 0, default 0): how many times a supervisor
+      outside the pool rebuilt it (a restarted node). Above 0, env *i* derives
+      from ``SeedSequence(seed, spawn_key=(i, k, pool_generation))``, *k*
+      being its worker's restart count (0 at first), so a rebuilt pool plays
+      new games rather than replaying old ones (:mod:`shmatari.seeding`).
 
     Raises:
         TypeError: an option of the wrong type, or an unknown option.
@@ -247,6 +267,8 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     max_frames = opts["max_episode_frames"]
     max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1, _INT64_MAX)
     autoreset_mode = _autoreset_mode(opts["autoreset_mode"])
+    env_index_offset = _int("env_index_offset", env_index_offset, 0, 2**32 - num_envs)
+    pool_generation = _int("pool_generation", pool_generation, 0, 2**32 - 1)
     return EnvConfig(
         game=game,
         num_envs=num_envs,
@@ -272,6 +294,8 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         full_action_space=_bool("full_action_space", opts["full_action_space"]),
         max_episode_frames=max_frames,
         autoreset_mode=autoreset_mode,
+        env_index_offset=env_index_offset,
+        pool_generation=pool_generation,
     )
 
 

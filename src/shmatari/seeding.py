@@ -24,6 +24,15 @@ games it began the run with, which would correlate its data with its own
 past (``(i, 0)`` is the no-op stream, so *k* starts at 1 and no stream is
 shared). ``reset(seed=...)`` re-derives every env from ``(i,)`` again.
 
+A pool may be one slice of a larger one (:mod:`shmatari.ray` runs envs
+``b..b+n-1`` on one node): with ``env_index_offset=b`` its env *j* is seeded
+as env ``b + j``, so the slice replays those envs of a local pool exactly.
+When a supervisor outside the pool rebuilds it (a restarted Ray node, its
+``pool_generation`` *g* >= 1), env *i* derives from ``spawn_key=(i, k, g)``
+(no-op counts from ``(i, k, g, 0)``), *k* being its worker's restart count
+(0 at first): a key of three words, which neither ``(i,)``, ``(i, k)`` nor
+their no-op children ``(i, 0)``, ``(i, k, 0)`` can equal, as *g* >= 1.
+
 So env *i*'s trajectory depends only on (seed, i, options, actions): not on
 the number of workers, the start method, the parent's ``random`` or
 ``numpy.random`` state, or the clock; and pools with seeds 0 and 1 share no
@@ -127,27 +136,32 @@ def draw_entropy() -> int:
     return int(np.random.SeedSequence().entropy)
 
 
-def _env_key(index: int, restart: int) -> tuple[int, ...]:
+def _env_key(index: int, restart: int, generation: int = 0) -> tuple[int, ...]:
+    if generation:
+        return (index, restart, generation)
     return (index,) if restart == 0 else (index, restart)
 
 
-def env_seed_sequence(seed: int, index: int, restart: int = 0) -> np.random.SeedSequence:
+def env_seed_sequence(seed: int, index: int, restart: int = 0,
+                      generation: int = 0) -> np.random.SeedSequence:
     """``SeedSequence(seed, spawn_key=(index,))``: env ``index``'s root
     sequence; ``spawn_key=(index, restart)`` after its worker's ``restart``-th
-    restart (>= 1)."""
-    return np.random.SeedSequence(seed, spawn_key=_env_key(index, restart))
+    restart (>= 1); ``(index, restart, generation)`` in a pool rebuilt
+    ``generation`` (>= 1) times by a supervisor (a restarted Ray node)."""
+    return np.random.SeedSequence(seed, spawn_key=_env_key(index, restart, generation))
 
 
-def ale_seed(seed: int, index: int, restart: int = 0) -> int:
+def ale_seed(seed: int, index: int, restart: int = 0, generation: int = 0) -> int:
     """The ``random_seed`` given to env ``index``'s ALE: an int in [0, 2**31)."""
-    word = env_seed_sequence(seed, index, restart).generate_state(1, np.uint32)[0]
+    word = env_seed_sequence(seed, index, restart, generation).generate_state(1, np.uint32)[0]
     return int(word) & 0x7FFFFFFF
 
 
-def noop_rng(seed: int, index: int, restart: int = 0) -> np.random.Generator:
+def noop_rng(seed: int, index: int, restart: int = 0, generation: int = 0) -> np.random.Generator:
     """Env ``index``'s generator for no-op counts: PCG64 on spawn key
-    (index, 0), or (index, restart, 0) after a restart."""
-    key = _env_key(index, restart) + (0,)
+    (index, 0), or (index, restart, 0) after a restart, or (index, restart,
+    generation, 0) in a rebuilt pool."""
+    key = _env_key(index, restart, generation) + (0,)
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 

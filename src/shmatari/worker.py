@@ -108,7 +108,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         return owner_start is None or shm.process_start_ticks(owner_pid) == owner_start
 
     def reseed(core, index, words):
-        atari.reseed_core(core, index, words_to_seed(words))
+        atari.reseed_core(core, config.env_index_offset + index, words_to_seed(words))
 
     try:
         segment = shm.attach(shm_name)

@@ -1,0 +1,306 @@
+"""shmatari.ray against a real Ray cluster: a head and two worker nodes on this
+machine (``ray.cluster_utils.Cluster``, 1 CPU each), real actors, real pools."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
+
+import shmatari  # noqa: E402
+import shmatari.ray as sray  # noqa: E402
+from conftest import SHM_DIR  # noqa: E402
+
+#: Small pools: the cluster shares two cores with everything else.
+POOL = dict(num_workers=1)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    # Ray starts workers at niceness 15 by default; on a busy machine the
+    # actors' pools would then wait behind everything else.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "object_store_memory": 80 * 2**20, "include_dashboard": False})
+    for _ in range(2):
+        c.add_node(num_cpus=1, object_store_memory=80 * 2**20)
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def segments_of(pids) -> set[str]:
+    prefixes = tuple(f"shmatari_{p}_" for p in pids)
+    return {n for n in os.listdir(SHM_DIR) if n.startswith(prefixes)}
+
+
+def wait_until(cond, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def descendants(pid: int) -> list[int]:
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(pids) -> list[int]:
+    out = []
+    for p in pids:
+        try:
+            if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def assert_same_rows(local, remote, rows_local=None, where=""):
+    """Local (obs, reward, terminated, truncated, info) rows ``rows_local``
+    equal the Ray pool's result, info included (wall-clock ``t`` aside)."""
+    lo, lr, lte, ltr, li = local
+    ro, rr, rte, rtr, ri = remote
+    sel = slice(None) if rows_local is None else rows_local
+    assert np.array_equal(lo[sel], ro), f"obs differ {where}"
+    assert np.array_equal(lr[sel], rr) and np.array_equal(lte[sel], rte) \
+        and np.array_equal(ltr[sel], rtr), f"reward/flags differ {where}"
+    assert set(li) == set(ri), f"info keys differ {where}: {sorted(li)} vs {sorted(ri)}"
+    for key, value in li.items():
+        if key == "final_obs":
+            for a, b in zip(value[sel], ri[key]):
+                assert (a is None and b is None) or np.array_equal(a, b), f"final_obs {where}"
+        elif isinstance(value, dict):
+            for k2, v2 in value.items():
+                if k2 == "t" or isinstance(v2, dict):
+                    continue
+                assert np.array_equal(np.asarray(v2)[sel], ri[key][k2]), f"{key}/{k2} {where}"
+        else:
+            assert np.array_equal(np.asarray(value)[sel], ri[key]), f"info[{key!r}] {where}"
+            assert np.asarray(value).dtype == ri[key].dtype, f"dtype of info[{key!r}]"
+
+
+def test_api_placement_and_spaces(cluster):
+    with sray.make("Breakout", 5, num_nodes=2, seed=1, **POOL) as env:
+        ids = [n["node_id"] for n in env.nodes]
+        assert len(set(ids)) == 2, "STRICT_SPREAD puts each actor on its own node"
+        assert [n["env_ids"] for n in env.nodes] == [range(0, 3), range(3, 5)]
+        assert env.single_observation_space.shape == (4, 84, 84)
+        assert env.observation_space.shape == (5, 4, 84, 84)
+        assert env.single_action_space.n == 4
+        obs, info = env.reset()
+        assert obs.dtype == np.uint8 and obs.shape == (5, 4, 84, 84)
+        assert info["env_id"].tolist() == list(range(5)) and info["reset"].all()
+        obs, reward, terminated, truncated, info = env.step(np.zeros(5, np.int64))
+        assert reward.dtype == np.float32 and terminated.dtype == bool and reward.shape == (5,)
+        with pytest.raises(ValueError, match="out of range|must be in"):
+            env.step(np.full(5, 9))
+        with pytest.raises(shmatari.CallOrderError):
+            env.recv()
+        # per byte: the newest frame, not the stack
+        assert env.wire_bytes / env.wire_rows < 7056 + 100
+    with pytest.raises(ValueError, match="num_nodes=4"):
+        sray.make("Breakout", 8, num_nodes=4, seed=0)
+    with pytest.raises(TypeError, match="zero_copy"):
+        sray.make("Breakout", 8, num_nodes=2, zero_copy=True)
+    with pytest.raises(ValueError, match="envs_per_node"):
+        sray.make("Breakout", 8, num_nodes=2, envs_per_node=3, seed=0)
+
+
+def as_step(obs, info):
+    """A reset's (obs, info) as a step result with reward 0 and no flags."""
+    n = len(obs)
+    return obs, np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool), info
+
+
+def play(env_local, env_ray, actions, reset_seed_at=None, mask_at=None):
+    """Steps both synchronously and compares every result."""
+    assert_same_rows(as_step(*env_local.reset(seed=7)), as_step(*env_ray.reset(seed=7)),
+                     where="at reset")
+    for t, a in enumerate(actions):
+        if t == reset_seed_at:
+            assert_same_rows(as_step(*env_local.reset(seed=11)),
+                             as_step(*env_ray.reset(seed=11)), where=f"reseeded at {t}")
+        if t == mask_at:
+            mask = np.zeros(env_local.num_envs, bool)
+            mask[0] = True  # only node 0 resets; node 1's envs are observed
+            options = {"reset_mask": mask}
+            assert_same_rows(as_step(*env_local.reset(options=options)),
+                             as_step(*env_ray.reset(options=options)),
+                             where=f"masked reset at {t}")
+        assert_same_rows(env_local.step(a), env_ray.step(a), where=f"at step {t}")
+
+
+@pytest.mark.parametrize("options", [
+    dict(max_episode_frames=400),                        # truncations, next-step autoreset
+    dict(autoreset_mode="same_step", episodic_life=True, max_episode_frames=600),
+], ids=["next_step", "same_step"])
+def test_sync_streams_equal_local_pool(cluster, options):
+    n, steps = 4, 250
+    actions = np.random.default_rng(3).integers(0, 4, (steps, n))
+    with shmatari.make("Breakout", n, seed=7, **POOL, **options) as local, \
+            sray.make("Breakout", n, num_nodes=2, seed=7, **POOL, **options) as remote:
+        play(local, remote, actions, reset_seed_at=120, mask_at=60)
+        assert remote.wire_rows > n * steps
+
+
+def test_async_streams_equal_local_pool(cluster):
+    """Env i's stream through an async Ray pool (batches in arrival order,
+    from either node) is env i's stream of a synchronous local pool."""
+    n, steps, opts = 6, 200, dict(max_episode_frames=300)
+    actions = np.random.default_rng(4).integers(0, 4, (steps + 1, n))
+    with shmatari.make("Breakout", n, seed=9, **POOL, **opts) as local:
+        expect = [[] for _ in range(n)]
+        o, info = local.reset()
+        for i in range(n):
+            expect[i].append((o[i], 0.0, False, False, info["frame_number"][i]))
+        for t in range(steps):
+            o, r, te, tr, info = local.step(actions[t])
+            for i in range(n):
+                expect[i].append((o[i], r[i], te[i], tr[i], info["frame_number"][i]))
+    got = [[] for _ in range(n)]
+    with sray.make("Breakout", n, num_nodes=2, batch_size=2, seed=9, **POOL, **opts) as env:
+        env.async_reset()
+        nodes_seen = []
+        while env._pending >= env.batch_size:
+            o, r, te, tr, info = env.recv()
+            ids = info["env_id"]
+            assert o.shape == (2, 4, 84, 84)
+            nodes_seen.append(tuple(int(i >= 3) for i in ids))
+            for j, i in enumerate(ids):
+                reward = r[j] if got[i] else 0.0  # a reset's reward is 0 locally too
+                got[i].append((o[j], reward, te[j], tr[j], info["frame_number"][j]))
+            more = np.array([len(got[i]) <= steps for i in ids])
+            if more.any():
+                env.send(np.array([actions[len(got[i]) - 1, i] for i in ids[more]]), ids[more])
+        assert len(set(nodes_seen)) > 1, "batches came from both nodes"
+    for i in range(n):
+        assert len(got[i]) == steps + 1
+        for t, (a, b) in enumerate(zip(expect[i], got[i])):
+            assert np.array_equal(a[0], b[0]), f"env {i} obs at {t}"
+            assert a[1:] == b[1:], f"env {i} result at {t}"
+
+
+def test_dead_actor_raises_worker_error_naming_node(cluster):
+    env = sray.make("Breakout", 4, num_nodes=2, seed=0, **POOL)
+    try:
+        env.reset()
+        env.step(np.zeros(4, np.int64))
+        victim = env.nodes[1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.WorkerError) as exc:
+            for _ in range(100):
+                env.step(np.zeros(4, np.int64))
+        assert time.monotonic() - t0 < 30
+        assert exc.value.worker == 1 and exc.value.env_ids == range(2, 4)
+        assert "node 1" in str(exc.value) and "envs 2..3" in str(exc.value)
+        assert "died" in str(exc.value)
+        with pytest.raises(shmatari.PoolClosedError):
+            env.step(np.zeros(4, np.int64))
+        # the dead node's workers notice their owner is gone and remove its segment
+        assert wait_until(lambda: not segments_of([victim["pid"]]), 10)
+        assert wait_until(lambda: not alive(victim["worker_pids"]), 10)
+    finally:
+        env.close()
+
+
+def test_dead_local_worker_raises_worker_error_naming_node(cluster):
+    env = sray.make("Breakout", 4, num_nodes=2, seed=0, **POOL)
+    try:
+        env.reset()
+        os.kill(env.nodes[0]["worker_pids"][0], signal.SIGKILL)
+        with pytest.raises(shmatari.WorkerError) as exc:
+            for _ in range(100):
+                env.step(np.zeros(4, np.int64))
+        assert exc.value.worker == 0 and exc.value.env_ids == range(0, 2)
+        assert "node 0" in str(exc.value) and "SIGKILL" in str(exc.value)
+    finally:
+        env.close()
+
+
+def test_restart_workers_restarts_the_actor(cluster):
+    env = sray.make("Breakout", 4, num_nodes=2, seed=0, restart_workers=True, **POOL)
+    try:
+        env.reset()
+        for _ in range(3):
+            env.step(np.ones(4, np.int64))
+        old = dict(env.nodes[0])
+        os.kill(old["pid"], signal.SIGKILL)
+        obs, reward, terminated, truncated, info = env.step(np.ones(4, np.int64))
+        assert env.nodes[0]["restarts"] == 1 and env.nodes[0]["pid"] != old["pid"]
+        # the lost episodes end, truncated, flagged; the other node goes on
+        assert truncated[:2].all() and info["worker_restarted"][:2].all()
+        assert not truncated[2:].any() and not info["worker_restarted"][2:].any()
+        assert (reward[:2] == 0).all()
+        # next-step autoreset: the following step resets them
+        obs2, _, _, truncated2, info2 = env.step(np.ones(4, np.int64))
+        assert info2["reset"][:2].all() and not info2["reset"][2:].any()
+        assert not truncated2.any()
+        for _ in range(20):
+            obs3, *_ = env.step(np.ones(4, np.int64))
+        assert obs3.shape == (4, 4, 84, 84)
+        # the dead actor's pool was cleaned up by its orphaned workers
+        assert wait_until(lambda: not segments_of([old["pid"]]), 10)
+        assert wait_until(lambda: not alive(old["worker_pids"]), 10)
+    finally:
+        env.close()
+
+
+def test_close_leaves_no_segment_and_no_process(cluster):
+    env = sray.make("Breakout", 3, seed=0, **POOL)   # num_nodes=None: every node
+    assert len(env.nodes) == 3 and len({n["node_id"] for n in env.nodes}) == 3
+    env.reset()
+    env.step(np.zeros(3, np.int64))
+    actor_pids = [n["pid"] for n in env.nodes]
+    procs = [p for pid in actor_pids for p in descendants(pid)]
+    assert {w for n in env.nodes for w in n["worker_pids"]} <= set(procs)
+    assert len(segments_of(actor_pids)) == 3
+    env.close()
+    env.close()  # idempotent
+    assert not segments_of(actor_pids)
+    assert wait_until(lambda: not alive(procs + actor_pids), 15), alive(procs + actor_pids)
+    with pytest.raises(shmatari.PoolClosedError):
+        env.step(np.zeros(3, np.int64))
+    # the placement group is gone: a new pool can take every node again
+    with sray.make("Breakout", 3, seed=0, **POOL) as again:
+        assert len(again.nodes) == 3
+
+
+def test_explicit_placements(cluster):
+    """A list of node ids (one actor on each, hard affinity) with uneven
+    envs_per_node, and a placement group the caller owns (left to it)."""
+    from ray.util.placement_group import placement_group, placement_group_table, \
+        remove_placement_group
+
+    ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]][:2]
+    with sray.make("null", 3, num_nodes=ids, envs_per_node=[1, 2], seed=0, **POOL) as env:
+        assert [n["node_id"] for n in env.nodes] == ids
+        assert [n["env_ids"] for n in env.nodes] == [range(0, 1), range(1, 3)]
+        obs, info = env.reset()
+        assert obs.shape[0] == 3 and info["env_id"].tolist() == [0, 1, 2]
+    pg = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+    ray.get(pg.ready(), timeout=60)
+    try:
+        with sray.make("null", 2, num_nodes=pg, seed=0, **POOL) as env:
+            assert len({n["node_id"] for n in env.nodes}) == 2
+            env.reset()
+            env.step(np.zeros(2, np.int64))
+        assert placement_group_table(pg)["state"] == "CREATED"   # still the caller's
+    finally:
+        remove_placement_group(pg)
