@@ -13,7 +13,9 @@ same machine load. Per iteration it records:
 
 torch runs on ``--torch-threads`` threads (default 1, the same for both).
 
-It prints medians and spreads and writes them to ``--json``. Run::
+It prints medians and spreads, the ratio of the medians and the median of
+the per-round ratios (shmatari's mean over EnvPool's within each A-B-B-A
+round), and writes them all to ``--json``. Run::
 
     nice -n 10 python3 benchmarks/cleanrl_loop.py --rounds 3 --json benchmarks/results/cleanrl_loop.json
 """
@@ -129,6 +131,18 @@ def main(argv=None) -> int:
     for ppo, _ in backends.values():
         ppo.envs.close()
     summary = {name: _summary(r) for name, r in rows.items()}
+    # Per A-B-B-A round: mean of shmatari's segments over mean of EnvPool's,
+    # which cancels a load that drifts linearly within the round.
+    per_round = {key: [] for key in ("rollout_sps", "env_step_sps", "loop_sps")}
+    seen = {name: 0 for name in backends}
+    for r in range(a.rounds):
+        got = {}
+        for name in order[4 * r:4 * r + 4]:
+            got.setdefault(name, []).extend(rows[name][seen[name]:seen[name] + a.iters])
+            seen[name] += a.iters
+        for key in per_round:
+            mean = {n: statistics.mean(x[key] for x in v) for n, v in got.items()}
+            per_round[key].append(round(mean["shmatari"] / mean["envpool"], 3))
     ratios = {key: round(summary["shmatari"][key]["median"] / summary["envpool"][key]["median"], 3)
               for key in ("rollout_sps", "env_step_sps", "loop_sps")}
     print()
@@ -139,6 +153,10 @@ def main(argv=None) -> int:
         print(f"{name:10s} " + " ".join(f"{c:>22s}" for c in cells))
     print(f"{'ratio':10s} " + " ".join(f"{ratios[k]:>22.3f}"
                                       for k in ("rollout_sps", "env_step_sps", "loop_sps")))
+    paired = {k: statistics.median(v) for k, v in per_round.items()}
+    print(f"{'per round':10s} " + " ".join(
+        f"{paired[k]:>8.3f} ({min(per_round[k]):.2f}-{max(per_round[k]):.2f})".rjust(22)
+        for k in ("rollout_sps", "env_step_sps", "loop_sps")))
     result = {
         "benchmark": "cleanrl_loop",
         "command": "python3 benchmarks/cleanrl_loop.py " + " ".join(argv or sys.argv[1:]),
@@ -154,6 +172,8 @@ def main(argv=None) -> int:
         "per_iteration": rows,
         "summary": summary,
         "ratio_shmatari_over_envpool": ratios,
+        "ratio_per_round": per_round,
+        "ratio_per_round_median": {k: statistics.median(v) for k, v in per_round.items()},
     }
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
