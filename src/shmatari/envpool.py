@@ -1,0 +1,540 @@
+"""EnvPool's Atari API on a shmatari pool: ``import shmatari.envpool as envpool``.
+
+A script written for EnvPool's Gymnasium API (CleanRL's ``ppo_atari_envpool.py``
+and the like) runs with only its import changed. :func:`make` takes EnvPool's
+task ids (``"Breakout-v5"``), option names, units and **defaults** (EnvPool
+1.2.5: ``envpool/atari/atari_env.h`` ``AtariEnvFns::DefaultConfig`` and
+``envpool/core/env_spec.h``), and returns :class:`EnvPoolAdapter`, which has
+EnvPool's single-env ``action_space`` / ``observation_space``, its ``info``
+keys (``env_id``, ``players``, ``lives``, ``reward``, ``terminated``,
+``elapsed_step``), ``reset(env_id)``, ``send`` / ``recv`` / ``async_reset``
+and the ``config`` / ``spec`` dicts. Underneath is a :class:`shmatari.ShmVectorEnv`.
+
+Where shmatari's frame-level rules differ from EnvPool's (the FIRE reset, the
+continuation after a lost life, the frame a done step shows, random streams),
+the option is mapped to the nearest shmatari rule and docs/migration.md says
+what differs. Options shmatari has no rule for raise ``ValueError`` naming
+the nearest equivalent.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from . import games
+from .env import make as _make
+
+__all__ = ["make", "make_gymnasium", "make_gym", "make_dm", "make_spec", "list_all_envs",
+           "EnvPoolAdapter", "EnvSpec", "DEFAULT_CONFIG"]
+
+#: EnvPool 1.2.5's defaults for an Atari task: the core's (env_spec.h), the
+#: Atari env's (atari_env.h) and the registration's (``max_episode_steps``).
+#: ``batch_size=0`` means ``num_envs`` (synchronous); ``num_threads=0`` means
+#: ``min(batch_size, cores)``; ``seed`` env i is seeded with ``seed + i`` there.
+DEFAULT_CONFIG = {
+    "num_envs": 1,
+    "batch_size": 0,
+    "num_threads": 0,
+    "max_num_players": 1,
+    "thread_affinity_offset": -1,
+    "seed": 42,
+    "gym_reset_return_info": True,
+    "max_episode_steps": 27000,
+    "stack_num": 4,
+    "frame_skip": 4,
+    "noop_max": 30,
+    "zero_discount_on_life_loss": False,
+    "episodic_life": False,
+    "reward_clip": False,
+    "use_fire_reset": True,
+    "img_height": 84,
+    "img_width": 84,
+    "mode": -1,
+    "difficulty": -1,
+    "full_action_space": False,
+    "repeat_action_probability": 0.0,
+    "use_inter_area_resize": True,
+    "gray_scale": True,
+}
+
+#: shmatari's own make() arguments that the adapter also accepts.
+_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers")
+
+#: EnvPool make() keywords with no shmatari rule, and what to use instead.
+_REFUSED = {
+    "env_seed": "pass one int `seed`: env i then derives its streams from "
+                "SeedSequence(seed, spawn_key=(i,)) (shmatari.seeding)",
+    "render_mode": "shmatari pools do not render yet; full-size RGB frames come as "
+                   "observations with gray_scale=False, img_height=210, img_width=160, stack_num=1",
+    "render_env_id": "shmatari pools do not render yet",
+    "render_width": "shmatari pools do not render yet",
+    "render_height": "shmatari pools do not render yet",
+    "from_pixels": "Atari observations are pixels already",
+    "base_path": "ROMs come from ale-py (ale_py.roms); there is no asset path",
+    "task": "name the game in task_id, e.g. make('Breakout-v5', ...)",
+}
+
+
+def _ale_version() -> str:
+    import ale_py
+
+    return getattr(ale_py, "__version__", "?")
+
+
+@functools.lru_cache(maxsize=None)
+def _action_set(rom: str, full_action_space: bool) -> tuple[int, ...]:
+    """The ALE action ids of a game's action set (loads the ROM once, ~0.1 s)."""
+    from ale_py import ALEInterface, LoggerMode
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.loadROM(games.rom_path(rom))
+    acts = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
+    return tuple(int(a.value) for a in acts)
+
+
+def _task_name(rom: str) -> str:
+    """EnvPool's task id for an ale-py ROM id: ``ms_pacman`` -> ``MsPacman-v5``."""
+    return "".join(part.capitalize() for part in rom.split("_")) + "-v5"
+
+
+def list_all_envs() -> list[str]:
+    """EnvPool's Atari task ids for every ROM ale-py ships (``"Breakout-v5"``, ...).
+
+    EnvPool's own list also holds its other suites (MuJoCo, Procgen, ...);
+    shmatari serves Atari only.
+    """
+    return [_task_name(rom) for rom in games.list_games()]
+
+
+def _resolve_task(task_id: str) -> str:
+    if not isinstance(task_id, str):
+        raise TypeError(f"task_id must be a str such as 'Breakout-v5', got {type(task_id).__name__}")
+    try:
+        return games.resolve_game(task_id)
+    except ValueError as exc:
+        raise ValueError(f"{exc}. shmatari.envpool serves EnvPool's Atari tasks only "
+                         f"('<Game>-v5'; list_all_envs() lists them)") from None
+
+
+def _check_keywords(kwargs: dict) -> None:
+    for name in kwargs:
+        if name in _REFUSED:
+            raise ValueError(f"shmatari.envpool does not support EnvPool's {name!r}: "
+                             f"{_REFUSED[name]}")
+    unknown = sorted(set(kwargs) - set(DEFAULT_CONFIG) - set(_SHMATARI_EXTRAS))
+    if unknown:
+        raise TypeError(f"unknown EnvPool option(s) {unknown} for an Atari task; known: "
+                        f"{', '.join(list(DEFAULT_CONFIG) + list(_SHMATARI_EXTRAS))}")
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+class EnvSpec:
+    """EnvPool's ``EnvSpec`` as far as scripts read it: ``config`` (a named
+    tuple of every option, EnvPool's names), the single-env
+    ``observation_space`` / ``action_space`` (and their ``gymnasium_`` twins),
+    ``reward_threshold`` (None).
+    """
+
+    reward_threshold = None
+
+    def __init__(self, task_id: str, config: dict, n_actions: int):
+        self.task_id = self.id = task_id
+        self.config = collections.namedtuple("Config", list(config))(**config)
+        c = config
+        channels = 1 if c["gray_scale"] else 3
+        self.observation_space = gym.spaces.Box(
+            0, 255, (c["stack_num"] * channels, c["img_height"], c["img_width"]), np.uint8)
+        self.action_space = gym.spaces.Discrete(n_actions)
+        self.gymnasium_observation_space = self.observation_space
+        self.gymnasium_action_space = self.action_space
+
+    def __repr__(self) -> str:
+        return f"EnvSpec({self.task_id!r}, {self.config})"
+
+
+def _build(task_id: str, kwargs: dict) -> tuple[EnvSpec, dict, dict]:
+    """Validates EnvPool options; returns the spec, shmatari's make() keywords
+    and the adapter's own settings."""
+    _check_keywords(kwargs)
+    rom = _resolve_task(task_id)
+    config = dict(DEFAULT_CONFIG, **{k: v for k, v in kwargs.items() if k in DEFAULT_CONFIG})
+    config["task"] = rom
+    num_envs = _int("num_envs", config["num_envs"])
+    batch_size = _int("batch_size", config["batch_size"])
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if not 0 <= batch_size <= num_envs:
+        raise ValueError(f"batch_size must be in [0, num_envs={num_envs}] (0: num_envs), "
+                         f"got {batch_size}")
+    config["batch_size"] = batch_size = batch_size or num_envs
+    seed = config["seed"]
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        raise ValueError("shmatari.envpool takes one int seed, not a seed per env: "
+                         + _REFUSED["env_seed"])
+    seed = _int("seed", seed)
+    if not -2**31 <= seed < 2**31:
+        raise ValueError(f"seed must be an int32 as in EnvPool, got {seed}")
+    if config["gym_reset_return_info"] is not True:
+        raise ValueError("gym_reset_return_info=False is gone from EnvPool 1.2 too: reset() "
+                         "returns (obs, info)")
+    if _int("max_num_players", config["max_num_players"]) != 1:
+        raise ValueError("Atari tasks have one player: max_num_players must be 1")
+    for name in ("mode", "difficulty"):
+        if _int(name, config[name]) != -1:
+            raise ValueError(f"{name}={config[name]}: shmatari plays each game's default "
+                             f"{name} only; leave it at -1")
+    if config["use_inter_area_resize"] is not True:
+        raise ValueError("use_inter_area_resize=False (EnvPool's bilinear resize) is not "
+                         "supported: shmatari resizes with OpenCV's INTER_AREA only, bit for "
+                         "bit; use use_inter_area_resize=True")
+    frame_skip = _int("frame_skip", config["frame_skip"])
+    noop_max = _int("noop_max", config["noop_max"])
+    if noop_max < 1:
+        raise ValueError(f"noop_max must be >= 1 (EnvPool draws U[0, noop_max - 1]), got "
+                         f"{noop_max}; noop_max=1 with use_fire_reset gives no no-op")
+    full = bool(config["full_action_space"])
+    action_set = _action_set(rom, full)
+    # EnvPool presses FIRE when the action set holds ALE action 1 anywhere;
+    # shmatari when FIRE is action index 1 of a set of at least 3 (SB3's rule).
+    envpool_fire = bool(config["use_fire_reset"]) and 1 in action_set
+    shm_fire = envpool_fire and len(action_set) >= 3 and action_set[1] == 1
+    if envpool_fire and not shm_fire:
+        warnings.warn(f"{rom}: EnvPool would press FIRE at reset (its action set holds FIRE), "
+                      f"shmatari does not (FIRE is not action 1 of at least 3)", UserWarning,
+                      stacklevel=3)
+    # EnvPool: n ~ U[0, noop_max - 1] + 1 - fire no-op frames, then one FIRE
+    # frame if fire: without FIRE, 1..noop_max no-ops (shmatari's noop_max
+    # rule exactly); with FIRE, 0..noop_max-1. shmatari cannot draw 0 among
+    # others, so with FIRE it takes 1..noop_max-1 (0 when noop_max is 1).
+    shm_noop_max = noop_max - 1 if envpool_fire else noop_max
+    max_steps = config["max_episode_steps"]
+    max_frames = None if max_steps is None else _int("max_episode_steps", max_steps) * frame_skip
+    num_threads = _int("num_threads", config["num_threads"])
+    if num_threads < 0:
+        raise ValueError(f"num_threads must be >= 0 (0: one per core), got {num_threads}")
+    num_workers = kwargs.get("num_workers")
+    if num_workers is None and num_threads:
+        num_workers = min(num_threads, num_envs)
+    make_kwargs = dict(
+        batch_size=batch_size, num_workers=num_workers, seed=seed % 2**32,
+        frame_skip=frame_skip, repeat_action_probability=config["repeat_action_probability"],
+        noop_max=shm_noop_max, stack_num=config["stack_num"], img_height=config["img_height"],
+        img_width=config["img_width"], grayscale=bool(config["gray_scale"]), maxpool=True,
+        episodic_life=bool(config["episodic_life"]), use_fire_reset=shm_fire,
+        reward_clip=bool(config["reward_clip"]), full_action_space=full,
+        max_episode_frames=max_frames, autoreset_mode="next_step",
+        **{k: kwargs[k] for k in _SHMATARI_EXTRAS if k in kwargs and k != "num_workers"})
+    affinity = _int("thread_affinity_offset", config["thread_affinity_offset"])
+    spec = EnvSpec(_task_name(rom), config, len(action_set))
+    return spec, make_kwargs, {"affinity": affinity}
+
+
+def make_spec(task_id: str, **kwargs) -> EnvSpec:
+    """EnvPool's ``make_spec``: the spec of a pool, without starting one.
+
+    Raises:
+        As :func:`make`.
+    """
+    return _build(task_id, kwargs)[0]
+
+
+def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter":
+    """Creates a shmatari pool with EnvPool's ``make`` signature and defaults.
+
+    Args:
+        task_id: an EnvPool Atari task id, ``"Breakout-v5"`` (any spelling
+            :func:`shmatari.resolve_game` takes).
+        env_type: ``"gymnasium"`` or ``"gym"`` (the same in EnvPool 1.2:
+            Gymnasium's 5-tuple step); ``"dm"`` raises.
+        **kwargs: EnvPool's options, with its defaults (``DEFAULT_CONFIG``)
+            and units. In short (docs/migration.md has every difference):
+
+            - ``num_envs=1``, ``batch_size=0`` (0: num_envs, synchronous);
+            - ``num_threads=0``: becomes shmatari's ``num_workers``
+              (processes, at most num_envs; 0: one per core);
+            - ``thread_affinity_offset=-1``: >= 0 pins worker w to core
+              ``(offset + w) % os.cpu_count()``, as EnvPool pins thread w;
+            - ``seed=42`` (int32): the pool seed; env i derives its streams
+              from ``SeedSequence(seed, spawn_key=(i,))``, not ``seed + i``;
+            - ``max_episode_steps=27000`` agent steps: shmatari caps frames,
+              so it becomes ``max_episode_frames = max_episode_steps *
+              frame_skip``; no-op and reset frames count there, so truncation
+              can come up to ``ceil(noop_max / frame_skip)`` steps earlier;
+            - ``stack_num=4``, ``frame_skip=4``, ``img_height=84``,
+              ``img_width=84``, ``episodic_life=False``, ``reward_clip=False``,
+              ``full_action_space=False``, ``repeat_action_probability=0.0``;
+            - ``gray_scale=True``; False gives RGB channels first,
+              ``(num_envs, 3 * stack_num, H, W)``, as EnvPool;
+            - ``noop_max=30``: EnvPool's count: with the FIRE reset, 0 to
+              noop_max - 1 no-op frames then FIRE (noop_max=1: no no-op);
+              without it, 1 to noop_max no-op frames;
+            - ``use_fire_reset=True``: FIRE at each reset on games whose
+              action set has it (shmatari presses it for one agent step);
+            - ``zero_discount_on_life_loss``: accepted; it changes only
+              dm_env's ``discount``, which the Gymnasium API does not return;
+            - ``use_inter_area_resize=True`` only; ``mode``, ``difficulty``
+              -1 only; ``gym_reset_return_info`` True only;
+            - shmatari's ``num_workers``, ``start_method``, ``zero_copy``,
+              ``restart_workers`` are accepted too.
+
+    Returns:
+        EnvPoolAdapter: call ``reset()`` (or ``async_reset()``) first.
+
+    Raises:
+        TypeError: an unknown option or one of the wrong type.
+        ValueError: a non-Atari task, an option shmatari has no rule for
+            (the message names the nearest equivalent) or out of range.
+        SharedMemorySpaceError, WorkerError: as :func:`shmatari.make`.
+    """
+    if env_type == "dm":
+        raise ValueError("env_type='dm' (dm_env's TimeStep API) is not supported: use "
+                         "env_type='gymnasium'")
+    if env_type not in ("gym", "gymnasium"):
+        raise ValueError(f"env_type must be 'gymnasium' or 'gym', got {env_type!r}")
+    spec, make_kwargs, extra = _build(task_id, kwargs)
+    pool = _make(spec.config.task, spec.config.num_envs, **make_kwargs)
+    try:
+        return EnvPoolAdapter(pool, spec, thread_affinity_offset=extra["affinity"])
+    except BaseException:
+        pool.close()
+        raise
+
+
+def make_gymnasium(task_id: str, **kwargs) -> "EnvPoolAdapter":
+    """``make(task_id, "gymnasium", **kwargs)``."""
+    return make(task_id, "gymnasium", **kwargs)
+
+
+def make_gym(task_id: str, **kwargs) -> "EnvPoolAdapter":
+    """``make(task_id, "gym", **kwargs)``: the same as :func:`make_gymnasium`,
+    as in EnvPool 1.2 (its gym API follows Gymnasium's reset and step)."""
+    return make(task_id, "gym", **kwargs)
+
+
+def make_dm(task_id: str, **kwargs):
+    """Not supported.
+
+    Raises:
+        ValueError: always; use :func:`make_gymnasium`.
+    """
+    return make(task_id, "dm", **kwargs)
+
+
+class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
+    """A shmatari pool with EnvPool's Gymnasium interface.
+
+    ``action_space`` and ``observation_space`` are one env's, as EnvPool's
+    (and ``single_*`` the same); ``num_envs``, ``single_*`` may be assigned,
+    as CleanRL's scripts do. Observations: uint8 ``(batch, stack_num, H, W)``
+    (grayscale) or ``(batch, 3 * stack_num, H, W)`` (RGB, channels first);
+    rewards float32, flags bool, shape ``(batch,)``; ``info`` per env:
+    ``env_id`` int32, ``players`` ``{"env_id": int32}``, ``lives`` int32,
+    ``reward`` float32 (unclipped), ``terminated`` int32 (the game is over),
+    ``elapsed_step`` int32 (agent steps since the game began). EnvPool's
+    ``info["ram"]`` is not given. ``terminated`` excludes ``truncated``, as
+    EnvPool (``done & ~trunc``).
+
+    It is a ``gymnasium.Env`` too, as EnvPool's class, so ``gymnasium.Wrapper``
+    subclasses (CleanRL's ``RecordEpisodeStatistics``) accept it.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, pool, spec: EnvSpec, thread_affinity_offset: int = -1):
+        """Wraps ``pool`` (a next-step :class:`shmatari.ShmVectorEnv`)."""
+        self.pool = pool
+        self.spec = spec
+        self.num_envs = pool.num_envs
+        self.batch_size = pool.batch_size
+        self.action_space = self.single_action_space = spec.action_space
+        self.observation_space = self.single_observation_space = spec.observation_space
+        self.all_env_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._rgb = not spec.config.gray_scale
+        self._was_reset = False
+        if thread_affinity_offset >= 0:
+            self._pin(thread_affinity_offset)
+
+    def _pin(self, offset: int) -> None:
+        if not hasattr(os, "sched_setaffinity"):
+            warnings.warn("thread_affinity_offset is ignored: this platform cannot pin "
+                          "processes (os.sched_setaffinity)", UserWarning, stacklevel=3)
+            return
+        cores = os.cpu_count() or 1
+        for w, pid in enumerate(self.pool.worker_pids):
+            os.sched_setaffinity(pid, {(offset + w) % cores})
+
+    # -- EnvPool's properties --------------------------------------------------
+    @property
+    def config(self) -> dict:
+        """Every option by EnvPool's name (a new dict each call, as EnvPool)."""
+        return self.spec.config._asdict()
+
+    @property
+    def is_async(self) -> bool:
+        """Whether ``batch_size < num_envs``."""
+        return self.batch_size != self.num_envs
+
+    @property
+    def render_mode(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    # -- conversion ----------------------------------------------------------
+    def _obs(self, obs: np.ndarray) -> np.ndarray:
+        if self._rgb:  # (B, S, H, W, 3) -> (B, 3*S, H, W), frame i in channels 3i..3i+2
+            b, s, h, w, c = obs.shape
+            obs = np.ascontiguousarray(obs.transpose(0, 1, 4, 2, 3)).reshape(b, s * c, h, w)
+        return obs
+
+    @staticmethod
+    def _info(info: dict) -> dict:
+        env_id = info["env_id"]
+        return {
+            "env_id": env_id,
+            "players": {"env_id": env_id},
+            "lives": info["lives"],
+            "reward": info["raw_reward"],
+            "terminated": info["game_over"].astype(np.int32),
+            "elapsed_step": info["elapsed_step"],
+        }
+
+    def _result(self, out):
+        obs, reward, terminated, truncated, info = out
+        return self._obs(obs), reward, terminated & ~truncated, truncated, self._info(info)
+
+    # -- EnvPool's methods -----------------------------------------------------
+    def reset(self, env_id=None, *, seed=None, options=None):
+        """Resets envs; returns ``(obs, info)``.
+
+        Args:
+            env_id: None (every env), or int env ids (EnvPool's way to reset
+                some envs): their rows come back, in that order. Only in a
+                synchronous pool; EnvPool leaves it undefined in async mode.
+            seed: ignored with a warning, as EnvPool (seed at make()).
+            options: ``{"reset_mask": mask}`` as Gymnasium's, or None.
+
+        Raises:
+            ValueError: bad env ids or options, or both given.
+            CallOrderError: ``env_id`` in an async pool.
+        """
+        from .errors import CallOrderError
+
+        if seed is not None:
+            warnings.warn("reset(seed=...) is ignored, as in EnvPool: pass seed to make()",
+                          UserWarning, stacklevel=2)
+        if options is not None:
+            mask = options.get("reset_mask")
+            if set(options) - {"reset_mask"}:
+                raise ValueError(f"reset() takes only options['reset_mask'], got {sorted(options)}")
+            if mask is not None:
+                if env_id is not None:
+                    raise ValueError("pass either env_id or options['reset_mask'], not both")
+                env_id = np.flatnonzero(np.asarray(mask, dtype=bool))
+        if env_id is None:
+            obs, info = self.pool.reset()
+            self._was_reset = True
+            return self._obs(obs), self._info(info)
+        ids = np.atleast_1d(np.asarray(env_id))
+        if ids.dtype.kind not in "iu" or ids.ndim != 1 or ids.size == 0:
+            raise ValueError(f"env_id must be a non-empty 1-D array of ints, got {env_id!r}")
+        if ids.min() < 0 or ids.max() >= self.num_envs or np.unique(ids).size != ids.size:
+            raise ValueError(f"env_id must be distinct ints in 0..{self.num_envs - 1}, "
+                             f"got {ids.tolist()}")
+        if self.is_async:
+            raise CallOrderError("reset(env_id) in an async pool (batch_size < num_envs) is "
+                                 "not supported (EnvPool leaves it undefined): call "
+                                 "async_reset() once, then send()/recv()")
+        mask = np.zeros(self.num_envs, bool)
+        mask[ids] = True
+        # The pool's first reset must reset every env.
+        obs, info = self.pool.reset(options={"reset_mask": mask} if self._was_reset else None)
+        self._was_reset = True
+        rows = ids  # a synchronous pool returns rows in env order
+        obs = obs[rows]
+        info = {k: v[rows] for k, v in info.items()
+                if isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,)}
+        return self._obs(obs), self._info(info)
+
+    def step(self, action, env_id=None):
+        """``send(action, env_id)`` then ``recv()``: ``(obs, reward,
+        terminated, truncated, info)``, shapes ``(batch_size, ...)``."""
+        return self._result(self.pool.step(action, env_id))
+
+    def send(self, action, env_id=None) -> None:
+        """Sends actions (int, shape ``(n,)``) to envs ``env_id`` (default all)."""
+        self.pool.send(action, env_id)
+
+    def recv(self, reset: bool = False, return_info: bool = True):
+        """The next ``batch_size`` results: a 5-tuple, or ``(obs, info)`` with
+        ``reset=True`` (EnvPool's signature)."""
+        out = self._result(self.pool.recv())
+        if reset:
+            return out[0], out[4]
+        return out
+
+    def async_reset(self) -> None:
+        """Resets every env without waiting; collect with :meth:`recv`."""
+        self.pool.async_reset()
+        self._was_reset = True
+
+    def seed(self, seed=None) -> None:
+        """Does nothing, with EnvPool's warning: seed at make()."""
+        warnings.warn("The `seed` function in envpool is abandoned. You can set seed by "
+                      "envpool.make(..., seed=seed) instead.", UserWarning, stacklevel=2)
+
+    def xla(self):
+        """Not supported.
+
+        Raises:
+            NotImplementedError: always; shmatari has no XLA ops.
+        """
+        raise NotImplementedError("shmatari.envpool has no XLA interface (EnvPool's xla())")
+
+    def render(self, *args, **kwargs):
+        """Not supported yet.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("shmatari pools do not render yet")
+
+    def close(self, **kwargs) -> None:
+        """Stops the pool's workers and removes its segment; idempotent."""
+        self.pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.pool.closed
+
+    @closed.setter
+    def closed(self, value) -> None:  # VectorEnv.__del__ reads/sets it
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "task")
+        return f"EnvPoolAdapter({self.spec.task_id!r}, {cfg})"
+
+    __str__ = __repr__

@@ -1,0 +1,297 @@
+"""Stable-Baselines3 on a shmatari pool: a ``VecEnv`` that SB3 accepts.
+
+Importing this module imports SB3 (``import shmatari`` does not)::
+
+    from shmatari.sb3 import make_atari_env           # instead of SB3's
+    from stable_baselines3.common.vec_env import VecFrameStack
+    env = VecFrameStack(make_atari_env("BreakoutNoFrameskip-v4", n_envs=8, seed=0), n_stack=4)
+    PPO("CnnPolicy", env).learn(10_000)
+
+:class:`ShmatariVecEnv` follows SB3's ``VecEnv`` contract (SB3 2.x,
+``stable_baselines3/common/vec_env/base_vec_env.py``): envs reset themselves
+when done (shmatari's ``autoreset_mode="same_step"`` underneath),
+``dones = terminated | truncated``, and each done env's info holds
+``terminal_observation`` and ``TimeLimit.truncated``. When a game ends, its
+info holds ``episode = {"r", "l", "t"}`` as SB3's ``Monitor`` writes it
+(``r`` the raw score, ``l`` agent steps, ``t`` seconds since the VecEnv was
+made), so ``env_is_wrapped(Monitor)`` answers True and ``evaluate_policy``
+counts games, not lives.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+
+from . import config as _config
+from .env import ShmVectorEnv
+from .env import make as _make
+
+__all__ = ["ShmatariVecEnv", "make_atari_env"]
+
+#: SB3 AtariWrapper keywords -> shmatari options.
+_WRAPPER_KWARGS = {
+    "noop_max": "noop_max",
+    "frame_skip": "frame_skip",
+    "terminal_on_life_loss": "episodic_life",
+    "clip_reward": "reward_clip",
+    "action_repeat_probability": "repeat_action_probability",
+}
+
+
+class ShmatariVecEnv(VecEnv):
+    """A shmatari pool as an SB3 ``VecEnv``.
+
+    Observations are uint8, channels first: ``(num_envs, stack_num, H, W)``
+    in grayscale, ``(num_envs, 3 * stack_num, H, W)`` in RGB (frame i in
+    channels 3i..3i+2), as SB3's ``CnnPolicy`` and ``VecFrameStack`` expect.
+    Rewards float32, dones bool, shape ``(num_envs,)``; ``infos`` a list of
+    ``num_envs`` dicts with ``lives``, ``raw_reward`` (unclipped),
+    ``game_over``, and on done steps ``terminal_observation`` (the done
+    step's own observation), ``TimeLimit.truncated`` and, when the game
+    ended, ``episode``.
+
+    ``seed(s)`` takes effect at the next ``reset()``; env i then derives its
+    streams from ``SeedSequence(s, spawn_key=(i,))`` (:mod:`shmatari.seeding`),
+    not from ``s + i`` as SB3's own VecEnvs.
+    """
+
+    def __init__(self, env: str | ShmVectorEnv, num_envs: int = 8, **make_kwargs):
+        """Makes a pool (or takes one) for SB3.
+
+        Args:
+            env: a game name (then ``shmatari.make(env, num_envs,
+                autoreset_mode="same_step", **make_kwargs)`` is made and
+                owned), or a synchronous pool made with
+                ``autoreset_mode="same_step"`` (then ``close()`` closes it).
+            num_envs: envs, when ``env`` is a name.
+            **make_kwargs: :func:`shmatari.make`'s options.
+
+        Raises:
+            ValueError: a pool that is asynchronous or not same-step, or an
+                ``autoreset_mode`` other than ``"same_step"``.
+            TypeError, SharedMemorySpaceError, WorkerError: as :func:`shmatari.make`.
+        """
+        if isinstance(env, ShmVectorEnv):
+            if make_kwargs:
+                raise TypeError(f"options {sorted(make_kwargs)} apply only when a game name "
+                                f"is given, not a pool")
+            pool = env
+        else:
+            mode = make_kwargs.pop("autoreset_mode", "same_step")
+            if mode != "same_step":
+                raise ValueError(f"SB3's VecEnv resets done envs in the same step: "
+                                 f"autoreset_mode must be 'same_step', got {mode!r}")
+            pool = _make(env, num_envs, autoreset_mode="same_step", **make_kwargs)
+        if pool.batch_size != pool.num_envs:
+            raise ValueError(f"SB3 steps every env at once: the pool must be synchronous "
+                             f"(batch_size == num_envs), got batch_size={pool.batch_size}")
+        if pool.metadata["autoreset_mode"] != gym.vector.AutoresetMode.SAME_STEP:
+            raise ValueError("the pool must be made with autoreset_mode='same_step' (SB3 "
+                             "expects done envs reset in the same step)")
+        self.pool = pool
+        shape = pool.single_observation_space.shape
+        self._rgb = len(shape) == 4
+        if self._rgb:
+            s, h, w, c = shape
+            shape = (s * c, h, w)
+        self._env_attrs: list[dict] = [{} for _ in range(pool.num_envs)]
+        self._t_start = time.time()
+        super().__init__(pool.num_envs, gym.spaces.Box(0, 255, shape, np.uint8),
+                         pool.single_action_space)
+
+    # -- observations and infos -------------------------------------------------
+    def _obs(self, obs: np.ndarray) -> np.ndarray:
+        if self._rgb:
+            b, s, h, w, c = obs.shape
+            obs = np.ascontiguousarray(obs.transpose(0, 1, 4, 2, 3)).reshape(b, s * c, h, w)
+        return obs
+
+    def _infos(self, info: dict, terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
+        lives, raw, over = info["lives"], info["raw_reward"], info["game_over"]
+        infos = [{"lives": int(lives[i]), "raw_reward": float(raw[i]),
+                  "game_over": bool(over[i])} for i in range(self.num_envs)]
+        if "_final_obs" in info:
+            fin = info["final_info"]
+            for i in np.flatnonzero(info["_final_obs"]):
+                d = infos[i]
+                d["lives"], d["raw_reward"] = int(fin["lives"][i]), float(fin["raw_reward"][i])
+                d["game_over"] = bool(fin["game_over"][i])
+                d["terminal_observation"] = self._obs(info["final_obs"][i][None])[0]
+                d["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+        if "_episode" in info:
+            ep, t = info["episode"], round(time.time() - self._t_start, 6)
+            for i in np.flatnonzero(info["_episode"]):
+                infos[i]["episode"] = {"r": round(float(ep["r"][i]), 6), "l": int(ep["l"][i]),
+                                       "t": t}
+        return infos
+
+    # -- the VecEnv API -----------------------------------------------------------
+    def reset(self) -> np.ndarray:
+        """Resets every env (with the seed given to :meth:`seed`, if any).
+
+        Returns:
+            uint8 observations, ``(num_envs, *observation_space.shape)``.
+        """
+        seed = self._seeds[0]
+        obs, info = self.pool.reset(seed=seed)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{"lives": int(v)} for v in info["lives"]]
+        return self._obs(obs)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Sends one action per env (ints, shape ``(num_envs,)``)."""
+        self.pool.send(actions)
+
+    def step_wait(self):
+        """Returns ``(obs, rewards, dones, infos)`` of the step sent."""
+        obs, reward, terminated, truncated, info = self.pool.recv()
+        return (self._obs(obs), reward, terminated | truncated,
+                self._infos(info, terminated, truncated))
+
+    def close(self) -> None:
+        """Closes the pool (idempotent)."""
+        self.pool.close()
+
+    def _indices(self, indices) -> list[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        if isinstance(indices, (int, np.integer)):
+            return [int(indices)]
+        return [int(i) for i in indices]
+
+    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        """An attribute per env: ``render_mode`` (None), the pool's options
+        (``frame_skip``, ...), pool attributes (``action_set``, ...), or what
+        :meth:`set_attr` stored.
+
+        Raises:
+            AttributeError: none of those has that name.
+        """
+        idx = self._indices(indices)
+        if attr_name == "render_mode":
+            return [None] * len(idx)
+        if all(attr_name in self._env_attrs[i] for i in idx):
+            return [self._env_attrs[i][attr_name] for i in idx]
+        for source in (self.pool.config, self.pool):
+            if source is not None and not attr_name.startswith("_") and \
+                    hasattr(source, attr_name):
+                return [getattr(source, attr_name)] * len(idx)
+        raise AttributeError(f"shmatari envs have no attribute {attr_name!r}")
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        """Stores ``value`` under ``attr_name`` for the envs (read back by
+        :meth:`get_attr`).
+
+        Raises:
+            AttributeError: ``attr_name`` is an option of the pool: options are
+                fixed when the pool is made.
+        """
+        if attr_name in _config.OPTION_DEFAULTS or attr_name in ("num_envs", "seed"):
+            raise AttributeError(f"{attr_name!r} is fixed when the pool is made: make a new "
+                                 f"ShmatariVecEnv with {attr_name}=...")
+        for i in self._indices(indices):
+            self._env_attrs[i][attr_name] = value
+
+    def env_method(self, method_name: str, *method_args, indices=None,
+                   **method_kwargs) -> list[Any]:
+        """``get_wrapper_attr(name)`` (as :meth:`get_attr`) and
+        ``get_action_meanings()`` (ALE's action names).
+
+        Raises:
+            AttributeError: another method.
+        """
+        idx = self._indices(indices)
+        if method_name == "get_wrapper_attr":
+            return self.get_attr(*method_args, indices=idx, **method_kwargs)
+        if method_name == "get_action_meanings":
+            from ale_py import Action
+
+            names = [Action(a).name for a in self.pool.action_set]
+            return [list(names) for _ in idx]
+        raise AttributeError(f"shmatari envs have no method {method_name!r} (env_method "
+                             f"supports get_wrapper_attr and get_action_meanings)")
+
+    def env_is_wrapped(self, wrapper_class: type, indices=None) -> list[bool]:
+        """True for SB3's ``Monitor`` (the pool reports its ``episode``
+        infos), False for any other wrapper."""
+        wrapped = isinstance(wrapper_class, type) and issubclass(Monitor, wrapper_class)
+        return [wrapped] * len(self._indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """Not supported yet.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("shmatari pools do not render yet")
+
+    def __repr__(self) -> str:
+        return f"ShmatariVecEnv({self.pool!r})"
+
+
+def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
+                   start_index: int = 0, monitor_dir: str | None = None,
+                   wrapper_kwargs: dict | None = None, env_kwargs: dict | None = None,
+                   vec_env_cls=None, vec_env_kwargs: dict | None = None,
+                   monitor_kwargs: dict | None = None, **options) -> ShmatariVecEnv:
+    """SB3's ``make_atari_env`` on a shmatari pool (same signature).
+
+    The pool takes ``preset="dqn"`` (SB3's ``AtariWrapper`` defaults: no
+    sticky actions, 30 no-ops, frame skip 4, 84x84 grayscale, a lost life
+    ends the episode, FIRE reset, clipped rewards) and ``stack_num=1``: add
+    ``VecFrameStack(env, n_stack=4)`` as with SB3's. Only the game is taken
+    from ``env_id`` (``"BreakoutNoFrameskip-v4"``, ``"Breakout"``).
+
+    Args:
+        env_id: the game.
+        n_envs: envs in the pool.
+        seed: the pool seed (env i: ``SeedSequence(seed, spawn_key=(i,))``).
+        start_index: 0 only.
+        monitor_dir: None only (the infos carry Monitor's ``episode`` dicts;
+            no CSV is written).
+        wrapper_kwargs: ``AtariWrapper``'s ``noop_max``, ``frame_skip``,
+            ``screen_size``, ``terminal_on_life_loss``, ``clip_reward``,
+            ``action_repeat_probability``.
+        env_kwargs: ``repeat_action_probability``, ``full_action_space``.
+        vec_env_cls, vec_env_kwargs, monitor_kwargs: None only.
+        **options: any other :func:`shmatari.make` argument (``num_workers``, ...).
+
+    Raises:
+        ValueError: an argument with no shmatari meaning, named.
+        TypeError: an unknown keyword.
+    """
+    for name, value in (("monitor_dir", monitor_dir), ("vec_env_cls", vec_env_cls),
+                        ("vec_env_kwargs", vec_env_kwargs), ("monitor_kwargs", monitor_kwargs)):
+        if value:
+            raise ValueError(f"{name} is not supported: the pool is its own VecEnv and its "
+                             f"infos carry Monitor's episode dicts")
+    if start_index:
+        raise ValueError("start_index must be 0: env i's seed comes from (seed, i)")
+    opts: dict[str, Any] = {"preset": "dqn", "stack_num": 1}
+    for key, value in (wrapper_kwargs or {}).items():
+        if key == "screen_size":
+            opts["img_height"] = opts["img_width"] = value
+        elif key in _WRAPPER_KWARGS:
+            opts[_WRAPPER_KWARGS[key]] = value
+        else:
+            raise TypeError(f"unknown AtariWrapper keyword {key!r}; known: "
+                            f"{sorted(_WRAPPER_KWARGS) + ['screen_size']}")
+    for key, value in (env_kwargs or {}).items():
+        if key not in ("repeat_action_probability", "full_action_space"):
+            raise TypeError(f"env_kwargs {key!r} is not supported (repeat_action_probability, "
+                            f"full_action_space are)")
+        opts[key] = value
+    opts.update(options)
+    with warnings.catch_warnings():
+        # The legacy-name warning says shmatari's options are ALE v5's; here
+        # they are set to SB3's conventions explicitly.
+        warnings.filterwarnings("ignore", message=".*names Gym's legacy conventions.*")
+        return ShmatariVecEnv(env_id, n_envs, seed=seed, **opts)

@@ -1,0 +1,83 @@
+"""shmatari.sb3: SB3's PPO, VecFrameStack, VecMonitor, VecNormalize and
+evaluate_policy on a shmatari pool, and the VecEnv contract they rely on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
+from stable_baselines3.common.monitor import Monitor  # noqa: E402
+from stable_baselines3.common.vec_env import (  # noqa: E402
+    VecFrameStack,
+    VecMonitor,
+    VecNormalize,
+)
+
+from shmatari.sb3 import ShmatariVecEnv, make_atari_env  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+# VecMonitor warns that it replaces the Monitor statistics the pool reports.
+@pytest.mark.filterwarnings("ignore:The environment is already wrapped with a `Monitor`")
+def test_ppo_cnn_policy_learns_through_the_vec_wrappers():
+    env = make_atari_env("BreakoutNoFrameskip-v4", n_envs=4, seed=0, num_workers=2)
+    assert env.observation_space.shape == (1, 84, 84)
+    stacked = VecNormalize(VecMonitor(VecFrameStack(env, n_stack=4)), norm_obs=False)
+    try:
+        assert stacked.observation_space.shape == (4, 84, 84)
+        model = PPO("CnnPolicy", stacked, n_steps=32, batch_size=64, n_epochs=1, seed=0,
+                    device="cpu")
+        before = [p.detach().clone() for p in model.policy.parameters()]
+        model.learn(total_timesteps=256)                     # two updates of 4 x 32 steps
+        assert model.num_timesteps >= 256
+        changed = [not np.array_equal(a.numpy(), p.detach().numpy())
+                   for a, p in zip(before, model.policy.parameters())]
+        assert any(changed)
+        rewards, lengths = evaluate_policy(model, stacked, n_eval_episodes=2, deterministic=False,
+                                           return_episode_rewards=True, warn=False)
+        assert len(rewards) == 2 and all(n > 0 for n in lengths)
+    finally:
+        stacked.close()
+
+
+def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
+    # A 120-frame cap truncates each game at step 30 (no no-ops).
+    env = ShmatariVecEnv("Pong", 2, seed=0, num_workers=1, noop_max=0, max_episode_frames=120,
+                         grayscale=False, stack_num=2)
+    try:
+        assert env.observation_space.shape == (6, 84, 84)    # RGB channels first
+        assert env.env_is_wrapped(Monitor) == [True, True]
+        assert env.get_attr("frame_skip") == [4, 4] and env.get_attr("render_mode") == [None] * 2
+        env.set_attr("note", "x", indices=[1])
+        assert env.get_attr("note", indices=1) == ["x"]
+        with pytest.raises(AttributeError, match="fixed"):
+            env.set_attr("frame_skip", 2)
+        assert env.env_method("get_action_meanings", indices=0)[0][:2] == ["NOOP", "FIRE"]
+        env.seed(7)
+        first = env.reset()
+        assert first.shape == (2, 6, 84, 84)
+        for step in range(1, 31):
+            obs, rewards, dones, infos = env.step(np.zeros(2, np.int64))
+            assert dones.tolist() == [step == 30] * 2
+        for info in infos:
+            assert info["TimeLimit.truncated"] is True
+            assert info["terminal_observation"].shape == (6, 84, 84)
+            assert info["episode"]["l"] == 30 and "t" in info["episode"]
+        assert not np.array_equal(infos[0]["terminal_observation"], obs[0])
+        env.seed(7)
+        assert np.array_equal(env.reset(), first)             # seed() replays at reset()
+    finally:
+        env.close()
+
+
+def test_a_pool_that_is_not_same_step_is_refused():
+    import shmatari
+
+    with shmatari.make("Pong", 2, num_workers=1) as pool:
+        with pytest.raises(ValueError, match="same_step"):
+            ShmatariVecEnv(pool)

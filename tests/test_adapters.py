@@ -1,0 +1,148 @@
+"""shmatari.envpool and shmatari.registration without the peers installed:
+EnvPool's names, defaults and units; Gymnasium's make_vec and its episode
+statistics wrapper. Parity with EnvPool itself is in
+tests/integration/test_envpool_parity.py."""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium
+import numpy as np
+import pytest
+
+import shmatari
+import shmatari.envpool as envpool
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def test_envpool_defaults_become_shmatari_options():
+    # EnvPool 1.2.5 atari_env.h: sticky actions 0, FIRE reset on, noop_max 30
+    # counted with the FIRE frame, max_episode_steps=27000 agent steps.
+    with envpool.make("Breakout-v5", num_envs=2, num_threads=1) as env:
+        cfg = env.pool.config
+        assert cfg.repeat_action_probability == 0.0
+        assert cfg.use_fire_reset is True
+        assert cfg.noop_max == 29              # EnvPool: 0..29 no-ops, then FIRE
+        assert cfg.max_episode_frames == 27000 * 4
+        assert cfg.episodic_life is False and cfg.reward_clip is False
+        assert cfg.num_workers == 1 and cfg.seed == 42
+        assert cfg.autoreset_mode == "next_step"
+        assert env.config["num_envs"] == 2 and env.config["batch_size"] == 2
+        assert env.spec.config.use_fire_reset is True
+
+
+def test_envpool_noop_max_1_with_fire_reset_means_no_noop():
+    spec_kwargs = dict(num_envs=1, noop_max=1)
+    with envpool.make("Breakout-v5", **spec_kwargs) as env:
+        assert env.pool.config.noop_max == 0 and env.pool.config.use_fire_reset
+    # No FIRE in the action set (Freeway): EnvPool draws 1..noop_max no-ops.
+    with envpool.make("Freeway-v5", **spec_kwargs) as env:
+        assert env.pool.config.noop_max == 1 and not env.pool.config.use_fire_reset
+
+
+def test_envpool_spaces_info_keys_and_cleanrl_assignments():
+    with envpool.make("Breakout-v5", env_type="gym", num_envs=3, seed=1) as env:
+        assert env.action_space == gymnasium.spaces.Discrete(4)
+        assert env.observation_space.shape == (4, 84, 84)
+        # CleanRL's EnvPool scripts assign these; the single space stays single.
+        env.num_envs = 3
+        env.single_action_space = env.action_space
+        assert env.single_action_space.n == 4
+        obs, info = env.reset()
+        assert obs.shape == (3, 4, 84, 84)
+        assert set(info) == {"env_id", "players", "lives", "reward", "terminated", "elapsed_step"}
+        obs, reward, terminated, truncated, info = env.step(np.ones(3, np.int64))
+        assert info["terminated"].dtype == np.int32 and info["reward"].dtype == np.float32
+        assert info["elapsed_step"].tolist() == [1, 1, 1]
+        assert np.array_equal(info["players"]["env_id"], [0, 1, 2])
+        # reset(env_id): those envs' rows, in that order, as EnvPool's sync pool.
+        obs, info = env.reset(np.array([2, 0]))
+        assert obs.shape == (2, 4, 84, 84) and info["env_id"].tolist() == [2, 0]
+        assert info["elapsed_step"].tolist() == [0, 0]
+
+
+def test_envpool_rgb_is_channels_first_and_async_batches():
+    with envpool.make("Pong-v5", num_envs=4, batch_size=2, gray_scale=False, stack_num=2,
+                      seed=0) as env:
+        assert env.observation_space.shape == (6, 84, 84)
+        env.async_reset()
+        obs, reward, terminated, truncated, info = env.recv()
+        assert obs.shape == (2, 6, 84, 84) and info["env_id"].shape == (2,)
+        # Frame i of the stack is channels 3i..3i+2: both frames equal after a reset.
+        assert np.array_equal(obs[:, 0:3], obs[:, 3:6])
+        env.send(np.zeros(2, np.int64), info["env_id"])
+        obs, info = env.recv(reset=True)
+        assert obs.shape == (2, 6, 84, 84)
+        with pytest.raises(shmatari.CallOrderError, match="async"):
+            env.reset(np.array([0]))
+
+
+def test_envpool_thread_affinity_offset_pins_workers():
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no sched_setaffinity here")
+    cores = os.cpu_count()
+    with envpool.make("Pong-v5", num_envs=2, num_threads=2, thread_affinity_offset=1) as env:
+        got = [os.sched_getaffinity(pid) for pid in env.pool.worker_pids]
+        assert got == [{1 % cores}, {2 % cores}]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"use_inter_area_resize": False}, "INTER_AREA"),
+    ({"seed": [1, 2]}, "one int seed"),
+    ({"render_mode": "rgb_array"}, "render"),
+    ({"mode": 2}, "mode"),
+    ({"noop_max": 0}, "noop_max"),
+    ({"gym_reset_return_info": False}, "reset"),
+])
+def test_envpool_options_without_a_shmatari_rule_name_the_alternative(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        envpool.make("Breakout-v5", num_envs=1, **kwargs)
+
+
+def test_envpool_unknown_task_and_option():
+    with pytest.raises(ValueError, match="Atari tasks only"):
+        envpool.make("CartPole-v1", num_envs=1)
+    with pytest.raises(TypeError, match="unknown EnvPool option"):
+        envpool.make("Pong-v5", num_envs=1, grayscale=True)
+    with pytest.raises(ValueError, match="dm"):
+        envpool.make_dm("Pong-v5")
+    assert "Breakout-v5" in envpool.list_all_envs()
+    assert "MsPacman-v5" in envpool.list_all_envs()
+
+
+def test_make_vec_builds_a_pool_and_record_episode_statistics_works():
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+    import shmatari.registration  # noqa: F401  (registers shmatari/<Game>-v5)
+
+    env = gymnasium.make_vec("shmatari/Breakout-v5", num_envs=2, seed=0, num_workers=1,
+                             max_episode_frames=200)
+    assert isinstance(env, shmatari.ShmVectorEnv) and env.spec.id == "shmatari/Breakout-v5"
+    env = RecordEpisodeStatistics(env)
+    try:
+        env.reset(seed=0)
+        lengths = []
+        for _ in range(60):
+            _, _, terminated, truncated, info = env.step(env.action_space.sample())
+            if "episode" in info:
+                lengths += info["episode"]["l"][info["_episode"]].tolist()
+        # 200 frames, no-ops included: each env's first game ends by step 50.
+        assert len(lengths) >= 2 and all(40 <= n <= 50 for n in lengths)
+    finally:
+        env.close()
+
+
+def test_make_vec_keeps_shmatari_statistics_on_request_and_names_the_frame_cap():
+    env = gymnasium.make_vec("shmatari.registration:shmatari/Pong-v5", num_envs=1,
+                             episode_statistics=True, max_episode_frames=40, noop_max=0)
+    try:
+        env.reset(seed=0)
+        for _ in range(10):
+            *_, info = env.step(np.zeros(1, np.int64))
+        assert info["episode"]["frames"].tolist() == [40]
+    finally:
+        env.close()
+    with pytest.raises(TypeError, match="max_episode_frames"):
+        gymnasium.make_vec("shmatari/Pong-v5", num_envs=1, max_episode_steps=100)
