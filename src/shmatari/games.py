@@ -46,7 +46,8 @@ def resolve_game(env_id: str) -> str:
 
     Raises:
         TypeError: ``env_id`` is not a str.
-        ValueError: no ROM matches; the message suggests close names.
+        ValueError: no ROM matches (the message suggests close names), or
+            the name asks for RAM observations (``"Breakout-ram-v5"``).
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
@@ -54,6 +55,13 @@ def resolve_game(env_id: str) -> str:
     name = re.sub(r"^ALE/", "", name, flags=re.IGNORECASE)
     version = re.search(r"-v(\d+)$", name)
     name = re.sub(r"-v\d+$", "", name)
+    ram = re.search(r"-?ram(NoFrameskip|Deterministic)?$", name, flags=re.IGNORECASE)
+    if ram and _key(name) not in _rom_ids():
+        game = name[:ram.start()]
+        raise ValueError(
+            f"{env_id!r} names the RAM observations of {game or 'a game'}: RAM observations "
+            f"are not supported (only pixels); use "
+            f"{repr(game + '-v5') if game else 'the game name'} for its screen")
     legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
     name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
     ids = _rom_ids()
