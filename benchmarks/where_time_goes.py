@@ -22,8 +22,6 @@ step that gives:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import threading
@@ -31,7 +29,7 @@ import time
 
 import numpy as np
 
-from shmatari import _cli, bench, config as _config
+from shmatari import _bench_backends as backends, _cli, bench, config as _config
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -151,14 +149,14 @@ def main(argv=None) -> int:
     cores = _config.available_cores()
     workers = min(args.num_envs, cores)
     cfg = _config.build_config(args.game, args.num_envs, num_workers=workers, seed=0,
-                               **bench._OPTIONS)
+                               **backends.OPTIONS)
     batch = args.batch_size or args.num_envs // 2
     names = [b for b in args.backends.split(",") if b]
     runners = {}
     bursts = {n: [] for n in names}
     try:
         for n in names:
-            runners[n] = bench._open_backend(n, cfg, batch)
+            runners[n] = backends.open_backend(n, cfg, batch)
         for r in range(args.rounds):
             for n in names[r % len(names):] + names[:r % len(names)]:
                 bursts[n].append(measure(runners[n], n, args.warmup, args.seconds))
@@ -166,7 +164,7 @@ def main(argv=None) -> int:
                       f"{bursts[n][-1]['env_steps'] / bursts[n][-1]['seconds']:.0f} steps/s",
                       file=sys.stderr, flush=True)
     finally:
-        bench._interruptible_close(list(runners.values()))
+        backends.close_all(list(runners.values()))
     rows = {n: summarize(b, cores, workers) for n, b in bursts.items()}
     print(f"{'backend':<16}{'steps/s':>9}{'worker us/step':>16}{'main us/step':>14}"
           f"{'worker busy':>13}{'machine busy':>14}{'worker sleeps/step':>20}")

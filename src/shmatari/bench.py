@@ -48,41 +48,19 @@ bursts) is printed and written to ``--json``; the exit status is then 130.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.metadata
-import multiprocessing as mp
 import os
 import platform
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _cli, config as _config
+from . import _bench_backends as _b, _cli, config as _config
+from ._bench_backends import BACKENDS, POLICY_BACKENDS
 
 __all__ = ["main", "run", "machine_info"]
-
-#: Backends in the order they run and print.
-BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "envpool-async",
-            "ale_vector", "gymnasium")
-#: Backends of ``--policy``: ``shmatari-double`` is shmatari's async pool
-#: with batch_size num_envs / 2 (double-buffered sampling).
-POLICY_BACKENDS = ("shmatari", "shmatari-double", "envpool", "envpool-async")
-_PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
-                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
-_OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                img_height=84, img_width=84, grayscale=True, maxpool=True,
-                episodic_life=False, use_fire_reset=False, reward_clip=False,
-                full_action_space=False, max_episode_frames=108_000)
-_ACTION_ROWS = 4096
-
-
-def _n(count: int, word: str, plural: str | None = None) -> str:
-    """``_n(1, "env")`` -> ``"1 env"``; ``_n(2, "process", "processes")``."""
-    return f"{count} {word if count == 1 else plural or word + 's'}"
-
 
 @dataclass
 class Series:
@@ -104,344 +82,10 @@ class Series:
         return float(np.median(r)) if len(r) else 0.0
 
 
-# -- backends ---------------------------------------------------------------------
-
-def _peer_available(name: str) -> str | None:
-    """None if the backend can run here, else why not."""
-    peer = _PEER_MODULE.get(name)
-    try:
-        if peer == "envpool":
-            import envpool  # noqa: F401
-        elif peer == "ale_vector":
-            from ale_py.vector_env import AtariVectorEnv  # noqa: F401
-        elif peer == "gymnasium":
-            import cv2  # noqa: F401
-            import gymnasium  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means "not installed"
-        return "not installed" + (" (pip install envpool)" if peer == "envpool" else "")
-    return None
-
-
-def _game_title(rom: str) -> str:
-    """``"ms_pacman"`` -> ``"MsPacman"`` (the Gymnasium / EnvPool spelling)."""
-    return "".join(part.capitalize() for part in rom.split("_"))
-
-
-class _Runner:
-    """Steps one backend: ``loop()`` performs one iteration and returns the
-    env steps it completed. Synchronous backends ``step`` every env;
-    asynchronous ones ``recv`` a batch and ``send`` its next actions. The
-    actions come from a fixed random table, or from ``policy(obs)``."""
-
-    def __init__(self, env, num_envs: int, *, sync: bool, reset=None):
-        self.env, self.sync, self.num_envs = env, sync, num_envs
-        self.n_actions = _n_actions(env)
-        self.actions = np.random.default_rng(12345).integers(0, self.n_actions,
-                                                             (_ACTION_ROWS, num_envs))
-        self.policy = None
-        self.policy_seconds = 0.0
-        self.k = 0
-        if sync:
-            self.obs = (reset or env.reset)()[0]
-        else:
-            env.async_reset()
-
-    def _act(self, obs, n: int):
-        if self.policy is None:
-            return self.actions[self.k % _ACTION_ROWS][:n]
-        t = time.perf_counter()
-        actions = self.policy(obs)
-        self.policy_seconds += time.perf_counter() - t
-        return actions
-
-    def loop(self) -> int:
-        self.k += 1
-        if self.sync:
-            self.obs = self.env.step(self._act(self.obs, self.num_envs))[0]
-            return self.num_envs
-        obs, _, _, _, info = self.env.recv()
-        ids = info["env_id"]
-        self.env.send(self._act(obs, len(ids)), ids)
-        return len(ids)
-
-    def burst(self, warmup: float, seconds: float, tick) -> dict:
-        """``warmup`` seconds unmeasured, then ``seconds`` measured."""
-        end = time.perf_counter() + warmup
-        while time.perf_counter() < end:
-            self.loop()
-        self.policy_seconds = 0.0
-        steps, t0 = 0, time.perf_counter()
-        end, now = t0 + seconds, t0
-        while now < end:
-            steps += self.loop()
-            now = time.perf_counter()
-            tick(now - t0)
-        out = {"env_steps": steps, "seconds": now - t0}
-        if self.policy is not None:
-            out["policy_seconds"] = self.policy_seconds
-        return out
-
-    def close(self):
-        self.env.close()
-
-
-def _n_actions(env) -> int:
-    space = getattr(env, "single_action_space", None) or env.action_space
-    return int(space.n)
-
-
-def _open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> _Runner:
-    n, seed = cfg.num_envs, 0
-    if name in ("shmatari", "shmatari-async", "shmatari-double"):
-        from .env import ShmVectorEnv
-
-        if name != "shmatari":
-            env = ShmVectorEnv(dataclasses.replace(cfg, batch_size=batch_size))
-            return _Runner(env, n, sync=False)
-        return _Runner(ShmVectorEnv(cfg), n, sync=True)
-    if name in ("pipe", "pipe-kernel"):
-        from .baselines import PipeVectorEnv
-
-        env = PipeVectorEnv(_config.build_config(cfg.game, n, num_workers=n, seed=seed,
-                                                 start_method=cfg.start_method,
-                                                 **cfg.env_options()),
-                            preprocess="kernel" if name == "pipe-kernel" else "opencv")
-        return _Runner(env, n, sync=True)
-    if name in ("envpool", "envpool-async"):
-        import envpool
-
-        kw = dict(batch_size=batch_size) if name == "envpool-async" else {}
-        env = envpool.make(f"{_game_title(cfg.game)}-v5", env_type="gymnasium", num_envs=n,
-                           num_threads=cfg.num_workers, seed=seed, frame_skip=4,
-                           repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                           img_height=84, img_width=84, gray_scale=True,
-                           use_inter_area_resize=True, episodic_life=False,
-                           reward_clip=False, use_fire_reset=False,
-                           full_action_space=False, max_episode_steps=27_000, **kw)
-        return _Runner(env, n, sync=not kw)
-    if name == "ale_vector":
-        from ale_py import ALEInterface, LoggerMode
-        from ale_py.vector_env import AtariVectorEnv
-
-        ALEInterface.setLoggerMode(LoggerMode.Error)
-        env = AtariVectorEnv(cfg.game, n, num_threads=cfg.num_workers, frameskip=4,
-                             repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                             img_height=84, img_width=84, grayscale=True, maxpool=True,
-                             episodic_life=False, reward_clipping=False,
-                             use_fire_reset=False, full_action_space=False,
-                             max_num_frames_per_episode=108_000)
-        return _Runner(env, n, sync=True, reset=lambda: env.reset(seed=seed))
-    if name == "gymnasium":
-        import ale_py
-        import gymnasium as gym
-        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-        gym.register_envs(ale_py)
-        game_id = f"ALE/{_game_title(cfg.game)}-v5"
-
-        def thunk():
-            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-            e = gym.make(game_id, frameskip=1, repeat_action_probability=0.25,
-                         full_action_space=False, max_num_frames_per_episode=108_000)
-            e = AtariPreprocessing(e, noop_max=30, frame_skip=4, screen_size=84,
-                                   terminal_on_life_loss=False, grayscale_obs=True)
-            return FrameStackObservation(e, 4)
-
-        env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
-                                        context=cfg.start_method)
-        return _Runner(env, n, sync=True, reset=lambda: env.reset(seed=seed))
-    raise ValueError(f"unknown backend {name!r}")
-
-
-def _setting(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
-    s = _n(cfg.num_envs, "env")
-    if name == "shmatari-double":
-        s += f", 2 halves of {batch_size}"
-    elif name.endswith("-async"):
-        s += f", batch {batch_size}"
-    if name.startswith("shmatari"):
-        return s + ", " + _n(cfg.num_workers, "worker")
-    if name.startswith(("envpool", "ale_vector")):
-        return s + ", " + _n(cfg.num_workers, "thread")
-    if name == "pipe-kernel":
-        return s + ", 1 process per env, shmatari's kernel"
-    return s + ", 1 process per env"
-
-
-# -- the ceiling: shmatari's core, one process per worker group, no IPC -------------
-
-def _ceiling_worker(fields: dict, indices: list, conn) -> None:
-    """Builds its envs, then runs one burst per ``(warmup, seconds)`` it
-    receives, answering ``(env_steps, seconds)``; ends at None or EOF."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
-    from . import atari
-
-    atari.quiet_process()
-    cfg = _config.EnvConfig(**fields)
-    palette = atari.build_palette(cfg)
-    cores = [atari.build_core(cfg, i, palette) for i in indices]
-    for c in cores:
-        c.reset()
-    out = np.empty(cfg.obs_shape, np.uint8)
-    rng = np.random.default_rng(indices[0])
-    acts = rng.integers(0, cores[0].num_actions, (_ACTION_ROWS, len(cores))).tolist()
-    conn.send("ready")
-    k = 0
-    while True:
-        try:
-            cmd = conn.recv()
-        except EOFError:
-            return
-        if cmd is None:
-            return
-        warmup, seconds = cmd
-        t_start = time.perf_counter() + warmup
-        end = t_start + seconds
-        steps, counting = 0, False
-        while True:
-            now = time.perf_counter()
-            if not counting and now >= t_start:
-                counting, steps, t_start = True, 0, now
-            if now >= end:
-                break
-            row = acts[k % _ACTION_ROWS]
-            for j, c in enumerate(cores):
-                c.step(row[j])
-                c.obs_into(out)
-            k += 1
-            steps += len(cores)
-        conn.send((steps, now - t_start))
-
-
-class _Ceiling:
-    """The ceiling's processes, kept between bursts like any backend."""
-
-    def __init__(self, cfg: _config.EnvConfig):
-        from .atari import single_threaded_children
-
-        ctx = mp.get_context(cfg.start_method)
-        fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
-        self.groups = cfg.worker_groups()
-        self.conns, self.procs = [], []
-        try:
-            with single_threaded_children():
-                for g in self.groups:
-                    parent, child = ctx.Pipe()
-                    p = ctx.Process(target=_ceiling_worker, daemon=True,
-                                    args=(fields, list(g), child))
-                    p.start()
-                    child.close()
-                    self.conns.append(parent)
-                    self.procs.append(p)
-            for c in self.conns:
-                self._recv(c, 60.0)
-        except BaseException:
-            self.close()
-            raise
-
-    def _recv(self, conn, timeout: float):
-        deadline = time.perf_counter() + timeout
-        while not conn.poll(0.1):
-            if any(p.exitcode is not None for p in self.procs):
-                raise RuntimeError("a ceiling process failed: "
-                                   f"exit codes {[p.exitcode for p in self.procs]}")
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"a ceiling process did not answer in {timeout:g} s")
-        return conn.recv()
-
-    def burst(self, warmup: float, seconds: float, tick) -> dict:
-        for c in self.conns:
-            c.send((warmup, seconds))
-        t0 = time.perf_counter()
-        answers = []
-        for c in self.conns:
-            while not c.poll(0.1):
-                tick(min(seconds, max(0.0, time.perf_counter() - t0 - warmup)))
-            answers.append(self._recv(c, warmup + seconds + 30.0))
-        return {"env_steps": sum(a[0] for a in answers),
-                "seconds": max(a[1] for a in answers)}
-
-    def close(self):
-        for c in self.conns:
-            try:
-                c.send(None)
-            except OSError:
-                pass
-        for p in self.procs:
-            p.join(2.0)
-            if p.exitcode is None:
-                p.kill()
-                p.join(1.0)
-        for c in self.conns:
-            c.close()
-        self.conns, self.procs = [], []
-
-
-# -- the policy of --policy ---------------------------------------------------------
-
-def _torch_missing() -> str | None:
-    """None if torch can be imported, else how to install it."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return "--policy needs torch: python3 -m pip install torch"
-    return None
-
-
-def _nature_cnn_policy(stack_num: int, n_actions: int):
-    """``policy(obs) -> actions``: the Nature DQN network (Mnih et al., 2015;
-    CleanRL's PPO agent), three convolutions and a 512-unit layer, on CPU with
-    one thread. ``obs``: uint8, shape ``(batch, stack_num, 84, 84)``; the
-    actions are sampled from its logits: int64, shape ``(batch,)``."""
-    import torch
-    from torch import nn
-
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    net = nn.Sequential(
-        nn.Conv2d(stack_num, 32, 8, stride=4), nn.ReLU(),
-        nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-        nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
-        nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(),
-        nn.Linear(512, n_actions)).eval()
-
-    @torch.inference_mode()
-    def policy(obs):
-        x = torch.from_numpy(np.asarray(obs)).float().div_(255.0)
-        logits = net(x)
-        return torch.distributions.Categorical(logits=logits).sample().numpy()
-
-    return policy
-
-
-# -- one point: every backend at one num_envs ---------------------------------------
-
-def _interruptible_close(items) -> None:
-    """Closes every runner; a second Ctrl-C meanwhile is ignored, so that no
-    process or segment is left behind."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) \
-        if _in_main_thread() else None
-    try:
-        for item in items:
-            try:
-                item.close()
-            except Exception:  # noqa: BLE001 - close the others regardless
-                pass
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-
-
-def _in_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def _open(name: str, cfg, batch_size: int, policy_for):
     if name == "ceiling":
-        return _Ceiling(cfg)
-    runner = _open_backend(name, cfg, batch_size)
+        return _b.Ceiling(cfg)
+    runner = _b.open_backend(name, cfg, batch_size)
     if policy_for is not None:
         runner.policy = policy_for(runner.n_actions)
     return runner
@@ -452,7 +96,7 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
     :data:`BACKENDS` order, the ceiling last) and whether Ctrl-C cut it short."""
     workers = min(num_envs, args.num_workers or _config.available_cores())
     cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=0,
-                               start_method=args.start_method, **_OPTIONS)
+                               start_method=args.start_method, **_b.OPTIONS)
     batch_size = min(num_envs, args.batch_size or max(1, num_envs // 2))
     order = [b for b in (POLICY_BACKENDS if args.policy else BACKENDS) if b in wanted]
     if "ceiling" in wanted:
@@ -460,18 +104,18 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
     series = {}
     for name in order:
         series[name] = Series(name, "", num_envs)
-        series[name].skipped = _peer_available(name)
+        series[name].skipped = _b.peer_available(name)
         if name == "ceiling":
-            series[name].setting = _n(workers, "process", "processes") + ", no IPC"
+            series[name].setting = _b.plural(workers, "process", "processes") + ", no IPC"
         elif not series[name].skipped:
-            series[name].setting = _setting(name, cfg, batch_size)
+            series[name].setting = _b.setting_text(name, cfg, batch_size)
             if args.policy:
                 series[name].setting += ", Nature CNN (torch, 1 thread)"
     policies = {}
 
     def policy_for(n_actions):
         if n_actions not in policies:
-            policies[n_actions] = _nature_cnn_policy(cfg.stack_num, n_actions)
+            policies[n_actions] = _b.nature_cnn_policy(cfg.stack_num, n_actions)
         return policies[n_actions]
 
     runnable = [s for s in series.values() if not s.skipped]
@@ -487,7 +131,7 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
         s.bursts.clear()
         runner = opened.pop(s.backend, None)
         if runner is not None:
-            _interruptible_close([runner])
+            _b.close_all([runner])
 
     t_run = time.perf_counter()
 
@@ -530,11 +174,11 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
                 for r in range(args.rounds):
                     if s.backend in opened:
                         burst(s, r)
-                _interruptible_close([opened.pop(s.backend)] if s.backend in opened else [])
+                _b.close_all([opened.pop(s.backend)] if s.backend in opened else [])
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        _interruptible_close(list(opened.values()))
+        _b.close_all(list(opened.values()))
     return list(series.values()), interrupted
 
 
@@ -752,7 +396,7 @@ def _time_null(name: str, num_envs: int, args, tick) -> Series:
     """Round-trip latency of synchronous steps of the null env."""
     cfg = _config.build_config(_config.NULL_ENV, num_envs, num_workers=num_envs, seed=0,
                                start_method=args.start_method)
-    runner = _open_backend(name, cfg, num_envs)
+    runner = _b.open_backend(name, cfg, num_envs)
     try:
         lat = []
         warm_end = time.perf_counter() + args.warmup
@@ -768,16 +412,16 @@ def _time_null(name: str, num_envs: int, args, tick) -> Series:
             now = time.perf_counter()
             tick(now - t0)
         lat_us = np.array(lat) / 1e3
-        setting = _n(num_envs, "env") + ", " + (
-            _n(num_envs, "worker") if name == "shmatari"
-            else _n(num_envs, "process", "processes"))
+        setting = _b.plural(num_envs, "env") + ", " + (
+            _b.plural(num_envs, "worker") if name == "shmatari"
+            else _b.plural(num_envs, "process", "processes"))
         return Series(name, setting, num_envs,
                       [{"round": 0, "env_steps": len(lat) * num_envs, "seconds": now - t0}],
                       extra={"round_trips": len(lat),
                              "median_us": round(float(np.median(lat_us)), 2),
                              "p99_us": round(float(np.percentile(lat_us, 99)), 2)})
     finally:
-        _interruptible_close([runner])
+        _b.close_all([runner])
 
 
 def _run_null(args, progress) -> tuple[list, bool]:
@@ -812,7 +456,7 @@ def _report(args, kind: str, **body) -> dict:
                        "batch_size": args.batch_size, "seconds": args.seconds,
                        "warmup": args.warmup, "rounds": args.rounds,
                        "interleave": args.interleave, "policy": args.policy,
-                       "start_method": args.start_method, "options": _OPTIONS},
+                       "start_method": args.start_method, "options": _b.OPTIONS},
             "machine": machine_info(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
 
 
@@ -842,7 +486,7 @@ def run(args) -> dict:
                 for s in series:
                     if s.skipped and s.skipped.startswith("not installed"):
                         skipped[s.backend] = s.skipped
-                rows += [r for r in _rows(series, _OPTIONS["frame_skip"])
+                rows += [r for r in _rows(series, _b.OPTIONS["frame_skip"])
                          if r["backend"] not in skipped]
                 if interrupted:
                     break
@@ -850,7 +494,7 @@ def run(args) -> dict:
                            interrupted=interrupted)
         series, interrupted = _run_point(args, progress, wanted, args.num_envs)
         return _report(args, "policy" if args.policy else "single",
-                       results=_rows(series, _OPTIONS["frame_skip"]),
+                       results=_rows(series, _b.OPTIONS["frame_skip"]),
                        summary=_summary(series, args.policy), interrupted=interrupted)
 
 
@@ -934,7 +578,7 @@ def _check_args(parser, args) -> None:
     if args.policy and (args.env == "null" or args.sweep):
         parser.error("--policy runs alone: not with --env null or --sweep")
     if args.policy:
-        missing = _torch_missing()
+        missing = _b.torch_missing()
         if missing:
             parser.error(missing)
     known = POLICY_BACKENDS if args.policy else BACKENDS + ("ceiling",)
@@ -976,13 +620,13 @@ def main(argv=None) -> int:
         return _cli.EXIT_INTERRUPTED
     m = report["machine"]
     done = max([r.get("rounds", 0) for r in report["results"]] or [0])
-    how = ((f"median of {_n(args.rounds, 'burst')}" if not report.get("interrupted") else
-            f"interrupted: median of the {_n(done, 'burst')} done") + f" of {args.seconds:g} s"
+    how = ((f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted") else
+            f"interrupted: median of the {_b.plural(done, 'burst')} done") + f" of {args.seconds:g} s"
            + (", interleaved" if args.interleave else ", backend after backend"))
-    where = f"{_n(m['cores'], 'core')} ({m['cpu_model']}), {how}"
+    where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
     if report["kind"] == "null":
         _print_table(report["results"], f"shmatari-bench --env null: round trip, "
-                     f"{_n(m['cores'], 'core')}, {args.seconds:g} s each", _NULL_COLUMNS)
+                     f"{_b.plural(m['cores'], 'core')}, {args.seconds:g} s each", _NULL_COLUMNS)
     elif report["kind"] == "sweep":
         skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
         _print_table(report["results"], f"shmatari-bench --sweep: {report['game']}, {where}",
@@ -998,7 +642,7 @@ def main(argv=None) -> int:
                       file=sys.stderr)
     elif report["kind"] == "policy":
         _print_table(report["results"],
-                     f"shmatari-bench --policy: {report['game']}, {_n(args.num_envs, 'env')}, "
+                     f"shmatari-bench --policy: {report['game']}, {_b.plural(args.num_envs, 'env')}, "
                      f"{where}", _POLICY_COLUMNS,
                      "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, "
                      "CPU, 1 thread) on each batch; policy share: the loop's time spent in it."
@@ -1006,7 +650,7 @@ def main(argv=None) -> int:
                      "policy runs on the other's batch.")
     else:
         _print_table(report["results"],
-                     f"shmatari-bench: {report['game']}, {_n(args.num_envs, 'env')}, {where}",
+                     f"shmatari-bench: {report['game']}, {_b.plural(args.num_envs, 'env')}, {where}",
                      _MAIN_COLUMNS, _LEGEND)
     if args.json:
         _cli.write_json(args.json, report)
