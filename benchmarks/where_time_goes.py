@@ -9,7 +9,8 @@ their voluntary context switches (sleeps on a futex or a semaphore). Per env
 step that gives:
 
 - ``worker_us``: CPU the workers spent per env step (emulation, frame
-  kernel, signalling); compare with the ceiling's, which has no IPC at all;
+  kernel, signalling); compare with the ceiling's (shmatari's core in one
+  process per core, no IPC at all);
 - ``main_us``: CPU the trainer's thread spent per env step (posting actions,
   waiting, copying observations);
 - ``worker_busy``: the workers' CPU over (wall time x workers): below 1, the
@@ -85,7 +86,7 @@ class Accounts:
         self.main_tid = threading.get_native_id()
 
     def _workers(self) -> list[str]:
-        if self.backend.startswith(("shmatari", "pipe", "gymnasium")):
+        if self.backend.startswith(("shmatari", "pipe", "gymnasium", "ceiling")):
             return [f"/proc/{pid}" for pid in _busy_descendants(os.getpid())]
         return [f"/proc/self/task/{t}" for t in os.listdir("/proc/self/task")
                 if int(t) != self.main_tid]
@@ -104,13 +105,18 @@ class Accounts:
 
 def measure(runner, backend: str, warmup: float, seconds: float) -> dict:
     acc = Accounts(backend)
-    end = time.perf_counter() + warmup
-    while time.perf_counter() < end:
-        runner.loop()
-    a, t0, steps = acc.read(), time.perf_counter(), 0
-    end = t0 + seconds
-    while time.perf_counter() < end:
-        steps += runner.loop()
+    if backend == "ceiling":
+        runner.burst(0.0, warmup, lambda t: None)
+        a, t0 = acc.read(), time.perf_counter()
+        steps = runner.burst(0.0, seconds, lambda t: None)["env_steps"]
+    else:
+        end = time.perf_counter() + warmup
+        while time.perf_counter() < end:
+            runner.loop()
+        a, t0, steps = acc.read(), time.perf_counter(), 0
+        end = t0 + seconds
+        while time.perf_counter() < end:
+            steps += runner.loop()
     wall = time.perf_counter() - t0
     b = acc.read()
     return {"env_steps": steps, "seconds": wall, "main_cpu": b["main_cpu"] - a["main_cpu"],
@@ -142,7 +148,8 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=_cli.positive_float, default=2.0)
     p.add_argument("--warmup", type=_cli.nonnegative_float, default=0.5)
     p.add_argument("--rounds", type=_cli.positive_int, default=5)
-    p.add_argument("--backends", default="shmatari,shmatari-async,envpool,envpool-async")
+    p.add_argument("--backends",
+                   default="shmatari,shmatari-async,envpool,envpool-async,ceiling")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     _cli.check_output_path(p, "--json", args.json)
@@ -156,7 +163,8 @@ def main(argv=None) -> int:
     bursts = {n: [] for n in names}
     try:
         for n in names:
-            runners[n] = backends.open_backend(n, cfg, batch)
+            runners[n] = backends.Ceiling(cfg) if n == "ceiling" else \
+                backends.open_backend(n, cfg, batch)
         for r in range(args.rounds):
             for n in names[r % len(names):] + names[:r % len(names)]:
                 bursts[n].append(measure(runners[n], n, args.warmup, args.seconds))
