@@ -319,7 +319,8 @@ def test_serve_logs_its_preset_and_every_short_lived_client(tmp_path):
         assert proc.wait(30) == 0
     text = log.read_text()
     assert "Traceback" not in text
-    assert "preset dqn with frame_skip=3" in text.splitlines()[0]
+    assert "2 envs, batch_size 2, 1 worker, preset dqn with frame_skip=3" in \
+        text.splitlines()[0]
     me = os.getpid()
     attached = text.count(f"client pid {me} attached")
     unseen = sum(int(n) for n in re.findall(r"(\d+) attach(?:es)? to the pool ended without "

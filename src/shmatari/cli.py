@@ -108,12 +108,13 @@ def _claim_word(mapped) -> np.ndarray:
 
 
 class _OpenWatch:
-    """Opens and closes of the segment file by other processes, through
-    Linux's inotify (``IN_OPEN``, ``IN_CLOSE_WRITE``: clients open it
-    read-write; stale-segment sweeps read-only). ``fd`` is -1 where inotify
-    is missing; then the claim word is only polled."""
+    """Opens of the segment file by other processes, through Linux's inotify
+    (``IN_OPEN``; ``IN_CLOSE_NOWRITE`` tells apart the opens of other pools'
+    stale-segment sweeps, which open it read-only and close it at once, from
+    clients, which open it read-write). ``fd`` is -1 where inotify is
+    missing; then the claim word is only polled."""
 
-    IN_CLOSE_WRITE, IN_OPEN = 0x08, 0x20
+    IN_CLOSE_NOWRITE, IN_OPEN = 0x10, 0x20
 
     def __init__(self, path: str):
         self.fd = -1
@@ -124,7 +125,7 @@ class _OpenWatch:
             return
         if fd < 0:
             return
-        if libc.inotify_add_watch(fd, os.fsencode(path), self.IN_OPEN | self.IN_CLOSE_WRITE) < 0:
+        if libc.inotify_add_watch(fd, os.fsencode(path), self.IN_OPEN | self.IN_CLOSE_NOWRITE) < 0:
             os.close(fd)
             return
         self.fd = fd
@@ -137,7 +138,7 @@ class _OpenWatch:
         return bool(select.select([self.fd], [], [], timeout)[0])
 
     def read(self) -> tuple[int, int]:
-        """(opens, read-write closes) since the last call; never blocks."""
+        """(opens, read-only closes) since the last call; never blocks."""
         opens = closes = 0
         while self.fd >= 0:
             try:
@@ -148,7 +149,7 @@ class _OpenWatch:
             while off + 16 <= len(data):
                 _, mask, _, name_len = struct.unpack_from("iIII", data, off)
                 opens += bool(mask & self.IN_OPEN)
-                closes += bool(mask & self.IN_CLOSE_WRITE)
+                closes += bool(mask & self.IN_CLOSE_NOWRITE)
                 off += 16 + name_len
         return opens, closes
 
@@ -172,8 +173,8 @@ class _Clients:
 
     def __init__(self, claim: np.ndarray, watch: _OpenWatch):
         self.claim, self.watch = claim, watch
-        self.client, self.reported_dead, self.attaches = 0, False, 0
-        self.balance = 0  # read-write closes of the segment minus attaches seen
+        self.client, self.reported_dead = 0, False
+        self.balance = 0  # client opens of the segment minus attaches seen
 
     def _read_claim(self) -> None:
         now = int(self.claim)
@@ -184,7 +185,7 @@ class _Clients:
                  f"client pid {self.client} is gone; pid {now} took over")
         if now:
             _log(f"client pid {now} attached")
-            self.attaches += 1
+            self.balance -= 1
         self.client, self.reported_dead = now, False
 
     def wait(self, timeout: float) -> None:
@@ -193,21 +194,21 @@ class _Clients:
         self._read_claim()
         if not event:
             return
-        attaches, holder = self.attaches, self.client
-        # Each attach closes the segment read-write once: a Python client
-        # when it detaches, a C client as soon as it has mapped it; so over
-        # time, closes match attaches and any excess went unseen. (Other
-        # pools' stale-segment sweeps open it read-only.)
-        _, closes = self.watch.read()
+        holder = self.client
+        # Each attach opens the segment read-write once, as it begins (the
+        # read-only opens of stale-segment sweeps are closed at once, so
+        # opens minus read-only closes counts the clients): over time these
+        # opens match the attaches seen, and any excess went unseen.
+        opens, ro_closes = self.watch.read()
         quiet_until = time.monotonic() + _CLAIM_SPIN
         while time.monotonic() < quiet_until:
             self._read_claim()
             o, c = self.watch.read()
             if o or c:
-                closes += c
+                opens, ro_closes = opens + o, ro_closes + c
                 quiet_until = time.monotonic() + _CLAIM_SPIN
             os.sched_yield()
-        self.balance += closes - (self.attaches - attaches)
+        self.balance += opens - ro_closes
         if self.balance > 0:
             _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
                  f"being seen to claim it: "
@@ -251,16 +252,17 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
         mapped = shm.attach(segment)
         claim = _claim_word(mapped)
         shape = env.single_observation_space.shape
-        _log(f"{cfg.game}: {env.num_envs} envs, batch_size {env.batch_size}, "
-             f"{env.num_workers} workers, {_options_line(cfg, preset)}; obs uint8 {shape}, "
+        _log(f"{cfg.game}: {_plural(env.num_envs, 'env', 'envs')}, batch_size "
+             f"{env.batch_size}, {_plural(env.num_workers, 'worker', 'workers')}, "
+             f"{_options_line(cfg, preset)}; obs uint8 {shape}, "
              f"{env.single_action_space.n} actions, autoreset {cfg.autoreset_mode}, "
              f"seed {cfg.seed}")
+        watch = _OpenWatch(f"{shm.SHM_DIR}/{segment}")  # before any client can come
         attach_name = name or segment
         print(f"ready name={attach_name} segment={segment} pid={os.getpid()}", file=out,
               flush=True)
         _log(f'attach with shmatari.attach("{attach_name}") or '
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
-        watch = _OpenWatch(f"{shm.SHM_DIR}/{segment}")
         clients, next_check = _Clients(claim, watch), 0.0
         while True:
             clients.wait(_CLAIM_POLL)
