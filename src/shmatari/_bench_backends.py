@@ -25,17 +25,18 @@ BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "env
 #: with batch_size num_envs / 2 (double-buffered sampling).
 POLICY_BACKENDS = ("shmatari", "shmatari-double", "envpool", "envpool-async")
 PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
-                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
+               "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
+#: ALE v5's options, set explicitly on every backend so that all do the same work.
 OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                img_height=84, img_width=84, grayscale=True, maxpool=True,
-                episodic_life=False, use_fire_reset=False, reward_clip=False,
-                full_action_space=False, max_episode_frames=108_000)
+               img_height=84, img_width=84, grayscale=True, maxpool=True,
+               episodic_life=False, use_fire_reset=False, reward_clip=False,
+               full_action_space=False, max_episode_frames=108_000)
 ACTION_ROWS = 4096
 
 
-def plural(count: int, word: str, plural: str | None = None) -> str:
+def plural(count: int, word: str, many: str | None = None) -> str:
     """``plural(1, "env")`` -> ``"1 env"``; ``plural(2, "process", "processes")``."""
-    return f"{count} {word if count == 1 else plural or word + 's'}"
+    return f"{count} {word if count == 1 else many or word + 's'}"
 
 
 def peer_available(name: str) -> str | None:

@@ -14,9 +14,9 @@ import os
 import re
 import tempfile
 
-__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "positive_int", "nonnegative_int",
-           "positive_float", "nonnegative_float", "check_output_path", "write_json",
-           "EXIT_INTERRUPTED"]
+__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "positive_int",
+           "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
+           "write_json", "EXIT_INTERRUPTED"]
 
 #: Exit status after Ctrl-C, as a shell reports a process ended by SIGINT.
 EXIT_INTERRUPTED = 130

@@ -62,6 +62,7 @@ from ._bench_backends import BACKENDS, POLICY_BACKENDS
 
 __all__ = ["main", "run", "machine_info"]
 
+
 @dataclass
 class Series:
     """One backend's bursts at one ``num_envs``."""
@@ -320,6 +321,11 @@ _LEGEND = (
     "with no IPC at all, the bound for any vector env.\npipe: the classic baseline (one "
     "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
     "with shmatari's kernel.")
+
+_POLICY_LEGEND = (
+    "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, CPU, 1 thread) on "
+    "each batch; policy share: the loop's time spent in it.\nshmatari-double and "
+    "envpool-async: two halves, one steps while the policy runs on the other's batch.")
 
 _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("env steps/s", "env_steps_per_s", "{:,.0f}"),
@@ -607,22 +613,14 @@ def _check_args(parser, args) -> None:
                                                            else None))
 
 
-def main(argv=None) -> int:
-    """The ``shmatari-bench`` console script; returns the exit status (0; 2
-    on bad arguments; 130 after Ctrl-C, with what finished printed)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    _check_args(parser, args)
-    try:
-        report = run(args)
-    except KeyboardInterrupt:  # between two runs' own handlers
-        print("shmatari-bench: interrupted", file=sys.stderr)
-        return _cli.EXIT_INTERRUPTED
-    m = report["machine"]
+def _print_report(args, report: dict) -> None:
+    """The report's table on stdout (and the sweep's plot)."""
+    m, n = report["machine"], _b.plural(args.num_envs, "env")
     done = max([r.get("rounds", 0) for r in report["results"]] or [0])
-    how = ((f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted") else
-            f"interrupted: median of the {_b.plural(done, 'burst')} done") + f" of {args.seconds:g} s"
-           + (", interleaved" if args.interleave else ", backend after backend"))
+    how = (f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted")
+           else f"interrupted: median of the {_b.plural(done, 'burst')} done")
+    how += f" of {args.seconds:g} s" + (", interleaved" if args.interleave
+                                         else ", backend after backend")
     where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
     if report["kind"] == "null":
         _print_table(report["results"], f"shmatari-bench --env null: round trip, "
@@ -641,17 +639,25 @@ def main(argv=None) -> int:
                 print("matplotlib is not installed: no plot (pip install 'shmatari[bench]')",
                       file=sys.stderr)
     elif report["kind"] == "policy":
-        _print_table(report["results"],
-                     f"shmatari-bench --policy: {report['game']}, {_b.plural(args.num_envs, 'env')}, "
-                     f"{where}", _POLICY_COLUMNS,
-                     "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, "
-                     "CPU, 1 thread) on each batch; policy share: the loop's time spent in it."
-                     "\nshmatari-double and envpool-async: two halves, one steps while the "
-                     "policy runs on the other's batch.")
+        _print_table(report["results"], f"shmatari-bench --policy: {report['game']}, {n}, "
+                     f"{where}", _POLICY_COLUMNS, _POLICY_LEGEND)
     else:
-        _print_table(report["results"],
-                     f"shmatari-bench: {report['game']}, {_b.plural(args.num_envs, 'env')}, {where}",
+        _print_table(report["results"], f"shmatari-bench: {report['game']}, {n}, {where}",
                      _MAIN_COLUMNS, _LEGEND)
+
+
+def main(argv=None) -> int:
+    """The ``shmatari-bench`` console script; returns the exit status (0; 2
+    on bad arguments; 130 after Ctrl-C, with what finished printed)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check_args(parser, args)
+    try:
+        report = run(args)
+    except KeyboardInterrupt:  # between two runs' own handlers
+        print("shmatari-bench: interrupted", file=sys.stderr)
+        return _cli.EXIT_INTERRUPTED
+    _print_report(args, report)
     if args.json:
         _cli.write_json(args.json, report)
     if report.get("interrupted"):
