@@ -10,28 +10,82 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
+FAST = ("--seconds", "0.2", "--warmup", "0.05", "--rounds", "2", "--quiet")
+
 
 def _bench(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "shmatari.bench", "--seconds", "0.4",
-                           "--warmup", "0.1", "--quiet", *args],
+    return subprocess.run([sys.executable, "-m", "shmatari.bench", *FAST, *args],
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_bench_reports_every_requested_backend(tmp_path):
+def test_interleaved_bench_keeps_every_burst_and_compares_medians(tmp_path):
     out = tmp_path / "bench.json"
     proc = _bench("--num-envs", "4", "--batch-size", "2",
                   "--backends", "shmatari,shmatari-async,pipe,ceiling", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
+    assert report["config"]["interleave"] is True and report["config"]["rounds"] == 2
+    assert report["interrupted"] is False
     rows = {r["backend"]: r for r in report["results"]}
     assert set(rows) == {"shmatari", "shmatari-async", "pipe", "ceiling"}
     for row in rows.values():
-        assert row["env_steps_per_s"] > 0
+        rates = [b["env_steps"] / b["seconds"] for b in row["bursts"]]
+        assert [b["round"] for b in row["bursts"]] == [0, 1]
+        assert min(rates) > 0
+        # the row's figure is the median of its bursts, its spread their range
+        assert row["env_steps_per_s"] == pytest.approx(sorted(rates)[0] / 2 + sorted(rates)[1] / 2,
+                                                       rel=1e-3)
+        assert row["min"] == pytest.approx(min(rates), rel=1e-3)
+        assert row["max"] == pytest.approx(max(rates), rel=1e-3)
         assert row["frames_per_s"] == pytest.approx(4 * row["env_steps_per_s"], rel=1e-3)
+        assert row["vs_pipe"] == pytest.approx(
+            row["env_steps_per_s"] / rows["pipe"]["env_steps_per_s"], rel=1e-2)
     assert rows["pipe"]["vs_pipe"] == 1.0 and rows["ceiling"]["vs_ceiling"] == 1.0
     assert "batch 2" in rows["shmatari-async"]["setting"]
     assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["ale-py"]
     assert "shmatari" in proc.stdout and "env steps/s" in proc.stdout
+    assert "interleaved" in proc.stdout
+
+
+def test_interleaved_rounds_start_one_backend_further_on(tmp_path):
+    """Bursts rotate: round r starts with backend r (mod the number open), so
+    no backend always runs first after the others' bursts."""
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "2", "--rounds", "3", "--backends", "shmatari,pipe",
+                  "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["backend"]: r for r in json.loads(out.read_text())["results"]}
+    shm, pipe = ([b["start_s"] for b in rows[k]["bursts"]] for k in ("shmatari", "pipe"))
+    assert len(shm) == len(pipe) == 3
+    assert shm[0] < pipe[0] < pipe[1] < shm[1] < shm[2] < pipe[2]
+
+
+def test_sequential_mode_still_runs(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "2", "--no-interleave", "--backends", "shmatari,pipe",
+                  "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["config"]["interleave"] is False
+    assert all(len(r["bursts"]) == 2 for r in report["results"])
+    assert "backend after backend" in proc.stdout
+
+
+def test_summary_gives_the_goal_ratios_as_ratios_of_medians(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "4", "--backends", "shmatari,shmatari-async,envpool,"
+                  "envpool-async", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    rows = {r["backend"]: r for r in report["results"]}
+    if "skipped" in rows["envpool"]:
+        pytest.skip(f"EnvPool: {rows['envpool']['skipped']}")
+    goal = report["summary"]["shmatari_vs_envpool_sync"]
+    assert goal["ratio_of_medians"] == pytest.approx(
+        rows["shmatari"]["env_steps_per_s"] / rows["envpool"]["env_steps_per_s"], rel=1e-2)
+    assert goal["per_round"]["rounds"] == 2
+    assert goal["per_round"]["min"] <= goal["per_round"]["median"] <= goal["per_round"]["max"]
+    assert rows["shmatari"]["vs_envpool"] == pytest.approx(goal["ratio_of_medians"], rel=1e-2)
 
 
 def test_null_env_round_trip_report(tmp_path):
@@ -45,6 +99,8 @@ def test_null_env_round_trip_report(tmp_path):
         assert 0 < r["median_us"] <= r["p99_us"]
         assert r["round_trips"] > 10
     assert all("pipe_over_shmatari" in r for r in rows if r["backend"] == "pipe")
+    assert {r["setting"] for r in rows if r["num_envs"] == 1} == {"1 env, 1 worker",
+                                                                  "1 env, 1 process"}
 
 
 def test_sweep_writes_json_and_plot(tmp_path):
@@ -55,10 +111,12 @@ def test_sweep_writes_json_and_plot(tmp_path):
     rows = json.loads(out.read_text())["results"]
     assert {(r["backend"], r["num_envs"]) for r in rows} == {
         ("shmatari", 1), ("shmatari", 2), ("ceiling", 1), ("ceiling", 2)}
+    assert {r["setting"] for r in rows if r["num_envs"] == 1} == {"1 env, 1 worker",
+                                                                  "1 process, no IPC"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_rejects_unknown_backends():
     proc = _bench("--backends", "nope", timeout=60)
-    assert proc.returncode != 0
-    assert "unknown backend" in proc.stderr
+    assert proc.returncode == 2
+    assert "unknown backend(s) nope" in proc.stderr and "Traceback" not in proc.stderr

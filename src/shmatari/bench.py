@@ -3,19 +3,35 @@
 Every backend steps the same game with the same work per step (ALE v5 options:
 frame_skip 4, sticky actions 0.25, up to 30 no-ops, 84x84 grayscale, max-pool,
 a stack of 4; no episodic life, no reward clipping, no fire reset) under
-uniformly random actions, for ``--seconds`` after a warm-up. Optional peers
-appear when installed: EnvPool, ale-py's ``AtariVectorEnv`` and Gymnasium's
-``AsyncVectorEnv(shared_memory=True)`` with ``AtariPreprocessing`` and
-``FrameStackObservation``. ``pipe`` is the classic baseline (one process per
-env, pickled over pipes, ALE's grayscale + NumPy + OpenCV in each worker);
-``pipe-kernel`` is the same with shmatari's fused kernel in the workers, so
-that shmatari and it differ in the IPC alone. The ``-async`` backends use ``--batch-size``
-(EnvPool's ``send``/``recv`` semantics): each ``recv`` returns the first
-``batch_size`` envs ready, and the loop sends their next actions at once.
+uniformly random actions. Optional peers appear when installed: EnvPool,
+ale-py's ``AtariVectorEnv`` and Gymnasium's ``AsyncVectorEnv(shared_memory=True)``
+with ``AtariPreprocessing`` and ``FrameStackObservation``. ``pipe`` is the
+classic baseline (one process per env, pickled over pipes, ALE's grayscale +
+NumPy + OpenCV in each worker); ``pipe-kernel`` is the same with shmatari's
+fused kernel in the workers, so that shmatari and it differ in the IPC alone.
+The ``-async`` backends use ``--batch-size`` (EnvPool's ``send``/``recv``
+semantics): each ``recv`` returns the first ``batch_size`` envs ready, and the
+loop sends their next actions at once.
+
+Interleaved (the default): every backend is open at once and each runs a short
+burst (``--warmup`` unmeasured, then ``--seconds`` measured) in turn, for
+``--rounds`` rounds, each round starting one backend further on. A machine
+whose load changes then slows every backend alike. Each row gives the median
+rate over its bursts and their spread (min-max; the JSON keeps every burst
+and the quartiles); the "vs" columns are ratios of medians. ``--no-interleave``
+runs each backend's bursts back to back instead, one backend open at a time.
 
 The ceiling row runs the same envs with shmatari's own core in ``num_workers``
 processes at once, with no IPC at all, and sums their rates: what the machine
-can emulate and preprocess, the bound for any vector env.
+can emulate and preprocess, the bound for any vector env. It takes its bursts
+in the same rotation.
+
+``--policy`` puts a training loop's inference in the loop: a Nature-CNN
+(Mnih et al., 2015) forward pass on CPU (torch, one thread) on every batch of
+observations, sampling the actions from its logits. It compares shmatari sync,
+shmatari double-buffered (``batch_size`` = num_envs / 2: while the policy runs
+on one half's batch, the other half steps), EnvPool sync and EnvPool async
+(the same halves), and reports env steps/s and the policy's share of the time.
 
 ``--env null`` measures the round trip alone: a built-in env that emulates
 nothing and only writes a frame, stepped synchronously through shmatari and
@@ -24,14 +40,15 @@ microseconds per round trip.
 
 ``--sweep`` runs ``num_envs`` = 1, 2, 4, ... ``--max-envs`` for each backend and
 the ceiling, writes the JSON (``--json``) and a PNG plot (``--plot``).
+
+Ctrl-C stops the run: every backend is closed, and what finished (whole
+bursts) is printed and written to ``--json``; the exit status is then 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
-import multiprocessing as mp
 import os
 import platform
 import sys
@@ -40,293 +57,130 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import config as _config
+from . import _bench_backends as _b, _cli, config as _config
+from ._bench_backends import BACKENDS, POLICY_BACKENDS
 
 __all__ = ["main", "run", "machine_info"]
 
-#: Backends in the order they run and print.
-BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "envpool-async",
-            "ale_vector", "gymnasium")
-_PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
-                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
-_OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                img_height=84, img_width=84, grayscale=True, maxpool=True,
-                episodic_life=False, use_fire_reset=False, reward_clip=False,
-                full_action_space=False, max_episode_frames=108_000)
-_ACTION_ROWS = 4096
-
 
 @dataclass
-class Result:
+class Series:
+    """One backend's bursts at one ``num_envs``."""
+
     backend: str
-    setting: str
+    setting: str = ""
     num_envs: int = 0
-    env_steps: int = 0
-    seconds: float = 0.0
+    bursts: list = field(default_factory=list)  # dicts: round, env_steps, seconds, ...
     skipped: str | None = None
     extra: dict = field(default_factory=dict)
 
+    def rates(self) -> np.ndarray:
+        return np.array([b["env_steps"] / b["seconds"] for b in self.bursts if b["seconds"]])
+
     @property
-    def env_steps_per_s(self) -> float:
-        return self.env_steps / self.seconds if self.seconds else 0.0
+    def median(self) -> float:
+        r = self.rates()
+        return float(np.median(r)) if len(r) else 0.0
 
 
-# -- backends ---------------------------------------------------------------------
+def _open(name: str, cfg, batch_size: int, policy_for):
+    if name == "ceiling":
+        return _b.Ceiling(cfg)
+    runner = _b.open_backend(name, cfg, batch_size)
+    if policy_for is not None:
+        runner.policy = policy_for(runner.n_actions)
+    return runner
 
-def _peer_available(name: str) -> str | None:
-    """None if the backend can run here, else why not."""
-    peer = _PEER_MODULE.get(name)
+
+def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[list, bool]:
+    """Every wanted backend at one ``num_envs``; returns the series (in
+    :data:`BACKENDS` order, the ceiling last) and whether Ctrl-C cut it short."""
+    workers = min(num_envs, args.num_workers or _config.available_cores())
+    cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=0,
+                               start_method=args.start_method, **_b.OPTIONS)
+    batch_size = min(num_envs, args.batch_size or max(1, num_envs // 2))
+    order = [b for b in (POLICY_BACKENDS if args.policy else BACKENDS) if b in wanted]
+    if "ceiling" in wanted:
+        order.append("ceiling")
+    series = {}
+    for name in order:
+        series[name] = Series(name, "", num_envs)
+        series[name].skipped = _b.peer_available(name)
+        if name == "ceiling":
+            series[name].setting = _b.plural(workers, "process", "processes") + ", no IPC"
+        elif not series[name].skipped:
+            series[name].setting = _b.setting_text(name, cfg, batch_size)
+            if args.policy:
+                series[name].setting += ", Nature CNN (torch, 1 thread)"
+    policies = {}
+
+    def policy_for(n_actions):
+        if n_actions not in policies:
+            policies[n_actions] = _b.nature_cnn_policy(cfg.stack_num, n_actions)
+        return policies[n_actions]
+
+    runnable = [s for s in series.values() if not s.skipped]
+    bar = progress.bar(len(runnable) * args.rounds, label)
+    opened = {}
+    interrupted = False
+
+    def fail(s: Series, exc: BaseException):
+        # A failing peer must not stop the run; a failing shmatari must.
+        if s.backend.startswith(("shmatari", "pipe")) or s.backend == "ceiling":
+            raise exc
+        s.skipped = f"failed: {type(exc).__name__}: {exc}"
+        s.bursts.clear()
+        runner = opened.pop(s.backend, None)
+        if runner is not None:
+            _b.close_all([runner])
+
+    t_run = time.perf_counter()
+
+    def burst(s: Series, r: int):
+        done, start = bar.done, time.perf_counter() - t_run
+        try:
+            b = opened[s.backend].burst(args.warmup, args.seconds,
+                                        lambda t: bar.update(done + min(1.0, t / args.seconds),
+                                                             f"{s.backend}{label}, round "
+                                                             f"{r + 1}/{args.rounds}"))
+        except Exception as exc:  # noqa: BLE001 - see fail()
+            fail(s, exc)
+            return
+        b["round"], b["start_s"] = r, start  # start: seconds since this point began
+        s.bursts.append(b)
+        bar.finish_one()
+
     try:
-        if peer == "envpool":
-            import envpool  # noqa: F401
-        elif peer == "ale_vector":
-            from ale_py.vector_env import AtariVectorEnv  # noqa: F401
-        elif peer == "gymnasium":
-            import cv2  # noqa: F401
-            import gymnasium  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means "not installed"
-        return "not installed" + (" (pip install envpool)" if peer == "envpool" else "")
-    return None
-
-
-def _game_title(rom: str) -> str:
-    """``"ms_pacman"`` -> ``"MsPacman"`` (the Gymnasium / EnvPool spelling)."""
-    return "".join(part.capitalize() for part in rom.split("_"))
-
-
-class _Runner:
-    """Steps one backend: ``loop()`` performs one iteration and returns the
-    env steps it completed."""
-
-    def __init__(self, env, n_actions: int, num_envs: int, *, step=None, recv=None, send=None,
-                 first=None):
-        self.env, self.step, self.recv, self.send = env, step, recv, send
-        self.num_envs = num_envs
-        self.actions = np.random.default_rng(12345).integers(0, n_actions,
-                                                             (_ACTION_ROWS, num_envs))
-        self.k = 0
-        if first is not None:
-            first()
-
-    def loop(self) -> int:
-        self.k += 1
-        row = self.actions[self.k % _ACTION_ROWS]
-        if self.step is not None:
-            self.step(row)
-            return self.num_envs
-        obs, _, _, _, info = self.recv()
-        ids = info["env_id"]
-        self.send(row[:len(ids)], ids)
-        return len(ids)
-
-    def close(self):
-        self.env.close()
-
-
-def _n_actions(env) -> int:
-    space = getattr(env, "single_action_space", None) or env.action_space
-    return int(space.n)
-
-
-def _open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> _Runner:
-    n, seed = cfg.num_envs, 0
-    if name in ("shmatari", "shmatari-async"):
-        from .env import ShmVectorEnv
-
-        if name == "shmatari-async":
-            import dataclasses
-
-            env = ShmVectorEnv(dataclasses.replace(cfg, batch_size=batch_size))
-            return _Runner(env, _n_actions(env), n, recv=env.recv, send=env.send,
-                           first=env.async_reset)
-        env = ShmVectorEnv(cfg)
-        env.reset()
-        return _Runner(env, _n_actions(env), n, step=env.step)
-    if name in ("pipe", "pipe-kernel"):
-        from .baselines import PipeVectorEnv
-
-        env = PipeVectorEnv(_config.build_config(cfg.game, n, num_workers=n, seed=seed,
-                                                 start_method=cfg.start_method,
-                                                 **cfg.env_options()),
-                            preprocess="kernel" if name == "pipe-kernel" else "opencv")
-        env.reset()
-        return _Runner(env, _n_actions(env), n, step=env.step)
-    if name in ("envpool", "envpool-async"):
-        import envpool
-
-        kw = dict(batch_size=batch_size) if name == "envpool-async" else {}
-        env = envpool.make(f"{_game_title(cfg.game)}-v5", env_type="gymnasium", num_envs=n,
-                           num_threads=cfg.num_workers, seed=seed, frame_skip=4,
-                           repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                           img_height=84, img_width=84, gray_scale=True,
-                           use_inter_area_resize=True, episodic_life=False,
-                           reward_clip=False, use_fire_reset=False,
-                           full_action_space=False, max_episode_steps=27_000, **kw)
-        if kw:
-            return _Runner(env, _n_actions(env), n, recv=env.recv, send=env.send,
-                           first=env.async_reset)
-        env.reset()
-        return _Runner(env, _n_actions(env), n, step=env.step)
-    if name == "ale_vector":
-        from ale_py import ALEInterface, LoggerMode
-        from ale_py.vector_env import AtariVectorEnv
-
-        ALEInterface.setLoggerMode(LoggerMode.Error)
-        env = AtariVectorEnv(cfg.game, n, num_threads=cfg.num_workers, frameskip=4,
-                             repeat_action_probability=0.25, noop_max=30, stack_num=4,
-                             img_height=84, img_width=84, grayscale=True, maxpool=True,
-                             episodic_life=False, reward_clipping=False,
-                             use_fire_reset=False, full_action_space=False,
-                             max_num_frames_per_episode=108_000)
-        env.reset(seed=seed)
-        return _Runner(env, _n_actions(env), n, step=env.step)
-    if name == "gymnasium":
-        import ale_py
-        import gymnasium as gym
-        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-        gym.register_envs(ale_py)
-        game_id = f"ALE/{_game_title(cfg.game)}-v5"
-
-        def thunk():
-            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-            e = gym.make(game_id, frameskip=1, repeat_action_probability=0.25,
-                         full_action_space=False, max_num_frames_per_episode=108_000)
-            e = AtariPreprocessing(e, noop_max=30, frame_skip=4, screen_size=84,
-                                   terminal_on_life_loss=False, grayscale_obs=True)
-            return FrameStackObservation(e, 4)
-
-        env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
-                                        context=cfg.start_method)
-        env.reset(seed=seed)
-        return _Runner(env, _n_actions(env), n, step=env.step)
-    raise ValueError(f"unknown backend {name!r}")
-
-
-def _setting(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
-    s = f"{cfg.num_envs} envs"
-    if name.endswith("-async"):
-        s += f", batch {batch_size}"
-    if name.startswith("shmatari"):
-        return s + f", {cfg.num_workers} workers"
-    if name.startswith(("envpool", "ale_vector")):
-        return s + f", {cfg.num_workers} threads"
-    if name == "pipe-kernel":
-        return s + ", 1 process per env, shmatari's kernel"
-    return s + ", 1 process per env"
-
-
-def _time_backend(name: str, args, cfg, batch_size: int, tick) -> Result:
-    runner = _open_backend(name, cfg, batch_size)
-    try:
-        warm_end = time.perf_counter() + args.warmup
-        while time.perf_counter() < warm_end:
-            runner.loop()
-        steps, t0 = 0, time.perf_counter()
-        end, now = t0 + args.seconds, t0
-        while now < end:
-            steps += runner.loop()
-            now = time.perf_counter()
-            tick(now - t0)
-        return Result(name, _setting(name, cfg, batch_size), cfg.num_envs, steps, now - t0)
+        if args.interleave:
+            for s in runnable:
+                bar.update(bar.done, f"opening {s.backend}{label}")
+                try:
+                    opened[s.backend] = _open(s.backend, cfg, batch_size,
+                                              policy_for if args.policy else None)
+                except Exception as exc:  # noqa: BLE001 - see fail()
+                    fail(s, exc)
+            for r in range(args.rounds):
+                live = [s for s in runnable if s.backend in opened]
+                for s in live[r % len(live):] + live[:r % len(live)] if live else []:
+                    burst(s, r)
+        else:
+            for s in runnable:
+                bar.update(bar.done, f"opening {s.backend}{label}")
+                try:
+                    opened[s.backend] = _open(s.backend, cfg, batch_size,
+                                              policy_for if args.policy else None)
+                except Exception as exc:  # noqa: BLE001 - see fail()
+                    fail(s, exc)
+                    continue
+                for r in range(args.rounds):
+                    if s.backend in opened:
+                        burst(s, r)
+                _b.close_all([opened.pop(s.backend)] if s.backend in opened else [])
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        runner.close()
-
-
-def _ceiling_worker(fields: dict, indices: list, seconds: float, warmup: float, barrier, queue):
-    from . import atari
-
-    atari.quiet_process()
-    cfg = _config.EnvConfig(**fields)
-    palette = atari.build_palette(cfg)
-    cores = [atari.build_core(cfg, i, palette) for i in indices]
-    for c in cores:
-        c.reset()
-    out = np.empty(cfg.obs_shape, np.uint8)
-    rng = np.random.default_rng(indices[0])
-    acts = rng.integers(0, cores[0].num_actions, (_ACTION_ROWS, len(cores))).tolist()
-    barrier.wait()
-    steps, k = 0, 0
-    t_start = time.perf_counter() + warmup
-    end = t_start + seconds
-    counting = False
-    while True:
-        now = time.perf_counter()
-        if not counting and now >= t_start:
-            counting, steps, t_start = True, 0, now
-        if now >= end:
-            break
-        row = acts[k % _ACTION_ROWS]
-        for j, c in enumerate(cores):
-            c.step(row[j])
-            c.obs_into(out)
-        k += 1
-        steps += len(cores)
-    queue.put((steps, now - t_start))
-
-
-def _time_ceiling(args, cfg, tick) -> Result:
-    ctx = mp.get_context(cfg.start_method)
-    fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
-    groups = cfg.worker_groups()
-    barrier, queue = ctx.Barrier(len(groups)), ctx.Queue()
-    procs = [ctx.Process(target=_ceiling_worker, daemon=True,
-                         args=(fields, list(g), args.seconds, args.warmup, barrier, queue))
-             for g in groups]
-    from .atari import single_threaded_children
-
-    with single_threaded_children():
-        for p in procs:
-            p.start()
-    try:
-        t0 = time.perf_counter()
-        results = []
-        while len(results) < len(procs):
-            try:
-                results.append(queue.get(timeout=0.1))
-            except Exception:  # noqa: BLE001 - queue.Empty
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    raise RuntimeError("a ceiling process failed") from None
-            tick(min(args.seconds, max(0.0, time.perf_counter() - t0 - args.warmup)))
-    finally:
-        for p in procs:
-            p.join(5.0)
-            if p.exitcode is None:
-                p.kill()
-    steps = sum(r[0] for r in results)
-    seconds = max(r[1] for r in results)
-    return Result("ceiling", f"{len(groups)} processes, no IPC", cfg.num_envs, steps, seconds)
-
-
-def _time_null(name: str, num_envs: int, args, tick) -> Result:
-    """Round-trip latency of synchronous steps of the null env."""
-    cfg = _config.build_config(_config.NULL_ENV, num_envs, num_workers=num_envs, seed=0,
-                               start_method=args.start_method)
-    runner = _open_backend(name, cfg, num_envs)
-    try:
-        lat = []
-        warm_end = time.perf_counter() + args.warmup
-        while time.perf_counter() < warm_end:
-            runner.loop()
-        t0 = time.perf_counter()
-        end = t0 + args.seconds
-        now = t0
-        while now < end:
-            a = time.perf_counter_ns()
-            runner.loop()
-            lat.append(time.perf_counter_ns() - a)
-            now = time.perf_counter()
-            tick(now - t0)
-        lat_us = np.array(lat) / 1e3
-        setting = f"{num_envs} env{'s' if num_envs > 1 else ''}, " + (
-            f"{num_envs} worker{'s' if num_envs > 1 else ''}" if name == "shmatari"
-            else f"{num_envs} process{'es' if num_envs > 1 else ''}")
-        return Result(name, setting, num_envs, len(lat) * num_envs, now - t0,
-                      extra={"round_trips": len(lat),
-                             "median_us": round(float(np.median(lat_us)), 2),
-                             "p99_us": round(float(np.percentile(lat_us, 99)), 2)})
-    finally:
-        runner.close()
+        _b.close_all(list(opened.values()))
+    return list(series.values()), interrupted
 
 
 # -- reporting --------------------------------------------------------------------
@@ -344,7 +198,7 @@ def machine_info() -> dict:
         pass
     versions = {}
     for pkg in ("shmatari", "ale-py", "numpy", "gymnasium", "envpool", "opencv-python-headless",
-                "opencv-python", "Cython"):
+                "opencv-python", "Cython", "torch"):
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
@@ -354,25 +208,77 @@ def machine_info() -> dict:
             "versions": versions}
 
 
-def _row(r: Result, frame_skip: int, pipe: Result | None, ceiling: Result | None) -> dict:
-    row = {"backend": r.backend, "setting": r.setting, "num_envs": r.num_envs}
-    if r.skipped:
-        row["skipped"] = r.skipped
+def _ratio(a: float, b: float | None):
+    return round(a / b, 3) if a and b else None
+
+
+def _row(s: Series, frame_skip: int, medians: dict) -> dict:
+    row = {"backend": s.backend, "setting": s.setting, "num_envs": s.num_envs}
+    if s.skipped:
+        row["skipped"] = s.skipped
         return row
-    rate = r.env_steps_per_s
-    row.update(env_steps=r.env_steps, seconds=round(r.seconds, 3),
-               env_steps_per_s=round(rate, 1), frames_per_s=round(rate * frame_skip, 1))
-    row.update(r.extra)
-    if pipe and pipe.env_steps_per_s:
-        row["vs_pipe"] = round(rate / pipe.env_steps_per_s, 3)
-    if ceiling and ceiling.env_steps_per_s:
-        row["vs_ceiling"] = round(rate / ceiling.env_steps_per_s, 3)
+    rates = s.rates()
+    if not len(rates):
+        row["skipped"] = "interrupted before its first burst"
+        return row
+    med = float(np.median(rates))
+    q1, q3 = np.percentile(rates, [25, 75])
+    row.update(env_steps_per_s=round(med, 1), frames_per_s=round(med * frame_skip, 1),
+               min=round(float(rates.min()), 1), max=round(float(rates.max()), 1),
+               iqr=[round(float(q1), 1), round(float(q3), 1)],
+               spread_pct=round(100 * float(rates.max() - rates.min()) / med, 1),
+               rounds=len(rates), env_steps=int(sum(b["env_steps"] for b in s.bursts)),
+               seconds=round(sum(b["seconds"] for b in s.bursts), 3))
+    if any("policy_seconds" in b for b in s.bursts):
+        row["policy_share"] = round(sum(b.get("policy_seconds", 0.0) for b in s.bursts)
+                                    / row["seconds"], 3)
+    for key, ref in (("vs_pipe", "pipe"), ("vs_envpool", "envpool"), ("vs_ceiling", "ceiling")):
+        ratio = _ratio(med, medians.get(ref))
+        if ratio is not None:
+            row[key] = ratio
+    row["bursts"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in b.items()}
+                     for b in s.bursts]
     return row
 
 
-def _rows(results: list[Result], frame_skip: int) -> list[dict]:
-    by = {r.backend: r for r in results if not r.skipped}
-    return [_row(r, frame_skip, by.get("pipe"), by.get("ceiling")) for r in results]
+def _paired(series: list[Series], a: str, b: str) -> dict | None:
+    """Median and range over rounds of the per-round ratio a / b (both
+    bursts of one round ran within seconds of each other)."""
+    by = {s.backend: {x["round"]: x["env_steps"] / x["seconds"] for x in s.bursts}
+          for s in series if not s.skipped}
+    if a not in by or b not in by:
+        return None
+    ratios = [by[a][r] / by[b][r] for r in by[a] if r in by[b] and by[b][r]]
+    if not ratios:
+        return None
+    return {"median": round(float(np.median(ratios)), 3), "min": round(min(ratios), 3),
+            "max": round(max(ratios), 3), "rounds": len(ratios)}
+
+
+#: The ratios the acceptance goals speak of: (name, numerator, denominator).
+_GOALS = (("shmatari_vs_envpool_sync", "shmatari", "envpool"),
+          ("shmatari_async_vs_envpool_async", "shmatari-async", "envpool-async"),
+          ("shmatari_vs_ceiling", "shmatari", "ceiling"),
+          ("shmatari_async_vs_ceiling", "shmatari-async", "ceiling"))
+_POLICY_GOALS = (("shmatari_double_vs_envpool_sync", "shmatari-double", "envpool"),
+                 ("shmatari_double_vs_envpool_async", "shmatari-double", "envpool-async"),
+                 ("shmatari_vs_envpool_sync", "shmatari", "envpool"))
+
+
+def _summary(series: list[Series], policy: bool) -> dict:
+    """Ratios of medians, and the same ratio taken round by round, for the goals."""
+    medians = {s.backend: s.median for s in series if not s.skipped}
+    out = {}
+    for name, a, b in _POLICY_GOALS if policy else _GOALS:
+        if medians.get(a) and medians.get(b):
+            out[name] = {"ratio_of_medians": _ratio(medians[a], medians[b]),
+                         "per_round": _paired(series, a, b)}
+    return out
+
+
+def _rows(series: list[Series], frame_skip: int) -> list[dict]:
+    medians = {s.backend: s.median for s in series if not s.skipped}
+    return [_row(s, frame_skip, medians) for s in series]
 
 
 def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> None:
@@ -387,7 +293,7 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> No
                                                             if "skipped" in row else {}))
         print(legend)
         return
-    table = Table(title=header, caption=legend or None, caption_justify="left")
+    table = Table(caption=legend or None, caption_justify="left")
     for i, (title, _, _) in enumerate(columns):
         table.add_column(title, justify="left" if i < 2 else "right", no_wrap=i < 2)
     for row in rows:
@@ -395,26 +301,41 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> No
             table.add_row(row["backend"], f"skipped: {row['skipped']}",
                           *["-"] * (len(columns) - 2))
             continue
-        table.add_row(*[(fmt.format(row[key]) if key in row else "-")
-                        for _, key, fmt in columns])
+        table.add_row(*[_cell(row, key, fmt) for _, key, fmt in columns])
     console = Console()
     if not console.is_terminal:  # a file or a pipe: don't wrap rows at 80 columns
-        console = Console(width=140)
+        console = Console(width=160)
+    console.print(header, highlight=False, soft_wrap=True)
     console.print(table)
 
 
-_LEGEND = (
-    "Higher is better. ceiling: the same envs stepped in one process per core with no IPC "
-    "at all, the bound for any vector env.\npipe: the classic baseline (one process per "
-    "env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same with shmatari's "
-    "kernel.\nBackends run one after another: a ratio above 1.00x vs ceiling means the "
-    "machine's load changed between runs; repeat on a quiet machine.")
+def _cell(row: dict, key: str, fmt: str) -> str:
+    if key == "range":
+        return f"{row['min']:,.0f} - {row['max']:,.0f}" if "min" in row else "-"
+    return fmt.format(row[key]) if row.get(key) is not None else "-"
 
+
+_LEGEND = (
+    "Higher is better. Median over bursts; range: the slowest and fastest burst. The vs "
+    "columns are ratios of medians.\nceiling: the same envs stepped in one process per core "
+    "with no IPC at all, the bound for any vector env.\npipe: the classic baseline (one "
+    "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
+    "with shmatari's kernel.")
+
+_POLICY_LEGEND = (
+    "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, CPU, 1 thread) on "
+    "each batch; policy share: the loop's time spent in it.\nshmatari-double and "
+    "envpool-async: two halves, one steps while the policy runs on the other's batch.")
 
 _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("env steps/s", "env_steps_per_s", "{:,.0f}"),
-                 ("frames/s", "frames_per_s", "{:,.0f}"), ("vs pipe", "vs_pipe", "{:.2f}x"),
+                 ("range", "range", ""), ("vs pipe", "vs_pipe", "{:.2f}x"),
+                 ("vs EnvPool", "vs_envpool", "{:.2f}x"),
                  ("vs ceiling", "vs_ceiling", "{:.2f}x"))
+_POLICY_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
+                   ("env steps/s", "env_steps_per_s", "{:,.0f}"),
+                   ("range", "range", ""), ("policy share", "policy_share", "{:.0%}"),
+                   ("vs EnvPool", "vs_envpool", "{:.2f}x"))
 _NULL_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("median us/round trip", "median_us", "{:.1f}"), ("p99 us", "p99_us", "{:.1f}"),
                  ("round trips/s", "round_trips_per_s", "{:,.0f}"),
@@ -422,17 +343,21 @@ _NULL_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
 
 
 class _Progress:
-    """A progress bar per run (rich when installed, a line on stderr otherwise)."""
+    """Progress bars on stderr (rich when installed, a line per bar otherwise)."""
 
     def __init__(self, enabled: bool):
         self.rich = None
         self.enabled = enabled
         if enabled:
             try:
+                from rich.console import Console
                 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-                self.rich = Progress(TextColumn("{task.description:<22}"), BarColumn(),
-                                     TextColumn("{task.fields[note]}"), TimeElapsedColumn())
+                console = Console(stderr=True)
+                if console.is_terminal:  # else a line per burst, for logs
+                    self.rich = Progress(TextColumn("{task.description:<12}"), BarColumn(),
+                                         TextColumn("{task.fields[note]}"),
+                                         TimeElapsedColumn(), console=console, transient=True)
             except ImportError:
                 pass
 
@@ -445,104 +370,138 @@ class _Progress:
         if self.rich:
             self.rich.__exit__(*exc)
 
-    def task(self, name: str, total: float):
-        if not self.rich:
-            if self.enabled:
-                print(f"{name} ...", file=sys.stderr, flush=True)
-            return lambda done, note="": None
-        task_id = self.rich.add_task(name, total=total, note="starting")
-
-        def tick(done, note="measuring"):
-            self.rich.update(task_id, completed=min(done, total), note=note)
-
-        return tick
+    def bar(self, total: int, label: str = "") -> "_Bar":
+        return _Bar(self, total, label)
 
 
-def _wanted(args) -> list[str]:
-    if not args.backends:
-        return list(BACKENDS) + ["ceiling"]
-    wanted = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = [b for b in wanted if b not in BACKENDS + ("ceiling",)]
-    if unknown:
-        raise SystemExit(f"shmatari-bench: unknown backend(s) {unknown}; choose from "
-                         f"{', '.join(BACKENDS)}, ceiling")
-    return wanted
+class _Bar:
+    """Bursts done out of ``total``; ``update`` moves within a burst."""
+
+    def __init__(self, progress: _Progress, total: int, label: str):
+        self.progress, self.total, self.done = progress, total, 0
+        self.task = None
+        self.last = ""
+        if progress.rich:
+            self.task = progress.rich.add_task(f"bursts{label}", total=max(1, total),
+                                               note="starting")
+
+    def update(self, completed: float, note: str) -> None:
+        if self.task is not None:
+            self.progress.rich.update(self.task, completed=completed, note=note)
+        elif self.progress.enabled and note != self.last:
+            self.last = note
+            print(f"shmatari-bench: {note} ...", file=sys.stderr, flush=True)
+
+    def finish_one(self) -> None:
+        self.done += 1
+        if self.task is not None:
+            self.progress.rich.update(self.task, completed=self.done)
 
 
-def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> list[Result]:
-    """All wanted backends at one ``num_envs``."""
-    workers = min(num_envs, args.num_workers or _config.available_cores())
-    cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=0,
-                               start_method=args.start_method, **_OPTIONS)
-    batch_size = args.batch_size or max(1, num_envs // 2)
-    if batch_size > num_envs:
-        raise SystemExit(f"shmatari-bench: --batch-size {batch_size} > --num-envs {num_envs}")
-    results = []
-    for name in [b for b in BACKENDS if b in wanted]:
-        why = _peer_available(name)
-        if why:
-            results.append(Result(name, "", num_envs, skipped=why))
-            continue
-        tick = progress.task(f"{name}{label}", args.seconds)
-        try:
-            results.append(_time_backend(name, args, cfg, batch_size, tick))
-            tick(args.seconds, "done")
-        except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the run
-            if name.startswith(("shmatari", "pipe")):
-                raise
-            results.append(Result(name, "", num_envs,
-                                  skipped=f"failed: {type(exc).__name__}: {exc}"))
-            tick(args.seconds, "failed")
-    if "ceiling" in wanted:
-        tick = progress.task(f"ceiling{label}", args.seconds)
-        results.append(_time_ceiling(args, cfg, tick))
-        tick(args.seconds, "done")
-    return results
+def _time_null(name: str, num_envs: int, args, tick) -> Series:
+    """Round-trip latency of synchronous steps of the null env."""
+    cfg = _config.build_config(_config.NULL_ENV, num_envs, num_workers=num_envs, seed=0,
+                               start_method=args.start_method)
+    runner = _b.open_backend(name, cfg, num_envs)
+    try:
+        lat = []
+        warm_end = time.perf_counter() + args.warmup
+        while time.perf_counter() < warm_end:
+            runner.loop()
+        t0 = time.perf_counter()
+        end = t0 + args.seconds
+        now = t0
+        while now < end:
+            a = time.perf_counter_ns()
+            runner.loop()
+            lat.append(time.perf_counter_ns() - a)
+            now = time.perf_counter()
+            tick(now - t0)
+        lat_us = np.array(lat) / 1e3
+        setting = _b.plural(num_envs, "env") + ", " + (
+            _b.plural(num_envs, "worker") if name == "shmatari"
+            else _b.plural(num_envs, "process", "processes"))
+        return Series(name, setting, num_envs,
+                      [{"round": 0, "env_steps": len(lat) * num_envs, "seconds": now - t0}],
+                      extra={"round_trips": len(lat),
+                             "median_us": round(float(np.median(lat_us)), 2),
+                             "p99_us": round(float(np.percentile(lat_us, 99)), 2)})
+    finally:
+        _b.close_all([runner])
+
+
+def _run_null(args, progress) -> tuple[list, bool]:
+    n = args.num_workers or _config.available_cores()
+    results, interrupted = [], False
+    try:
+        for name in ("shmatari", "pipe"):
+            for k in sorted({1, n}):
+                bar = progress.bar(1, f" {name} null x{k}")
+                results.append(_time_null(name, k, args, lambda t: bar.update(
+                    min(1.0, t / args.seconds), f"{name} null x{k}")))
+                bar.finish_one()
+    except KeyboardInterrupt:
+        interrupted = True
+    rows = []
+    for r in results:
+        row = {"backend": r.backend, "setting": r.setting, "num_envs": r.num_envs,
+               "env_steps": r.bursts[0]["env_steps"], "seconds": round(r.bursts[0]["seconds"], 3),
+               **r.extra}
+        row["round_trips_per_s"] = round(r.extra["round_trips"] / r.bursts[0]["seconds"], 1)
+        shm = next((x for x in results if x.backend == "shmatari" and x.num_envs == r.num_envs),
+                   None)
+        if r.backend == "pipe" and shm is not None:
+            row["pipe_over_shmatari"] = round(r.extra["median_us"] / shm.extra["median_us"], 2)
+        rows.append(row)
+    return rows, interrupted
 
 
 def _report(args, kind: str, **body) -> dict:
     return {"benchmark": "shmatari-bench", "kind": kind, "game": args.game,
             "config": {"num_envs": args.num_envs, "num_workers": args.num_workers,
                        "batch_size": args.batch_size, "seconds": args.seconds,
-                       "warmup": args.warmup, "start_method": args.start_method,
-                       "options": _OPTIONS},
+                       "warmup": args.warmup, "rounds": args.rounds,
+                       "interleave": args.interleave, "policy": args.policy,
+                       "start_method": args.start_method, "options": _b.OPTIONS},
             "machine": machine_info(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
 
 
+def _wanted(args) -> list[str]:
+    known = POLICY_BACKENDS if args.policy else BACKENDS + ("ceiling",)
+    if not args.backends:
+        return list(known)
+    return [b.strip() for b in args.backends.split(",") if b.strip()]
+
+
 def run(args) -> dict:
-    """Runs the benchmark described by parsed ``args``; returns the report."""
+    """Runs the benchmark described by parsed ``args``; returns the report
+    (``report["interrupted"]`` is True if Ctrl-C cut it short)."""
     with _Progress(not args.quiet) as progress:
         if args.env == "null":
-            n = args.num_workers or _config.available_cores()
-            results = []
-            for name in ("shmatari", "pipe"):
-                for k in sorted({1, n}):
-                    tick = progress.task(f"{name} null x{k}", args.seconds)
-                    results.append(_time_null(name, k, args, tick))
-                    tick(args.seconds, "done")
-            rows = []
-            for r in results:
-                row = _row(r, 1, None, None)
-                row["round_trips_per_s"] = round(r.extra["round_trips"] / r.seconds, 1)
-                if r.backend == "pipe":
-                    shm = next(x for x in results
-                               if x.backend == "shmatari" and x.num_envs == r.num_envs)
-                    row["pipe_over_shmatari"] = round(
-                        r.extra["median_us"] / shm.extra["median_us"], 2)
-                rows.append(row)
-            return _report(args, "null", game="null", results=rows)
+            rows, interrupted = _run_null(args, progress)
+            return _report(args, "null", game="null", results=rows, interrupted=interrupted)
         wanted = _wanted(args)
         if args.sweep:
             points, n = [], 1
             while n <= args.max_envs:
                 points.append(n)
                 n *= 2
-            rows = []
+            rows, skipped, interrupted = [], {}, False
             for n in points:
-                rows += _rows(_run_point(args, progress, wanted, n, f" @{n}"), _OPTIONS["frame_skip"])
-            return _report(args, "sweep", results=rows)
-        rows = _rows(_run_point(args, progress, wanted, args.num_envs), _OPTIONS["frame_skip"])
-        return _report(args, "single", results=rows)
+                series, interrupted = _run_point(args, progress, wanted, n, f" @{n}")
+                for s in series:
+                    if s.skipped and s.skipped.startswith("not installed"):
+                        skipped[s.backend] = s.skipped
+                rows += [r for r in _rows(series, _b.OPTIONS["frame_skip"])
+                         if r["backend"] not in skipped]
+                if interrupted:
+                    break
+            return _report(args, "sweep", results=rows, skipped=skipped,
+                           interrupted=interrupted)
+        series, interrupted = _run_point(args, progress, wanted, args.num_envs)
+        return _report(args, "policy" if args.policy else "single",
+                       results=_rows(series, _b.OPTIONS["frame_skip"]),
+                       summary=_summary(series, args.policy), interrupted=interrupted)
 
 
 def plot_sweep(report: dict, path: str) -> None:
@@ -576,27 +535,43 @@ def plot_sweep(report: dict, path: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     cores = _config.available_cores()
-    p = argparse.ArgumentParser(prog="shmatari-bench",
-                                description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    p.add_argument("--game", default="Breakout", help="game to step (default Breakout)")
+    doc = _cli.plain(__doc__)
+    p = _cli.ArgumentParser(prog="shmatari-bench", description=doc.split("\n\n")[0],
+                                formatter_class=_cli.HelpFormatter, allow_abbrev=False,
+                                epilog="\n\n".join(doc.split("\n\n")[1:]))
+    _cli.add_version(p)
+    p.add_argument("--game", default="Breakout", help="game to step")
     p.add_argument("--env", choices=("atari", "null"), default="atari",
                    help="'null': measure the round trip alone with the built-in null env")
-    p.add_argument("--num-envs", type=int, default=4 * cores,
-                   help=f"envs per backend (default 4 x cores = {4 * cores})")
-    p.add_argument("--num-workers", type=int, default=None,
-                   help="shmatari workers, and threads for EnvPool / ale-py (default: cores)")
-    p.add_argument("--batch-size", type=int, default=None,
+    p.add_argument("--num-envs", type=_cli.positive_int, default=4 * cores,
+                   help="envs per backend (4 x the cores available)")
+    p.add_argument("--num-workers", type=_cli.positive_int, default=None,
+                   help=f"shmatari workers, and threads for EnvPool / ale-py (default: the "
+                        f"cores available, {cores}, at most num_envs)")
+    p.add_argument("--batch-size", type=_cli.positive_int, default=None,
                    help="batch size of the -async backends (default num_envs / 2)")
-    p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per backend")
-    p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
+    p.add_argument("--seconds", type=_cli.positive_float, default=2.0,
+                   help="measured seconds per burst")
+    p.add_argument("--warmup", type=_cli.nonnegative_float, default=0.5,
+                   help="unmeasured seconds at the start of each burst")
+    p.add_argument("--rounds", type=_cli.positive_int, default=7,
+                   help="bursts per backend")
+    p.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
+                   help="every backend open at once, bursts in rotation; --no-interleave: "
+                        "one backend at a time, its bursts back to back")
+    p.add_argument("--policy", action="store_true",
+                   help="a Nature-CNN forward pass (torch, CPU, 1 thread) on every batch: "
+                        f"{', '.join(POLICY_BACKENDS)}")
     p.add_argument("--backends", default=None,
-                   help=f"comma-separated subset of {','.join(BACKENDS)},ceiling (default all)")
-    p.add_argument("--start-method", default=None, choices=_config.START_METHODS)
+                   help=f"comma-separated subset of {','.join(BACKENDS)},ceiling (with "
+                        f"--policy: of {','.join(POLICY_BACKENDS)}) (default: all)")
+    p.add_argument("--start-method", default=None, choices=_config.START_METHODS,
+                   help=f"how shmatari and the pipe baselines start processes (default: "
+                        f"{_config.default_start_method()})")
     p.add_argument("--sweep", action="store_true",
                    help="num_envs = 1, 2, 4, ... --max-envs for every backend")
-    p.add_argument("--max-envs", type=int, default=64, help="largest num_envs of --sweep")
+    p.add_argument("--max-envs", type=_cli.positive_int, default=64,
+                   help="largest num_envs of --sweep")
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="with --sweep: write the PNG plot here (default shmatari-sweep.png)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
@@ -604,40 +579,91 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+def _check_args(parser, args) -> None:
+    """Every usage error, before anything starts (``parser.error``: exit 2)."""
+    if args.policy and (args.env == "null" or args.sweep):
+        parser.error("--policy runs alone: not with --env null or --sweep")
+    if args.policy:
+        missing = _b.torch_missing()
+        if missing:
+            parser.error(missing)
+    known = POLICY_BACKENDS if args.policy else BACKENDS + ("ceiling",)
+    if args.backends is not None:
+        wanted = [b.strip() for b in args.backends.split(",") if b.strip()]
+        unknown = [b for b in wanted if b not in known]
+        if unknown or not wanted:
+            parser.error(f"--backends: unknown backend(s) {', '.join(unknown) or '(none given)'}"
+                         f"; choose from {','.join(known)}")
+    if args.plot and not args.sweep:
+        parser.error("--plot goes with --sweep")
+    sizes = [args.num_envs] if not args.sweep else [1, args.max_envs]
+    if args.batch_size is not None and not args.sweep and args.batch_size > args.num_envs:
+        parser.error(f"--batch-size {args.batch_size} must be <= --num-envs {args.num_envs}")
+    if args.policy and args.num_envs < 2:
+        parser.error("--policy needs --num-envs >= 2 (the double-buffered pool has two halves)")
     try:
-        _config.build_config(args.game, max(1, args.num_envs), seed=0,
-                             start_method=args.start_method)
+        for n in sizes:
+            workers = min(n, args.num_workers or _config.available_cores())
+            _config.build_config(args.game if args.env == "atari" else _config.NULL_ENV, n,
+                                 num_workers=workers, seed=0, start_method=args.start_method)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    report = run(args)
-    m = report["machine"]
-    where = f"{m['cores']} cores ({m['cpu_model']}), {args.seconds:g} s each"
+    _cli.check_output_path(parser, "--json", args.json)
+    _cli.check_output_path(parser, "--plot", args.plot or ("shmatari-sweep.png" if args.sweep
+                                                           else None))
+
+
+def _print_report(args, report: dict) -> None:
+    """The report's table on stdout (and the sweep's plot)."""
+    m, n = report["machine"], _b.plural(args.num_envs, "env")
+    done = max([r.get("rounds", 0) for r in report["results"]] or [0])
+    how = (f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted")
+           else f"interrupted: median of the {_b.plural(done, 'burst')} done")
+    how += f" of {args.seconds:g} s" + (", interleaved" if args.interleave
+                                         else ", backend after backend")
+    where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
     if report["kind"] == "null":
-        _print_table(report["results"], f"shmatari-bench --env null: round trip, {where}",
-                     _NULL_COLUMNS)
+        _print_table(report["results"], f"shmatari-bench --env null: round trip, "
+                     f"{_b.plural(m['cores'], 'core')}, {args.seconds:g} s each", _NULL_COLUMNS)
     elif report["kind"] == "sweep":
+        skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
         _print_table(report["results"], f"shmatari-bench --sweep: {report['game']}, {where}",
-                     (("backend", "backend", "{}"), ("setting", "setting", "{}"),
-                      ("env steps/s", "env_steps_per_s", "{:,.0f}"),
-                      ("vs ceiling", "vs_ceiling", "{:.2f}x")))
-        plot = args.plot or "shmatari-sweep.png"
-        try:
-            plot_sweep(report, plot)
-            print(f"plot: {plot}")
-        except ImportError:
-            print("matplotlib is not installed: no plot (pip install 'shmatari[bench]')",
-                  file=sys.stderr)
+                     _MAIN_COLUMNS[:4] + _MAIN_COLUMNS[-1:],
+                     f"skipped at every size: {skipped}" if skipped else "")
+        if report["results"]:
+            plot = args.plot or "shmatari-sweep.png"
+            try:
+                plot_sweep(report, plot)
+                print(f"plot: {plot}")
+            except ImportError:
+                print("matplotlib is not installed: no plot (pip install 'shmatari[bench]')",
+                      file=sys.stderr)
+    elif report["kind"] == "policy":
+        _print_table(report["results"], f"shmatari-bench --policy: {report['game']}, {n}, "
+                     f"{where}", _POLICY_COLUMNS, _POLICY_LEGEND)
     else:
-        _print_table(report["results"],
-                     f"shmatari-bench: {report['game']}, {args.num_envs} envs, {where}",
+        _print_table(report["results"], f"shmatari-bench: {report['game']}, {n}, {where}",
                      _MAIN_COLUMNS, _LEGEND)
+
+
+def main(argv=None) -> int:
+    """The ``shmatari-bench`` console script; returns the exit status (0; 2
+    on bad arguments; 130 after Ctrl-C, with what finished printed)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check_args(parser, args)
+    try:
+        report = run(args)
+    except KeyboardInterrupt:  # between two runs' own handlers
+        print("shmatari-bench: interrupted", file=sys.stderr)
+        return _cli.EXIT_INTERRUPTED
+    _print_report(args, report)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        _cli.write_json(args.json, report)
+    if report.get("interrupted"):
+        print("shmatari-bench: interrupted; the table holds the bursts that finished",
+              file=sys.stderr)
+        return _cli.EXIT_INTERRUPTED
     return 0
 
 

@@ -26,7 +26,6 @@ the order in which results arrive.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import hashlib
 import sys
@@ -35,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import config as _config, seeding
+from . import _cli, config as _config, seeding
 
 __all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_divergence",
            "CheckReport", "RunResult", "PairingResult", "PAIRINGS", "FIELDS", "main"]
@@ -236,7 +235,9 @@ class PairingResult:
     def line(self, num_envs: int) -> str:
         """The verdict as one line of text."""
         if self.verdict == "agree":
-            return f"agree   {self.title}: all {num_envs} env streams identical"
+            return (f"agree   {self.title}: "
+                    + ("the env stream is identical" if num_envs == 1 else
+                       f"all {num_envs} env streams identical"))
         if self.verdict == "error":
             return f"ERROR   {self.title}: {self.error}"
         d = self.first_divergence
@@ -259,17 +260,22 @@ class CheckReport:
         runs: :class:`RunResult` by name.
         pairings: one :class:`PairingResult` per pairing, in order.
         seconds: wall time of the whole check.
+        interrupted: True if Ctrl-C stopped it; ``pairings`` then holds the
+            pairings whose two runs had finished.
+        planned: how many pairings were asked for.
     """
 
     config: dict
     runs: dict
     pairings: list
     seconds: float
+    interrupted: bool = False
+    planned: int | None = None
 
     @property
     def ok(self) -> bool:
-        """True when every pairing agrees."""
-        return all(p.verdict == "agree" for p in self.pairings)
+        """True when every pairing ran and agrees."""
+        return not self.interrupted and all(p.verdict == "agree" for p in self.pairings)
 
     def lines(self) -> list[str]:
         """One verdict line per pairing, then a summary line."""
@@ -277,10 +283,15 @@ class CheckReport:
         out = [p.line(n) for p in self.pairings]
         agree = sum(p.verdict == "agree" for p in self.pairings)
         c = self.config
-        what = (f"{c['game']}, {n} envs x {c['steps']} steps, seed {c['seed']}, "
+        what = (f"{c['game']}, {n} env{'s' * (n != 1)} x {c['steps']} step"
+                f"{'s' * (c['steps'] != 1)}, seed {c['seed']}, "
                 f"{self.seconds:.1f} s")
         total = len(self.pairings)
-        if self.ok:
+        if self.interrupted:
+            out.append(f"shmatari-check: interrupted after {total} of "
+                       f"{self.planned or total} pairing{'s' * ((self.planned or total) != 1)}"
+                       f" ({agree} agree; {what})")
+        elif self.ok:
             out.append(f"shmatari-check: {'all ' * (total > 1)}{total} pairing"
                        f"{'s agree' if total > 1 else ' agrees'} ({what})")
         else:
@@ -298,6 +309,7 @@ class CheckReport:
             "shmatari": __version__,
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "ok": self.ok,
+            "interrupted": self.interrupted,
             "config": self.config,
             "step_meaning": "step 0 is the reset observation; step k follows the k-th action",
             "fields": list(FIELDS),
@@ -448,29 +460,32 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         ValueError: an unknown game, pairing or run, or a value out of range.
             Both are raised before any process starts.
     """
+    pairings = PAIRINGS if pairings is None else tuple(pairings)
+    unknown = [p for p in pairings if p not in PAIRINGS]
+    if unknown:
+        raise ValueError(f"unknown pairing(s) {unknown}; choose from {', '.join(PAIRINGS)}")
+    varying = [p for p in ("workers", "async") if p in pairings]
     num_envs = _config._int("num_envs", num_envs, 1)
-    if num_envs < 2:
-        raise ValueError(f"num_envs must be >= 2 so that num_workers and batch_size can vary, "
-                         f"got {num_envs}")
+    if num_envs < 2 and varying:
+        raise ValueError(f"num_envs must be >= 2 for the {' and '.join(varying)} pairing"
+                         f"{'s' * (len(varying) > 1)} (so that num_workers and batch_size can "
+                         f"vary), got {num_envs}; the other pairings "
+                         f"({', '.join(p for p in PAIRINGS if p not in varying)}) take 1")
     if num_workers is None:
         num_workers = min(num_envs, max(2, _config.available_cores()))
     if batch_size is None:
-        batch_size = num_envs // 2
+        batch_size = max(1, num_envs // 2)
     cfg = _config.build_config(game, num_envs, num_workers=num_workers, batch_size=batch_size,
                                seed=seed, **options)
-    if cfg.num_workers < 2:
+    if cfg.num_workers < 2 and "workers" in pairings:
         raise ValueError(f"num_workers must be >= 2 (it is compared with 1), got {num_workers}")
-    if cfg.batch_size >= cfg.num_envs:
+    if cfg.batch_size >= cfg.num_envs and "async" in pairings:
         raise ValueError(f"batch_size must be < num_envs ({cfg.num_envs}) for the async run, "
                          f"got {cfg.batch_size}")
     steps = _config._int("steps", steps, 1)
     if policy_seed is None:
         policy_seed = cfg.seed
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
-    pairings = PAIRINGS if pairings is None else tuple(pairings)
-    unknown = [p for p in pairings if p not in PAIRINGS]
-    if unknown:
-        raise ValueError(f"unknown pairing(s) {unknown}; choose from {', '.join(PAIRINGS)}")
     plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings)
     names = [p.name for p in plans]
     if unseeded_policy is not None and unseeded_policy not in names[1:]:
@@ -484,57 +499,68 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         return np.random.randint(0, n_actions, (cfg.num_envs, steps))
 
     t0 = time.perf_counter()
-    runs = {}
+    runs, interrupted = {}, False
     with _Progress(progress, steps * len(plans)) as bar:
-        for i, plan in enumerate(plans):
-            tick = bar.run(plan.label, i * steps)
-            runs[plan.name] = _execute(plan, cfg.game, cfg.num_envs, cfg.seed, steps,
-                                       options, unseeded if plan.name == unseeded_policy
-                                       else seeded, tick)
-            runs[plan.name].unseeded_policy = plan.name == unseeded_policy
+        try:
+            for i, plan in enumerate(plans):
+                tick = bar.run(plan.label, i * steps)
+                runs[plan.name] = _execute(plan, cfg.game, cfg.num_envs, cfg.seed, steps,
+                                           options, unseeded if plan.name == unseeded_policy
+                                           else seeded, tick)
+                runs[plan.name].unseeded_policy = plan.name == unseeded_policy
+        except KeyboardInterrupt:  # the run's pool is closed; judge what finished
+            interrupted = True
     verdicts = [_judge(key, title, runs["reference"], runs[plan.name])
-                for key, title, plan in pairs]
+                for key, title, plan in pairs if "reference" in runs and plan.name in runs]
     config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
               "policy_seed": policy_seed, "num_workers": cfg.num_workers,
               "batch_size": cfg.batch_size, "start_method": _config.default_start_method(),
               "options": cfg.env_options(), "pairings": list(pairings)}
-    return CheckReport(config, runs, verdicts, time.perf_counter() - t0)
+    return CheckReport(config, runs, verdicts, time.perf_counter() - t0, interrupted,
+                       len(pairs))
 
 
 # -- the command line -------------------------------------------------------------------
 
 def _option(text: str):
+    """``-o KEY=VALUE``: the value parsed by the option's type
+    (:func:`shmatari.config.parse_option`)."""
     key, sep, value = text.partition("=")
+    key = key.strip()
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value
+        return key, _config.parse_option(key, value)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="shmatari-check",
+    p = _cli.ArgumentParser(
+        prog="shmatari-check", formatter_class=_cli.HelpFormatter, allow_abbrev=False,
         description="Runs one seeded rollout several ways (twice, 1 and N workers, fork and "
                     "spawn, sync and async, shmatari and the pipe baseline) and checks that "
                     "every env's stream of observations, rewards and flags is identical.",
-        epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments.")
-    p.add_argument("--game", default="Breakout", help="game (default Breakout)")
-    p.add_argument("--num-envs", type=int, default=4, help="envs per run (default 4)")
-    p.add_argument("--steps", type=int, default=300, help="agent steps per env (default 300)")
-    p.add_argument("--seed", type=int, default=0, help="pool seed (default 0)")
-    p.add_argument("--policy-seed", type=int, default=None,
+        epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments, "
+               "130 after Ctrl-C (the pairings that finished are printed).")
+    _cli.add_version(p)
+    p.add_argument("--game", default="Breakout", help="game")
+    p.add_argument("--num-envs", type=_cli.positive_int, default=4,
+                   help="envs per run (>= 2, or 1 with --pairings rerun)")
+    p.add_argument("--steps", type=_cli.positive_int, default=300, help="agent steps per env")
+    p.add_argument("--seed", type=_cli.nonnegative_int, default=0, help="pool seed")
+    p.add_argument("--policy-seed", type=_cli.nonnegative_int, default=None,
                    help="seed of the random policy (default: --seed)")
-    p.add_argument("--num-workers", type=int, default=None,
+    p.add_argument("--num-workers", type=_cli.positive_int, default=None,
                    help="workers N, compared with 1 (default: cores, at least 2, at most envs)")
-    p.add_argument("--batch-size", type=int, default=None,
+    p.add_argument("--batch-size", type=_cli.positive_int, default=None,
                    help="batch of the async run (default num_envs // 2)")
     p.add_argument("--pairings", default=None,
-                   help=f"comma-separated subset of {','.join(PAIRINGS)} (default all)")
+                   help=f"comma-separated subset of {','.join(PAIRINGS)} (default: all)")
     p.add_argument("-o", "--option", action="append", type=_option, default=[],
                    metavar="KEY=VALUE",
-                   help="env option, repeatable: -o repeat_action_probability=0.0")
+                   help="env option, repeatable, parsed by its type: -o grayscale=false "
+                        "-o repeat_action_probability=0 -o max_episode_frames=none")
     p.add_argument("--json", metavar="FILE", default=None, help="write the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--unseeded-policy", metavar="RUN", default=None,
@@ -545,25 +571,28 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``shmatari-check`` console script; returns the exit status."""
-    import json
-
     parser = _parser()
     args = parser.parse_args(argv)
+    _cli.check_output_path(parser, "--json", args.json)
     try:
         report = check_reproducibility(
             args.game, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
             policy_seed=args.policy_seed, num_workers=args.num_workers,
             batch_size=args.batch_size,
-            pairings=args.pairings.split(",") if args.pairings else None,
+            pairings=[p.strip() for p in args.pairings.split(",")] if args.pairings else None,
             progress=not args.quiet, unseeded_policy=args.unseeded_policy, **dict(args.option))
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
+    except KeyboardInterrupt:  # before the first run began
+        print("shmatari-check: interrupted", file=sys.stderr)
+        return _cli.EXIT_INTERRUPTED
     for line in report.lines():
         print(line, flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report.as_dict(), f, indent=2)
-            f.write("\n")
+        _cli.write_json(args.json, report.as_dict())
+    if report.interrupted:
+        print("shmatari-check: interrupted", file=sys.stderr)
+        return _cli.EXIT_INTERRUPTED
     return 0 if report.ok else 1
 
 

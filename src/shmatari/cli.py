@@ -12,13 +12,18 @@ detaches or dies leaves the pool running for the next.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import re
+import select
 import signal
+import struct
 import sys
 import time
 
-from . import _core, config as _config, shm
+import numpy as np
+
+from . import _cli, _core, config as _config, shm
 
 __all__ = ["main", "serve"]
 
@@ -27,8 +32,14 @@ __all__ = ["main", "serve"]
 #: at most keeps ``/shmatari_<name>`` within macOS's 31.
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,19}")
 
-#: Seconds between the server's checks of its workers and its client.
+#: Seconds between the server's checks of its workers and of a client's liveness.
 _POLL = 0.1
+#: Seconds between the server's reads of the claim word (``client_pid``)
+#: while nothing happens (a C client detaches without an event).
+_CLAIM_POLL = 0.005
+#: Seconds the server keeps watching the claim word closely after a process
+#: opens or closes the segment (an attach in progress).
+_CLAIM_SPIN = 0.02
 
 
 class _Stop(BaseException):
@@ -41,6 +52,10 @@ def _on_stop_signal(signum, frame):
 
 def _log(msg: str) -> None:
     print(f"shmatari serve: {msg}", file=sys.stderr, flush=True)
+
+
+def _plural(count: int, word: str, plural: str) -> str:
+    return f"{count} {word if count == 1 else plural}"
 
 
 def _free_name(segment: str) -> None:
@@ -72,10 +87,155 @@ def _free_name(segment: str) -> None:
     shm.unlink(segment)
 
 
-def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout) -> int:
+def _options_line(cfg: _config.EnvConfig, preset: str | None) -> str:
+    """``preset dqn`` / ``ALE v5 options``, then the options that differ from it."""
+    base = dict(_config.OPTION_DEFAULTS)
+    if preset:
+        base.update(_config.PRESETS[preset])
+    options = cfg.env_options()
+    if options["max_episode_frames"] == 0:
+        options["max_episode_frames"] = None
+    changed = [f"{k}={options[k]}" for k in base if options[k] != base[k]]
+    return (f"preset {preset}" if preset else "ALE v5 options") + \
+        (f" with {', '.join(changed)}" if changed else "")
+
+
+def _claim_word(mapped) -> np.ndarray:
+    """A 0-d int32 view of the header's ``client_pid`` in ``mapped``, at the
+    offset the C header gives."""
+    offset = _core.struct_layout()["shmatari_header"]["client_pid"]
+    return np.ndarray((), np.int32, buffer=mapped.buf, offset=offset)
+
+
+class _OpenWatch:
+    """Opens of the segment file by other processes, through Linux's inotify
+    (``IN_OPEN``; ``IN_CLOSE_NOWRITE`` tells apart the opens of other pools'
+    stale-segment sweeps, which open it read-only and close it at once, from
+    clients, which open it read-write). ``fd`` is -1 where inotify is
+    missing; then the claim word is only polled."""
+
+    IN_CLOSE_NOWRITE, IN_OPEN = 0x10, 0x20
+
+    def __init__(self, path: str):
+        self.fd = -1
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return
+        if fd < 0:
+            return
+        if libc.inotify_add_watch(fd, os.fsencode(path), self.IN_OPEN | self.IN_CLOSE_NOWRITE) < 0:
+            os.close(fd)
+            return
+        self.fd = fd
+
+    def wait(self, timeout: float) -> bool:
+        """Sleeps until an event or ``timeout`` seconds; True on an event."""
+        if self.fd < 0:
+            time.sleep(timeout)
+            return False
+        return bool(select.select([self.fd], [], [], timeout)[0])
+
+    def read(self) -> tuple[int, int]:
+        """(opens, read-only closes) since the last call; never blocks."""
+        opens = closes = 0
+        while self.fd >= 0:
+            try:
+                data = os.read(self.fd, 4096)
+            except BlockingIOError:
+                break
+            off = 0
+            while off + 16 <= len(data):
+                _, mask, _, name_len = struct.unpack_from("iIII", data, off)
+                opens += bool(mask & self.IN_OPEN)
+                closes += bool(mask & self.IN_CLOSE_NOWRITE)
+                off += 16 + name_len
+        return opens, closes
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _Clients:
+    """Logs each client that attaches, detaches or dies.
+
+    The claim word (``client_pid``) holds the current client's pid; the
+    header keeps no count of attaches, so a client that attaches and
+    detaches between two reads would go unseen. The server therefore sleeps
+    on the segment file's inotify events: a client opening the segment wakes
+    it, and it then reads the claim word closely until the attach is over.
+    Should a client still come and go unseen (it held the pool for
+    microseconds, or was refused), the open and close are logged without a
+    pid."""
+
+    def __init__(self, claim: np.ndarray, watch: _OpenWatch):
+        self.claim, self.watch = claim, watch
+        self.client, self.reported_dead = 0, False
+        self.balance = 0  # client opens of the segment minus attaches seen
+
+    def _read_claim(self) -> None:
+        now = int(self.claim)
+        if now == self.client:
+            return
+        if self.client and not self.reported_dead:
+            _log(f"client pid {self.client} detached" if not now else
+                 f"client pid {self.client} is gone; pid {now} took over")
+        if now:
+            _log(f"client pid {now} attached")
+            self.balance -= 1
+        self.client, self.reported_dead = now, False
+
+    def wait(self, timeout: float) -> None:
+        """Up to ``timeout`` seconds of watching."""
+        event = self.watch.wait(timeout)
+        self._read_claim()
+        if not event:
+            return
+        holder = self.client
+        # Each attach opens the segment read-write once, as it begins (the
+        # read-only opens of stale-segment sweeps are closed at once, so
+        # opens minus read-only closes counts the clients): over time these
+        # opens match the attaches seen, and any excess went unseen.
+        opens, ro_closes = self.watch.read()
+        quiet_until = time.monotonic() + _CLAIM_SPIN
+        while time.monotonic() < quiet_until:
+            self._read_claim()
+            o, c = self.watch.read()
+            if o or c:
+                opens, ro_closes = opens + o, ro_closes + c
+                quiet_until = time.monotonic() + _CLAIM_SPIN
+            os.sched_yield()
+        self.balance += opens - ro_closes
+        if self.balance > 0:
+            _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
+                 f"being seen to claim it: "
+                 + (f"refused while pid {holder} held it (one client at a time)"
+                    if holder and self.client == holder else
+                    "failed, or detached within microseconds"))
+            self.balance = 0
+
+    def check(self) -> None:
+        if self.client and not self.reported_dead and not _core.pid_alive(self.client):
+            _log(f"client pid {self.client} died; the next client to attach takes over")
+            self.reported_dead = True
+
+
+def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
+          preset: str | None = None) -> int:
     """Serves a pool until SIGINT / SIGTERM (returns 0) or a worker failure
     (returns 1). Prints one line ``ready name=... segment=... pid=...`` to
-    ``out`` once clients may attach."""
+    ``out`` once clients may attach, and logs on stderr each client that
+    attaches, detaches or dies (see ``_Clients``).
+
+    Args:
+        cfg: the pool (see :func:`shmatari.config.build_config`).
+        name: the pool name, or None for an automatic one.
+        out: where the ready line goes.
+        preset: the preset ``cfg`` was built with, for the start line.
+    """
     from .env import ShmVectorEnv
     from .errors import WorkerError
 
@@ -86,35 +246,31 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout) -> int:
     # ignored, and Python would keep it so.
     previous = {sig: signal.signal(sig, _on_stop_signal)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    env = None
+    env = mapped = claim = watch = clients = None
     try:
         env = ShmVectorEnv(cfg, segment_name=segment, claim=False)
-        seg = env._seg
+        mapped = shm.attach(segment)
+        claim = _claim_word(mapped)
         shape = env.single_observation_space.shape
-        _log(f"{cfg.game}: {env.num_envs} envs, batch_size {env.batch_size}, "
-             f"{env.num_workers} workers, obs uint8 {shape}, "
+        _log(f"{cfg.game}: {_plural(env.num_envs, 'env', 'envs')}, batch_size "
+             f"{env.batch_size}, {_plural(env.num_workers, 'worker', 'workers')}, "
+             f"{_options_line(cfg, preset)}; obs uint8 {shape}, "
              f"{env.single_action_space.n} actions, autoreset {cfg.autoreset_mode}, "
              f"seed {cfg.seed}")
+        watch = _OpenWatch(f"{shm.SHM_DIR}/{segment}")  # before any client can come
         attach_name = name or segment
         print(f"ready name={attach_name} segment={segment} pid={os.getpid()}", file=out,
               flush=True)
         _log(f'attach with shmatari.attach("{attach_name}") or '
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
-        client, reported_dead = 0, False
+        clients, next_check = _Clients(claim, watch), 0.0
         while True:
-            time.sleep(_POLL)
-            env._check_workers()
-            now = seg.header()["client_pid"]
-            if now != client:
-                if client and not reported_dead:
-                    _log(f"client pid {client} detached" if not now else
-                         f"client pid {client} is gone; pid {now} took over")
-                if now:
-                    _log(f"client pid {now} attached")
-                client, reported_dead = now, False
-            elif client and not reported_dead and not _core.pid_alive(client):
-                _log(f"client pid {client} died; the next client to attach takes over")
-                reported_dead = True
+            clients.wait(_CLAIM_POLL)
+            t = time.monotonic()
+            if t >= next_check:
+                next_check = t + _POLL
+                env._check_workers()
+                clients.check()
     except _Stop:
         _log("stopping")
         return 0
@@ -127,6 +283,11 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout) -> int:
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)
         try:
+            if watch is not None:
+                watch.close()
+            del claim, clients  # the views, before their mapping closes
+            if mapped is not None:
+                shm.close_mapping(mapped)
             if env is not None:
                 env.close()
         finally:
@@ -134,39 +295,59 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout) -> int:
                 signal.signal(sig, handler)
 
 
+def _option_type(key: str):
+    """argparse type of option ``key``: :func:`shmatari.config.parse_option`."""
+    def parse(text: str):
+        try:
+            return _config.parse_option(key, text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = key  # argparse names the type in some messages
+    return parse
+
+
 def _option_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per env option of :func:`shmatari.make`, typed by its default."""
-    group = parser.add_argument_group("env options (as shmatari.make; default: ALE v5)")
+    """One flag per env option of :func:`shmatari.make`, typed by
+    ``config.OPTION_TYPES``; booleans also as ``--no-<flag>``."""
+    group = parser.add_argument_group("env options (as shmatari.make; default: ALE v5, "
+                                      "or the preset's)")
     for key, default in _config.OPTION_DEFAULTS.items():
         flag = "--" + key.replace("_", "-")
-        kw = dict(dest=key, default=argparse.SUPPRESS, help=f"default {default}")
-        if isinstance(default, bool):
+        kw = dict(dest=key, default=argparse.SUPPRESS, help=f"(default: {default})")
+        kind = _config.OPTION_TYPES[key]
+        if kind[0] is bool:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif key == "max_episode_frames":
-            group.add_argument(flag, type=lambda v: None if v.lower() == "none" else int(v),
-                               metavar="FRAMES|none", **kw)
-        elif key == "autoreset_mode":
-            group.add_argument(flag, choices=_config.AUTORESET_MODES, **kw)
+        elif kind[0] is str:
+            group.add_argument(flag, choices=kind[1], **kw)
         else:
-            group.add_argument(flag, type=type(default), **kw)
+            metavar = "FRAMES|none" if key == "max_episode_frames" else key.upper()
+            group.add_argument(flag, type=_option_type(key), metavar=metavar, **kw)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="shmatari", description=__doc__.split("\n\n")[0],
-                                allow_abbrev=False)
-    sub = p.add_subparsers(dest="command", required=True)
+    doc = _cli.plain(__doc__)
+    p = _cli.ArgumentParser(prog="shmatari", description=doc.split("\n\n")[0],
+                            formatter_class=_cli.HelpFormatter, allow_abbrev=False)
+    _cli.add_version(p)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("serve", help="serve a pool of Atari envs to a client process",
-                       description=__doc__.split("\n\n")[1], allow_abbrev=False)
+                       description=doc.split("\n\n")[1], allow_abbrev=False,
+                       formatter_class=_cli.HelpFormatter)
+    _cli.add_version(s)
     s.add_argument("game", help="the game: Breakout, ALE/Breakout-v5, breakout, ...")
-    s.add_argument("--num-envs", type=int, default=8, help="envs in the pool (default 8)")
-    s.add_argument("--batch-size", type=int, default=None,
+    s.add_argument("--num-envs", type=_cli.positive_int, default=8, help="envs in the pool")
+    s.add_argument("--batch-size", type=_cli.positive_int, default=None,
                    help="results per batch (default num_envs: synchronous)")
-    s.add_argument("--num-workers", type=int, default=None,
+    s.add_argument("--num-workers", type=_cli.positive_int, default=None,
                    help="worker processes (default: the cores available, at most num_envs)")
-    s.add_argument("--seed", type=int, default=None, help="pool seed (default: fresh entropy)")
-    s.add_argument("--start-method", default=None, choices=_config.START_METHODS)
+    s.add_argument("--seed", type=_cli.nonnegative_int, default=None,
+                   help="pool seed (default: fresh entropy, printed)")
+    s.add_argument("--start-method", default=None, choices=_config.START_METHODS,
+                   help=f"(default: {_config.default_start_method()})")
     s.add_argument("--preset", default=None, choices=sorted(_config.PRESETS),
-                   help="a named set of env options (see shmatari.make); flags override it")
+                   help="a named set of env options (see shmatari.make); flags override it "
+                        "(default: none, ALE v5)")
     s.add_argument("--name", default=None,
                    help="pool name for clients (segment /dev/shm/shmatari_NAME; a letter, "
                         "then up to 19 letters, digits, _ or -); default: an automatic "
@@ -189,7 +370,7 @@ def main(argv=None) -> int:
             preset=args.preset, **{k: opts[k] for k in _config.OPTION_DEFAULTS if k in opts})
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    return serve(cfg, args.name)
+    return serve(cfg, args.name, preset=args.preset)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ import sys
 
 from . import games, seeding
 
-__all__ = ["EnvConfig", "build_config", "OPTION_DEFAULTS", "PRESETS", "AUTORESET_MODES",
-           "available_cores", "default_start_method"]
+__all__ = ["EnvConfig", "build_config", "parse_option", "OPTION_DEFAULTS", "OPTION_TYPES",
+           "PRESETS", "AUTORESET_MODES", "available_cores", "default_start_method"]
 
 #: The null env's "screen", (height, width) in pixels: it emulates none, and
 #: bounds its image options as most Atari games' 210 x 160 screen does. An
@@ -168,6 +168,53 @@ def default_start_method() -> str:
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
+#: Each env option's type and bounds, the one table that both validation
+#: (:func:`build_config`) and the command lines (:func:`parse_option`, the
+#: flags of ``shmatari serve``) read: ``(kind, low, high)`` for numbers
+#: (``high`` None: the C type's bound), ``(bool,)``, ``(str, choices)``.
+#: ``max_episode_frames`` also takes None (no cap).
+OPTION_TYPES = {
+    "frame_skip": (int, 1, _INT32_MAX),
+    "repeat_action_probability": (float, 0.0, 1.0),
+    "noop_max": (int, 0, _INT32_MAX),
+    "stack_num": (int, 1, _INT32_MAX),
+    # at most the game's own screen: build_config checks it (_image_side)
+    "img_height": (int, 1, _INT32_MAX),
+    "img_width": (int, 1, _INT32_MAX),
+    "grayscale": (bool,),
+    "maxpool": (bool,),
+    "episodic_life": (bool,),
+    "use_fire_reset": (bool,),
+    "reward_clip": (bool,),
+    "full_action_space": (bool,),
+    "max_episode_frames": (int, 1, _INT64_MAX),
+    "autoreset_mode": (str, AUTORESET_MODES),
+}
+assert set(OPTION_TYPES) == set(OPTION_DEFAULTS)
+
+#: Arguments that Gymnasium's or EnvPool's Atari envs take and shmatari does
+#: not, with what to do instead (rather than a "did you mean" guess).
+_NOT_OPTIONS = {
+    "render_mode": "render_mode is not supported yet: the pool renders nothing (no "
+                   "'human' window, no 'rgb_array' frames); make(..., grayscale=False) "
+                   "gives RGB observations, shape (..., H, W, 3)",
+    "obs_type": "obs_type is not supported: observations are pixels only (RAM "
+                "observations are not supported); grayscale=False gives RGB",
+    "frameskip": "frameskip is Gymnasium's spelling: use frame_skip",
+    "gray_scale": "gray_scale is EnvPool's spelling: use grayscale",
+    "screen_size": "screen_size is AtariPreprocessing's: use img_height and img_width",
+    "terminal_on_life_loss": "terminal_on_life_loss is AtariPreprocessing's: use "
+                             "episodic_life",
+    "max_num_frames_per_episode": "max_num_frames_per_episode is ale-py's: use "
+                                  "max_episode_frames",
+    "max_episode_steps": "max_episode_steps counts agent steps in EnvPool: use "
+                         "max_episode_frames (emulator frames, frame_skip per step)",
+    "num_threads": "num_threads is EnvPool's: use num_workers (worker processes)",
+}
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
 
 def _int(name, value, lo, hi=_INT32_MAX):
     if isinstance(value, (bool,)) or not isinstance(value, numbers.Integral):
@@ -206,6 +253,66 @@ def _image_side(name, value, game, screen, axis):
     return value
 
 
+def _check_option(name, value):
+    """``value`` checked against ``OPTION_TYPES[name]``."""
+    kind = OPTION_TYPES[name]
+    if kind[0] is bool:
+        return _bool(name, value)
+    if kind[0] is float:
+        return _float(name, value, kind[1], kind[2])
+    if kind[0] is int:
+        if name == "max_episode_frames" and value is None:
+            return None
+        return _int(name, value, kind[1], kind[2])
+    return _autoreset_mode(value)
+
+
+def _unknown_options(names) -> TypeError:
+    hints = []
+    for name in names:
+        if name in _NOT_OPTIONS:
+            hints.append(_NOT_OPTIONS[name])
+            continue
+        close = difflib.get_close_matches(name, list(OPTION_DEFAULTS), n=1)
+        hints.append(f"unknown option {name!r}" + (f" (did you mean {close[0]!r}?)"
+                                                   if close else ""))
+    known = "" if set(names) <= set(_NOT_OPTIONS) else \
+        f"; known options: {', '.join(OPTION_DEFAULTS)}"
+    return TypeError("; ".join(hints) + known)
+
+
+def parse_option(name: str, text: str):
+    """An env option's value from command-line text, by its type in
+    :data:`OPTION_TYPES`: booleans from ``true/false/yes/no/on/off/1/0`` (any
+    case), numbers from their digits, ``none`` for ``max_episode_frames``.
+
+    Raises:
+        TypeError: an unknown option.
+        ValueError: text that is not a value of the option's type, or a
+            value out of range.
+    """
+    if name not in OPTION_TYPES:
+        raise _unknown_options([name])
+    kind, text = OPTION_TYPES[name], text.strip()
+    if kind[0] is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ValueError(f"{name} must be a bool (true/false, yes/no, on/off, 1/0), "
+                         f"got {text!r}")
+    if kind[0] is int and name == "max_episode_frames" and text.lower() == "none":
+        return None
+    if kind[0] in (int, float):
+        try:
+            value = kind[0](text)
+        except ValueError:
+            what = "an int" if kind[0] is int else "a number"
+            raise ValueError(f"{name} must be {what}, got {text!r}") from None
+        return _check_option(name, value)
+    return _check_option(name, text)
+
+
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
                  start_method=None, zero_copy=False, restart_workers=False, preset=None,
                  env_index_offset=0, pool_generation=0, **options) -> EnvConfig:
@@ -235,12 +342,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     """
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, list(OPTION_DEFAULTS), n=1)
-            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise TypeError(f"unknown option(s) {', '.join(hints)}; known options: "
-                        f"{', '.join(OPTION_DEFAULTS)}")
+        raise _unknown_options(unknown)
     opts = dict(OPTION_DEFAULTS)
     if preset is not None:
         if not isinstance(preset, str) or preset not in PRESETS:
@@ -264,9 +366,12 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     if start_method not in START_METHODS:
         raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
     screen = NULL_SCREEN_SHAPE if game == NULL_ENV else games.screen_shape(game)
-    max_frames = opts["max_episode_frames"]
-    max_frames = 0 if max_frames is None else _int("max_episode_frames", max_frames, 1, _INT64_MAX)
-    autoreset_mode = _autoreset_mode(opts["autoreset_mode"])
+    opts = {k: _check_option(k, opts[k]) for k in OPTION_DEFAULTS}
+    # The image bounds follow the game's own screen, which OPTION_TYPES cannot know.
+    opts["img_height"] = _image_side("img_height", opts["img_height"], game, screen, 0)
+    opts["img_width"] = _image_side("img_width", opts["img_width"], game, screen, 1)
+    if opts["max_episode_frames"] is None:
+        opts["max_episode_frames"] = 0
     env_index_offset = _int("env_index_offset", env_index_offset, 0, 2**32 - num_envs)
     pool_generation = _int("pool_generation", pool_generation, 0, 2**32 - 1)
     return EnvConfig(
@@ -279,23 +384,9 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         screen_shape=screen,
         zero_copy=_bool("zero_copy", zero_copy),
         restart_workers=_bool("restart_workers", restart_workers),
-        frame_skip=_int("frame_skip", opts["frame_skip"], 1),
-        repeat_action_probability=_float("repeat_action_probability",
-                                         opts["repeat_action_probability"], 0.0, 1.0),
-        noop_max=_int("noop_max", opts["noop_max"], 0),
-        stack_num=_int("stack_num", opts["stack_num"], 1),
-        img_height=_image_side("img_height", opts["img_height"], game, screen, 0),
-        img_width=_image_side("img_width", opts["img_width"], game, screen, 1),
-        grayscale=_bool("grayscale", opts["grayscale"]),
-        maxpool=_bool("maxpool", opts["maxpool"]),
-        episodic_life=_bool("episodic_life", opts["episodic_life"]),
-        use_fire_reset=_bool("use_fire_reset", opts["use_fire_reset"]),
-        reward_clip=_bool("reward_clip", opts["reward_clip"]),
-        full_action_space=_bool("full_action_space", opts["full_action_space"]),
-        max_episode_frames=max_frames,
-        autoreset_mode=autoreset_mode,
         env_index_offset=env_index_offset,
         pool_generation=pool_generation,
+        **opts,
     )
 
 

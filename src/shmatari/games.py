@@ -107,7 +107,8 @@ def resolve_game(env_id: str) -> str:
     Raises:
         TypeError: ``env_id`` is not a str.
         ValueError: no ROM matches (the message suggests close names), or
-            the ROM cannot be played single-player (not in :func:`list_games`).
+            the ROM cannot be played single-player (not in :func:`list_games`),
+            or the name asks for RAM observations (``"Breakout-ram-v5"``).
         FileNotFoundError, OSError: ale-py's file for the ROM is missing or
             altered (see :func:`rom_path`).
     """
@@ -117,6 +118,13 @@ def resolve_game(env_id: str) -> str:
     name = re.sub(r"^ALE/", "", name, flags=re.IGNORECASE)
     version = re.search(r"-v(\d+)$", name)
     name = re.sub(r"-v\d+$", "", name)
+    ram = re.search(r"-?ram(NoFrameskip|Deterministic)?$", name, flags=re.IGNORECASE)
+    if ram and _key(name) not in _rom_ids():
+        game = name[:ram.start()]
+        raise ValueError(
+            f"{env_id!r} names the RAM observations of {game or 'a game'}: RAM observations "
+            f"are not supported (only pixels); use "
+            f"{repr(game + '-v5') if game else 'the game name'} for its screen")
     legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
     name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
     ids = _rom_ids()

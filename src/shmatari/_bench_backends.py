@@ -1,0 +1,371 @@
+"""The backends of ``shmatari-bench``: how each vector env is opened and
+stepped (:class:`Runner`), the ceiling's processes (:class:`Ceiling`) and the
+policy of ``--policy``. See :mod:`shmatari.bench`."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import signal
+import threading
+import time
+
+import numpy as np
+
+from . import config as _config
+
+__all__ = ["BACKENDS", "POLICY_BACKENDS", "OPTIONS", "Runner", "Ceiling", "open_backend",
+           "peer_available", "setting_text", "torch_missing", "nature_cnn_policy", "close_all",
+           "plural"]
+
+#: Backends in the order they run and print.
+BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "envpool-async",
+            "ale_vector", "gymnasium")
+#: Backends of ``--policy``: ``shmatari-double`` is shmatari's async pool
+#: with batch_size num_envs / 2 (double-buffered sampling).
+POLICY_BACKENDS = ("shmatari", "shmatari-double", "envpool", "envpool-async")
+PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
+               "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
+#: ALE v5's options, set explicitly on every backend so that all do the same work.
+OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
+               img_height=84, img_width=84, grayscale=True, maxpool=True,
+               episodic_life=False, use_fire_reset=False, reward_clip=False,
+               full_action_space=False, max_episode_frames=108_000)
+ACTION_ROWS = 4096
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``plural(1, "env")`` -> ``"1 env"``; ``plural(2, "process", "processes")``."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
+def peer_available(name: str) -> str | None:
+    """None if the backend can run here, else why not."""
+    peer = PEER_MODULE.get(name)
+    try:
+        if peer == "envpool":
+            import envpool  # noqa: F401
+        elif peer == "ale_vector":
+            from ale_py.vector_env import AtariVectorEnv  # noqa: F401
+        elif peer == "gymnasium":
+            import cv2  # noqa: F401
+            import gymnasium  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure means "not installed"
+        return "not installed" + (" (pip install envpool)" if peer == "envpool" else "")
+    return None
+
+
+def game_title(rom: str) -> str:
+    """``"ms_pacman"`` -> ``"MsPacman"`` (the Gymnasium / EnvPool spelling)."""
+    return "".join(part.capitalize() for part in rom.split("_"))
+
+
+class Runner:
+    """Steps one backend: ``loop()`` performs one iteration and returns the
+    env steps it completed. Synchronous backends ``step`` every env;
+    asynchronous ones ``recv`` a batch and ``send`` its next actions. The
+    actions come from a fixed random table, or from ``policy(obs)``."""
+
+    def __init__(self, env, num_envs: int, *, sync: bool, reset=None):
+        self.env, self.sync, self.num_envs = env, sync, num_envs
+        self.n_actions = _n_actions(env)
+        self.actions = np.random.default_rng(12345).integers(0, self.n_actions,
+                                                             (ACTION_ROWS, num_envs))
+        self.policy = None
+        self.policy_seconds = 0.0
+        self.k = 0
+        if sync:
+            self.obs = (reset or env.reset)()[0]
+        else:
+            env.async_reset()
+
+    def _act(self, obs, n: int):
+        if self.policy is None:
+            return self.actions[self.k % ACTION_ROWS][:n]
+        t = time.perf_counter()
+        actions = self.policy(obs)
+        self.policy_seconds += time.perf_counter() - t
+        return actions
+
+    def loop(self) -> int:
+        self.k += 1
+        if self.sync:
+            self.obs = self.env.step(self._act(self.obs, self.num_envs))[0]
+            return self.num_envs
+        obs, _, _, _, info = self.env.recv()
+        ids = info["env_id"]
+        self.env.send(self._act(obs, len(ids)), ids)
+        return len(ids)
+
+    def burst(self, warmup: float, seconds: float, tick) -> dict:
+        """``warmup`` seconds unmeasured, then ``seconds`` measured."""
+        end = time.perf_counter() + warmup
+        while time.perf_counter() < end:
+            self.loop()
+        self.policy_seconds = 0.0
+        steps, t0 = 0, time.perf_counter()
+        end, now = t0 + seconds, t0
+        while now < end:
+            steps += self.loop()
+            now = time.perf_counter()
+            tick(now - t0)
+        out = {"env_steps": steps, "seconds": now - t0}
+        if self.policy is not None:
+            out["policy_seconds"] = self.policy_seconds
+        return out
+
+    def close(self):
+        self.env.close()
+
+
+def _n_actions(env) -> int:
+    space = getattr(env, "single_action_space", None) or env.action_space
+    return int(space.n)
+
+
+def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
+    n, seed = cfg.num_envs, 0
+    if name in ("shmatari", "shmatari-async", "shmatari-double"):
+        from .env import ShmVectorEnv
+
+        if name != "shmatari":
+            env = ShmVectorEnv(dataclasses.replace(cfg, batch_size=batch_size))
+            return Runner(env, n, sync=False)
+        return Runner(ShmVectorEnv(cfg), n, sync=True)
+    if name in ("pipe", "pipe-kernel"):
+        from .baselines import PipeVectorEnv
+
+        env = PipeVectorEnv(_config.build_config(cfg.game, n, num_workers=n, seed=seed,
+                                                 start_method=cfg.start_method,
+                                                 **cfg.env_options()),
+                            preprocess="kernel" if name == "pipe-kernel" else "opencv")
+        return Runner(env, n, sync=True)
+    if name in ("envpool", "envpool-async"):
+        import envpool
+
+        kw = dict(batch_size=batch_size) if name == "envpool-async" else {}
+        env = envpool.make(f"{game_title(cfg.game)}-v5", env_type="gymnasium", num_envs=n,
+                           num_threads=cfg.num_workers, seed=seed, frame_skip=4,
+                           repeat_action_probability=0.25, noop_max=30, stack_num=4,
+                           img_height=84, img_width=84, gray_scale=True,
+                           use_inter_area_resize=True, episodic_life=False,
+                           reward_clip=False, use_fire_reset=False,
+                           full_action_space=False, max_episode_steps=27_000, **kw)
+        return Runner(env, n, sync=not kw)
+    if name == "ale_vector":
+        from ale_py import ALEInterface, LoggerMode
+        from ale_py.vector_env import AtariVectorEnv
+
+        ALEInterface.setLoggerMode(LoggerMode.Error)
+        env = AtariVectorEnv(cfg.game, n, num_threads=cfg.num_workers, frameskip=4,
+                             repeat_action_probability=0.25, noop_max=30, stack_num=4,
+                             img_height=84, img_width=84, grayscale=True, maxpool=True,
+                             episodic_life=False, reward_clipping=False,
+                             use_fire_reset=False, full_action_space=False,
+                             max_num_frames_per_episode=108_000)
+        return Runner(env, n, sync=True, reset=lambda: env.reset(seed=seed))
+    if name == "gymnasium":
+        import ale_py
+        import gymnasium as gym
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        gym.register_envs(ale_py)
+        game_id = f"ALE/{game_title(cfg.game)}-v5"
+
+        def thunk():
+            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+            e = gym.make(game_id, frameskip=1, repeat_action_probability=0.25,
+                         full_action_space=False, max_num_frames_per_episode=108_000)
+            e = AtariPreprocessing(e, noop_max=30, frame_skip=4, screen_size=84,
+                                   terminal_on_life_loss=False, grayscale_obs=True)
+            return FrameStackObservation(e, 4)
+
+        env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
+                                        context=cfg.start_method)
+        return Runner(env, n, sync=True, reset=lambda: env.reset(seed=seed))
+    raise ValueError(f"unknown backend {name!r}")
+
+
+def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
+    s = plural(cfg.num_envs, "env")
+    if name == "shmatari-double":
+        s += f", 2 halves of {batch_size}"
+    elif name.endswith("-async"):
+        s += f", batch {batch_size}"
+    if name.startswith("shmatari"):
+        return s + ", " + plural(cfg.num_workers, "worker")
+    if name.startswith(("envpool", "ale_vector")):
+        return s + ", " + plural(cfg.num_workers, "thread")
+    if name == "pipe-kernel":
+        return s + ", 1 process per env, shmatari's kernel"
+    return s + ", 1 process per env"
+
+
+# -- the ceiling: shmatari's core, one process per worker group, no IPC -------------
+
+def _ceiling_worker(fields: dict, indices: list, conn) -> None:
+    """Builds its envs, then runs one burst per ``(warmup, seconds)`` it
+    receives, answering ``(env_steps, seconds)``; ends at None or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
+    from . import atari
+
+    atari.quiet_process()
+    cfg = _config.EnvConfig(**fields)
+    palette = atari.build_palette(cfg)
+    cores = [atari.build_core(cfg, i, palette) for i in indices]
+    for c in cores:
+        c.reset()
+    out = np.empty(cfg.obs_shape, np.uint8)
+    rng = np.random.default_rng(indices[0])
+    acts = rng.integers(0, cores[0].num_actions, (ACTION_ROWS, len(cores))).tolist()
+    conn.send("ready")
+    k = 0
+    while True:
+        try:
+            cmd = conn.recv()
+        except EOFError:
+            return
+        if cmd is None:
+            return
+        warmup, seconds = cmd
+        t_start = time.perf_counter() + warmup
+        end = t_start + seconds
+        steps, counting = 0, False
+        while True:
+            now = time.perf_counter()
+            if not counting and now >= t_start:
+                counting, steps, t_start = True, 0, now
+            if now >= end:
+                break
+            row = acts[k % ACTION_ROWS]
+            for j, c in enumerate(cores):
+                c.step(row[j])
+                c.obs_into(out)
+            k += 1
+            steps += len(cores)
+        conn.send((steps, now - t_start))
+
+
+class Ceiling:
+    """The ceiling's processes, kept between bursts like any backend."""
+
+    def __init__(self, cfg: _config.EnvConfig):
+        from .atari import single_threaded_children
+
+        ctx = mp.get_context(cfg.start_method)
+        fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+        self.groups = cfg.worker_groups()
+        self.conns, self.procs = [], []
+        try:
+            with single_threaded_children():
+                for g in self.groups:
+                    parent, child = ctx.Pipe()
+                    p = ctx.Process(target=_ceiling_worker, daemon=True,
+                                    args=(fields, list(g), child))
+                    p.start()
+                    child.close()
+                    self.conns.append(parent)
+                    self.procs.append(p)
+            for c in self.conns:
+                self._recv(c, 60.0)
+        except BaseException:
+            self.close()
+            raise
+
+    def _recv(self, conn, timeout: float):
+        deadline = time.perf_counter() + timeout
+        while not conn.poll(0.1):
+            if any(p.exitcode is not None for p in self.procs):
+                raise RuntimeError("a ceiling process failed: "
+                                   f"exit codes {[p.exitcode for p in self.procs]}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"a ceiling process did not answer in {timeout:g} s")
+        return conn.recv()
+
+    def burst(self, warmup: float, seconds: float, tick) -> dict:
+        for c in self.conns:
+            c.send((warmup, seconds))
+        t0 = time.perf_counter()
+        answers = []
+        for c in self.conns:
+            while not c.poll(0.1):
+                tick(min(seconds, max(0.0, time.perf_counter() - t0 - warmup)))
+            answers.append(self._recv(c, warmup + seconds + 30.0))
+        return {"env_steps": sum(a[0] for a in answers),
+                "seconds": max(a[1] for a in answers)}
+
+    def close(self):
+        for c in self.conns:
+            try:
+                c.send(None)
+            except OSError:
+                pass
+        for p in self.procs:
+            p.join(2.0)
+            if p.exitcode is None:
+                p.kill()
+                p.join(1.0)
+        for c in self.conns:
+            c.close()
+        self.conns, self.procs = [], []
+
+
+# -- the policy of --policy ---------------------------------------------------------
+
+def torch_missing() -> str | None:
+    """None if torch can be imported, else how to install it."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "--policy needs torch: python3 -m pip install torch"
+    return None
+
+
+def nature_cnn_policy(stack_num: int, n_actions: int):
+    """``policy(obs) -> actions``: the Nature DQN network (Mnih et al., 2015;
+    CleanRL's PPO agent), three convolutions and a 512-unit layer, on CPU with
+    one thread. ``obs``: uint8, shape ``(batch, stack_num, 84, 84)``; the
+    actions are sampled from its logits: int64, shape ``(batch,)``."""
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(stack_num, 32, 8, stride=4), nn.ReLU(),
+        nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(),
+        nn.Linear(512, n_actions)).eval()
+
+    @torch.inference_mode()
+    def policy(obs):
+        x = torch.from_numpy(np.asarray(obs)).float().div_(255.0)
+        logits = net(x)
+        return torch.distributions.Categorical(logits=logits).sample().numpy()
+
+    return policy
+
+
+# -- one point: every backend at one num_envs ---------------------------------------
+
+def close_all(items) -> None:
+    """Closes every runner; a second Ctrl-C meanwhile is ignored, so that no
+    process or segment is left behind."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) \
+        if _in_main_thread() else None
+    try:
+        for item in items:
+            try:
+                item.close()
+            except Exception:  # noqa: BLE001 - close the others regardless
+                pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+

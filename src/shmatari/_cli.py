@@ -1,0 +1,134 @@
+"""What the three command lines (``shmatari``, ``shmatari-bench``,
+``shmatari-check``) share, so that they behave alike and as ``pip`` or
+``pytest`` do: usage errors are one line on stderr with exit status 2
+(argparse's own error path), ``--help`` is plain text with every default,
+``--version`` exists everywhere, output paths are checked before any work
+starts, and Ctrl-C ends with status 130 and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+
+__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "positive_int",
+           "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
+           "write_json", "EXIT_INTERRUPTED"]
+
+#: Exit status after Ctrl-C, as a shell reports a process ended by SIGINT.
+EXIT_INTERRUPTED = 130
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line on stderr, then exit
+    status 2: ``prog: error: <what>; see prog --help``."""
+
+    def error(self, message: str):
+        message = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Descriptions kept as written; each option's default appended, except
+    where it is None or suppressed (the help text then says what happens)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False and action.nargs == 0:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def plain(text: str) -> str:
+    """reStructuredText (docstrings) as plain text: ``x`` and :func:`x` -> x."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version``: prints ``<prog> <shmatari version> (ale-py ..., Python
+    ...)`` and exits 0."""
+    import importlib.metadata
+    import platform
+
+    from . import __version__
+
+    try:
+        ale = importlib.metadata.version("ale-py")
+    except importlib.metadata.PackageNotFoundError:
+        ale = "not installed"
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {__version__} (ale-py {ale}, Python "
+                                f"{platform.python_version()})")
+
+
+def _number(kind, low: float, strict: bool, text: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+    if value != value or (value <= low if strict else value < low) or value == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"must be {'>' if strict else '>='} {low}, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    return _number(int, 1, False, text)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an int >= 0."""
+    return _number(int, 0, False, text)
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite float > 0."""
+    return _number(float, 0.0, True, text)
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite float >= 0."""
+    return _number(float, 0.0, False, text)
+
+
+def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
+    """Refuses (``parser.error``, exit 2) an output file that could not be
+    written, before the run that would fill it: a missing or unwritable
+    folder, a folder given as the file, an unwritable existing file."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        parser.error(f"{flag} {path}: is a directory; give a file name")
+    if not os.path.isdir(folder):
+        parser.error(f"{flag} {path}: the directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        parser.error(f"{flag} {path}: the directory {folder} is not writable")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        parser.error(f"{flag} {path}: the file exists and is not writable")
+
+
+def write_json(path: str, obj) -> None:
+    """Writes ``obj`` as indented JSON, whole or not at all (a temporary file
+    in the same folder, then renamed over ``path``)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".shmatari-", suffix=".json", dir=folder)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as open(path, "w") would create it
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,330 @@
+"""The three command lines behave as the tools people know (pip, pytest):
+usage errors are one line with exit status 2 and no traceback, output paths
+are checked before the run, Ctrl-C stops cleanly and loses nothing, every
+command has --help (plain text, with defaults) and --version, and messages
+name the real cause. Each test runs the commands as a user would, in a
+subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import shmatari
+from conftest import pid_alive, shm_entries
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def _script(module: str) -> list[str]:
+    """What the console script of ``module`` runs (pyproject's [project.scripts])."""
+    return [sys.executable, "-c", f"import sys; from shmatari.{module} import main; "
+                                  f"sys.exit(main())"]
+
+
+COMMANDS = {
+    "shmatari": _script("cli"),
+    "shmatari serve": [*_script("cli"), "serve"],
+    "shmatari-bench": _script("bench"),
+    "shmatari-check": _script("check"),
+}
+FAST_BENCH = ["--seconds", "0.2", "--warmup", "0.05", "--rounds", "2"]
+
+
+def run(command: str, *args: str, timeout: float = 120, env=None):
+    return subprocess.run([*COMMANDS[command], *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def assert_usage_error(proc, *needles: str) -> None:
+    """Exit status 2, one line on stderr naming the cause, no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def hide_module(tmp_path, name: str) -> dict:
+    """An environment in which ``import name`` fails as if it were not
+    installed (a package of that name earlier on the path that raises
+    ImportError)."""
+    pkg = tmp_path / "hidden" / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"raise ImportError('{name} hidden by the test')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hidden"),
+                                         env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+# -- --help and --version on every command ---------------------------------------------
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_has_version(command):
+    proc = run(command, "--version", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(rf"{command} {re.escape(shmatari.__version__)} \(ale-py \S+, "
+                        rf"Python \S+\)\n", proc.stdout), proc.stdout
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_has_plain_help_with_defaults(command):
+    proc = run(command, "--help", timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("usage: ")
+    assert "``" not in proc.stdout and ":func:" not in proc.stdout  # no reStructuredText
+    if command != "shmatari":
+        assert "(default: " in proc.stdout
+
+
+def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
+    text = " ".join(run("shmatari-bench", "--help", timeout=60).stdout.split())
+    for flag, default in (("--seconds", "2.0"), ("--warmup", "0.5"), ("--rounds", "7"),
+                          ("--max-envs", "64")):
+        assert re.search(rf"{flag} \S+ .*?\(default: {re.escape(default)}\)", text), flag
+
+
+# -- usage errors: one line, exit 2, before anything starts ----------------------------
+
+@pytest.mark.parametrize("command,args,needles", [
+    ("shmatari-bench", ["--num-envs", "0"], ["--num-envs", "must be >= 1, got 0"]),
+    ("shmatari-bench", ["--seconds", "0"], ["--seconds", "must be > 0.0, got 0"]),
+    ("shmatari-bench", ["--rounds", "0"], ["--rounds", "must be >= 1"]),
+    ("shmatari-bench", ["--num-envs", "2", "--batch-size", "3"], ["--batch-size 3"]),
+    ("shmatari-bench", ["--game", "Breakoot"], ["did you mean 'breakout'"]),
+    ("shmatari-check", ["--num-envs", "0"], ["--num-envs", "must be >= 1"]),
+    ("shmatari-check", ["--steps", "x"], ["--steps", "expected an integer"]),
+    ("shmatari serve", ["Breakout", "--num-envs", "-1"], ["--num-envs", "must be >= 1"]),
+])
+def test_usage_errors_are_one_line_with_exit_status_2(command, args, needles):
+    assert_usage_error(run(command, *args, timeout=60), *needles)
+
+
+@pytest.mark.parametrize("command,args", [
+    ("shmatari-bench", ["--backends", "shmatari"]),
+    ("shmatari-check", []),
+])
+def test_output_path_is_checked_before_the_run(command, args, tmp_path):
+    missing = tmp_path / "missing" / "x.json"
+    t = time.monotonic()
+    proc = run(command, *args, "--json", str(missing), timeout=60)
+    assert_usage_error(proc, "--json", "does not exist")
+    assert time.monotonic() - t < 30  # refused at once, not after the run
+    assert_usage_error(run(command, *args, "--json", str(tmp_path), timeout=60),
+                       "is a directory")
+
+
+def test_bench_plot_path_is_checked_before_the_sweep(tmp_path):
+    assert_usage_error(run("shmatari-bench", "--sweep", "--plot",
+                           str(tmp_path / "no" / "p.png"), timeout=60), "--plot",
+                       "does not exist")
+
+
+def test_bench_policy_without_torch_is_a_usage_error(tmp_path):
+    proc = run("shmatari-bench", "--policy", timeout=60, env=hide_module(tmp_path, "torch"))
+    assert_usage_error(proc, "--policy needs torch", "pip install torch")
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------
+
+def _interrupt_when(proc, pattern: str, timeout: float) -> None:
+    """Sends SIGINT to the whole process group (as a terminal's Ctrl-C does)
+    once ``pattern`` appears on the process's stderr."""
+    seen, deadline = "", time.monotonic() + timeout
+    while not re.search(pattern, seen):
+        assert time.monotonic() < deadline, f"{pattern!r} never came:\n{seen}"
+        ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+        if ready:
+            line = proc.stderr.readline()
+            assert line, f"the process ended before {pattern!r}:\n{seen}"
+            seen += line
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+def _group_alive(pgid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                pids.append(int(entry))
+    return pids
+
+
+def _assert_nothing_left(proc) -> None:
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _group_alive(proc.pid), "processes left behind"
+    assert not shm_entries(proc.pid), "segments left behind"
+
+
+def test_ctrl_c_stops_the_bench_cleanly_and_keeps_what_finished(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.Popen(
+        [*COMMANDS["shmatari-bench"], "--num-envs", "2", "--seconds", "0.2", "--warmup", "0",
+         "--rounds", "1000", "--backends", "shmatari,pipe,ceiling", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "COLUMNS": "160"})
+    try:
+        _interrupt_when(proc, r"round 3/", timeout=180)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert "interrupted" in stderr
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True
+    rows = {r["backend"]: r for r in report["results"]}
+    assert all(rows[b]["rounds"] >= 2 for b in ("shmatari", "pipe"))
+    assert "shmatari" in stdout and "interrupted: median of the" in stdout
+    _assert_nothing_left(proc)
+
+
+def test_ctrl_c_stops_the_check_cleanly_with_the_pairings_done(tmp_path):
+    proc = subprocess.Popen(
+        [*COMMANDS["shmatari-check"], "--num-envs", "2", "--steps", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(8)  # inside the first, long run
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "shmatari-check: interrupted after 0 of 6 pairings" in stdout
+    _assert_nothing_left(proc)
+
+
+# -- the sweep's rows ------------------------------------------------------------------
+
+def test_sweep_names_a_missing_peer_once_and_says_1_env(tmp_path):
+    out = tmp_path / "sweep.json"
+    proc = run("shmatari-bench", *FAST_BENCH, "--quiet", "--sweep", "--max-envs", "2",
+               "--backends", "shmatari,envpool", "--json", str(out), "--plot",
+               str(tmp_path / "p.png"), timeout=300, env=hide_module(tmp_path, "envpool"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["skipped"] == {"envpool": "not installed (pip install envpool)"}
+    assert [(r["backend"], r["num_envs"], r["setting"]) for r in report["results"]] == [
+        ("shmatari", 1, "1 env, 1 worker"), ("shmatari", 2, "2 envs, 2 workers")]
+    assert proc.stdout.count("not installed") == 1
+    assert "1 envs" not in proc.stdout and "1 workers" not in proc.stdout
+
+
+# -- shmatari-check's options ----------------------------------------------------------
+
+@pytest.mark.parametrize("text,value", [
+    ("grayscale=false", False), ("grayscale=No", False), ("grayscale=1", True),
+    ("episodic_life=yes", True), ("frame_skip=2", 2), ("repeat_action_probability=0", 0.0),
+    ("max_episode_frames=none", None),
+])
+def test_check_options_are_parsed_by_their_type(text, value):
+    from shmatari.check import _option
+
+    key, parsed = _option(text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+def test_check_runs_with_typed_options_and_one_env_for_rerun(tmp_path):
+    out = tmp_path / "check.json"
+    proc = run("shmatari-check", "--num-envs", "1", "--pairings", "rerun", "--steps", "20",
+               "-o", "grayscale=false", "-o", "frame_skip=2", "--quiet", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0] == "agree   twice as is: the env stream is identical"
+    assert "(breakout, 1 env x 20 steps" in proc.stdout
+    options = json.loads(out.read_text())["config"]["options"]
+    assert options["grayscale"] is False and options["frame_skip"] == 2
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["-o", "grayscale=maybe"], ["grayscale must be a bool", "true/false"]),
+    (["-o", "frame_skip=two"], ["frame_skip must be an int, got 'two'"]),
+    (["-o", "noop_max=-1"], ["noop_max must be >= 0"]),
+    (["-o", "render_mode=human"], ["render_mode is not supported yet"]),
+    (["--num-envs", "1"], ["num_envs must be >= 2 for the workers and async pairings"]),
+    (["--game", "Breakout-ram-v5"], ["RAM observations are not supported (only pixels)"]),
+])
+def test_check_refuses_bad_options_naming_the_cause(args, needles):
+    assert_usage_error(run("shmatari-check", *args, timeout=60), *needles)
+
+
+# -- messages that name the real cause -------------------------------------------------
+
+def test_render_mode_says_it_is_not_supported_and_what_exists():
+    with pytest.raises(TypeError, match="render_mode is not supported yet") as info:
+        shmatari.make("Breakout", 2, render_mode="rgb_array")
+    assert "did you mean" not in str(info.value) and "grayscale=False" in str(info.value)
+
+
+@pytest.mark.parametrize("env_id", ["Breakout-ram-v5", "ALE/Breakout-ram-v5",
+                                    "Breakout-ramNoFrameskip-v4"])
+def test_ram_game_names_say_ram_is_not_supported(env_id):
+    with pytest.raises(ValueError, match=r"RAM observations are not supported \(only "
+                                         r"pixels\); use 'Breakout-v5'") as info:
+        shmatari.make(env_id, 2)
+    assert "did you mean" not in str(info.value)
+
+
+def test_serve_ram_game_is_a_usage_error():
+    assert_usage_error(run("shmatari serve", "Breakout-ram-v5", timeout=60),
+                       "RAM observations are not supported")
+
+
+# -- shmatari serve --------------------------------------------------------------------
+
+def test_serve_logs_its_preset_and_every_short_lived_client(tmp_path):
+    """Clients that attach and detach within milliseconds are each logged:
+    by pid when the server sees the claim, or counted when it could not."""
+    name = f"c{os.getpid()}"
+    log = tmp_path / "serve.err"
+    proc = subprocess.Popen([*COMMANDS["shmatari serve"], "Breakout", "--name", name,
+                             "--num-envs", "2", "--num-workers", "1", "--preset", "dqn",
+                             "--frame-skip", "3"],
+                            stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready and proc.stdout.readline().startswith(f"ready name={name}")
+        for _ in range(3):  # each well within 0.1 s
+            t = time.monotonic()
+            shmatari.attach(name).close()
+            assert time.monotonic() - t < 0.1
+            time.sleep(0.3)
+        with shmatari.attach(name) as env:  # one that stays a moment
+            env.reset()
+            time.sleep(0.3)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "2 envs, batch_size 2, 1 worker, preset dqn with frame_skip=3" in \
+        text.splitlines()[0]
+    me = os.getpid()
+    attached = text.count(f"client pid {me} attached")
+    unseen = sum(int(n) for n in re.findall(r"(\d+) attach(?:es)? to the pool ended without "
+                                            r"being seen", text))
+    assert attached + unseen == 4, text
+    assert attached >= 1 and text.count(f"client pid {me} detached") == attached
+    assert not pid_alive(proc.pid)
