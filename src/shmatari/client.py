@@ -87,6 +87,8 @@ class Client:
         self._zero_copy = zero_copy
         self._broken: str | None = None
         self._next_check = 0.0
+        # env_id of the last batch received (where batch-sized actions go).
+        self._last_ids: np.ndarray | None = None
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
@@ -200,6 +202,14 @@ class Client:
     def send(self, actions, env_id=None) -> None:
         """See :meth:`ShmVectorEnv.send`."""
         self._usable()
+        if env_id is None and self.batch_size < self.num_envs and \
+                np.shape(actions) == (self.batch_size,):
+            # An element of the batch-sized action_space: the last batch's envs.
+            env_id = self._last_ids
+            if env_id is None:
+                raise CallOrderError(
+                    f"{self.batch_size} actions without env_id go to the envs of the last "
+                    f"batch received, and none was: pass env_id, or reset() first")
         if env_id is None:
             ids = None
             acts = _core.check_actions(actions, self.num_envs, self.n_actions)
@@ -290,6 +300,7 @@ class Client:
             final_obs = np.empty(self._batch_obs_shape, np.uint8)
             final = dict(zip(_COLLECTED, seg.collect(batch, final_obs.reshape(-1), True)[0]))
         seg.client_release()
+        self._last_ids = f["env_id"]
         info = results.build_info(f, final, final_obs, any_done=bool(bits & 1))
         if bits & 7:
             self._time_episodes(info, f["env_id"], bits)

@@ -373,11 +373,17 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                              autoreset_mode=_GYM_AUTORESET[client.autoreset])
         self.autoreset_mode = self.metadata["autoreset_mode"]
         self.action_set = client.action_set
+        # The batched spaces hold what one call returns and takes: batch_size
+        # envs (all of them in a synchronous pool), as ale-py's AtariVectorEnv
+        # batches its spaces in async mode; so observation_space.contains(obs)
+        # holds for reset()/recv() results and step(action_space.sample())
+        # works.
         self.single_action_space = gym.spaces.Discrete(client.n_actions)
-        self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, client.n_actions))
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space,
+                                                         self.batch_size)
         self.single_observation_space = gym.spaces.Box(0, 255, client.obs_shape, np.uint8)
-        self.observation_space = gym.spaces.Box(
-            0, 255, (self.num_envs,) + client.obs_shape, np.uint8)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space,
+                                                              self.batch_size)
 
     @property
     def seed_entropy(self):
@@ -409,7 +415,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             actions: integer action indices, shape ``(n,)`` (any integer dtype;
                 a list works).
             env_id: int env indices, shape ``(n,)``, no duplicates; default all
-                envs (then ``n == num_envs``).
+                envs (then ``n == num_envs``), or, with ``n == batch_size <
+                num_envs`` (an element of ``action_space``), the envs of the
+                last batch received (as ale-py's async ``AtariVectorEnv``).
 
         Raises:
             TypeError: non-integer actions or env ids.
@@ -497,7 +505,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
         Args:
             actions: integer action indices, shape ``(num_envs,)`` (any integer
-                dtype; a list works), or ``(n,)`` with ``env_id``.
+                dtype; a list works), ``(batch_size,)`` for the envs of the last
+                batch received, or ``(n,)`` with ``env_id``.
             env_id: optional env indices for ``actions`` (as :meth:`send`).
             timeout: as :meth:`recv`'s.
 
