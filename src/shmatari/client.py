@@ -283,10 +283,12 @@ class Client:
                 break
             self._wait_failed(code)
             if deadline is not None and _now() >= deadline:
-                raise StepTimeoutError(
-                    f"recv() got no batch of {self.batch_size} result(s) within {timeout:g} s, "
-                    f"with every worker alive; the pool is unchanged: recv() again to go on "
-                    f"waiting, or reset() to drop the commands in flight")
+                why = (f"recv(timeout=0): no batch of {self.batch_size} result(s) is ready yet"
+                       if timeout == 0 else
+                       f"recv() got no batch of {self.batch_size} result(s) within {timeout:g} s "
+                       f"with every worker alive (one may be stuck, or the timeout is too short)")
+                raise StepTimeoutError(f"{why}; the pool is unchanged: recv() again to go on "
+                                       f"waiting, or reset() to drop the commands in flight")
         batch = seg.taken
         if self._zero_copy:
             views, bits = seg.collect(batch, None)
