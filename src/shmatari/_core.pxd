@@ -227,6 +227,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_reset_envs(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
                             int64_t timeout_ns)
     int shmatari_check_step(shmatari_client *c, uint32_t n)
+    int shmatari_recover_workers(shmatari_header *h, const uint8_t *dead_env, int64_t *plan,
+                                 char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
     void shmatari_release_batch(shmatari_client *c)
 

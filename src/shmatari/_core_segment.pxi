@@ -415,79 +415,40 @@ cdef class Segment:
 
     def recover(self, workers):
         """Makes the ring consistent after ``workers`` died, and says what
-        their replacements must publish.
+        their replacements must publish (``shmatari_recover_workers``, beside
+        the write order it relies on in ``shmatari/shmatari.h``).
 
         Call it once every other worker is idle (no command of theirs in
         flight) and before the replacements start; the client must not post
-        meanwhile. A worker publishes a row in this order (``_publish``):
-        fields and observation, its env's ``results`` count, ``env_id``
-        (release), the slot's ``done_count``, the env's ``ack_seq``. So the
-        rows not yet taken tell what a dead worker finished: a row whose
-        ``env_id`` is set is complete (its ``done_count`` bump may be lost:
-        every slot not yet taken is recounted from its complete rows); a
-        reserved row whose ``env_id`` is still -1 is a hole (asynchronous
-        pools), filled by the replacement with the result of one of the dead
-        worker's unanswered commands. A complete row of a dead worker's env
-        whose ``ack_seq`` was lost answers that env's command.
+        meanwhile.
 
         Args:
             workers: indices of the dead workers.
 
         Returns:
             dict: ``{env: position}`` for each env of those workers with a
-            command in flight, which its replacement answers first: position
-            >= 0 is the reserved row to write (an asynchronous pool's hole),
-            -1 the usual position.
+            command in flight and no complete row, which its replacement
+            answers first: position >= 0 is the reserved row to write (an
+            asynchronous pool's hole), -1 the usual position.
 
         Raises:
             RuntimeError: the ring holds holes that no dead env can explain
                 (a bug, or a segment written by something else).
         """
         self._check()
-        cdef shmatari_header *h = self.hdr
-        cdef uint64_t B = h.batch_size, N = h.num_envs
-        cdef uint64_t consumed = h.consumed_batches, p, begin, end
-        cdef bint ordered = B == N
-        cdef int32_t env
-        cdef shmatari_env_ctrl *ec
-        dead = np.zeros(N, np.bool_)
+        cdef uint32_t N = self.hdr.num_envs
+        dead = np.zeros(N, np.uint8)
         for w in workers:
             b, e = self.worker_group(w)
-            dead[b:e] = True
-        begin = consumed * B
-        end = begin + N if ordered else shmatari_load_acquire64(&h.alloc_pos)
-        holes, answered, complete = [], set(), {}
-        for p in range(begin, end):
-            env = <int32_t>shmatari_load_acquire(<uint32_t *>shmatari_row_env_id(h, p))
-            if env < 0:
-                holes.append(p)
-                continue
-            complete[p // B] = complete.get(p // B, 0) + 1
-            if 0 <= env < <int32_t>N and dead[env]:
-                answered.add(env)
-        plan = {}
-        for e in np.flatnonzero(dead).tolist():
-            ec = shmatari_env(h, e)
-            if shmatari_load_acquire(&ec.req_seq) == ec.ack_seq:
-                continue
-            if e in answered:
-                if ordered:
-                    shmatari_store_release64(&ec.results, consumed + 1)
-                shmatari_store_release(&ec.ack_seq, ec.req_seq)
-            elif ordered:
-                # Result r of env e has position r * num_envs + e: the
-                # replacement rewrites this round's row.
-                shmatari_store_release64(&ec.results, consumed)
-                plan[e] = -1
-            else:
-                plan[e] = holes.pop(0) if holes else -1
-        if holes and not ordered:
-            raise RuntimeError(f"result positions {holes} were reserved but never "
-                               f"written, and no dead worker's env had a command in flight")
-        for p in range(consumed, (end + B - 1) // B):
-            shmatari_store_release(
-                &(<shmatari_slot_header *>shmatari_slot(h, p)).done_count, complete.get(p, 0))
-        return plan
+            dead[b:e] = 1
+        plan = np.empty(N, np.int64)
+        cdef uint8_t[::1] d = dead
+        cdef int64_t[::1] pl = plan
+        cdef char msg[512]
+        msg[0] = 0
+        if shmatari_recover_workers(self.hdr, &d[0], &pl[0], msg, sizeof(msg)) != SHMATARI_OK:
+            raise RuntimeError(msg.decode("utf-8", "replace"))
+        return {e: int(plan[e]) for e in np.flatnonzero(plan >= -1).tolist()}
 
     def reset_worker(self, uint32_t worker):
         """Readies a dead worker's record for its replacement: state

@@ -374,6 +374,95 @@ static inline void shmatari_unclaim(shmatari_header *h, int32_t pid) {
   shmatari_cas_i32(&h->client_pid, pid, 0);
 }
 
+/* ------------------------------------------------------------------------
+ * Recovery. A worker publishes each result in this order (_publish in the
+ * worker loop, src/shmatari/_core_worker.pxi), and both recoveries below
+ * rely on it:
+ *   1. the row's fields and observation (and, same-step, its final record);
+ *   2. the env's `results` count (release);
+ *   3. the row's env_id (release): from here on the row is complete;
+ *   4. the slot's done_count (fetch-add), waking the client when it fills;
+ *   5. the env's ack_seq (release), by the caller: the command is answered.
+ * So once an env's ack_seq equals its req_seq, steps 1-4 of its result are
+ * visible: a new client (a dead client's successor, or a reset that drops
+ * what is in flight) drains, then drops what was not taken
+ * (shmatari_recover). And a worker that died between two steps leaves each
+ * row it began either complete (env_id set; the done_count bump or the
+ * ack_seq may be lost) or a hole (reserved in an asynchronous pool, env_id
+ * still -1): what its replacement must answer (shmatari_recover_workers).
+ */
+
+/* Makes the ring consistent after the workers owning the envs with
+ * dead_env[e] != 0 (num_envs bytes) died, and says what their replacements
+ * must publish first. The caller MUST call it once every other worker is
+ * idle (no command of theirs in flight) and before the replacements start;
+ * the client MUST NOT post meanwhile (the owner calls it from inside the
+ * client's wait).
+ *  - Every slot not yet taken gets done_count = its complete rows (a lost
+ *    bump is restored).
+ *  - A dead env with a command in flight whose row is complete gets its
+ *    ack_seq (and, synchronous pools, its `results`): it was answered.
+ *  - plan[e] (num_envs entries), for a dead env with a command in flight and
+ *    no row: the position its replacement writes (>= 0: a hole, reserved in
+ *    an asynchronous pool; -1: the usual position, with a synchronous pool's
+ *    `results` wound back to this round); -2 for every other env.
+ * Returns SHMATARI_OK, or _ERR_NOT_SHMATARI (with a message) when holes
+ * remain that no dead env explains: a bug, or a segment written by something
+ * else. */
+static inline int shmatari_recover_workers(shmatari_header *h,
+                                           const uint8_t *dead_env,
+                                           int64_t *plan, char *msg,
+                                           size_t len) {
+  const uint64_t B = h->batch_size, N = h->num_envs;
+  const uint64_t consumed = h->consumed_batches;
+  const int ordered = B == N;
+  const uint64_t begin = consumed * B;
+  const uint64_t end = ordered ? begin + N : shmatari_load_acquire64(&h->alloc_pos);
+  const int64_t answered = -3; /* scratch: a dead env with a complete row */
+  for (uint64_t e = 0; e < N; e++) plan[e] = -2;
+  for (uint64_t b = consumed; b * B < end; b++) {
+    uint32_t complete = 0;
+    for (uint64_t p = b * B > begin ? b * B : begin; p < (b + 1) * B && p < end;
+         p++) {
+      int32_t env = (int32_t)shmatari_load_acquire(
+          (uint32_t *)shmatari_row_env_id(h, p));
+      if (env < 0) continue;
+      complete++;
+      if ((uint64_t)env < N && dead_env[env]) plan[env] = answered;
+    }
+    shmatari_store_release(
+        &((shmatari_slot_header *)shmatari_slot(h, b))->done_count, complete);
+  }
+  uint64_t hole = begin; /* the next position to look for a hole at */
+  for (uint64_t e = 0; e < N; e++) {
+    if (!dead_env[e]) continue;
+    shmatari_env_ctrl *ec = shmatari_env(h, (uint32_t)e);
+    uint32_t req = shmatari_load_acquire(&ec->req_seq);
+    int was_answered = plan[e] == answered;
+    plan[e] = -2;
+    if (req == ec->ack_seq) continue; /* no command in flight */
+    if (was_answered) {
+      if (ordered) shmatari_store_release64(&ec->results, consumed + 1);
+      shmatari_store_release(&ec->ack_seq, req);
+    } else if (ordered) {
+      /* Result r of env e has position r * num_envs + e: the replacement
+       * rewrites this round's row. */
+      shmatari_store_release64(&ec->results, consumed);
+      plan[e] = -1;
+    } else {
+      while (hole < end && *shmatari_row_env_id(h, hole) >= 0) hole++;
+      plan[e] = hole < end ? (int64_t)hole++ : -1;
+    }
+  }
+  while (!ordered && hole < end && *shmatari_row_env_id(h, hole) >= 0) hole++;
+  if (!ordered && hole < end)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "result position %llu was reserved but never written, "
+                         "and no dead worker's env had a command in flight",
+                         (unsigned long long)hole);
+  return SHMATARI_OK;
+}
+
 /* Waits until every env has answered its last command (ack_seq ==
  * req_seq), waking every worker first in case a client died between posting
  * and waking. With `interruptible`, a signal ends the wait with
