@@ -460,7 +460,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Raises:
             StepTimeoutError: ``timeout`` passed; nothing was taken and the
                 pool is unchanged.
-            CallOrderError: fewer than ``batch_size`` envs are running.
+            CallOrderError: fewer than ``batch_size`` envs are running, or no
+                reset yet (the message names the state and the way out).
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0.
             WorkerError: a worker failed or died (within about 0.1 s), unless
                 ``restart_workers``; then only if a replacement fails to start.
             PoolClosedError: the pool is closed or broken; for an attached
@@ -482,7 +484,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 the others return their current observation unchanged,
                 nothing emulated (``info["reset"]`` tells them apart). This is
                 how envs are reset under ``autoreset_mode="disabled"``, and it
-                works in every mode. It cannot be combined with ``seed``.
+                works in every mode, while other envs run (they keep running;
+                no masked env may be running). It cannot be combined with
+                ``seed``. Without a mask, the commands in flight (after an
+                interrupted ``recv()``, or ``send()`` without ``recv()``) are
+                waited for and their results dropped first.
 
         Returns:
             (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
@@ -494,9 +500,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             env starts a new game.
 
         Raises:
-            CallOrderError: envs are still running (async use without recv), or
-                a ``reset_mask`` before the first full reset.
+            CallOrderError: a ``reset_mask`` holding an env still running, or
+                before the first full reset; the message names the pool's
+                state and the call that leaves it.
             TypeError, ValueError: a bad seed or options.
+            WorkerError, PoolClosedError: as :meth:`recv`.
         """
         return self._client.reset(seed, options)
 
@@ -516,10 +524,13 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             ``send(actions, env_id)`` then ``recv()``, as EnvPool.
 
         Raises:
-            TypeError: non-integer actions.
-            ValueError: wrong shape or an out-of-range action; the pool is
-                unchanged.
-            CallOrderError: reset() has not been called.
+            TypeError: non-integer actions, or a ``timeout`` that is not None
+                or a number.
+            ValueError: wrong shape or an out-of-range action, or a negative
+                ``timeout``; every argument is checked before anything is
+                sent, and the pool is unchanged.
+            CallOrderError: as :meth:`send` and :meth:`recv`; nothing was
+                sent.
             WorkerError: a worker failed or died.
             StepTimeoutError: ``timeout`` passed with every worker alive; the
                 actions were sent, and :meth:`recv` collects their results.

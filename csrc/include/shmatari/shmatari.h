@@ -35,10 +35,16 @@
  *     process holds it. A claim left by a dead process is taken over.
  *   - On attach, the client makes the pool consistent (shmatari_recover):
  *     it waits until every command a previous client posted has been
- *     answered, then drops every result nobody took. A new client SHOULD
- *     reset the envs before stepping them (the Python client does).
- *   - A client MUST NOT post to an env whose result it has not received
- *     (shmatari_send refuses, SHMATARI_ERR_STATE).
+ *     answered, then drops every result nobody took. A new client MUST
+ *     reset every env before stepping them (shmatari_send refuses until
+ *     then).
+ *   - The client is a state machine (enum shmatari_client_state; Python's
+ *     client wraps these same functions): a call out of order changes
+ *     nothing and returns SHMATARI_ERR_STATE, and c->error names the state
+ *     and the call that leaves it. A client MUST NOT post to an env whose
+ *     result it has not received (shmatari_send refuses); shmatari_reset
+ *     is the way back from every state but a broken pool (it drops what is
+ *     in flight first).
  *   - Every wait has a timeout and checks, at least every 100 ms, that the
  *     server and its workers are alive: a dead server gives
  *     SHMATARI_ERR_SERVER_DEAD within the wait's timeout, never a hang.
