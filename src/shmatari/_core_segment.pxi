@@ -296,11 +296,12 @@ cdef class Segment:
             if self.cl.hdr == NULL or <uint32_t>mask.shape[0] != self.cl.hdr.num_envs:
                 raise ValueError("the mask needs one byte per env")
             m = &mask[0]
-        with nogil:
-            r = shmatari_reset_envs(&self.cl, cmd, m, -1)
-        if r == SHMATARI_ERR_INTERRUPTED:
-            PyErr_CheckSignals()
-        return r
+        while True:
+            with nogil:
+                r = shmatari_reset_envs(&self.cl, cmd, m, -1)
+            if r != SHMATARI_ERR_INTERRUPTED:
+                return r
+            PyErr_CheckSignals()  # raises, or the handler returned: drain on
 
     def client_check_step(self, uint32_t n):
         """``shmatari_check_step``: OK, or ``STATUS["state"]`` if sending ``n``
