@@ -193,6 +193,45 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_segment_name(const char *name, char *out, size_t out_len,
                               char *msg, size_t len)
 
+    # The client state machine (one per process and pool).
+    enum shmatari_client_state:
+        SHMATARI_CLIENT_DETACHED
+        SHMATARI_CLIENT_NEEDS_RESET
+        SHMATARI_CLIENT_IDLE
+        SHMATARI_CLIENT_PARTIAL
+        SHMATARI_CLIENT_WAITING
+        SHMATARI_CLIENT_BROKEN
+    const uint8_t SHMATARI_ENV_RUNNING
+    const uint8_t SHMATARI_ENV_ENDED
+    const char *const *shmatari_call_names_python
+    ctypedef struct shmatari_client:
+        shmatari_header *hdr
+        uint64_t map_bytes
+        int32_t pid
+        int64_t spin_ns
+        int spin_mode
+        int64_t next_check_ns
+        int state
+        uint64_t taken
+        int holding
+        uint32_t pending
+        uint8_t *env_flags
+        const char *const *names
+        char error[512]
+    const char *shmatari_client_state_name(int state)
+    int shmatari_client_open(shmatari_client *c, shmatari_header *h)
+    void shmatari_client_close(shmatari_client *c)
+    void shmatari_client_break(shmatari_client *c)
+    int shmatari_send(shmatari_client *c, const int32_t *actions,
+                      const int32_t *env_ids, uint32_t n)
+    int shmatari_reset_envs(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
+                            int64_t timeout_ns)
+    int shmatari_check_step(shmatari_client *c, uint32_t n)
+    int shmatari_recover_workers(shmatari_header *h, const uint8_t *dead_env, int64_t *plan,
+                                 char *msg, size_t len)
+    int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
+    void shmatari_release_batch(shmatari_client *c)
+
 
 cdef extern from "shmatari_kernel.h" nogil:
     const int SHMATARI_KERNEL_OK

@@ -21,11 +21,8 @@ cdef class Segment:
     cdef shmatari_header *hdr
     cdef uint32_t *env_worker
     cdef uint8_t *touched
-    #: How the client waits for a batch: poll for up to spin_ns nanoseconds
-    #: (SHMATARI_SPIN_PAUSE, the default, or SPIN_YIELD) before sleeping on the futex.
-    cdef public int64_t spin_ns
-    cdef public int spin_mode
-    cdef int64_t next_check_ns  # when wait_batch next checks the owner's pid
+    # This process's client (shmatari.h's state machine), open after open_client().
+    cdef shmatari_client cl
 
     def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
@@ -39,19 +36,38 @@ cdef class Segment:
         self.touched = <uint8_t *>calloc(self.hdr.num_workers, 1)
         if self.env_worker == NULL or self.touched == NULL:
             raise MemoryError()
-        self.spin_ns = 0
-        self.spin_mode = SHMATARI_SPIN_PAUSE
-        self.next_check_ns = 0
         # The creator sets the groups after this; refresh_groups() then.
         shmatari_env_workers(self.hdr, self.env_worker, NULL, 0)
 
     def __cinit__(self, *args, **kwargs):
         self.env_worker = NULL
         self.touched = NULL
+        memset(&self.cl, 0, sizeof(self.cl))
+        self.cl.names = shmatari_call_names_python
+        self.cl.spin_mode = SHMATARI_SPIN_PAUSE
 
     def __dealloc__(self):
         free(self.env_worker)
         free(self.touched)
+        shmatari_client_close(&self.cl)
+
+    #: How the client waits for a batch: poll for up to spin_ns nanoseconds
+    #: (SPIN_PAUSE, the default, or SPIN_YIELD) before sleeping on the futex.
+    @property
+    def spin_ns(self):
+        return self.cl.spin_ns
+
+    @spin_ns.setter
+    def spin_ns(self, int64_t value):
+        self.cl.spin_ns = value
+
+    @property
+    def spin_mode(self):
+        return self.cl.spin_mode
+
+    @spin_mode.setter
+    def spin_mode(self, int value):
+        self.cl.spin_mode = value
 
     def refresh_groups(self):
         """Re-reads which worker owns which env from the worker records.
@@ -66,6 +82,7 @@ cdef class Segment:
 
     def release(self):
         """Drops the reference to the buffer (before ``SharedMemory.close``)."""
+        shmatari_client_close(&self.cl)
         self._view = None
         self.base = NULL
         self.hdr = NULL
@@ -209,12 +226,112 @@ cdef class Segment:
         msg[0] = 0
         with nogil:
             r = shmatari_open_pool(self.hdr, size, pid, timeout_ns, &holder, msg, sizeof(msg))
+        if r == SHMATARI_OK:
+            shmatari_client_close(&self.cl)
+            self.cl.pid = pid
+            r = shmatari_client_open(&self.cl, self.hdr)
+            if r != SHMATARI_OK:
+                shmatari_unclaim(self.hdr, pid)
+                return r, 0, self.client_error
         return r, holder, msg.decode("utf-8", "replace")
 
     def release_client(self, int32_t pid):
         """Gives up the client claim if ``pid`` holds it (``shmatari_unclaim``)."""
         self._check()
+        shmatari_client_close(&self.cl)
         shmatari_unclaim(self.hdr, pid)
+
+    # -- the client state machine (shmatari.h: one implementation, for C and Python) --
+    @property
+    def client_state(self):
+        """The client's state: a value of ``CLIENT_STATES`` (``shmatari_client_state``)."""
+        return self.cl.state
+
+    @property
+    def client_error(self):
+        """The last refusal or failure of a client call, in words (str)."""
+        return self.cl.error.decode("utf-8", "replace")
+
+    @property
+    def pending(self):
+        """Envs with a command whose result was not returned."""
+        return self.cl.pending
+
+    @property
+    def taken(self):
+        """Batches consumed: the index of the next (or held) batch."""
+        return self.cl.taken
+
+    def env_flags(self):
+        """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` bits."""
+        if self.cl.hdr == NULL:
+            raise ValueError("no client open")
+        return np.asarray(<uint8_t[:self.cl.hdr.num_envs]>self.cl.env_flags).copy()
+
+    def client_send(self, const int32_t[::1] actions, const int32_t[::1] env_ids):
+        """``shmatari_send``: steps the envs ``env_ids`` (int32, or None for
+        every env) with ``actions`` (int32). Returns the status code; on
+        refusal nothing was posted and :attr:`client_error` says why."""
+        cdef uint32_t n = actions.shape[0]
+        cdef const int32_t *ids = NULL
+        if env_ids is not None:
+            if <uint32_t>env_ids.shape[0] != n:
+                raise ValueError(f"{actions.shape[0]} actions for {env_ids.shape[0]} envs")
+            # No envs is a list of none, not NULL (which means every env).
+            ids = &env_ids[0] if n else <const int32_t *>&n
+        return shmatari_send(&self.cl, &actions[0] if n else <const int32_t *>&n, ids, n)
+
+    def client_reset(self, uint32_t cmd, const uint8_t[::1] mask):
+        """``shmatari_reset_envs``: resets every env (``mask`` None: first
+        dropping what is in flight) or the envs of a uint8 ``mask``. Returns
+        the status code (a signal during the drain raises its exception,
+        with nothing dropped).
+
+        Raises:
+            KeyboardInterrupt (or any signal handler's exception).
+        """
+        cdef const uint8_t *m = NULL
+        cdef int r
+        if mask is not None:
+            if self.cl.hdr == NULL or <uint32_t>mask.shape[0] != self.cl.hdr.num_envs:
+                raise ValueError("the mask needs one byte per env")
+            m = &mask[0]
+        while True:
+            with nogil:
+                r = shmatari_reset_envs(&self.cl, cmd, m, -1)
+            if r != SHMATARI_ERR_INTERRUPTED:
+                return r
+            PyErr_CheckSignals()  # raises, or the handler returned: drain on
+
+    def client_check_step(self, uint32_t n):
+        """``shmatari_check_step``: OK, or ``STATUS["state"]`` if sending ``n``
+        more commands would leave no batch to wait for."""
+        return shmatari_check_step(&self.cl, n)
+
+    def client_next_batch(self, double timeout):
+        """``shmatari_next_batch``: waits up to ``timeout`` seconds for the
+        next batch and holds it (index :attr:`taken`) until
+        :meth:`client_release`. Returns the status code.
+
+        Raises:
+            KeyboardInterrupt (or any signal handler's exception): a signal
+            arrived while waiting (nothing changed).
+        """
+        cdef int r
+        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        with nogil:
+            r = shmatari_next_batch(&self.cl, timeout_ns)
+        if r == SHMATARI_ERR_INTERRUPTED:
+            PyErr_CheckSignals()
+        return r
+
+    def client_release(self):
+        """Consumes the batch held (``shmatari_release_batch``)."""
+        shmatari_release_batch(&self.cl)
+
+    def client_break(self):
+        """Marks the client broken (``shmatari_client_break``)."""
+        shmatari_client_break(&self.cl)
 
     def pool_check(self, bint check_pids=True):
         """Whether the pool can still answer (``shmatari_pool_check``).
@@ -251,41 +368,6 @@ cdef class Segment:
                 shmatari_post(self.hdr, self.env_worker, self.touched, &env_ids[0], n, acts,
                               cmd)
 
-    def post_all(self, const int32_t[::1] actions, uint32_t cmd):
-        """``post`` to every env, in env order (``actions``: int32 (num_envs,) or None)."""
-        self._check()
-        cdef uint32_t n = self.hdr.num_envs
-        cdef const int32_t *acts = NULL
-        if actions is not None:
-            if <uint32_t>actions.shape[0] != n:
-                raise ValueError(f"{actions.shape[0]} actions for {n} envs")
-            acts = &actions[0]
-        with nogil:
-            shmatari_post(self.hdr, self.env_worker, self.touched, NULL, n, acts, cmd)
-
-    def wait_batch(self, uint64_t batch, double timeout):
-        """Waits until batch ``batch`` (a count of batches taken) is full,
-        polling for ``spin_ns`` before sleeping (``shmatari_wait_batch``).
-
-        Returns:
-            int: ``OK`` when full; ``ERR_TIMEOUT`` after ``timeout`` seconds;
-            ``ERR_INTERRUPTED`` after a signal whose handler did not raise;
-            or a liveness status (see :meth:`pool_check`).
-
-        Raises:
-            KeyboardInterrupt (or any signal handler's exception): a signal
-            arrived while waiting.
-        """
-        self._check()
-        cdef int r
-        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
-        with nogil:
-            r = shmatari_wait_batch(self.hdr, batch, self.spin_ns, self.spin_mode, timeout_ns,
-                                    &self.next_check_ns, NULL, 0)
-        if r == SHMATARI_ERR_INTERRUPTED:
-            PyErr_CheckSignals()
-        return r
-
     def wait_ready(self, uint32_t count, double timeout):
         """Waits until ``count`` workers are ready; False on timeout or failure."""
         self._check()
@@ -309,12 +391,6 @@ cdef class Segment:
                 if r == SHMATARI_WAIT_EINTR:
                     PyErr_CheckSignals()
                 return False
-
-    def take_batch(self, uint64_t batch):
-        """Marks batch ``batch`` taken: its slot may be written again
-        (``shmatari_consume_batch``, which also marks its rows empty)."""
-        self._check()
-        shmatari_consume_batch(self.hdr, batch)
 
     def clear_slots(self):
         """Marks every row of every slot empty (``env_id`` -1); the creator
@@ -340,79 +416,40 @@ cdef class Segment:
 
     def recover(self, workers):
         """Makes the ring consistent after ``workers`` died, and says what
-        their replacements must publish.
+        their replacements must publish (``shmatari_recover_workers``, beside
+        the write order it relies on in ``shmatari/shmatari.h``).
 
         Call it once every other worker is idle (no command of theirs in
         flight) and before the replacements start; the client must not post
-        meanwhile. A worker publishes a row in this order (``_publish``):
-        fields and observation, its env's ``results`` count, ``env_id``
-        (release), the slot's ``done_count``, the env's ``ack_seq``. So the
-        rows not yet taken tell what a dead worker finished: a row whose
-        ``env_id`` is set is complete (its ``done_count`` bump may be lost:
-        every slot not yet taken is recounted from its complete rows); a
-        reserved row whose ``env_id`` is still -1 is a hole (asynchronous
-        pools), filled by the replacement with the result of one of the dead
-        worker's unanswered commands. A complete row of a dead worker's env
-        whose ``ack_seq`` was lost answers that env's command.
+        meanwhile.
 
         Args:
             workers: indices of the dead workers.
 
         Returns:
             dict: ``{env: position}`` for each env of those workers with a
-            command in flight, which its replacement answers first: position
-            >= 0 is the reserved row to write (an asynchronous pool's hole),
-            -1 the usual position.
+            command in flight and no complete row, which its replacement
+            answers first: position >= 0 is the reserved row to write (an
+            asynchronous pool's hole), -1 the usual position.
 
         Raises:
             RuntimeError: the ring holds holes that no dead env can explain
                 (a bug, or a segment written by something else).
         """
         self._check()
-        cdef shmatari_header *h = self.hdr
-        cdef uint64_t B = h.batch_size, N = h.num_envs
-        cdef uint64_t consumed = h.consumed_batches, p, begin, end
-        cdef bint ordered = B == N
-        cdef int32_t env
-        cdef shmatari_env_ctrl *ec
-        dead = np.zeros(N, np.bool_)
+        cdef uint32_t N = self.hdr.num_envs
+        dead = np.zeros(N, np.uint8)
         for w in workers:
             b, e = self.worker_group(w)
-            dead[b:e] = True
-        begin = consumed * B
-        end = begin + N if ordered else shmatari_load_acquire64(&h.alloc_pos)
-        holes, answered, complete = [], set(), {}
-        for p in range(begin, end):
-            env = <int32_t>shmatari_load_acquire(<uint32_t *>shmatari_row_env_id(h, p))
-            if env < 0:
-                holes.append(p)
-                continue
-            complete[p // B] = complete.get(p // B, 0) + 1
-            if 0 <= env < <int32_t>N and dead[env]:
-                answered.add(env)
-        plan = {}
-        for e in np.flatnonzero(dead).tolist():
-            ec = shmatari_env(h, e)
-            if shmatari_load_acquire(&ec.req_seq) == ec.ack_seq:
-                continue
-            if e in answered:
-                if ordered:
-                    shmatari_store_release64(&ec.results, consumed + 1)
-                shmatari_store_release(&ec.ack_seq, ec.req_seq)
-            elif ordered:
-                # Result r of env e has position r * num_envs + e: the
-                # replacement rewrites this round's row.
-                shmatari_store_release64(&ec.results, consumed)
-                plan[e] = -1
-            else:
-                plan[e] = holes.pop(0) if holes else -1
-        if holes and not ordered:
-            raise RuntimeError(f"result positions {holes} were reserved but never "
-                               f"written, and no dead worker's env had a command in flight")
-        for p in range(consumed, (end + B - 1) // B):
-            shmatari_store_release(
-                &(<shmatari_slot_header *>shmatari_slot(h, p)).done_count, complete.get(p, 0))
-        return plan
+            dead[b:e] = 1
+        plan = np.empty(N, np.int64)
+        cdef uint8_t[::1] d = dead
+        cdef int64_t[::1] pl = plan
+        cdef char msg[512]
+        msg[0] = 0
+        if shmatari_recover_workers(self.hdr, &d[0], &pl[0], msg, sizeof(msg)) != SHMATARI_OK:
+            raise RuntimeError(msg.decode("utf-8", "replace"))
+        return {e: int(plan[e]) for e in np.flatnonzero(plan >= -1).tolist()}
 
     def reset_worker(self, uint32_t worker):
         """Readies a dead worker's record for its replacement: state

@@ -1,11 +1,15 @@
 """The client side of a pool: driving it through its segment.
 
-Owns the client's state (which envs are running, which ended under
-``autoreset_mode="disabled"``, the next batch to take, whether a reset is
-due, whether the pool is broken), the checks of every argument of
-``send`` / ``recv`` / ``async_reset`` / ``reset`` / ``step``, posting commands
-and collecting batches through ``_core.Segment``, and the mapping of the C
-client's status codes to shmatari's exceptions.
+The client's state machine (which envs are running or ended, the next batch
+to take, the state enum and every call-order check) is written once, in C:
+``shmatari_client`` in ``shmatari/shmatari.h``, which ``_core.Segment`` wraps
+and C/C++ clients call directly. This module keeps what is Python's own: the
+checks and conversions of every argument of ``send`` / ``recv`` /
+``async_reset`` / ``reset`` / ``step`` (before anything is sent), copying
+batches out, the liveness watch of an owned pool, and the mapping of the C
+client's status codes to shmatari's exceptions (a refused call is a
+:class:`~shmatari.errors.CallOrderError` whose text names the pool's state
+and the call that leaves it).
 
 A pool this process owns has a :class:`~shmatari.supervisor.Supervisor`,
 which the client asks about its workers while it waits; an attached pool
@@ -14,6 +18,8 @@ has none (its server watches the workers).
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Mapping
 
@@ -22,7 +28,7 @@ import numpy as np
 from . import _core, results, seeding
 from .errors import CallOrderError, PoolClosedError, StepTimeoutError, WorkerError
 
-_IDLE, _PENDING = 0, 1
+_WAITING = _core.CLIENT_STATES["waiting"]
 #: Names of the arrays ``Segment.collect`` returns, in order.
 _COLLECTED = tuple(name for name, _ in _core.FIELDS) + ("_reset", "_restarted")
 #: Seconds between liveness checks while waiting for a batch.
@@ -80,19 +86,15 @@ class Client:
         self._seg = seg
         self._zero_copy = zero_copy
         self._broken: str | None = None
-        self._pending = 0
         self._next_check = 0.0
-        self._needs_reset = True
+        # env_id of the last batch received (where batch-sized actions go).
+        self._last_ids: np.ndarray | None = None
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
         self.autoreset = AUTORESET_NAMES[hdr["autoreset_mode"]]
-        self._state = np.zeros(self.num_envs, np.int8)
-        # autoreset_mode="disabled": envs whose last step ended an episode
-        self._done = np.zeros(self.num_envs, bool)
         # When each env's episode began (time.perf_counter), for info["episode"]["t"].
         self._episode_start = np.zeros(self.num_envs)
-        self._taken = hdr["consumed_batches"]
         obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
         if hdr["channels"] != 1:
             obs_shape += (hdr["channels"],)
@@ -117,11 +119,36 @@ class Client:
         readonly.release()
         res.views.append(self._ring_obs)
 
+    @property
+    def _pending(self) -> int:
+        """Envs with a command whose result was not returned (the C client's count)."""
+        return self._seg.pending
+
+    @property
+    def state(self) -> str:
+        """The client's state, a key of ``_core.CLIENT_STATES``."""
+        return _STATE_NAMES[self._seg.client_state]
+
+    def _break(self, why: str) -> None:
+        self._broken = why
+        self._seg.client_break()
+
     def _raise_for(self, code: int, msg: str | None = None) -> None:
         """Raises the error that a failed wait's status ``code`` stands for,
         and marks the pool broken."""
-        err, self._broken = status_error(self._seg, code, msg)
+        err, broken = status_error(self._seg, code, msg)
+        self._break(broken)
         raise err
+
+    def _refused(self, code: int) -> None:
+        """Raises what a refused client call's status ``code`` stands for:
+        CallOrderError (a call out of order), ValueError (a bad argument),
+        or the liveness error."""
+        if code == _core.ERR_STATE:
+            raise CallOrderError(self._seg.client_error)
+        if code == _core.ERR_INVALID:
+            raise ValueError(self._seg.client_error)
+        self._raise_for(code, self._seg.client_error or None)
 
     def check_workers(self, restart: bool = False) -> None:
         """The owner's liveness check (see :meth:`Supervisor.check`); a
@@ -129,7 +156,7 @@ class Client:
         try:
             self.supervisor.check(restart)
         except WorkerError as err:
-            self._broken = str(err)
+            self._break(str(err))
             raise
 
     def _wait_failed(self, code: int) -> None:
@@ -168,74 +195,46 @@ class Client:
             raise ValueError(f"env_id must be 1-D, got shape {ids.shape}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
             raise ValueError(f"env_id out of range 0..{self.num_envs - 1}: {ids.tolist()}")
-        if np.unique(ids).size != ids.size:
-            raise ValueError(f"env_id holds duplicates: {ids.tolist()}")
-        busy = ids[self._state[ids] != _IDLE]
-        if busy.size:
-            raise CallOrderError(f"env(s) {busy.tolist()} are still running: recv() "
-                                 f"their results before sending to them again")
-        return np.ascontiguousarray(ids, np.uint32)
+        # Duplicates, envs still running or ended: the C client's checks.
+        return np.ascontiguousarray(ids, np.int32)
 
     # -- the async API -----------------------------------------------------------
     def send(self, actions, env_id=None) -> None:
         """See :meth:`ShmVectorEnv.send`."""
         self._usable()
-        if self._needs_reset:
-            raise CallOrderError("call reset() (or async_reset()) before stepping")
-        n_actions = self.n_actions
+        if env_id is None and self.batch_size < self.num_envs and \
+                np.shape(actions) == (self.batch_size,):
+            # An element of the batch-sized action_space: the last batch's envs.
+            env_id = self._last_ids
+            if env_id is None:
+                raise CallOrderError(
+                    f"{self.batch_size} actions without env_id go to the envs of the last "
+                    f"batch received, and none was: pass env_id, or reset() first")
         if env_id is None:
-            acts = _core.check_actions(actions, self.num_envs, n_actions)
-            if self._pending:
-                busy = np.flatnonzero(self._state != _IDLE).tolist()
-                raise CallOrderError(f"env(s) {busy} are still running (a step interrupted "
-                                     f"before its results came leaves them so): recv() "
-                                     f"their results before sending to them again")
-            if self.autoreset == "disabled":
-                self._check_not_done(self._done)
-            self._seg.post_all(acts, _core.CMD_STEP)
-            self._state.fill(_PENDING)
-            self._pending = self.num_envs
-            return
-        env_ids = self._check_env_ids(env_id)
-        acts = _core.check_actions(actions, env_ids.size, n_actions)
-        self._check_not_done(self._done[env_ids], env_ids)
-        self._seg.post(env_ids, acts, _core.CMD_STEP)
-        self._state[env_ids] = _PENDING
-        self._pending += env_ids.size
-
-    def _check_not_done(self, done: np.ndarray, env_ids: np.ndarray | None = None) -> None:
-        if done.any():
-            ended = np.flatnonzero(done) if env_ids is None else env_ids[done]
-            raise CallOrderError(
-                f"env(s) {ended.tolist()} ended an episode and autoreset_mode is "
-                f"'disabled': reset them first with reset(options={{'reset_mask': mask}})")
+            ids = None
+            acts = _core.check_actions(actions, self.num_envs, self.n_actions)
+        else:
+            ids = self._check_env_ids(env_id)
+            acts = _core.check_actions(actions, ids.size, self.n_actions)
+        code = self._seg.client_send(acts, ids)
+        if code != _core.OK:
+            self._refused(code)
 
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """See :meth:`ShmVectorEnv.async_reset`."""
         self._usable()
         mask = self._check_reset_options(seed, options)
-        if self._pending:
-            raise CallOrderError(f"{self._pending} env(s) are still running: recv() "
-                                 f"their results before resetting")
         cmd = _core.CMD_RESET
         if seed is not None:
             seed = seeding.check_seed(seed)
+            # A reset of every env is refused only by a closed or broken pool
+            # (checked above): the seed words can be written first.
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
             cmd = _core.CMD_RESEED
-        if mask is None:
-            self._seg.post_all(None, cmd)
-            self._done[:] = False
-        else:
-            # Every env publishes one result per round: the others republish
-            # their current observation.
-            all_envs = np.arange(self.num_envs, dtype=np.uint32)
-            self._seg.post(all_envs[mask], None, cmd)
-            self._seg.post(all_envs[~mask], None, _core.CMD_OBSERVE)
-            self._done[mask] = False
-        self._state.fill(_PENDING)
-        self._pending = self.num_envs
-        self._needs_reset = False
+        code = self._seg.client_reset(cmd, None if mask is None else mask.view(np.uint8))
+        if code != _core.OK:
+            self._refused(code)
 
     def _check_reset_options(self, seed, options) -> np.ndarray | None:
         """Validates reset()'s options; returns the reset mask or None (all envs)."""
@@ -259,18 +258,15 @@ class Client:
         if seed is not None:
             raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
                              "be combined with options['reset_mask']")
-        if self._needs_reset and not mask.all():
-            raise CallOrderError("the first reset must reset every env: call reset() "
-                                 "without 'reset_mask'")
-        return mask.copy()
+        return np.ascontiguousarray(mask)
 
     def recv(self, timeout: float | None = None):
         """See :meth:`ShmVectorEnv.recv`."""
         self._usable()
-        if self._pending < self.batch_size:
-            raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "
-                                 f"{self._pending} are: send() actions first")
-        seg, batch = self._seg, self._taken
+        timeout = check_timeout(timeout)
+        seg = self._seg
+        if seg.client_state != _WAITING:
+            self._refused(seg.client_next_batch(0.0))  # the refusal, in the C client's words
         if self.supervisor is not None:
             now = _now()
             if now >= self._next_check:
@@ -281,16 +277,19 @@ class Client:
                 self.check_workers(self.supervisor.config.restart_workers)
         deadline = None if timeout is None else _now() + timeout
         while True:
-            code = seg.wait_batch(batch, _POLL if deadline is None
-                                  else max(0.0, min(_POLL, deadline - _now())))
+            code = seg.client_next_batch(_POLL if deadline is None
+                                         else max(0.0, min(_POLL, deadline - _now())))
             if code == _core.OK:
                 break
             self._wait_failed(code)
             if deadline is not None and _now() >= deadline:
-                raise StepTimeoutError(
-                    f"recv() waited {timeout:g} s for {self.batch_size} result(s) with every "
-                    f"worker alive: one is stuck; the pool is unchanged (recv() again, "
-                    f"or close() it)")
+                why = (f"recv(timeout=0): no batch of {self.batch_size} result(s) is ready yet"
+                       if timeout == 0 else
+                       f"recv() got no batch of {self.batch_size} result(s) within {timeout:g} s "
+                       f"with every worker alive (one may be stuck, or the timeout is too short)")
+                raise StepTimeoutError(f"{why}; the pool is unchanged: recv() again to go on "
+                                       f"waiting, or reset() to drop the commands in flight")
+        batch = seg.taken
         if self._zero_copy:
             views, bits = seg.collect(batch, None)
             obs = self._ring_obs[batch % len(self._ring_obs)]
@@ -302,22 +301,12 @@ class Client:
         if self._has_final and bits & 2:
             final_obs = np.empty(self._batch_obs_shape, np.uint8)
             final = dict(zip(_COLLECTED, seg.collect(batch, final_obs.reshape(-1), True)[0]))
-        seg.take_batch(batch)
-        self._taken = batch + 1
-        env_id = f["env_id"]
-        if self.batch_size == self.num_envs:
-            self._state.fill(_IDLE)
-        else:
-            self._state[env_id] = _IDLE
-        self._pending -= self.batch_size
-        terminated, truncated = f["terminated"], f["truncated"]
-        if self.autoreset == "disabled":
-            stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
-            self._done[env_id[stepped]] = (terminated | truncated)[stepped]
+        seg.client_release()
+        self._last_ids = f["env_id"]
         info = results.build_info(f, final, final_obs, any_done=bool(bits & 1))
         if bits & 7:
-            self._time_episodes(info, env_id, bits)
-        return obs, f["reward"], terminated, truncated, info
+            self._time_episodes(info, f["env_id"], bits)
+        return obs, f["reward"], f["terminated"], f["truncated"], info
 
     def _time_episodes(self, info: dict, env_id: np.ndarray, bits: int) -> None:
         """``info["episode"]["t"]``: seconds from the reset that began each
@@ -339,11 +328,35 @@ class Client:
 
     def step(self, actions, env_id, timeout):
         """See :meth:`ShmVectorEnv.step`."""
-        if env_id is not None and self._pending + np.size(env_id) < self.batch_size:
-            raise CallOrderError(
-                f"step() would send {np.size(env_id)} action(s) and then wait for a batch of "
-                f"{self.batch_size}, of which only {self._pending + np.size(env_id)} would be "
-                f"running: send() to more envs first, or make the pool with a smaller "
-                f"batch_size; nothing was sent")
-        self.send(actions, env_id)
+        timeout = check_timeout(timeout)  # every argument checked before anything is sent
+        self._usable()
+        if env_id is not None:
+            code = self._seg.client_check_step(np.size(env_id))
+            if code != _core.OK:
+                self._refused(code)
+        try:
+            self.send(actions, env_id)
+        except CallOrderError as err:
+            raise CallOrderError(f"step() sends first, and {err}") from None
         return self.recv(timeout)
+
+
+def check_timeout(timeout) -> float | None:
+    """Validates a ``timeout`` argument: None (no limit) or seconds >= 0.
+
+    Raises:
+        TypeError: not a real number (bool and str are refused).
+        ValueError: negative or NaN.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be None or a number of seconds, got "
+                        f"{type(timeout).__name__} {timeout!r}")
+    timeout = float(timeout)
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+    return timeout
+
+
+_STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}

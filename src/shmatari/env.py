@@ -375,11 +375,17 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                              autoreset_mode=_GYM_AUTORESET[client.autoreset])
         self.autoreset_mode = self.metadata["autoreset_mode"]
         self.action_set = client.action_set
+        # The batched spaces hold what one call returns and takes: batch_size
+        # envs (all of them in a synchronous pool), as ale-py's AtariVectorEnv
+        # batches its spaces in async mode; so observation_space.contains(obs)
+        # holds for reset()/recv() results and step(action_space.sample())
+        # works.
         self.single_action_space = gym.spaces.Discrete(client.n_actions)
-        self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, client.n_actions))
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space,
+                                                         self.batch_size)
         self.single_observation_space = gym.spaces.Box(0, 255, client.obs_shape, np.uint8)
-        self.observation_space = gym.spaces.Box(
-            0, 255, (self.num_envs,) + client.obs_shape, np.uint8)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space,
+                                                              self.batch_size)
 
     @property
     def seed_entropy(self):
@@ -411,7 +417,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             actions: integer action indices, shape ``(n,)`` (any integer dtype;
                 a list works).
             env_id: int env indices, shape ``(n,)``, no duplicates; default all
-                envs (then ``n == num_envs``).
+                envs (then ``n == num_envs``), or, with ``n == batch_size <
+                num_envs`` (an element of ``action_space``), the envs of the
+                last batch received (as ale-py's async ``AtariVectorEnv``).
 
         Raises:
             TypeError: non-integer actions or env ids.
@@ -454,7 +462,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Raises:
             StepTimeoutError: ``timeout`` passed; nothing was taken and the
                 pool is unchanged.
-            CallOrderError: fewer than ``batch_size`` envs are running.
+            CallOrderError: fewer than ``batch_size`` envs are running, or no
+                reset yet (the message names the state and the way out).
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0.
             WorkerError: a worker failed or died (within about 0.1 s), unless
                 ``restart_workers``; then only if a replacement fails to start.
             PoolClosedError: the pool is closed or broken; for an attached
@@ -476,7 +486,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 the others return their current observation unchanged,
                 nothing emulated (``info["reset"]`` tells them apart). This is
                 how envs are reset under ``autoreset_mode="disabled"``, and it
-                works in every mode. It cannot be combined with ``seed``.
+                works in every mode, while other envs run (they keep running;
+                no masked env may be running). It cannot be combined with
+                ``seed``. Without a mask, the commands in flight (after an
+                interrupted ``recv()``, or ``send()`` without ``recv()``) are
+                waited for and their results dropped first.
 
         Returns:
             (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
@@ -488,9 +502,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             env starts a new game.
 
         Raises:
-            CallOrderError: envs are still running (async use without recv), or
-                a ``reset_mask`` before the first full reset.
+            CallOrderError: a ``reset_mask`` holding an env still running, or
+                before the first full reset; the message names the pool's
+                state and the call that leaves it.
             TypeError, ValueError: a bad seed or options.
+            WorkerError, PoolClosedError: as :meth:`recv`.
         """
         return self._client.reset(seed, options)
 
@@ -499,7 +515,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
         Args:
             actions: integer action indices, shape ``(num_envs,)`` (any integer
-                dtype; a list works), or ``(n,)`` with ``env_id``.
+                dtype; a list works), ``(batch_size,)`` for the envs of the last
+                batch received, or ``(n,)`` with ``env_id``.
             env_id: optional env indices for ``actions`` (as :meth:`send`).
             timeout: as :meth:`recv`'s.
 
@@ -509,10 +526,13 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             ``send(actions, env_id)`` then ``recv()``, as EnvPool.
 
         Raises:
-            TypeError: non-integer actions.
-            ValueError: wrong shape or an out-of-range action; the pool is
-                unchanged.
-            CallOrderError: reset() has not been called.
+            TypeError: non-integer actions, or a ``timeout`` that is not None
+                or a number.
+            ValueError: wrong shape or an out-of-range action, or a negative
+                ``timeout``; every argument is checked before anything is
+                sent, and the pool is unchanged.
+            CallOrderError: as :meth:`send` and :meth:`recv`; nothing was
+                sent.
             WorkerError: a worker failed or died.
             StepTimeoutError: ``timeout`` passed with every worker alive; the
                 actions were sent, and :meth:`recv` collects their results.

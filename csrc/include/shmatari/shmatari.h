@@ -35,10 +35,16 @@
  *     process holds it. A claim left by a dead process is taken over.
  *   - On attach, the client makes the pool consistent (shmatari_recover):
  *     it waits until every command a previous client posted has been
- *     answered, then drops every result nobody took. A new client SHOULD
- *     reset the envs before stepping them (the Python client does).
- *   - A client MUST NOT post to an env whose result it has not received
- *     (shmatari_send refuses, SHMATARI_ERR_STATE).
+ *     answered, then drops every result nobody took. A new client MUST
+ *     reset every env before stepping them (shmatari_send refuses until
+ *     then).
+ *   - The client is a state machine (enum shmatari_client_state; Python's
+ *     client wraps these same functions): a call out of order changes
+ *     nothing and returns SHMATARI_ERR_STATE, and c->error names the state
+ *     and the call that leaves it. A client MUST NOT post to an env whose
+ *     result it has not received (shmatari_send refuses); shmatari_reset
+ *     is the way back from every state but a broken pool (it drops what is
+ *     in flight first).
  *   - Every wait has a timeout and checks, at least every 100 ms, that the
  *     server and its workers are alive: a dead server gives
  *     SHMATARI_ERR_SERVER_DEAD within the wait's timeout, never a hang.
@@ -374,20 +380,103 @@ static inline void shmatari_unclaim(shmatari_header *h, int32_t pid) {
   shmatari_cas_i32(&h->client_pid, pid, 0);
 }
 
-/* Makes the pool consistent for a new client (the caller holds the claim):
- *  1. waits until every env has answered its last command (ack_seq ==
- *     req_seq), waking every worker first in case a client died between
- *     posting and waking;
- *  2. drops every result not taken: with T the number of batches begun
- *     (asynchronous pools: ceil(alloc_pos / batch_size); synchronous pools:
- *     the largest `results` of any env), it sets alloc_pos = T * batch_size
- *     (asynchronous) or every env's `results` = T (synchronous), clears every
- *     slot's done_count and rows (shmatari_clear_rows) and sets
- *     consumed_batches = T.
- * No worker touches these words while no command is in flight, which step 1
- * guarantees. Returns SHMATARI_OK, _ERR_TIMEOUT, or a liveness error. */
-static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
-                                   char *msg, size_t len) {
+/* ------------------------------------------------------------------------
+ * Recovery. A worker publishes each result in this order (_publish in the
+ * worker loop, src/shmatari/_core_worker.pxi), and both recoveries below
+ * rely on it:
+ *   1. the row's fields and observation (and, same-step, its final record);
+ *   2. the env's `results` count (release);
+ *   3. the row's env_id (release): from here on the row is complete;
+ *   4. the slot's done_count (fetch-add), waking the client when it fills;
+ *   5. the env's ack_seq (release), by the caller: the command is answered.
+ * So once an env's ack_seq equals its req_seq, steps 1-4 of its result are
+ * visible: a new client (a dead client's successor, or a reset that drops
+ * what is in flight) drains, then drops what was not taken
+ * (shmatari_recover). And a worker that died between two steps leaves each
+ * row it began either complete (env_id set; the done_count bump or the
+ * ack_seq may be lost) or a hole (reserved in an asynchronous pool, env_id
+ * still -1): what its replacement must answer (shmatari_recover_workers).
+ */
+
+/* Makes the ring consistent after the workers owning the envs with
+ * dead_env[e] != 0 (num_envs bytes) died, and says what their replacements
+ * must publish first. The caller MUST call it once every other worker is
+ * idle (no command of theirs in flight) and before the replacements start;
+ * the client MUST NOT post meanwhile (the owner calls it from inside the
+ * client's wait).
+ *  - Every slot not yet taken gets done_count = its complete rows (a lost
+ *    bump is restored).
+ *  - A dead env with a command in flight whose row is complete gets its
+ *    ack_seq (and, synchronous pools, its `results`): it was answered.
+ *  - plan[e] (num_envs entries), for a dead env with a command in flight and
+ *    no row: the position its replacement writes (>= 0: a hole, reserved in
+ *    an asynchronous pool; -1: the usual position, with a synchronous pool's
+ *    `results` wound back to this round); -2 for every other env.
+ * Returns SHMATARI_OK, or _ERR_NOT_SHMATARI (with a message) when holes
+ * remain that no dead env explains: a bug, or a segment written by something
+ * else. */
+static inline int shmatari_recover_workers(shmatari_header *h,
+                                           const uint8_t *dead_env,
+                                           int64_t *plan, char *msg,
+                                           size_t len) {
+  const uint64_t B = h->batch_size, N = h->num_envs;
+  const uint64_t consumed = h->consumed_batches;
+  const int ordered = B == N;
+  const uint64_t begin = consumed * B;
+  const uint64_t end = ordered ? begin + N : shmatari_load_acquire64(&h->alloc_pos);
+  const int64_t answered = -3; /* scratch: a dead env with a complete row */
+  for (uint64_t e = 0; e < N; e++) plan[e] = -2;
+  for (uint64_t b = consumed; b * B < end; b++) {
+    uint32_t complete = 0;
+    for (uint64_t p = b * B > begin ? b * B : begin; p < (b + 1) * B && p < end;
+         p++) {
+      int32_t env = (int32_t)shmatari_load_acquire(
+          (uint32_t *)shmatari_row_env_id(h, p));
+      if (env < 0) continue;
+      complete++;
+      if ((uint64_t)env < N && dead_env[env]) plan[env] = answered;
+    }
+    shmatari_store_release(
+        &((shmatari_slot_header *)shmatari_slot(h, b))->done_count, complete);
+  }
+  uint64_t hole = begin; /* the next position to look for a hole at */
+  for (uint64_t e = 0; e < N; e++) {
+    if (!dead_env[e]) continue;
+    shmatari_env_ctrl *ec = shmatari_env(h, (uint32_t)e);
+    uint32_t req = shmatari_load_acquire(&ec->req_seq);
+    int was_answered = plan[e] == answered;
+    plan[e] = -2;
+    if (req == ec->ack_seq) continue; /* no command in flight */
+    if (was_answered) {
+      if (ordered) shmatari_store_release64(&ec->results, consumed + 1);
+      shmatari_store_release(&ec->ack_seq, req);
+    } else if (ordered) {
+      /* Result r of env e has position r * num_envs + e: the replacement
+       * rewrites this round's row. */
+      shmatari_store_release64(&ec->results, consumed);
+      plan[e] = -1;
+    } else {
+      while (hole < end && *shmatari_row_env_id(h, hole) >= 0) hole++;
+      plan[e] = hole < end ? (int64_t)hole++ : -1;
+    }
+  }
+  while (!ordered && hole < end && *shmatari_row_env_id(h, hole) >= 0) hole++;
+  if (!ordered && hole < end)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "result position %llu was reserved but never written, "
+                         "and no dead worker's env had a command in flight",
+                         (unsigned long long)hole);
+  return SHMATARI_OK;
+}
+
+/* Waits until every env has answered its last command (ack_seq ==
+ * req_seq), waking every worker first in case a client died between posting
+ * and waking. With `interruptible`, a signal ends the wait with
+ * _ERR_INTERRUPTED (nothing changed; call again); else the wait goes on.
+ * Returns SHMATARI_OK, _ERR_TIMEOUT (after timeout_ns; < 0: no limit), or a
+ * liveness error. */
+static inline int shmatari_drain(shmatari_header *h, int64_t timeout_ns,
+                                 int interruptible, char *msg, size_t len) {
   int64_t deadline = shmatari_deadline(timeout_ns);
   for (uint32_t w = 0; w < h->num_workers; w++) {
     shmatari_worker_ctrl *wc = shmatari_worker(h, w);
@@ -401,20 +490,31 @@ static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
           shmatari_load_acquire(&ec->ack_seq))
         busy = e;
     }
-    if (busy == h->num_envs) break;
+    if (busy == h->num_envs) return SHMATARI_OK;
     /* Workers bump main_seq only when a slot fills, so sleep in short
-     * slices: this runs once per attach, while a dead client's last
-     * commands finish. */
+     * slices: this runs once per attach or drain, while the last commands
+     * finish. */
     int r = shmatari_pool_check(h, 0, msg, len);
     if (r == SHMATARI_OK)
       r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_SECOND / 100, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "env %u was still running a command "
-                           "of the previous client after %.1f s", busy,
+                           "after %.1f s", busy,
                            (double)timeout_ns / SHMATARI_SECOND);
-    if (r != SHMATARI_OK && r != SHMATARI_ERR_INTERRUPTED) return r;
+    if (r == SHMATARI_ERR_INTERRUPTED && !interruptible) continue;
+    if (r != SHMATARI_OK) return r;
   }
+}
+
+/* Drops every result not taken, once no command is in flight
+ * (shmatari_drain): with T the number of batches begun (asynchronous pools:
+ * ceil(alloc_pos / batch_size); synchronous pools: the largest `results` of
+ * any env), it sets alloc_pos = T * batch_size (asynchronous) or every env's
+ * `results` = T (synchronous), clears every slot's done_count and rows
+ * (shmatari_clear_rows) and sets consumed_batches = T. No worker touches
+ * these words while no command is in flight. */
+static inline void shmatari_drop_results(shmatari_header *h) {
   uint64_t batches = h->consumed_batches;
   if (h->batch_size == h->num_envs) {
     for (uint32_t e = 0; e < h->num_envs; e++)
@@ -434,6 +534,23 @@ static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
         &((shmatari_slot_header *)shmatari_slot(h, s))->done_count, 0);
   }
   shmatari_store_release64(&h->consumed_batches, batches);
+}
+
+/* Makes the pool consistent for a new client (the caller holds the claim):
+ * waits until every command in flight is answered (shmatari_drain), then
+ * drops every result not taken (shmatari_drop_results). Returns
+ * SHMATARI_OK, _ERR_TIMEOUT, or a liveness error. */
+static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
+                                   char *msg, size_t len) {
+  int r = shmatari_drain(h, timeout_ns, 0, msg, len);
+  if (r != SHMATARI_OK) {
+    if (r == SHMATARI_ERR_TIMEOUT)
+      return shmatari_fail(msg, len, r, "a command of the previous client was "
+                           "still running after %.1f s",
+                           (double)timeout_ns / SHMATARI_SECOND);
+    return r;
+  }
+  shmatari_drop_results(h);
   return SHMATARI_OK;
 }
 
@@ -561,24 +678,192 @@ typedef struct shmatari_batch {
   const void *final_field[SHMATARI_FIELD_COUNT];
 } shmatari_batch;
 
+/* The client's state, as Gymnasium's AsyncState: which calls it accepts
+ * and which call leaves it. Every refused call (SHMATARI_ERR_STATE) names the
+ * state in c->error and the call that leaves it (shmatari_state_text). */
+enum shmatari_client_state {
+  SHMATARI_CLIENT_DETACHED = 0,    /* no pool: shmatari_attach leaves it */
+  SHMATARI_CLIENT_NEEDS_RESET = 1, /* attached, not reset yet: only a reset
+                                      of every env leaves it */
+  SHMATARI_CLIENT_IDLE = 2,        /* no env running: send or reset */
+  SHMATARI_CLIENT_PARTIAL = 3,     /* 1..batch_size-1 envs running: send to
+                                      more envs; a reset of every env drops
+                                      the commands in flight */
+  SHMATARI_CLIENT_WAITING = 4,     /* batch_size or more envs running: wait
+                                      takes a batch; send to the envs not
+                                      running; a reset of every env drops the
+                                      commands in flight */
+  SHMATARI_CLIENT_BROKEN = 5       /* a worker failed, or the server died or
+                                      is closing: only detach */
+};
+
+/* Per-env bits of shmatari_client.env_flags. */
+#define SHMATARI_ENV_RUNNING 1u /* a command posted, its result not returned */
+#define SHMATARI_ENV_ENDED 2u   /* autoreset_mode DISABLED: its last step ended
+                                   the episode; only a reset restarts it */
+#define SHMATARI_ENV_LISTED 4u  /* scratch: listed in the call being checked */
+
+/* The calls, as refusals name them (shmatari_client.names). */
+enum shmatari_call {
+  SHMATARI_CALL_SEND, SHMATARI_CALL_WAIT, SHMATARI_CALL_RESET,
+  SHMATARI_CALL_RESET_MASKED, SHMATARI_CALL_STEP, SHMATARI_CALL_DETACH,
+  SHMATARI_CALL_ATTACH, SHMATARI_CALL_COUNT
+};
+static const char *const shmatari_call_names_c[SHMATARI_CALL_COUNT] = {
+    "shmatari_send", "shmatari_wait", "shmatari_reset",
+    "shmatari_reset_envs with a mask", "shmatari_send + shmatari_wait",
+    "shmatari_detach", "shmatari_attach"};
+/* The same calls in shmatari's Python API (its client sets these names). */
+static const char *const shmatari_call_names_python[SHMATARI_CALL_COUNT] = {
+    "send()", "recv()", "reset()", "reset(options={'reset_mask': mask})",
+    "step()", "close()", "shmatari.attach()"};
+
 typedef struct shmatari_client {
   shmatari_header *hdr; /* the mapped segment (read-only for the caller);
                            NULL when not attached */
-  uint64_t map_bytes;   /* bytes mapped */
+  uint64_t map_bytes;   /* bytes shmatari_attach mapped (0: the caller
+                           mapped the segment itself) */
   int32_t pid;          /* this process: the claim's holder */
   int64_t spin_ns;      /* how long a wait polls before it sleeps (0); worth
                            tens of microseconds with a core to spare */
   int spin_mode;        /* SHMATARI_SPIN_PAUSE (default) or _YIELD */
   int64_t next_check_ns; /* when a wait next checks the server's pid */
+  int state;            /* enum shmatari_client_state */
   uint64_t taken;       /* batches consumed (the next batch's index) */
   int holding;          /* 1 while the last batch returned is not consumed */
-  uint32_t pending;     /* envs with a command whose result was not returned */
-  uint8_t *env_pending; /* per env: 1 while pending */
+  uint32_t pending;     /* envs with SHMATARI_ENV_RUNNING */
+  uint8_t *env_flags;   /* per env: SHMATARI_ENV_* bits */
   uint32_t *env_worker; /* per env: the worker that owns it */
   uint8_t *touched;     /* scratch: one byte per worker */
+  const char *const *names; /* call names in refusals (shmatari_call_names_c) */
   char segment[SHMATARI_NAME_MAX]; /* the segment's name */
   char error[SHMATARI_MESSAGE_BYTES]; /* the last failure, in words */
 } shmatari_client;
+
+/* The name of a client state (enum shmatari_client_state). */
+static inline const char *shmatari_client_state_name(int state) {
+  switch (state) {
+    case SHMATARI_CLIENT_DETACHED: return "detached";
+    case SHMATARI_CLIENT_NEEDS_RESET: return "needs_reset";
+    case SHMATARI_CLIENT_IDLE: return "idle";
+    case SHMATARI_CLIENT_PARTIAL: return "partial";
+    case SHMATARI_CLIENT_WAITING: return "waiting";
+    case SHMATARI_CLIENT_BROKEN: return "broken";
+    default: return "unknown";
+  }
+}
+
+/* Writes "; the pool ...: <the calls that leave the state>" for c's state. */
+static inline void shmatari_state_text(const shmatari_client *c, char *out,
+                                       size_t len) {
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  uint32_t b = c->hdr != NULL ? c->hdr->batch_size : 0;
+  switch (c->state) {
+    case SHMATARI_CLIENT_DETACHED:
+      snprintf(out, len, "; the client is detached: %s first",
+               k[SHMATARI_CALL_ATTACH]);
+      break;
+    case SHMATARI_CLIENT_NEEDS_RESET:
+      snprintf(out, len, "; the pool has not been reset since this client "
+               "attached: %s (every env) leaves that state",
+               k[SHMATARI_CALL_RESET]);
+      break;
+    case SHMATARI_CLIENT_IDLE:
+      snprintf(out, len, "; the pool is idle (no env running): %s or %s "
+               "leave that state", k[SHMATARI_CALL_SEND],
+               k[SHMATARI_CALL_RESET]);
+      break;
+    case SHMATARI_CLIENT_PARTIAL:
+      snprintf(out, len, "; the pool has %u env(s) running, fewer than a "
+               "batch of %u: %s to more envs leaves that state, or %s, which "
+               "drops the commands in flight", c->pending, b,
+               k[SHMATARI_CALL_SEND], k[SHMATARI_CALL_RESET]);
+      break;
+    case SHMATARI_CLIENT_WAITING:
+      snprintf(out, len, "; the pool has %u env(s) running and a batch of %u "
+               "is due: %s leaves that state (or %s, which drops the commands "
+               "in flight)", c->pending, b, k[SHMATARI_CALL_WAIT],
+               k[SHMATARI_CALL_RESET]);
+      break;
+    default:
+      snprintf(out, len, "; the pool is broken (a worker failed, or the "
+               "server died or is closing): %s leaves that state",
+               k[SHMATARI_CALL_DETACH]);
+  }
+}
+
+/* Writes the message fmt, then the state and its way out, to c->error;
+ * returns code. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static inline int shmatari_refuse(shmatari_client *c, int code,
+                                  const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(c->error, sizeof c->error, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof c->error)
+    shmatari_state_text(c, c->error + n, sizeof c->error - (size_t)n);
+  return code;
+}
+
+/* After a change of c->pending: IDLE, PARTIAL or WAITING. */
+static inline void shmatari_settle(shmatari_client *c) {
+  if (c->state == SHMATARI_CLIENT_IDLE || c->state == SHMATARI_CLIENT_PARTIAL ||
+      c->state == SHMATARI_CLIENT_WAITING)
+    c->state = c->pending == 0                   ? SHMATARI_CLIENT_IDLE
+               : c->pending < c->hdr->batch_size ? SHMATARI_CLIENT_PARTIAL
+                                                 : SHMATARI_CLIENT_WAITING;
+}
+
+/* Marks the pool broken (after a liveness error): only detach leaves it. */
+static inline void shmatari_client_break(shmatari_client *c) {
+  if (c->hdr != NULL) c->state = SHMATARI_CLIENT_BROKEN;
+}
+
+/* Frees the client's bookkeeping (not the mapping nor the claim: see
+ * shmatari_detach); c is DETACHED afterwards. Safe to call twice. */
+static inline void shmatari_client_close(shmatari_client *c) {
+  free(c->env_flags);
+  free(c->env_worker);
+  free(c->touched);
+  c->hdr = NULL;
+  c->env_flags = NULL;
+  c->env_worker = NULL;
+  c->touched = NULL;
+  c->pending = 0;
+  c->holding = 0;
+  c->state = SHMATARI_CLIENT_DETACHED;
+}
+
+/* Starts the client's bookkeeping on segment h, mapped, claimed and
+ * recovered (shmatari_attach does all of it; shmatari's Python client maps
+ * the segment itself and calls this). c->pid, spin settings and names stay
+ * as the caller set them. Returns SHMATARI_OK (state NEEDS_RESET), or
+ * _ERR_SYSTEM / _ERR_NOT_SHMATARI (c left DETACHED). */
+static inline int shmatari_client_open(shmatari_client *c, shmatari_header *h) {
+  c->hdr = h;
+  c->env_flags = (uint8_t *)calloc(h->num_envs, 1);
+  c->env_worker = (uint32_t *)calloc(h->num_envs, sizeof(uint32_t));
+  c->touched = (uint8_t *)calloc(h->num_workers, 1);
+  int r = SHMATARI_OK;
+  if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL)
+    r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
+                      "out of memory");
+  else
+    r = shmatari_env_workers(h, c->env_worker, c->error, sizeof c->error);
+  if (r != SHMATARI_OK) {
+    shmatari_client_close(c);
+    return r;
+  }
+  c->taken = shmatari_load_acquire64(&h->consumed_batches);
+  c->pending = 0;
+  c->holding = 0;
+  c->state = SHMATARI_CLIENT_NEEDS_RESET;
+  c->error[0] = 0;
+  return SHMATARI_OK;
+}
 
 /* The segment name of pool `name`: name itself if it already starts with
  * SHMATARI_NAME_PREFIX (as `shmatari_<pid>_<hex>` names do), else the prefix
@@ -606,17 +891,9 @@ static inline int shmatari_segment_name(const char *name, char *out,
 static inline void shmatari_detach(shmatari_client *c) {
   if (c->hdr != NULL) {
     shmatari_unclaim(c->hdr, c->pid);
-    munmap((void *)c->hdr, c->map_bytes);
+    if (c->map_bytes != 0) munmap((void *)c->hdr, c->map_bytes);
   }
-  free(c->env_pending);
-  free(c->env_worker);
-  free(c->touched);
-  c->hdr = NULL;
-  c->env_pending = NULL;
-  c->env_worker = NULL;
-  c->touched = NULL;
-  c->pending = 0;
-  c->holding = 0;
+  shmatari_client_close(c);
 }
 
 /* Attaches to pool `name` ("demo" for `shmatari serve ... --name demo`, or a
@@ -630,6 +907,7 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
                                   int64_t timeout_ns) {
   memset(c, 0, sizeof *c);
   c->pid = (int32_t)getpid();
+  c->names = shmatari_call_names_c;
   char *msg = c->error;
   size_t len = sizeof c->error;
   int r = shmatari_segment_name(name, c->segment, sizeof c->segment, msg, len);
@@ -698,21 +976,12 @@ again:;
     c->hdr = NULL;
     return r;
   }
-  uint32_t n = c->hdr->num_envs;
-  c->env_pending = (uint8_t *)calloc(n, 1);
-  c->env_worker = (uint32_t *)calloc(n, sizeof(uint32_t));
-  c->touched = (uint8_t *)calloc(c->hdr->num_workers, 1);
-  if (c->env_pending == NULL || c->env_worker == NULL || c->touched == NULL)
-    r = shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "out of memory");
-  else
-    r = shmatari_env_workers(c->hdr, c->env_worker, msg, len);
+  r = shmatari_client_open(c, c->hdr);
   if (r != SHMATARI_OK) {
-    shmatari_detach(c);
-    return r;
+    shmatari_unclaim((shmatari_header *)base, c->pid);
+    munmap(base, c->map_bytes);
   }
-  c->taken = shmatari_load_acquire64(&c->hdr->consumed_batches);
-  c->error[0] = 0;
-  return SHMATARI_OK;
+  return r;
 }
 
 /* Observation shape of one env: writes (stack_num, img_height, img_width)
@@ -727,95 +996,271 @@ static inline int shmatari_obs_shape(const shmatari_client *c,
   return h->channels == 1 ? 3 : 4;
 }
 
-/* Posts cmd to n envs after checking them: every env in range, listed
- * once, with no command pending; every action in 0..num_actions-1. */
-static inline int shmatari_post_checked(shmatari_client *c, uint32_t cmd,
-                                        const int32_t *actions,
-                                        const int32_t *env_ids, uint32_t n) {
+/* Checks a call's state: SHMATARI_OK if c->state is one of the
+ * `allowed` states (a bit mask of 1 << state), else _ERR_STATE naming the
+ * call, the state and its way out. */
+static inline int shmatari_check_state(shmatari_client *c, int call,
+                                       unsigned allowed) {
+  if (allowed & (1u << c->state)) return SHMATARI_OK;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s refused", k[call]);
+}
+
+#define SHMATARI_ACTIVE                                           \
+  ((1u << SHMATARI_CLIENT_IDLE) | (1u << SHMATARI_CLIENT_PARTIAL) | \
+   (1u << SHMATARI_CLIENT_WAITING))
+
+/* Checks n env ids (envs 0..n-1 when env_ids is NULL; then n MUST be
+ * num_envs) and n actions (NULL: none): every env in range, listed once,
+ * without a bit of `forbid` (SHMATARI_ENV_*), every action in
+ * 0..num_actions-1. Returns SHMATARI_OK, _ERR_INVALID or _ERR_STATE; changes
+ * nothing. */
+static inline int shmatari_check_envs(shmatari_client *c, int call,
+                                      const int32_t *env_ids, uint32_t n,
+                                      const int32_t *actions, uint8_t forbid) {
+  const shmatari_header *h = c->hdr;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
   char *msg = c->error;
   size_t len = sizeof c->error;
-  if (c->hdr == NULL)
-    return shmatari_fail(msg, len, SHMATARI_ERR_STATE, "not attached");
-  const shmatari_header *h = c->hdr;
   if (env_ids == NULL && n != h->num_envs)
-    return shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%u commands for %u "
-                         "envs: pass env_ids to address fewer", n, h->num_envs);
+    return shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: %u commands for "
+                         "%u envs: pass env ids to address fewer", k[call], n,
+                         h->num_envs);
   int r = SHMATARI_OK;
   uint32_t i;
   for (i = 0; i < n && r == SHMATARI_OK; i++) {
     int64_t e = env_ids != NULL ? env_ids[i] : (int64_t)i;
+    uint8_t fl = e >= 0 && e < (int64_t)h->num_envs ? c->env_flags[e] : 0;
     if (e < 0 || e >= (int64_t)h->num_envs)
-      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "env id %lld at "
-                        "position %u is out of range 0..%u", (long long)e, i,
-                        h->num_envs - 1);
-    else if (c->env_pending[e])
-      r = shmatari_fail(msg, len, SHMATARI_ERR_STATE, "env %lld %s", (long long)e,
-                        c->env_pending[e] == 2
-                            ? "is listed twice"
-                            : "is still running: wait for its result first");
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env_ids[%u] = "
+                        "%lld is out of range 0..%u", k[call], i,
+                        (long long)e, h->num_envs - 1);
+    else if (fl & SHMATARI_ENV_LISTED)
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env %lld is "
+                        "listed twice in env_ids", k[call], (long long)e);
     else if (actions != NULL &&
              (actions[i] < 0 || (uint32_t)actions[i] >= h->num_actions))
-      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "action %d at position "
-                        "%u is out of range 0..%u", actions[i], i,
-                        h->num_actions - 1);
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: action %d at "
+                        "position %u is out of range 0..%u", k[call],
+                        actions[i], i, h->num_actions - 1);
+    else if (fl & forbid & SHMATARI_ENV_RUNNING)
+      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
+                          "running (its result was not received)", k[call],
+                          (long long)e);
+    else if (fl & forbid & SHMATARI_ENV_ENDED)
+      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld ended its "
+                          "episode and autoreset_mode is 'disabled': reset it "
+                          "first with %s", k[call], (long long)e,
+                          k[SHMATARI_CALL_RESET_MASKED]);
     else
-      c->env_pending[e] = 2; /* listed; made 1 below, or undone */
+      c->env_flags[e] |= SHMATARI_ENV_LISTED;
   }
   for (uint32_t j = 0; j < i; j++) {
     int64_t e = env_ids != NULL ? env_ids[j] : (int64_t)j;
-    if (e >= 0 && e < (int64_t)h->num_envs && c->env_pending[e] == 2)
-      c->env_pending[e] = r == SHMATARI_OK ? 1 : 0;
+    if (e >= 0 && e < (int64_t)h->num_envs)
+      c->env_flags[e] &= (uint8_t)~SHMATARI_ENV_LISTED;
   }
-  if (r != SHMATARI_OK) return r;
-  shmatari_post(c->hdr, c->env_worker, c->touched, (const uint32_t *)env_ids, n,
-                actions, cmd);
+  return r;
+}
+
+/* Posts cmd to n checked envs (as shmatari_check_envs) and marks them
+ * running. */
+static inline void shmatari_client_post(shmatari_client *c, uint32_t cmd,
+                                        const int32_t *actions,
+                                        const int32_t *env_ids, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    c->env_flags[env_ids != NULL ? (uint32_t)env_ids[i] : i] |=
+        SHMATARI_ENV_RUNNING;
+  shmatari_post(c->hdr, c->env_worker, c->touched, (const uint32_t *)env_ids,
+                n, actions, cmd);
   c->pending += n;
-  return SHMATARI_OK;
+  shmatari_settle(c);
 }
 
 /* Steps n envs: actions[i] (0..num_actions-1) for env env_ids[i], or for env
- * i when env_ids is NULL (then n MUST be num_envs). Envs whose episode
- * ended reset instead (next-step autoreset). */
+ * i when env_ids is NULL (then n MUST be num_envs). Envs whose episode ended
+ * reset instead (next-step autoreset). Refused (nothing posted) in states
+ * other than IDLE, PARTIAL and WAITING, for an env still running, and under
+ * autoreset_mode DISABLED for an env whose episode ended. Returns
+ * SHMATARI_OK, _ERR_INVALID or _ERR_STATE. */
 static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
                                 const int32_t *env_ids, uint32_t n) {
   if (actions == NULL)
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                          "actions is NULL");
-  return shmatari_post_checked(c, SHMATARI_CMD_STEP, actions, env_ids, n);
+  int r = shmatari_check_state(c, SHMATARI_CALL_SEND, SHMATARI_ACTIVE);
+  if (r == SHMATARI_OK)
+    r = shmatari_check_envs(c, SHMATARI_CALL_SEND, env_ids, n, actions,
+                            SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
+  if (r == SHMATARI_OK)
+    shmatari_client_post(c, SHMATARI_CMD_STEP, actions, env_ids, n);
+  return r;
 }
 
-/* Resets every env (each keeps its random stream); the first observations
- * come back through shmatari_wait. */
-static inline int shmatari_reset(shmatari_client *c) {
-  return shmatari_post_checked(c, SHMATARI_CMD_RESET, NULL, NULL,
-                               c->hdr != NULL ? c->hdr->num_envs : 0);
-}
-
-/* Consumes the batch the last call returned, then waits up to timeout_ns
- * (< 0: no limit) for the next one and points *out at it. Its envs may be
- * sent commands again at once. Returns SHMATARI_OK, _ERR_STATE when fewer
- * than batch_size envs are running, _ERR_TIMEOUT, _ERR_INTERRUPTED (call
- * again to go on waiting), or _ERR_SERVER_DEAD / _ERR_WORKER / _ERR_CLOSED,
- * each within timeout_ns plus at most SHMATARI_POLL_NS. */
-static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
-                                int64_t timeout_ns) {
-  char *msg = c->error;
-  size_t len = sizeof c->error;
-  if (c->hdr == NULL)
-    return shmatari_fail(msg, len, SHMATARI_ERR_STATE, "not attached");
-  shmatari_header *h = c->hdr;
+/* Consumes the batch the last wait returned (its slot may be written
+ * again); nothing if none is held. */
+static inline void shmatari_release_batch(shmatari_client *c) {
   if (c->holding) {
-    shmatari_consume_batch(h, c->taken);
+    shmatari_consume_batch(c->hdr, c->taken);
     c->taken++;
     c->holding = 0;
   }
-  if (c->pending < h->batch_size)
-    return shmatari_fail(msg, len, SHMATARI_ERR_STATE, "a batch needs %u "
-                         "running envs, %u are: send or reset first",
-                         h->batch_size, c->pending);
-  int r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode,
-                              timeout_ns, &c->next_check_ns, msg, len);
+}
+
+/* Resets envs: every env when mask is NULL, else each env e with mask[e]
+ * != 0 (num_envs bytes). cmd: SHMATARI_CMD_RESET (each env keeps its random
+ * stream) or, every env only, _RESEED (re-derives each env's stream from
+ * seed_words, which the caller wrote first). The first observations come
+ * back through waits; afterwards every env is running.
+ *
+ * A reset of every env is the way back from every state but BROKEN: it
+ * first drops what is in flight (the batch held, the commands posted and
+ * their results not taken: shmatari_drain, shmatari_drop_results), waiting
+ * up to timeout_ns (< 0: no limit) for the commands to finish.
+ * A masked reset leaves running envs running: no masked env may be running;
+ * the envs neither masked nor running republish their observation
+ * (CMD_OBSERVE), so that every env has one result coming. Under
+ * autoreset_mode DISABLED this is how ended envs restart while others run.
+ *
+ * Returns SHMATARI_OK; _ERR_INVALID or _ERR_STATE (nothing changed);
+ * _ERR_INTERRUPTED during a drain (nothing dropped yet: call again);
+ * _ERR_TIMEOUT; or a liveness error. */
+static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
+                                      const uint8_t *mask, int64_t timeout_ns) {
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  int call = mask != NULL ? SHMATARI_CALL_RESET_MASKED : SHMATARI_CALL_RESET;
+  int r = shmatari_check_state(
+      c, call, SHMATARI_ACTIVE | (1u << SHMATARI_CLIENT_NEEDS_RESET));
   if (r != SHMATARI_OK) return r;
+  shmatari_header *h = c->hdr;
+  if (cmd != SHMATARI_CMD_RESET && (cmd != SHMATARI_CMD_RESEED || mask != NULL))
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                         "%s: command %u is not a reset%s", k[call], cmd,
+                         cmd == SHMATARI_CMD_RESEED ? " of some envs: reseeding "
+                         "re-derives every env" : "");
+  if (mask == NULL) {
+    shmatari_release_batch(c);
+    if (c->pending != 0) {
+      r = shmatari_drain(h, timeout_ns, 1, c->error, sizeof c->error);
+      if (r != SHMATARI_OK) return r;
+      shmatari_drop_results(h);
+      c->taken = shmatari_load_acquire64(&h->consumed_batches);
+    }
+    memset(c->env_flags, 0, h->num_envs);
+    c->pending = 0;
+    c->state = SHMATARI_CLIENT_IDLE;
+    shmatari_client_post(c, cmd, NULL, NULL, h->num_envs);
+    return SHMATARI_OK;
+  }
+  uint32_t masked = 0, first_running = h->num_envs;
+  for (uint32_t e = 0; e < h->num_envs; e++) {
+    if (!mask[e]) continue;
+    masked++;
+    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) && first_running == h->num_envs)
+      first_running = e;
+  }
+  if (masked == 0)
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                         "%s: the mask holds no env", k[call]);
+  if (c->state == SHMATARI_CLIENT_NEEDS_RESET && masked < h->num_envs)
+    return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: the first reset must "
+                           "reset every env", k[call]);
+  if (first_running < h->num_envs)
+    return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %u is still "
+                           "running (its result was not received)", k[call],
+                           first_running);
+  if (c->state == SHMATARI_CLIENT_NEEDS_RESET) c->state = SHMATARI_CLIENT_IDLE;
+  for (int pass = 0; pass < 2; pass++) {
+    /* pass 0: the masked envs reset; pass 1: the others republish. */
+    for (uint32_t e = 0; e < h->num_envs; e++) {
+      if ((mask[e] != 0) != (pass == 0) ||
+          (c->env_flags[e] & SHMATARI_ENV_RUNNING))
+        continue;
+      c->env_flags[e] = (uint8_t)(pass == 0 ? 0 : c->env_flags[e]);
+      int32_t id = (int32_t)e;
+      shmatari_client_post(c, pass == 0 ? cmd : (uint32_t)SHMATARI_CMD_OBSERVE,
+                           NULL, &id, 1);
+    }
+  }
+  return SHMATARI_OK;
+}
+
+/* Resets every env (each keeps its random stream), first dropping whatever
+ * is in flight; the first observations come back through shmatari_wait. */
+static inline int shmatari_reset(shmatari_client *c) {
+  return shmatari_reset_envs(c, SHMATARI_CMD_RESET, NULL, -1);
+}
+
+/* Would sending n more commands leave a batch to wait for? SHMATARI_OK, or
+ * _ERR_STATE saying that a step (send then wait) of n envs cannot return. */
+static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
+  if (c->hdr == NULL || c->pending + n >= c->hdr->batch_size)
+    return SHMATARI_OK;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s would send %u action(s) "
+                         "and then wait for a batch of %u, of which only %u "
+                         "would be running; nothing was sent (or make the pool "
+                         "with a smaller batch_size)", k[SHMATARI_CALL_STEP], n,
+                         c->hdr->batch_size, c->pending + n);
+}
+
+/* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
+ * the next one (index c->taken, held until the next wait, reset or
+ * shmatari_release_batch) and marks its envs no longer running (under
+ * autoreset_mode DISABLED, an env whose step ended its episode ENDED).
+ * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, or
+ * not IDLE/PARTIAL/WAITING); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
+ * go on waiting: nothing changed); or _ERR_SERVER_DEAD / _ERR_WORKER /
+ * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS. */
+static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
+  shmatari_release_batch(c);
+  int r = shmatari_check_state(c, SHMATARI_CALL_WAIT,
+                               1u << SHMATARI_CLIENT_WAITING);
+  if (r != SHMATARI_OK) return r;
+  shmatari_header *h = c->hdr;
+  r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, timeout_ns,
+                          &c->next_check_ns, c->error, sizeof c->error);
+  if (r != SHMATARI_OK) return r;
+  const char *slot = shmatari_slot(h, c->taken);
+  const int32_t *env_id =
+      (const int32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_ENV_ID]);
+  const uint32_t *flags =
+      (const uint32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_FLAGS]);
+  const uint8_t *term =
+      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TERMINATED]);
+  const uint8_t *trunc =
+      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TRUNCATED]);
+  int disabled = h->autoreset_mode == SHMATARI_AUTORESET_DISABLED;
+  for (uint32_t i = 0; i < h->batch_size; i++) {
+    int32_t e = env_id[i];
+    if (e < 0 || (uint32_t)e >= h->num_envs ||
+        !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
+      continue;
+    uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
+    if (disabled && !(flags[i] & SHMATARI_FLAG_OBSERVED))
+      fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
+                     (term[i] || trunc[i] ? SHMATARI_ENV_ENDED : 0));
+    c->env_flags[e] = fl;
+    c->pending--;
+  }
+  c->holding = 1;
+  shmatari_settle(c);
+  return SHMATARI_OK;
+}
+
+/* Consumes the batch the last call returned, then waits up to timeout_ns
+ * (< 0: no limit) for the next one and points *out at it
+ * (shmatari_next_batch). Its envs may be sent commands again at once.
+ * Returns what shmatari_next_batch does; after a liveness error the client
+ * is BROKEN. */
+static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
+                                int64_t timeout_ns) {
+  int r = shmatari_next_batch(c, timeout_ns);
+  if (r == SHMATARI_ERR_SERVER_DEAD || r == SHMATARI_ERR_WORKER ||
+      r == SHMATARI_ERR_CLOSED)
+    shmatari_client_break(c);
+  if (r != SHMATARI_OK) return r;
+  const shmatari_header *h = c->hdr;
   const char *slot = shmatari_slot(h, c->taken);
   out->index = c->taken;
   out->size = h->batch_size;
@@ -831,14 +1276,6 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
   out->reward = (const float *)out->field[SHMATARI_FIELD_REWARD];
   out->terminated = (const uint8_t *)out->field[SHMATARI_FIELD_TERMINATED];
   out->truncated = (const uint8_t *)out->field[SHMATARI_FIELD_TRUNCATED];
-  for (uint32_t i = 0; i < out->size; i++) {
-    int32_t e = out->env_id[i];
-    if (e >= 0 && (uint32_t)e < h->num_envs && c->env_pending[e]) {
-      c->env_pending[e] = 0;
-      c->pending--;
-    }
-  }
-  c->holding = 1;
   return SHMATARI_OK;
 }
 

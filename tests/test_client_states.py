@@ -1,0 +1,152 @@
+"""The client's state machine (``shmatari_client`` in shmatari.h, wrapped by
+``_core.Segment``): every state has a way out, every refusal names the state
+and the call that leaves it, every argument is checked before anything is
+sent, and the batched spaces hold what one call returns."""
+
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+import pytest
+
+import shmatari
+
+
+
+def _state(env) -> str:
+    return env._client.state
+
+
+def test_disabled_autoreset_with_ended_and_running_envs_has_a_way_out():
+    # The issue's dead end: envs 0 and 2 ended, env 1 running, batch of 2.
+    with shmatari.make("Breakout", num_envs=3, batch_size=2, num_workers=1, seed=0,
+                       autoreset_mode="disabled", noop_max=0, max_episode_frames=8,
+                       repeat_action_probability=0.0) as env:
+        _, info = env.reset()
+        env.send([0, 0], info["env_id"])
+        ended = set()
+        while len(ended) < 2:
+            _, _, term, trunc, info = env.recv() if env._pending >= 2 else (None,) * 5
+            if info is None:
+                break
+            for e, d in zip(info["env_id"].tolist(), (term | trunc).tolist()):
+                if d:
+                    ended.add(e)
+                elif len(ended) < 2:
+                    env.send([0], [e])
+        running = np.flatnonzero(env._client._seg.env_flags() & shmatari._core.ENV_RUNNING)
+        assert len(ended) == 2 and len(running) == 1 and _state(env) == "partial"
+        with pytest.raises(shmatari.CallOrderError, match=r"recv\(\) refused; the pool has 1"):
+            env.recv()
+        with pytest.raises(shmatari.CallOrderError, match="reset_mask"):
+            env.send([0], [sorted(ended)[0]])
+        mask = np.zeros(3, bool)
+        mask[sorted(ended)] = True
+        obs, info = env.reset(options={"reset_mask": mask})  # the way out
+        assert obs.shape == (2, 4, 84, 84)
+        assert info["reset"].sum() >= 1  # an ended env's first observation came
+        seen = set(info["env_id"].tolist())
+        env.send([0, 0], info["env_id"])
+        _, _, _, _, info = env.recv()
+        seen |= set(info["env_id"].tolist())
+        assert seen == {0, 1, 2} and _state(env) == "partial"
+
+
+def test_step_after_send_names_the_real_cause():
+    with shmatari.make("Breakout", num_envs=4, batch_size=2, num_workers=1, seed=0) as env:
+        _, info = env.reset()
+        env.send([0, 0], info["env_id"])
+        with pytest.raises(shmatari.CallOrderError) as err:
+            env.step([0, 0], info["env_id"])
+        text = str(err.value)
+        assert "interrupted" not in text
+        assert "still running" in text and "recv()" in text and "4 env(s) running" in text
+
+
+@pytest.mark.parametrize("timeout, exc", [("1", TypeError), (True, TypeError),
+                                          (-1, ValueError), (float("nan"), ValueError)])
+def test_step_checks_timeout_before_sending(timeout, exc):
+    with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset()
+        with pytest.raises(exc, match="timeout"):
+            env.step([0, 0], timeout=timeout)
+        assert env._pending == 0 and _state(env) == "idle"  # nothing was sent
+        env.step([0, 0])
+
+
+def test_zero_timeout_polls_and_says_the_pool_is_unchanged():
+    with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset()
+        env.send([0, 0])
+        try:
+            env.recv(timeout=0)
+        except shmatari.StepTimeoutError as err:
+            assert "stuck" not in str(err) and "unchanged" in str(err)
+            env.recv()
+        assert _state(env) == "idle"
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_reset_drops_what_an_interrupted_step_left_in_flight(zero_copy):
+    with shmatari.make("Breakout", num_envs=4, batch_size=2, num_workers=1, seed=0,
+                       zero_copy=zero_copy) as env:
+        env.reset()
+        # A real interrupt: SIGALRM's handler raises KeyboardInterrupt while
+        # recv() waits (retry until one lands during a wait).
+        old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+        try:
+            for _ in range(200):
+                if env._pending < 2:
+                    env.send([0] * (4 - env._pending),
+                             np.flatnonzero(env._client._seg.env_flags() == 0))
+                signal.setitimer(signal.ITIMER_REAL, 0.0002)
+                try:
+                    env.recv()
+                except KeyboardInterrupt:
+                    break
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            else:
+                pytest.skip("no interrupt landed during a wait")
+        finally:
+            signal.signal(signal.SIGALRM, old)
+        assert env._pending >= 2 and _state(env) == "waiting"
+        obs, info = env.reset()  # drains what is in flight, then resets
+        assert obs.shape == (2, 4, 84, 84) and info["reset"].all()
+        _, _, _, _, info = env.recv()
+        assert info["reset"].all() and _state(env) == "idle"
+
+
+def test_every_refusal_names_the_state_and_the_call_that_leaves_it():
+    with shmatari.make("Breakout", num_envs=4, batch_size=2, num_workers=1, seed=0) as env:
+        texts = []
+        for call in (lambda: env.send([0, 0], [0, 1]), env.recv,
+                     lambda: env.step([0], [0])):
+            with pytest.raises(shmatari.CallOrderError) as err:
+                call()
+            texts.append(str(err.value))
+        env.reset()
+        for call in (lambda: env.send([0], [0]) if 0 in env._client._seg.env_flags().nonzero()[0]
+                     else env.send([0], [int(np.flatnonzero(env._client._seg.env_flags())[0])]),
+                     lambda: env.reset(options={"reset_mask": np.ones(4, bool)})):
+            with pytest.raises(shmatari.CallOrderError) as err:
+                call()
+            texts.append(str(err.value))
+        for text in texts:
+            assert "the pool" in text and "leaves that state" in text or "leave that state" in text, text
+
+
+def test_async_spaces_hold_what_is_returned():
+    with shmatari.make("Breakout", num_envs=4, batch_size=2, num_workers=1, seed=0) as env:
+        assert env.single_observation_space.shape == (4, 84, 84)
+        assert env.observation_space.shape == (2, 4, 84, 84)
+        assert env.action_space.shape == (2,) and env.single_action_space.n == 4
+        obs, info = env.reset()
+        assert env.observation_space.contains(obs)
+        for _ in range(5):
+            obs, _, _, _, info = env.step(env.action_space.sample())
+            assert env.observation_space.contains(obs)
+        env.send(env.action_space.sample(), info["env_id"])
+        obs, *_ = env.recv()
+        assert env.observation_space.contains(obs)
