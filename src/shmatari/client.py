@@ -29,6 +29,7 @@ from . import _core, results, seeding
 from .errors import CallOrderError, PoolClosedError, StepTimeoutError, WorkerError
 
 _WAITING = _core.CLIENT_STATES["waiting"]
+_STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
 #: Names of the arrays ``Segment.collect`` returns, in order.
 _COLLECTED = tuple(name for name, _ in _core.FIELDS) + ("_reset", "_restarted")
 #: Seconds between liveness checks while waiting for a batch.
@@ -358,5 +359,3 @@ def check_timeout(timeout) -> float | None:
         raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
     return timeout
 
-
-_STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
