@@ -70,15 +70,18 @@ class Client:
         zero_copy: hand out observations as read-only views into the ring.
         seed_entropy: the pool's seed.
         supervisor: the owner's supervisor, or None for an attached pool.
+        episode_statistics: add ``info["episode"]`` (False: leave it to
+            Gymnasium's ``RecordEpisodeStatistics``, and time nothing).
     """
 
     def __init__(self, segment, seg, res, *, zero_copy: bool, seed_entropy,
-                 supervisor=None):
+                 supervisor=None, episode_statistics: bool = True):
         self.supervisor = supervisor
         self.closed = False
         self.seed_entropy = seed_entropy
         self._seg = seg
         self._zero_copy = zero_copy
+        self._episode_statistics = episode_statistics
         self._broken: str | None = None
         self._pending = 0
         self._next_check = 0.0
@@ -314,8 +317,9 @@ class Client:
         if self.autoreset == "disabled":
             stepped = (f["flags"] & _core.FLAG_OBSERVED) == 0
             self._done[env_id[stepped]] = (terminated | truncated)[stepped]
-        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1))
-        if bits & 7:
+        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1),
+                                  episode_statistics=self._episode_statistics)
+        if bits & 7 and self._episode_statistics:
             self._time_episodes(info, env_id, bits)
         return obs, f["reward"], terminated, truncated, info
 

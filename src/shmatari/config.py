@@ -35,6 +35,7 @@ OPTION_DEFAULTS = {
     "full_action_space": False,
     "max_episode_frames": 108_000,
     "autoreset_mode": "next_step",
+    "episode_statistics": True,
 }
 
 #: The ``autoreset_mode`` values, Gymnasium 1.x's ``AutoresetMode`` (whose
@@ -118,6 +119,9 @@ class EnvConfig:
     full_action_space: bool = False
     max_episode_frames: int = 108_000
     autoreset_mode: str = "next_step"
+    #: Client side only: add ``info["episode"]`` / ``_episode`` (False leaves
+    #: them to Gymnasium's RecordEpisodeStatistics; no timing work in recv).
+    episode_statistics: bool = True
     #: Seeding only: env j of this pool is seeded as env ``env_index_offset + j``
     #: of a larger pool (shmatari.ray gives each node a contiguous slice).
     env_index_offset: int = 0
@@ -294,6 +298,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         full_action_space=_bool("full_action_space", opts["full_action_space"]),
         max_episode_frames=max_frames,
         autoreset_mode=autoreset_mode,
+        episode_statistics=_bool("episode_statistics", opts["episode_statistics"]),
         env_index_offset=env_index_offset,
         pool_generation=pool_generation,
     )

@@ -162,10 +162,15 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
                 CallOrderError; reset it with
                 ``reset(options={"reset_mask": mask})``.
 
-            When an env ends a game (not a life), ``info["episode"]`` holds
-            ``r`` (float64, raw score), ``l`` (int32, agent steps) and
-            ``frames`` (int64), with the mask ``info["_episode"]``: the names
-            of Gymnasium's RecordEpisodeStatistics.
+            - ``episode_statistics=True``: when an env ends a game (not a
+              life), ``info["episode"]`` holds ``r`` (float64, raw score),
+              ``l`` (int32, agent steps), ``t`` (float64, seconds since the
+              episode's reset) and ``frames`` (int64), with the mask
+              ``info["_episode"]``: the names of Gymnasium's
+              RecordEpisodeStatistics. False: neither key (nor in
+              ``final_info``), and no timing work in ``recv``, so that the pool
+              can be wrapped in ``gymnasium.wrappers.vector.RecordEpisodeStatistics``
+              (which refuses an info that has ``episode`` already).
 
     Returns:
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
@@ -248,8 +253,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     ``restart_workers``); and, when some env ended a game, ``episode`` =
     ``{"r": float64 raw score, "l": int32 agent steps, "t": float64 seconds,
     "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
-    ``RecordEpisodeStatistics`` gives them (so do not also wrap the pool in
-    that wrapper). With ``autoreset_mode="same_step"``, done
+    ``RecordEpisodeStatistics`` gives them (``episode_statistics=False``
+    leaves them out, for that wrapper). With ``autoreset_mode="same_step"``, done
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
 
@@ -297,7 +302,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                     raise status_error(seg, code, msg)[0]
                 self._res.client_pid = os.getpid()
             self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
-                              seed_entropy=config.seed, supervisor=self._supervisor))
+                              seed_entropy=config.seed, supervisor=self._supervisor,
+                              episode_statistics=config.episode_statistics))
         except BaseException:
             self.close()
             raise
