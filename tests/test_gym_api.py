@@ -44,3 +44,21 @@ def test_episode_statistics_false_leaves_episode_to_record_episode_statistics(au
 def test_episode_statistics_must_be_a_bool():
     with pytest.raises(TypeError, match="episode_statistics must be a bool"):
         shmatari.make("null", 1, episode_statistics="no")
+
+
+def test_call_get_attr_set_attr_answer_what_the_envs_have():
+    with shmatari.make("Breakout", 3, num_workers=1, seed=0, frame_skip=3) as env:
+        assert env.get_attr("frame_skip") == (3, 3, 3)
+        assert env.get_attr("render_mode") == (None,) * 3
+        assert env.get_attr("action_space") == (env.single_action_space,) * 3
+        assert env.get_attr("observation_space")[0].shape == (4, 84, 84)
+        assert env.call("get_action_meanings") == (["NOOP", "FIRE", "RIGHT", "LEFT"],) * 3
+        assert env.get_attr("game") == ("breakout",) * 3
+        with pytest.raises(AttributeError, match="no attribute 'lives'.*frame_skip"):
+            env.get_attr("lives")
+        with pytest.raises(TypeError, match="not a method"):
+            env.call("frame_skip", 1)
+        with pytest.raises(AttributeError, match="fixed when the pool is made"):
+            env.set_attr("frame_skip", [2, 2, 2])
+        with pytest.raises(AttributeError, match="no attributes to set"):
+            env.set_attr("note", "x")

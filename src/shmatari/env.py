@@ -525,6 +525,89 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         """
         return self._client.step(actions, env_id, timeout)
 
+    # -- per-env attributes (Gymnasium's call / get_attr / set_attr) ------------------
+    def get_action_meanings(self) -> list[str]:
+        """ALE's name of each action index (``"NOOP"``, ``"FIRE"``, ...), as
+        ale-py's ``AtariEnv.get_action_meanings``."""
+        from ale_py import Action
+
+        return [Action(a).name for a in self.action_set]
+
+    def _env_attributes(self) -> dict:
+        """What every env of the pool answers to ``get_attr`` / ``call``."""
+        attrs = {"action_space": self.single_action_space,
+                 "observation_space": self.single_observation_space,
+                 "render_mode": self.render_mode, "action_set": list(self.action_set),
+                 "get_action_meanings": self.get_action_meanings,
+                 "autoreset_mode": self.autoreset_mode}
+        if self.config is not None:
+            attrs["game"] = self.config.game
+            attrs.update(self.config.env_options())
+        else:  # attached: what the header says
+            hdr = self._client._seg.header()
+            attrs.update({k: hdr[k] for k in ("frame_skip", "stack_num", "img_height",
+                                              "img_width")},
+                         grayscale=hdr["channels"] == 1)
+        return attrs
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        """Calls method ``name`` of every env, or reads attribute ``name``, as
+        Gymnasium's ``VectorEnv.call``.
+
+        The envs live in worker processes, so what they answer to is fixed:
+        ``get_action_meanings`` (a method), and the attributes of
+        :meth:`get_attr`.
+
+        Returns:
+            tuple: one result per env (``num_envs`` entries).
+
+        Raises:
+            AttributeError: an unknown name, naming the known ones.
+            TypeError: arguments given for an attribute that is not a method.
+        """
+        attrs = self._env_attributes()
+        if not isinstance(name, str) or name not in attrs:
+            raise AttributeError(f"shmatari envs have no attribute {name!r}; call/get_attr "
+                                 f"know: {', '.join(sorted(attrs))}")
+        value = attrs[name]
+        if callable(value) and not isinstance(value, type):
+            return tuple(value(*args, **kwargs) for _ in range(self.num_envs))
+        if args or kwargs:
+            raise TypeError(f"{name!r} is an attribute, not a method: call it without arguments")
+        return tuple(value for _ in range(self.num_envs))
+
+    def get_attr(self, name: str) -> tuple:
+        """Attribute ``name`` of every env, as Gymnasium's ``VectorEnv.get_attr``:
+        ``action_space`` / ``observation_space`` (one env's), ``render_mode``,
+        ``action_set`` (ALE action ids), ``autoreset_mode``, ``game`` and
+        every option of :func:`make` (``frame_skip``, ``grayscale``, ...; an
+        attached pool knows the header's: ``frame_skip``, ``stack_num``,
+        ``img_height``, ``img_width``, ``grayscale``).
+
+        Returns:
+            tuple: ``num_envs`` values.
+
+        Raises:
+            AttributeError: an unknown name.
+        """
+        return self.call(name)
+
+    def set_attr(self, name: str, values) -> None:
+        """Gymnasium's ``VectorEnv.set_attr``: not possible here. The envs live
+        in worker processes and their options are fixed when the pool is made.
+
+        Raises:
+            AttributeError: always, saying what to do instead.
+        """
+        attrs = self._env_attributes()
+        if name in attrs:
+            raise AttributeError(f"cannot set {name!r}: shmatari envs' options and spaces "
+                                 f"are fixed when the pool is made; make a new pool "
+                                 f"with {name}=...")
+        raise AttributeError(f"cannot set {name!r}: shmatari envs run in worker processes "
+                             f"and have no attributes to set (get_attr knows: "
+                             f"{', '.join(sorted(attrs))})")
+
     # -- lifetime ----------------------------------------------------------------
     def close_extras(self, **kwargs) -> None:
         self._finalizer()
