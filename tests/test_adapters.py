@@ -67,6 +67,8 @@ def test_envpool_rgb_is_channels_first_and_async_batches():
     with envpool.make("Pong-v5", num_envs=4, batch_size=2, gray_scale=False, stack_num=2,
                       seed=0) as env:
         assert env.observation_space.shape == (6, 84, 84)
+        # Written planar by the workers, not transposed by the adapter.
+        assert env.pool.config.obs_layout == "channels_first"
         env.async_reset()
         obs, reward, terminated, truncated, info = env.recv()
         assert obs.shape == (2, 6, 84, 84) and info["env_id"].shape == (2,)

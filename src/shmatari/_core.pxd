@@ -45,6 +45,9 @@ cdef extern from "shmatari/layout.h" nogil:
         SHMATARI_AUTORESET_NEXT_STEP
         SHMATARI_AUTORESET_SAME_STEP
         SHMATARI_AUTORESET_DISABLED
+    enum shmatari_obs_layout:
+        SHMATARI_OBS_CHANNELS_LAST
+        SHMATARI_OBS_CHANNELS_FIRST
     enum shmatari_worker_state:
         SHMATARI_WORKER_STARTING
         SHMATARI_WORKER_READY
@@ -102,6 +105,7 @@ cdef extern from "shmatari/layout.h" nogil:
         uint32_t field_count
         uint64_t seed_words[4]
         uint32_t autoreset_mode
+        uint32_t obs_layout
         uint64_t slot_final_offset
         uint32_t main_seq
         uint32_t main_sleeping
@@ -199,6 +203,7 @@ cdef extern from "shmatari_kernel.h" nogil:
     const int SHMATARI_KERNEL_EINVAL
     ctypedef struct shmatari_resize_plan:
         int32_t src_h, src_w, dst_h, dst_w, channels, mode
+        int32_t planar
     int shmatari_resize_plan_init(shmatari_resize_plan *plan, int src_h,
                                   int src_w, int dst_h, int dst_w, int channels)
     void shmatari_resize_plan_free(shmatari_resize_plan *plan)

@@ -339,6 +339,9 @@ cdef class AtariCore(EnvCore):
         self.soft_reset = False
         self.end_pending = False
         self.preprocessor = preprocessor
+        if preprocessor is not None and palette.planar:
+            raise ValueError("a preprocessor writes channels-last frames: use "
+                             "obs_layout='channels_last' with it")
         if preprocessor is not None:
             frame_shape = (palette.plan.dst_h, palette.plan.dst_w) + \
                 ((3,) if palette.channels == 3 else ())
@@ -367,7 +370,8 @@ cdef class AtariCore(EnvCore):
         shmatari_frame(&self.palette.plan, self.raw[self.cur],
                        self.raw[1 - self.cur] if pool else NULL,
                        self.palette.lut, self._next_frame(),
-                       self.palette.plan.dst_w * self.palette.channels)
+                       self.palette.plan.dst_w * (1 if self.palette.planar
+                                                  else self.palette.channels))
         return 0
 
     cdef int _frame(self, int ale_action) except? -1:

@@ -118,6 +118,7 @@ cdef class Segment:
             "pool_state": h.pool_state, "field_count": h.field_count,
             "seed_words": [h.seed_words[i] for i in range(SHMATARI_SEED_WORDS)],
             "autoreset_mode": h.autoreset_mode,
+            "obs_layout": h.obs_layout,
             "slot_final_offset": h.slot_final_offset,
             "ready_workers": shmatari_load_acquire(&h.ready_workers),
             "failed_workers": shmatari_load_acquire(&h.failed_workers),

@@ -60,9 +60,11 @@ def quiet_process() -> None:
 
 def build_palette(config: EnvConfig) -> _core.Palette:
     """The frame processor shared by the envs of one process: from the game's
-    screen (``config.screen_shape``) to the observation's frame size."""
+    screen (``config.screen_shape``) to the observation's frame size, planar
+    with ``obs_layout="channels_first"``."""
     return _core.Palette(config.screen_shape, (config.img_height, config.img_width),
-                         grayscale=config.grayscale)
+                         grayscale=config.grayscale,
+                         planar=config.obs_layout == "channels_first")
 
 
 def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0, generation: int = 0):

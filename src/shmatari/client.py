@@ -98,7 +98,10 @@ class Client:
         self._taken = hdr["consumed_batches"]
         obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
         if hdr["channels"] != 1:
-            obs_shape += (hdr["channels"],)
+            if hdr["obs_layout"] == _core.OBS_LAYOUTS["channels_first"]:
+                obs_shape = (hdr["stack_num"] * hdr["channels"],) + obs_shape[1:]
+            else:
+                obs_shape += (hdr["channels"],)
         self.obs_shape = obs_shape
         self.action_set = hdr["action_set"]
         self.n_actions = len(self.action_set)

@@ -36,7 +36,11 @@ OPTION_DEFAULTS = {
     "max_episode_frames": 108_000,
     "autoreset_mode": "next_step",
     "episode_statistics": True,
+    "obs_layout": "channels_last",
 }
+
+#: The ``obs_layout`` values: where RGB observations put their channels.
+OBS_LAYOUTS = ("channels_last", "channels_first")
 
 #: The ``autoreset_mode`` values, Gymnasium 1.x's ``AutoresetMode`` (whose
 #: members are accepted too).
@@ -122,6 +126,9 @@ class EnvConfig:
     #: Client side only: add ``info["episode"]`` / ``_episode`` (False leaves
     #: them to Gymnasium's RecordEpisodeStatistics; no timing work in recv).
     episode_statistics: bool = True
+    #: RGB only: ``"channels_last"`` (S, H, W, 3) or ``"channels_first"``
+    #: (3 * S, H, W), written planar by the frame kernel.
+    obs_layout: str = "channels_last"
     #: Seeding only: env j of this pool is seeded as env ``env_index_offset + j``
     #: of a larger pool (shmatari.ray gives each node a contiguous slice).
     env_index_offset: int = 0
@@ -135,9 +142,15 @@ class EnvConfig:
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
-        """Shape of one env's observation: (stack_num, img_height, img_width[, 3])."""
+        """Shape of one env's observation: (stack_num, img_height, img_width),
+        in RGB (..., 3) or with ``obs_layout="channels_first"`` (3 * stack_num,
+        img_height, img_width)."""
         base = (self.stack_num, self.img_height, self.img_width)
-        return base if self.grayscale else base + (3,)
+        if self.grayscale:
+            return base
+        if self.obs_layout == "channels_first":
+            return (3 * self.stack_num, self.img_height, self.img_width)
+        return base + (3,)
 
     def env_options(self) -> dict:
         """The per-env options (everything but the pool's shape and seed)."""
@@ -196,6 +209,12 @@ def _float(name, value, lo, hi):
     value = float(value)
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def _choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
 
 
@@ -299,6 +318,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         max_episode_frames=max_frames,
         autoreset_mode=autoreset_mode,
         episode_statistics=_bool("episode_statistics", opts["episode_statistics"]),
+        obs_layout=_choice("obs_layout", opts["obs_layout"], OBS_LAYOUTS),
         env_index_offset=env_index_offset,
         pool_generation=pool_generation,
     )

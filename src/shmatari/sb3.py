@@ -66,8 +66,9 @@ class ShmatariVecEnv(VecEnv):
 
         Args:
             env: a game name (then ``shmatari.make(env, num_envs,
-                autoreset_mode="same_step", **make_kwargs)`` is made and
-                owned), or a synchronous pool made with
+                autoreset_mode="same_step", obs_layout="channels_first",
+                **make_kwargs)`` is made and owned: RGB frames come planar
+                from the workers), or a synchronous pool made with
                 ``autoreset_mode="same_step"`` (then ``close()`` closes it).
             num_envs: envs, when ``env`` is a name.
             **make_kwargs: :func:`shmatari.make`'s options.
@@ -87,6 +88,7 @@ class ShmatariVecEnv(VecEnv):
             if mode != "same_step":
                 raise ValueError(f"SB3's VecEnv resets done envs in the same step: "
                                  f"autoreset_mode must be 'same_step', got {mode!r}")
+            make_kwargs.setdefault("obs_layout", "channels_first")
             pool = _make(env, num_envs, autoreset_mode="same_step", **make_kwargs)
         if pool.batch_size != pool.num_envs:
             raise ValueError(f"SB3 steps every env at once: the pool must be synchronous "
@@ -96,6 +98,8 @@ class ShmatariVecEnv(VecEnv):
                              "expects done envs reset in the same step)")
         self.pool = pool
         shape = pool.single_observation_space.shape
+        # A channels-last RGB pool given by the caller: transposed here
+        # (a pool made here is channels first: the kernel writes it so).
         self._rgb = len(shape) == 4
         if self._rgb:
             s, h, w, c = shape

@@ -51,6 +51,7 @@ def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
                          grayscale=False, stack_num=2)
     try:
         assert env.observation_space.shape == (6, 84, 84)    # RGB channels first
+        assert env.pool.config.obs_layout == "channels_first"  # written planar
         assert env.env_is_wrapped(Monitor) == [True, True]
         assert env.get_attr("frame_skip") == [4, 4] and env.get_attr("render_mode") == [None] * 2
         env.set_attr("note", "x", indices=[1])

@@ -58,8 +58,9 @@ extern "C" {
 #endif
 
 #define SHMATARI_ABI_MAJOR 1u
-#define SHMATARI_ABI_MINOR 1u /* 1.1: autoreset_mode, slot_final_offset,
-                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED */
+#define SHMATARI_ABI_MINOR 2u /* 1.1: autoreset_mode, slot_final_offset,
+                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED;
+                                  1.2: obs_layout */
 /* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
 #define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
 
@@ -103,6 +104,18 @@ enum shmatari_autoreset_mode {
   SHMATARI_AUTORESET_DISABLED = 2   /* the client MUST post CMD_RESET to a done
                                        env before stepping it; a worker that
                                        gets a STEP anyway behaves as NEXT_STEP */
+};
+
+/* How an observation's RGB channels are laid out (shmatari_header.obs_layout,
+ * ABI 1.2). Grayscale observations (channels 1) are the same in both. */
+enum shmatari_obs_layout {
+  SHMATARI_OBS_CHANNELS_LAST = 0, /* [stack_num][img_height][img_width]
+                                     [channels]: interleaved RGB */
+  SHMATARI_OBS_CHANNELS_FIRST = 1 /* [stack_num][channels][img_height]
+                                     [img_width]: planar RGB, i.e.
+                                     [stack_num * channels][img_height]
+                                     [img_width] as EnvPool's and SB3's CNNs
+                                     take it */
 };
 
 /* Worker states (shmatari_worker_ctrl.state). */
@@ -176,7 +189,7 @@ typedef struct shmatari_header {
   uint32_t stack_num;   /* 48: frames per observation */
   uint32_t img_height;  /* 52: pixels */
   uint32_t img_width;   /* 56: pixels */
-  uint32_t channels;    /* 60: 1 (grayscale) or 3 (RGB, interleaved) */
+  uint32_t channels;    /* 60: 1 (grayscale) or 3 (RGB, see obs_layout) */
   uint32_t frame_skip;  /* 64: frames per step */
   uint32_t num_actions; /* 68: size of the action space; written by the
                            workers before they report ready */
@@ -190,8 +203,9 @@ typedef struct shmatari_header {
   uint64_t slots_offset;       /* 120 */
   uint64_t slot_obs_offset;    /* 128: from the slot's start; obs of result
                                   j at slot_obs_offset + j * obs_env_bytes,
-                                  laid out [stack_num][img_height]
-                                  [img_width][channels], oldest frame first */
+                                  laid out as obs_layout says (default
+                                  [stack_num][img_height][img_width]
+                                  [channels]), oldest frame first */
   uint64_t slot_field_offset[SHMATARI_MAX_FIELDS]; /* 136: from the slot's
                                   start, by enum shmatari_field; unused 0 */
   int32_t action_set[SHMATARI_MAX_ACTIONS]; /* 264: ALE action id of each
@@ -209,7 +223,10 @@ typedef struct shmatari_header {
   uint32_t autoreset_mode; /* 384: (1.1) enum shmatari_autoreset_mode;
                              written by the creator; an input of
                              shmatari_layout_compute */
-  uint32_t reserved0a;     /* 388 */
+  uint32_t obs_layout;     /* 388: (1.2) enum shmatari_obs_layout; written
+                             by the creator; an input of
+                             shmatari_layout_compute. A pool of ABI 1.1
+                             has 0 here: channels last */
   uint64_t slot_final_offset; /* 392: (1.1) from the slot's start; 0 unless
                              autoreset_mode is SAME_STEP. The final record of
                              result j has field f at slot_final_offset +
@@ -312,7 +329,7 @@ static inline uint32_t shmatari_min_ring_depth(uint32_t num_envs,
 
 /* Fills in every size and offset of h from its geometry (num_envs,
  * num_workers, batch_size, ring_depth, stack_num, img_height, img_width,
- * channels, frame_skip, autoreset_mode), and the identity words. Returns 0,
+ * channels, frame_skip, autoreset_mode, obs_layout), and the identity words. Returns 0,
  * or -1 if the geometry is invalid. */
 static inline int shmatari_layout_compute(shmatari_header *h) {
   static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
@@ -321,7 +338,8 @@ static inline int shmatari_layout_compute(shmatari_header *h) {
       h->ring_depth < shmatari_min_ring_depth(h->num_envs, h->batch_size) ||
       h->stack_num < 1 || h->img_height < 1 || h->img_width < 1 ||
       (h->channels != 1 && h->channels != 3) || h->frame_skip < 1 ||
-      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED)
+      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED ||
+      h->obs_layout > SHMATARI_OBS_CHANNELS_FIRST)
     return -1;
   h->magic = SHMATARI_MAGIC;
   h->abi_major = SHMATARI_ABI_MAJOR;
