@@ -148,3 +148,18 @@ def test_make_vec_keeps_shmatari_statistics_on_request_and_names_the_frame_cap()
         env.close()
     with pytest.raises(TypeError, match="max_episode_frames"):
         gymnasium.make_vec("shmatari/Pong-v5", num_envs=1, max_episode_steps=100)
+
+
+def test_envpool_adapter_returns_arrays_of_the_callers_own_by_default():
+    # CleanRL's async script keeps next_obs across recv() calls and hands them
+    # to torch.from_numpy: they must be writable and never overwritten.
+    with envpool.make("Pong-v5", num_envs=2, batch_size=1, seed=0) as env:
+        env.async_reset()
+        kept = []
+        for _ in range(6):
+            obs, *_, info = env.recv()
+            assert obs.flags.writeable
+            kept.append((obs, obs.copy()))
+            env.send(np.zeros(1, np.int64), info["env_id"])
+        env.recv()
+        assert all(np.array_equal(a, b) for a, b in kept)

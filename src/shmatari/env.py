@@ -73,10 +73,19 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ring instead of copies. The ring holds ``ceil(num_envs /
             batch_size) + 1`` batches, so the view returned by a ``recv()``
             (or ``step()``) stays valid through the next ``recv()``; envs
-            sent after that one may overwrite it. In a synchronous pool: the
-            observation of step *t* is valid until step *t + 2* is called.
-            Copy what must live longer. Default False: every returned array
-            is the caller's own.
+            sent after that one overwrite it, silently: the view then shows
+            newer frames. In a synchronous pool: the observation of step *t*
+            is valid until step *t + 2* is called. So a view must be used or
+            copied before the next-but-one call: kept in a list (as CleanRL's
+            async script keeps ``next_obs``) it changes under the caller.
+            The views are read-only: ``torch.from_numpy(view)`` warns that
+            the array is not writable (writing through such a tensor would
+            corrupt the ring). The recipe is one copy into storage of the
+            caller's own, e.g. ``np.copyto(buf[t], obs)`` into a writable
+            rollout array that torch shares (``torch.from_numpy(buf)``),
+            or ``torch.tensor(obs)``. Default False: every returned array
+            is the caller's own (writable, never overwritten), as
+            :mod:`shmatari.envpool` returns them unless asked otherwise.
         restart_workers: when a worker dies or fails while the pool runs,
             start a new one in its place instead of raising WorkerError
             (a warning is logged to the ``"shmatari"`` logger). Its envs are
