@@ -120,6 +120,8 @@ cdef class Segment:
             "autoreset_mode": h.autoreset_mode,
             "obs_layout": h.obs_layout,
             "slot_final_offset": h.slot_final_offset,
+            "render_offset": h.render_offset, "render_env_bytes": h.render_env_bytes,
+            "screen_height": h.screen_height, "screen_width": h.screen_width,
             "ready_workers": shmatari_load_acquire(&h.ready_workers),
             "failed_workers": shmatari_load_acquire(&h.failed_workers),
             "alloc_pos": shmatari_load_acquire64(&h.alloc_pos),

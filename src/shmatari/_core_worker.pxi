@@ -179,6 +179,9 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 req = shmatari_load_acquire(&ec.req_seq)
                 core = <EnvCore>cores[i]
                 _serve(ec, e, core, seg, reseed, first[i] != -2)
+                if h.render_offset != 0:
+                    core.write_render(shmatari_render_area(h, e), h.screen_height,
+                                      h.screen_width)
                 with nogil:
                     _publish(h, e, core, ordered, first[i])
                     first[i] = -2

@@ -147,6 +147,9 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
                                metavar="FRAMES|none", **kw)
         elif key == "autoreset_mode":
             group.add_argument(flag, choices=_config.AUTORESET_MODES, **kw)
+        elif key in ("obs_layout", "render_mode"):
+            choices = _config.OBS_LAYOUTS if key == "obs_layout" else ("rgb_array",)
+            group.add_argument(flag, choices=choices, **kw)
         else:
             group.add_argument(flag, type=type(default), **kw)
 

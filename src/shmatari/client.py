@@ -89,6 +89,7 @@ class Client:
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
+        self.frame_skip = hdr["frame_skip"]
         self.autoreset = AUTORESET_NAMES[hdr["autoreset_mode"]]
         self._state = np.zeros(self.num_envs, np.int8)
         # autoreset_mode="disabled": envs whose last step ended an episode
@@ -120,8 +121,17 @@ class Client:
             np.frombuffer(readonly, np.uint8, count, seg.slot_offset(s) + hdr["slot_obs_offset"])
             .reshape(self._batch_obs_shape)
             for s in range(hdr["ring_depth"])]
+        # render_mode: each env's palette and last screen (layout.h's render area)
+        self.screen_shape = (hdr["screen_height"], hdr["screen_width"])
+        self._render_area = None
+        if hdr["render_offset"]:
+            self._render_area = np.frombuffer(
+                readonly, np.uint8, self.num_envs * hdr["render_env_bytes"],
+                hdr["render_offset"]).reshape(self.num_envs, hdr["render_env_bytes"])
         readonly.release()
         res.views.append(self._ring_obs)
+        if self._render_area is not None:
+            res.views.append(self._render_area)
 
     def _raise_for(self, code: int, msg: str | None = None) -> None:
         """Raises the error that a failed wait's status ``code`` stands for,
@@ -337,6 +347,17 @@ class Client:
                                     np.round(now - self._episode_start[env_id], 6), 0.0)
         if bits & 4:
             self._episode_start[env_id[info["reset"]]] = now
+
+    def render(self) -> tuple:
+        """See :meth:`ShmVectorEnv.render`."""
+        self._usable()
+        h, w = self.screen_shape
+        n = _core.RENDER_PALETTE_BYTES
+        out = np.empty((self.num_envs, h, w, 3), np.uint8)
+        for i, area in enumerate(self._render_area):
+            np.take(area[:n].reshape(256, 3), area[n:n + h * w].reshape(h, w), axis=0,
+                    out=out[i])
+        return tuple(out)
 
     def reset(self, seed, options):
         """See :meth:`ShmVectorEnv.reset`."""

@@ -37,7 +37,11 @@ OPTION_DEFAULTS = {
     "autoreset_mode": "next_step",
     "episode_statistics": True,
     "obs_layout": "channels_last",
+    "render_mode": None,
 }
+
+#: The ``render_mode`` values (None: no rendering).
+RENDER_MODES = (None, "rgb_array")
 
 #: The ``obs_layout`` values: where RGB observations put their channels.
 OBS_LAYOUTS = ("channels_last", "channels_first")
@@ -129,6 +133,9 @@ class EnvConfig:
     #: RGB only: ``"channels_last"`` (S, H, W, 3) or ``"channels_first"``
     #: (3 * S, H, W), written planar by the frame kernel.
     obs_layout: str = "channels_last"
+    #: ``"rgb_array"``: workers keep each env's last full-size screen in the
+    #: segment, for ``render()``; None: no rendering (no cost).
+    render_mode: str | None = None
     #: Seeding only: env j of this pool is seeded as env ``env_index_offset + j``
     #: of a larger pool (shmatari.ray gives each node a contiguous slice).
     env_index_offset: int = 0
@@ -319,6 +326,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         autoreset_mode=autoreset_mode,
         episode_statistics=_bool("episode_statistics", opts["episode_statistics"]),
         obs_layout=_choice("obs_layout", opts["obs_layout"], OBS_LAYOUTS),
+        render_mode=_choice("render_mode", opts["render_mode"], RENDER_MODES),
         env_index_offset=env_index_offset,
         pool_generation=pool_generation,
     )

@@ -171,6 +171,16 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
                 CallOrderError; reset it with
                 ``reset(options={"reset_mask": mask})``.
 
+            - ``obs_layout="channels_last"``: RGB observations ``(num_envs,
+              stack_num, img_height, img_width, 3)``; ``"channels_first"``:
+              ``(num_envs, 3 * stack_num, img_height, img_width)``, frame s in
+              channels 3s..3s+2 (EnvPool's layout, what SB3's and CleanRL's
+              CNNs take), written planar by the frame kernel: the same values,
+              no transpose. Grayscale is the same in both.
+            - ``render_mode=None``: ``"rgb_array"`` makes :meth:`ShmVectorEnv.render`
+              return each env's full-size RGB screen (workers keep the
+              last screen of each env in the segment, about 34 KB copied
+              per result); None: nothing kept, no cost.
             - ``episode_statistics=True``: when an env ends a game (not a
               life), ``info["episode"]`` holds ``r`` (float64, raw score),
               ``l`` (int32, agent steps), ``t`` (float64, seconds since the
@@ -279,7 +289,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     id replaces the old one).
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
 
     def __init__(self, config: _config.EnvConfig, *, segment_name: str | None = None,
                  claim: bool = True):
@@ -387,8 +397,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.num_envs, self.batch_size = client.num_envs, client.batch_size
         self.num_workers = client.num_workers
         self.metadata = dict(type(self).metadata,
-                             autoreset_mode=_GYM_AUTORESET[client.autoreset])
+                             autoreset_mode=_GYM_AUTORESET[client.autoreset],
+                             # ALE emulates 60 frames a second; one frame per step
+                             render_fps=max(1, round(60 / client.frame_skip)))
         self.autoreset_mode = self.metadata["autoreset_mode"]
+        self.render_mode = "rgb_array" if client.screen_shape[0] else None
         self.action_set = client.action_set
         self.single_action_space = gym.spaces.Discrete(client.n_actions)
         self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, client.n_actions))
@@ -533,6 +546,32 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 actions were sent, and :meth:`recv` collects their results.
         """
         return self._client.step(actions, env_id, timeout)
+
+    def render(self) -> tuple[np.ndarray, ...]:
+        """The envs' full-size RGB frames, as ale-py's ``render()`` and
+        Gymnasium's vector envs give them (so ``RecordVideo`` works).
+
+        The pool must be made with ``render_mode="rgb_array"``: its workers
+        then keep each env's last screen (ALE palette indices, and the RGB
+        palette learned from ALE's ``getScreenRGB``) in the segment, a copy
+        of about 34 KB per result; without it nothing is kept or written.
+
+        Returns:
+            tuple: ``num_envs`` uint8 arrays of shape ``(H, W, 3)``, the
+            game's own screen (``shmatari.games.screen_shape``: 210 x 160
+            for most games), each the screen of the env's latest result;
+            ``np.stack(env.render())`` is ``(num_envs, H, W, 3)``. Black
+            before the first reset. In an async pool an env that is running
+            may be mid-update: render after ``recv()`` the envs it returned.
+
+        Raises:
+            ValueError: the pool was made without ``render_mode="rgb_array"``.
+            PoolClosedError: the pool is closed.
+        """
+        if self.render_mode != "rgb_array":
+            raise ValueError("this pool does not render: make it with "
+                             "render_mode='rgb_array'")
+        return self._client.render()
 
     # -- per-env attributes (Gymnasium's call / get_attr / set_attr) ------------------
     def get_action_meanings(self) -> list[str]:

@@ -72,11 +72,11 @@ _SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers
 _REFUSED = {
     "env_seed": "pass one int `seed`: env i then derives its streams from "
                 "SeedSequence(seed, spawn_key=(i,)) (shmatari.seeding)",
-    "render_mode": "shmatari pools do not render yet; full-size RGB frames come as "
-                   "observations with gray_scale=False, img_height=210, img_width=160, stack_num=1",
-    "render_env_id": "shmatari pools do not render yet",
-    "render_width": "shmatari pools do not render yet",
-    "render_height": "shmatari pools do not render yet",
+    "render_mode": "render through shmatari's own pool: shmatari.make(..., "
+                   "render_mode='rgb_array').render() gives every env's full-size RGB frame",
+    "render_env_id": "shmatari.make(..., render_mode='rgb_array').render() renders every env",
+    "render_width": "shmatari renders the game's own screen size only",
+    "render_height": "shmatari renders the game's own screen size only",
     "from_pixels": "Atari observations are pixels already",
     "base_path": "ROMs come from ale-py (ale_py.roms); there is no asset path",
     "task": "name the game in task_id, e.g. make('Breakout-v5', ...)",

@@ -225,12 +225,14 @@ class ShmatariVecEnv(VecEnv):
         return [wrapped] * len(self._indices(indices))
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        """Not supported yet.
+        """The envs' full-size RGB frames (uint8, ``(H, W, 3)`` each), for
+        SB3's ``render()`` and ``VecVideoRecorder``: the pool must be made
+        with ``render_mode="rgb_array"``.
 
         Raises:
-            NotImplementedError: always.
+            ValueError: a pool made without ``render_mode="rgb_array"``.
         """
-        raise NotImplementedError("shmatari pools do not render yet")
+        return list(self.pool.render())
 
     def __repr__(self) -> str:
         return f"ShmatariVecEnv({self.pool!r})"

@@ -82,3 +82,14 @@ def test_a_pool_that_is_not_same_step_is_refused():
     with shmatari.make("Pong", 2, num_workers=1) as pool:
         with pytest.raises(ValueError, match="same_step"):
             ShmatariVecEnv(pool)
+
+
+def test_get_images_gives_the_full_size_frames():
+    env = ShmatariVecEnv("Pong", 2, seed=0, num_workers=1, render_mode="rgb_array")
+    try:
+        env.reset()
+        images = env.get_images()
+        assert len(images) == 2 and images[0].shape == (210, 160, 3)
+        assert env.render(mode="rgb_array").shape[-1] == 3  # SB3 tiles them
+    finally:
+        env.close()
