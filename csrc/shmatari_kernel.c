@@ -226,7 +226,15 @@ static inline void area_vpass(const shmatari_resize_plan *p, uint8_t *dst,
       for (int i = 0; i < n; i++) acc[i] += w * s[i];
     }
     uint8_t *restrict out = dst + dy * dst_stride;
-    for (int i = 0; i < n; i++) out[i] = saturate_u8_small(acc[i]);
+    if (!p->planar) {
+      for (int i = 0; i < n; i++) out[i] = saturate_u8_small(acc[i]);
+      continue;
+    }
+    const int cn = p->channels, w = p->dst_w;
+    const ptrdiff_t plane = (ptrdiff_t)h * dst_stride;
+    for (int c = 0; c < cn; c++)
+      for (int x = 0; x < w; x++)
+        out[c * plane + x] = saturate_u8_small(acc[x * cn + c]);
   }
 }
 
@@ -235,6 +243,10 @@ static void fast_resize(const shmatari_resize_plan *p, const uint8_t *src,
                         ptrdiff_t src_stride, uint8_t *dst,
                         ptrdiff_t dst_stride) {
   const int cn = p->channels, sx = p->scale_x, sy = p->scale_y;
+  /* element (x, c) of an output row: interleaved x * cn + c, planar
+   * c * plane + x */
+  const ptrdiff_t xs = p->planar ? 1 : cn;
+  const ptrdiff_t cs = p->planar ? (ptrdiff_t)p->dst_h * dst_stride : 1;
   for (int dy = 0; dy < p->dst_h; dy++) {
     uint8_t *out = dst + dy * dst_stride;
     const uint8_t *top = src + (ptrdiff_t)dy * sy * src_stride;
@@ -246,9 +258,9 @@ static void fast_resize(const shmatari_resize_plan *p, const uint8_t *src,
           for (int x = 0; x < sx; x++) sum += s[(size_t)x * cn];
         }
         if (p->mode == SHMATARI_RESIZE_FAST_2X2)
-          out[(size_t)dx * cn + c] = (uint8_t)((sum + 2) >> 2);
+          out[dx * xs + c * cs] = (uint8_t)((sum + 2) >> 2);
         else
-          out[(size_t)dx * cn + c] = saturate_u8((float)sum * p->inv_area);
+          out[dx * xs + c * cs] = saturate_u8((float)sum * p->inv_area);
       }
     }
   }
@@ -261,8 +273,16 @@ void shmatari_resize_u8(shmatari_resize_plan *p, const uint8_t *src,
   const size_t row_bytes = (size_t)p->src_w * p->channels;
   switch (p->mode) {
     case SHMATARI_RESIZE_COPY:
+      if (!p->planar || p->channels == 1) {
+        for (int y = 0; y < p->dst_h; y++)
+          memcpy(dst + y * dst_stride, src + y * src_stride, row_bytes);
+        return;
+      }
       for (int y = 0; y < p->dst_h; y++)
-        memcpy(dst + y * dst_stride, src + y * src_stride, row_bytes);
+        for (int c = 0; c < p->channels; c++)
+          for (int x = 0; x < p->dst_w; x++)
+            dst[(ptrdiff_t)c * p->dst_h * dst_stride + y * dst_stride + x] =
+                src[y * src_stride + (ptrdiff_t)x * p->channels + c];
       return;
     case SHMATARI_RESIZE_FAST_2X2:
     case SHMATARI_RESIZE_FAST_INT:

@@ -56,6 +56,12 @@ typedef struct shmatari_resize_plan {
   float *rowf;              /* scratch: [src_w * channels] one row as floats */
   float *acc;               /* scratch: [dst_w * channels] one output row */
   uint8_t *pooled;          /* scratch: [src_h * src_w * channels] */
+  int32_t planar;           /* 0 (what _init sets): dst is interleaved,
+                               [dst_h][dst_w][channels]; 1: dst is planar,
+                               [channels][dst_h][dst_w], each plane's rows at
+                               dst_stride bytes and plane c at
+                               c * dst_h * dst_stride. Set it after _init.
+                               The values are the same either way. */
 } shmatari_resize_plan;
 
 /* Builds a plan. Returns SHMATARI_KERNEL_OK, or an error code with the plan

@@ -67,6 +67,8 @@ def test_envpool_rgb_is_channels_first_and_async_batches():
     with envpool.make("Pong-v5", num_envs=4, batch_size=2, gray_scale=False, stack_num=2,
                       seed=0) as env:
         assert env.observation_space.shape == (6, 84, 84)
+        # Written planar by the workers, not transposed by the adapter.
+        assert env.pool.config.obs_layout == "channels_first"
         env.async_reset()
         obs, reward, terminated, truncated, info = env.recv()
         assert obs.shape == (2, 6, 84, 84) and info["env_id"].shape == (2,)
@@ -146,3 +148,18 @@ def test_make_vec_keeps_shmatari_statistics_on_request_and_names_the_frame_cap()
         env.close()
     with pytest.raises(TypeError, match="max_episode_frames"):
         gymnasium.make_vec("shmatari/Pong-v5", num_envs=1, max_episode_steps=100)
+
+
+def test_envpool_adapter_returns_arrays_of_the_callers_own_by_default():
+    # CleanRL's async script keeps next_obs across recv() calls and hands them
+    # to torch.from_numpy: they must be writable and never overwritten.
+    with envpool.make("Pong-v5", num_envs=2, batch_size=1, seed=0) as env:
+        env.async_reset()
+        kept = []
+        for _ in range(6):
+            obs, *_, info = env.recv()
+            assert obs.flags.writeable
+            kept.append((obs, obs.copy()))
+            env.send(np.zeros(1, np.int64), info["env_id"])
+        env.recv()
+        assert all(np.array_equal(a, b) for a, b in kept)

@@ -71,7 +71,10 @@ def async_streams(batch_size: int, hold_seed: int, num_workers: int) -> list[str
                 go, waiting = go + waiting, []
             if go:
                 ids = np.array(go)
-                env.send(acts[ids, steps[ids]], ids)
+                # An env past STEPS (sent again so that recv() fills while a
+                # slower one catches up) repeats its last action: its results
+                # after STEPS are cut below.
+                env.send(acts[ids, np.minimum(steps[ids], acts.shape[1] - 1)], ids)
                 steps[ids] += 1
                 running += len(go)
         streams = [s[:STEPS + 1] for s in streams]

@@ -261,7 +261,7 @@ def test_check_runs_with_typed_options_and_one_env_for_rerun(tmp_path):
     (["-o", "grayscale=maybe"], ["grayscale must be a bool", "true/false"]),
     (["-o", "frame_skip=two"], ["frame_skip must be an int, got 'two'"]),
     (["-o", "noop_max=-1"], ["noop_max must be >= 0"]),
-    (["-o", "render_mode=human"], ["render_mode is not supported yet"]),
+    (["-o", "render_mode=human"], ["render_mode must be one of", "'rgb_array'", "'human'"]),
     (["--num-envs", "1"], ["num_envs must be >= 2 for the workers and async pairings"]),
     (["--game", "Breakout-ram-v5"], ["RAM observations are not supported (only pixels)"]),
 ])
@@ -271,10 +271,10 @@ def test_check_refuses_bad_options_naming_the_cause(args, needles):
 
 # -- messages that name the real cause -------------------------------------------------
 
-def test_render_mode_says_it_is_not_supported_and_what_exists():
-    with pytest.raises(TypeError, match="render_mode is not supported yet") as info:
-        shmatari.make("Breakout", 2, render_mode="rgb_array")
-    assert "did you mean" not in str(info.value) and "grayscale=False" in str(info.value)
+def test_render_mode_says_what_exists():
+    with pytest.raises(ValueError, match="render_mode must be one of") as info:
+        shmatari.make("Breakout", 2, render_mode="human")
+    assert "did you mean" not in str(info.value) and "'rgb_array'" in str(info.value)
 
 
 @pytest.mark.parametrize("env_id", ["Breakout-ram-v5", "ALE/Breakout-ram-v5",

@@ -30,6 +30,7 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_MAX_ACTIONS
     const unsigned SHMATARI_MAX_FIELDS
     const unsigned SHMATARI_SEED_WORDS
+    const unsigned SHMATARI_RENDER_PALETTE_BYTES
     const unsigned SHMATARI_FLAG_RESET
     const unsigned SHMATARI_FLAG_RESTARTED
     const unsigned SHMATARI_FLAG_FINAL
@@ -45,6 +46,9 @@ cdef extern from "shmatari/layout.h" nogil:
         SHMATARI_AUTORESET_NEXT_STEP
         SHMATARI_AUTORESET_SAME_STEP
         SHMATARI_AUTORESET_DISABLED
+    enum shmatari_obs_layout:
+        SHMATARI_OBS_CHANNELS_LAST
+        SHMATARI_OBS_CHANNELS_FIRST
     enum shmatari_worker_state:
         SHMATARI_WORKER_STARTING
         SHMATARI_WORKER_READY
@@ -102,7 +106,12 @@ cdef extern from "shmatari/layout.h" nogil:
         uint32_t field_count
         uint64_t seed_words[4]
         uint32_t autoreset_mode
+        uint32_t obs_layout
         uint64_t slot_final_offset
+        uint64_t render_offset
+        uint64_t render_env_bytes
+        uint32_t screen_height
+        uint32_t screen_width
         uint32_t main_seq
         uint32_t main_sleeping
         uint32_t ready_workers
@@ -135,6 +144,7 @@ cdef extern from "shmatari/layout.h" nogil:
     shmatari_worker_ctrl *shmatari_worker(const shmatari_header *h, uint32_t w)
     char *shmatari_error_text(const shmatari_header *h, uint32_t worker)
     char *shmatari_slot(const shmatari_header *h, uint64_t slot)
+    uint8_t *shmatari_render_area(const shmatari_header *h, uint32_t env)
     int32_t *shmatari_row_env_id(const shmatari_header *h, uint64_t pos)
     void shmatari_clear_rows(const shmatari_header *h, uint64_t slot)
 
@@ -238,6 +248,7 @@ cdef extern from "shmatari_kernel.h" nogil:
     const int SHMATARI_KERNEL_EINVAL
     ctypedef struct shmatari_resize_plan:
         int32_t src_h, src_w, dst_h, dst_w, channels, mode
+        int32_t planar
     int shmatari_resize_plan_init(shmatari_resize_plan *plan, int src_h,
                                   int src_w, int dst_h, int dst_w, int channels)
     void shmatari_resize_plan_free(shmatari_resize_plan *plan)

@@ -12,6 +12,7 @@ SLOT_HEADER_BYTES = SHMATARI_SLOT_HEADER_BYTES
 ERROR_BYTES = SHMATARI_ERROR_BYTES
 MAX_ACTIONS = SHMATARI_MAX_ACTIONS
 SEED_WORDS = SHMATARI_SEED_WORDS
+RENDER_PALETTE_BYTES = SHMATARI_RENDER_PALETTE_BYTES
 FLAG_RESET = SHMATARI_FLAG_RESET
 FLAG_RESTARTED = SHMATARI_FLAG_RESTARTED
 FLAG_FINAL = SHMATARI_FLAG_FINAL
@@ -25,6 +26,9 @@ CMD_OBSERVE = SHMATARI_CMD_OBSERVE
 AUTORESET_MODES = {"next_step": SHMATARI_AUTORESET_NEXT_STEP,
                    "same_step": SHMATARI_AUTORESET_SAME_STEP,
                    "disabled": SHMATARI_AUTORESET_DISABLED}
+#: ``obs_layout`` option value -> the header's enum shmatari_obs_layout.
+OBS_LAYOUTS = {"channels_last": SHMATARI_OBS_CHANNELS_LAST,
+               "channels_first": SHMATARI_OBS_CHANNELS_FIRST}
 WORKER_STARTING = SHMATARI_WORKER_STARTING
 WORKER_READY = SHMATARI_WORKER_READY
 WORKER_FAILED = SHMATARI_WORKER_FAILED
@@ -94,7 +98,12 @@ cdef extern from *:
       {"shmatari_header", "field_count", offsetof(shmatari_header, field_count)},
       {"shmatari_header", "seed_words", offsetof(shmatari_header, seed_words)},
       {"shmatari_header", "autoreset_mode", offsetof(shmatari_header, autoreset_mode)},
+      {"shmatari_header", "obs_layout", offsetof(shmatari_header, obs_layout)},
       {"shmatari_header", "slot_final_offset", offsetof(shmatari_header, slot_final_offset)},
+      {"shmatari_header", "render_offset", offsetof(shmatari_header, render_offset)},
+      {"shmatari_header", "render_env_bytes", offsetof(shmatari_header, render_env_bytes)},
+      {"shmatari_header", "screen_height", offsetof(shmatari_header, screen_height)},
+      {"shmatari_header", "screen_width", offsetof(shmatari_header, screen_width)},
       {"shmatari_header", "main_seq", offsetof(shmatari_header, main_seq)},
       {"shmatari_header", "main_sleeping", offsetof(shmatari_header, main_sleeping)},
       {"shmatari_header", "ready_workers", offsetof(shmatari_header, ready_workers)},
@@ -176,11 +185,15 @@ def min_ring_depth(uint32_t num_envs, uint32_t batch_size):
 def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_size,
                    uint32_t ring_depth, uint32_t stack_num, uint32_t img_height,
                    uint32_t img_width, uint32_t channels, uint32_t frame_skip,
-                   uint32_t autoreset_mode=SHMATARI_AUTORESET_NEXT_STEP):
+                   uint32_t autoreset_mode=SHMATARI_AUTORESET_NEXT_STEP,
+                   uint32_t obs_layout=SHMATARI_OBS_CHANNELS_LAST,
+                   uint32_t screen_height=0, uint32_t screen_width=0):
     """Lays out a segment with ``shmatari_layout_compute``.
 
     ``autoreset_mode`` is a value of ``AUTORESET_MODES``; same-step pools get
-    room for final records in every slot.
+    room for final records in every slot. ``obs_layout`` is a value of
+    ``OBS_LAYOUTS``. ``screen_height`` / ``screen_width`` (pixels, both or
+    neither 0) add the render area, each env's last full-size screen.
 
     Returns:
         bytes: the 1024-byte header image to copy to offset 0 of the segment;
@@ -201,12 +214,16 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.channels = channels
     h.frame_skip = frame_skip
     h.autoreset_mode = autoreset_mode
+    h.obs_layout = obs_layout
+    h.screen_height = screen_height
+    h.screen_width = screen_width
     if shmatari_layout_compute(&h) != 0:
         raise ValueError("invalid pool geometry: " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
             img_width=img_width, channels=channels, frame_skip=frame_skip,
-            autoreset_mode=autoreset_mode)))
+            autoreset_mode=autoreset_mode, obs_layout=obs_layout,
+            screen_height=screen_height, screen_width=screen_width)))
     return (<char *>&h)[:sizeof(h)]
 
 

@@ -190,6 +190,13 @@ cdef class EnvCore:
             memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
                    self.frame_bytes)
 
+    cdef int write_render(self, uint8_t *out, uint32_t height, uint32_t width) except -1:
+        """Writes the env's part of the render area (layout.h,
+        ``shmatari_render_area``): an RGB palette, then the last screen as
+        palette indices. An env with no screen writes zeros (black)."""
+        memset(out, 0, SHMATARI_RENDER_PALETTE_BYTES + <size_t>height * width)
+        return 0
+
     def obs_into(self, out):
         """Copies the stacked observation, oldest frame first, into ``out``
         (uint8, C-contiguous, stack_num * frame bytes)."""
@@ -294,6 +301,8 @@ cdef class AtariCore(EnvCore):
     cdef readonly int64_t max_episode_frames
     cdef public object noop_rng
     cdef readonly bint fire_ok
+    # render_mode: an RGB palette (the observations' own when they are RGB)
+    cdef Palette render_palette
     # raw screens: two buffers, `cur` is the newest
     cdef object raw_arrays
     cdef uint8_t *raw[2]
@@ -305,7 +314,8 @@ cdef class AtariCore(EnvCore):
                  int stack_num=4, bint maxpool=True, int noop_max=30,
                  bint episodic_life=False, bint use_fire_reset=False,
                  bint reward_clip=False, int64_t max_episode_frames=108000,
-                 noop_rng=None, bint same_step=False, preprocessor=None):
+                 noop_rng=None, bint same_step=False, preprocessor=None,
+                 Palette render_palette=None):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -338,13 +348,35 @@ cdef class AtariCore(EnvCore):
         self.cur = 0
         self.soft_reset = False
         self.end_pending = False
+        self.render_palette = render_palette
+        if render_palette is not None and (
+                render_palette.channels != 3 or preprocessor is not None or
+                (render_palette.screen_h, render_palette.screen_w) != (h, w)):
+            raise ValueError("render_palette must be an RGB Palette of the game's screen, "
+                             "without a preprocessor")
         self.preprocessor = preprocessor
+        if preprocessor is not None and palette.planar:
+            raise ValueError("a preprocessor writes channels-last frames: use "
+                             "obs_layout='channels_last' with it")
         if preprocessor is not None:
             frame_shape = (palette.plan.dst_h, palette.plan.dst_w) + \
                 ((3,) if palette.channels == 3 else ())
             self.hist_frames = np.asarray(
                 <uint8_t[:self.stack_num * self.frame_bytes]>self.hist
             ).reshape((self.stack_num,) + frame_shape)
+
+    cdef int write_render(self, uint8_t *out, uint32_t height, uint32_t width) except -1:
+        """The RGB palette, learned from ALE's ``getScreenRGB`` for any index
+        the screen shows that it has not seen (ALE's current screen is the
+        newest raw one), then that screen's palette indices."""
+        if self.render_palette is None or <int>height != self.palette.screen_h or \
+                <int>width != self.palette.screen_w:
+            raise ValueError(f"this env cannot render into a {height} x {width} area (built "
+                             f"without render_palette, or another screen size)")
+        self.render_palette.ensure_known(self.ale, self.raw[self.cur], NULL)
+        memcpy(out, self.render_palette.lut, SHMATARI_RENDER_PALETTE_BYTES)
+        memcpy(out + SHMATARI_RENDER_PALETTE_BYTES, self.raw[self.cur], <size_t>height * width)
+        return 0
 
     cdef inline int _capture(self) except -1:
         """Copies the current screen into the next raw buffer (newest)."""
@@ -367,7 +399,8 @@ cdef class AtariCore(EnvCore):
         shmatari_frame(&self.palette.plan, self.raw[self.cur],
                        self.raw[1 - self.cur] if pool else NULL,
                        self.palette.lut, self._next_frame(),
-                       self.palette.plan.dst_w * self.palette.channels)
+                       self.palette.plan.dst_w * (1 if self.palette.planar
+                                                  else self.palette.channels))
         return 0
 
     cdef int _frame(self, int ale_action) except? -1:

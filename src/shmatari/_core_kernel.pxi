@@ -115,17 +115,21 @@ cdef class Palette:
         screen_shape: the game's screen, (height, width): ALE's getScreenDims.
         obs_shape: (img_height, img_width).
         grayscale: True for one channel, False for RGB.
+        planar: write RGB frames channels first, ``(3, img_height,
+            img_width)`` (the values as in the default ``(img_height,
+            img_width, 3)``).
     """
 
     cdef shmatari_resize_plan plan
     cdef uint8_t lut[768]
     cdef uint8_t known[256]
     cdef readonly int channels, screen_h, screen_w
+    cdef readonly bint planar
     cdef object convert_buf  # ndarray for ALE's conversion of the screen
     cdef uint8_t *convert_ptr
     cdef readonly uint64_t learned  # times ALE's conversion was called
 
-    def __cinit__(self, screen_shape, obs_shape, bint grayscale=True):
+    def __cinit__(self, screen_shape, obs_shape, bint grayscale=True, bint planar=False):
         self.channels = 1 if grayscale else 3
         self.screen_h, self.screen_w = screen_shape
         memset(self.lut, 0, sizeof(self.lut))
@@ -136,6 +140,8 @@ cdef class Palette:
         if r != SHMATARI_KERNEL_OK:
             raise ValueError(f"cannot resize the {self.screen_h}x{self.screen_w} "
                              f"screen to {obs_shape[0]}x{obs_shape[1]}")
+        self.planar = planar and self.channels == 3
+        self.plan.planar = self.planar
         shape = (self.screen_h, self.screen_w) + ((3,) if self.channels == 3 else ())
         self.convert_buf = np.empty(shape, np.uint8)
         cdef uint8_t[::1] flat = self.convert_buf.reshape(-1)

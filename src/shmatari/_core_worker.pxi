@@ -127,18 +127,26 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef shmatari_header *h = seg.hdr
     cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
     cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
+    cdef uint32_t n = end - begin, i, k, scan = 0, qhead = 0, qlen = 0
     cdef shmatari_env_ctrl *ec
     cdef EnvCore core
     cdef bint busy, ordered = h.batch_size == h.num_envs
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
-    cdef uint32_t *seen = <uint32_t *>malloc((end - begin) * sizeof(uint32_t))
+    cdef uint32_t *seen = <uint32_t *>malloc(n * sizeof(uint32_t))
     # per env: -2 once its first result is out, else where to write it
-    cdef int64_t *first = <int64_t *>malloc((end - begin) * sizeof(int64_t))
-    if seen == NULL or first == NULL:
+    cdef int64_t *first = <int64_t *>malloc(n * sizeof(int64_t))
+    # Pending envs in the order their requests were noticed (a ring of env
+    # offsets), and which are in it: served oldest first, so that in an
+    # async pool no env of the group is served ahead of the others.
+    cdef uint32_t *queue = <uint32_t *>malloc(n * sizeof(uint32_t))
+    cdef uint8_t *queued = <uint8_t *>calloc(n, 1)
+    if seen == NULL or first == NULL or queue == NULL or queued == NULL:
         free(seen)
         free(first)
+        free(queue)
+        free(queued)
         raise MemoryError()
     positions = positions or {}
     try:
@@ -149,19 +157,35 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             wake = shmatari_load_acquire(&wc.wake_seq)
             if shmatari_load_acquire(&h.pool_state) == SHMATARI_POOL_CLOSING:
                 return "closed"
-            busy = False
-            for e in range(begin, end):
+            # Notice new requests, scanning round-robin from the env after the
+            # last one served, so that requests that arrive together take
+            # turns at the head of the queue.
+            for k in range(n):
+                i = (scan + k) % n
+                if not queued[i] and \
+                        shmatari_load_acquire(&shmatari_env(h, begin + i).req_seq) != seen[i]:
+                    queue[(qhead + qlen) % n] = i
+                    qlen += 1
+                    queued[i] = 1
+            busy = qlen != 0
+            if busy:
+                i = queue[qhead]
+                qhead = (qhead + 1) % n
+                qlen -= 1
+                queued[i] = 0
+                scan = (i + 1) % n
+                e = begin + i
                 ec = shmatari_env(h, e)
                 req = shmatari_load_acquire(&ec.req_seq)
-                if req == seen[e - begin]:
-                    continue
-                busy = True
-                core = <EnvCore>cores[e - begin]
-                _serve(ec, e, core, seg, reseed, first[e - begin] != -2)
+                core = <EnvCore>cores[i]
+                _serve(ec, e, core, seg, reseed, first[i] != -2)
+                if h.render_offset != 0:
+                    core.write_render(shmatari_render_area(h, e), h.screen_height,
+                                      h.screen_width)
                 with nogil:
-                    _publish(h, e, core, ordered, first[e - begin])
-                    first[e - begin] = -2
-                    seen[e - begin] = req
+                    _publish(h, e, core, ordered, first[i])
+                    first[i] = -2
+                    seen[i] = req
                     shmatari_store_release(&ec.ack_seq, req)
                     wc.steps += 1
             # Python runs signal handlers (SIGTERM: exit) only here: the loop
@@ -183,6 +207,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     finally:
         free(seen)
         free(first)
+        free(queue)
+        free(queued)
 
 
 def mark_worker(Segment seg, uint32_t worker, uint32_t state, int32_t pid=0,

@@ -60,9 +60,25 @@ def quiet_process() -> None:
 
 def build_palette(config: EnvConfig) -> _core.Palette:
     """The frame processor shared by the envs of one process: from the game's
-    screen (``config.screen_shape``) to the observation's frame size."""
+    screen (``config.screen_shape``) to the observation's frame size, planar
+    with ``obs_layout="channels_first"``."""
     return _core.Palette(config.screen_shape, (config.img_height, config.img_width),
-                         grayscale=config.grayscale)
+                         grayscale=config.grayscale,
+                         planar=config.obs_layout == "channels_first")
+
+
+_RENDER_PALETTES: dict = {}
+
+
+def render_palette(config: EnvConfig) -> _core.Palette | None:
+    """The RGB palette that ``render_mode="rgb_array"`` envs of one process
+    share (the observations' own when they are RGB), or None."""
+    if config.render_mode is None:
+        return None
+    key = tuple(config.screen_shape)
+    if key not in _RENDER_PALETTES:
+        _RENDER_PALETTES[key] = _core.Palette(key, key, grayscale=False)
+    return _RENDER_PALETTES[key]
 
 
 def _new_ale(config: EnvConfig, index: int, seed: int, restart: int = 0, generation: int = 0):
@@ -102,7 +118,9 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
         reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
         noop_rng=seeding.noop_rng(config.seed, index, restart, gen),
-        same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor)
+        same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor,
+        render_palette=palette if config.render_mode and not config.grayscale
+        else render_palette(config))
 
 
 def reseed_core(core: _core.EnvCore, index: int, seed: int) -> None:

@@ -319,7 +319,7 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
         if kind[0] is bool:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
         elif kind[0] is str:
-            group.add_argument(flag, choices=kind[1], **kw)
+            group.add_argument(flag, choices=[c for c in kind[1] if c is not None], **kw)
         else:
             metavar = "FRAMES|none" if key == "max_episode_frames" else key.upper()
             group.add_argument(flag, type=_option_type(key), metavar=metavar, **kw)

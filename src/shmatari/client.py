@@ -77,15 +77,18 @@ class Client:
         zero_copy: hand out observations as read-only views into the ring.
         seed_entropy: the pool's seed.
         supervisor: the owner's supervisor, or None for an attached pool.
+        episode_statistics: add ``info["episode"]`` (False: leave it to
+            Gymnasium's ``RecordEpisodeStatistics``, and time nothing).
     """
 
     def __init__(self, segment, seg, res, *, zero_copy: bool, seed_entropy,
-                 supervisor=None):
+                 supervisor=None, episode_statistics: bool = True):
         self.supervisor = supervisor
         self.closed = False
         self.seed_entropy = seed_entropy
         self._seg = seg
         self._zero_copy = zero_copy
+        self._episode_statistics = episode_statistics
         self._broken: str | None = None
         self._next_check = 0.0
         # env_id of the last batch received (where batch-sized actions go).
@@ -93,12 +96,16 @@ class Client:
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
+        self.frame_skip = hdr["frame_skip"]
         self.autoreset = AUTORESET_NAMES[hdr["autoreset_mode"]]
         # When each env's episode began (time.perf_counter), for info["episode"]["t"].
         self._episode_start = np.zeros(self.num_envs)
         obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
         if hdr["channels"] != 1:
-            obs_shape += (hdr["channels"],)
+            if hdr["obs_layout"] == _core.OBS_LAYOUTS["channels_first"]:
+                obs_shape = (hdr["stack_num"] * hdr["channels"],) + obs_shape[1:]
+            else:
+                obs_shape += (hdr["channels"],)
         self.obs_shape = obs_shape
         self.action_set = hdr["action_set"]
         self.n_actions = len(self.action_set)
@@ -117,8 +124,17 @@ class Client:
             np.frombuffer(readonly, np.uint8, count, seg.slot_offset(s) + hdr["slot_obs_offset"])
             .reshape(self._batch_obs_shape)
             for s in range(hdr["ring_depth"])]
+        # render_mode: each env's palette and last screen (layout.h's render area)
+        self.screen_shape = (hdr["screen_height"], hdr["screen_width"])
+        self._render_area = None
+        if hdr["render_offset"]:
+            self._render_area = np.frombuffer(
+                readonly, np.uint8, self.num_envs * hdr["render_env_bytes"],
+                hdr["render_offset"]).reshape(self.num_envs, hdr["render_env_bytes"])
         readonly.release()
         res.views.append(self._ring_obs)
+        if self._render_area is not None:
+            res.views.append(self._render_area)
 
     @property
     def _pending(self) -> int:
@@ -304,8 +320,9 @@ class Client:
             final = dict(zip(_COLLECTED, seg.collect(batch, final_obs.reshape(-1), True)[0]))
         seg.client_release()
         self._last_ids = f["env_id"]
-        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1))
-        if bits & 7:
+        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1),
+                                  episode_statistics=self._episode_statistics)
+        if bits & 7 and self._episode_statistics:
             self._time_episodes(info, f["env_id"], bits)
         return obs, f["reward"], f["terminated"], f["truncated"], info
 
@@ -320,6 +337,17 @@ class Client:
                                     np.round(now - self._episode_start[env_id], 6), 0.0)
         if bits & 4:
             self._episode_start[env_id[info["reset"]]] = now
+
+    def render(self) -> tuple:
+        """See :meth:`ShmVectorEnv.render`."""
+        self._usable()
+        h, w = self.screen_shape
+        n = _core.RENDER_PALETTE_BYTES
+        out = np.empty((self.num_envs, h, w, 3), np.uint8)
+        for i, area in enumerate(self._render_area):
+            np.take(area[:n].reshape(256, 3), area[n:n + h * w].reshape(h, w), axis=0,
+                    out=out[i])
+        return tuple(out)
 
     def reset(self, seed, options):
         """See :meth:`ShmVectorEnv.reset`."""

@@ -35,7 +35,16 @@ OPTION_DEFAULTS = {
     "full_action_space": False,
     "max_episode_frames": 108_000,
     "autoreset_mode": "next_step",
+    "episode_statistics": True,
+    "obs_layout": "channels_last",
+    "render_mode": None,
 }
+
+#: The ``render_mode`` values (None: no rendering).
+RENDER_MODES = (None, "rgb_array")
+
+#: The ``obs_layout`` values: where RGB observations put their channels.
+OBS_LAYOUTS = ("channels_last", "channels_first")
 
 #: The ``autoreset_mode`` values, Gymnasium 1.x's ``AutoresetMode`` (whose
 #: members are accepted too).
@@ -118,6 +127,15 @@ class EnvConfig:
     full_action_space: bool = False
     max_episode_frames: int = 108_000
     autoreset_mode: str = "next_step"
+    #: Client side only: add ``info["episode"]`` / ``_episode`` (False leaves
+    #: them to Gymnasium's RecordEpisodeStatistics; no timing work in recv).
+    episode_statistics: bool = True
+    #: RGB only: ``"channels_last"`` (S, H, W, 3) or ``"channels_first"``
+    #: (3 * S, H, W), written planar by the frame kernel.
+    obs_layout: str = "channels_last"
+    #: ``"rgb_array"``: workers keep each env's last full-size screen in the
+    #: segment, for ``render()``; None: no rendering (no cost).
+    render_mode: str | None = None
     #: Seeding only: env j of this pool is seeded as env ``env_index_offset + j``
     #: of a larger pool (shmatari.ray gives each node a contiguous slice).
     env_index_offset: int = 0
@@ -131,9 +149,15 @@ class EnvConfig:
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
-        """Shape of one env's observation: (stack_num, img_height, img_width[, 3])."""
+        """Shape of one env's observation: (stack_num, img_height, img_width),
+        in RGB (..., 3) or with ``obs_layout="channels_first"`` (3 * stack_num,
+        img_height, img_width)."""
         base = (self.stack_num, self.img_height, self.img_width)
-        return base if self.grayscale else base + (3,)
+        if self.grayscale:
+            return base
+        if self.obs_layout == "channels_first":
+            return (3 * self.stack_num, self.img_height, self.img_width)
+        return base + (3,)
 
     def env_options(self) -> dict:
         """The per-env options (everything but the pool's shape and seed)."""
@@ -189,15 +213,15 @@ OPTION_TYPES = {
     "full_action_space": (bool,),
     "max_episode_frames": (int, 1, _INT64_MAX),
     "autoreset_mode": (str, AUTORESET_MODES),
+    "episode_statistics": (bool,),
+    "obs_layout": (str, OBS_LAYOUTS),
+    "render_mode": (str, RENDER_MODES),
 }
 assert set(OPTION_TYPES) == set(OPTION_DEFAULTS)
 
 #: Arguments that Gymnasium's or EnvPool's Atari envs take and shmatari does
 #: not, with what to do instead (rather than a "did you mean" guess).
 _NOT_OPTIONS = {
-    "render_mode": "render_mode is not supported yet: the pool renders nothing (no "
-                   "'human' window, no 'rgb_array' frames); make(..., grayscale=False) "
-                   "gives RGB observations, shape (..., H, W, 3)",
     "obs_type": "obs_type is not supported: observations are pixels only (RAM "
                 "observations are not supported); grayscale=False gives RGB",
     "frameskip": "frameskip is Gymnasium's spelling: use frame_skip",
@@ -242,6 +266,12 @@ def _float(name, value, lo, hi):
     return value
 
 
+def _choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
 def _image_side(name, value, game, screen, axis):
     """img_height (axis 0) or img_width (axis 1): from 1 to the screen's size
     on that axis (the resize averages areas; it never upscales)."""
@@ -264,7 +294,9 @@ def _check_option(name, value):
         if name == "max_episode_frames" and value is None:
             return None
         return _int(name, value, kind[1], kind[2])
-    return _autoreset_mode(value)
+    if name == "autoreset_mode":
+        return _autoreset_mode(value)
+    return _choice(name, value, kind[1])
 
 
 def _unknown_options(names) -> TypeError:
@@ -301,6 +333,8 @@ def parse_option(name: str, text: str):
             return False
         raise ValueError(f"{name} must be a bool (true/false, yes/no, on/off, 1/0), "
                          f"got {text!r}")
+    if name == "render_mode" and text.lower() == "none":
+        return None
     if kind[0] is int and name == "max_episode_frames" and text.lower() == "none":
         return None
     if kind[0] in (int, float):

@@ -73,10 +73,19 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ring instead of copies. The ring holds ``ceil(num_envs /
             batch_size) + 1`` batches, so the view returned by a ``recv()``
             (or ``step()``) stays valid through the next ``recv()``; envs
-            sent after that one may overwrite it. In a synchronous pool: the
-            observation of step *t* is valid until step *t + 2* is called.
-            Copy what must live longer. Default False: every returned array
-            is the caller's own.
+            sent after that one overwrite it, silently: the view then shows
+            newer frames. In a synchronous pool: the observation of step *t*
+            is valid until step *t + 2* is called. So a view must be used or
+            copied before the next-but-one call: kept in a list (as CleanRL's
+            async script keeps ``next_obs``) it changes under the caller.
+            The views are read-only: ``torch.from_numpy(view)`` warns that
+            the array is not writable (writing through such a tensor would
+            corrupt the ring). The recipe is one copy into storage of the
+            caller's own, e.g. ``np.copyto(buf[t], obs)`` into a writable
+            rollout array that torch shares (``torch.from_numpy(buf)``),
+            or ``torch.tensor(obs)``. Default False: every returned array
+            is the caller's own (writable, never overwritten), as
+            :mod:`shmatari.envpool` returns them unless asked otherwise.
         restart_workers: when a worker dies or fails while the pool runs,
             start a new one in its place instead of raising WorkerError
             (a warning is logged to the ``"shmatari"`` logger). Its envs are
@@ -162,10 +171,25 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
                 CallOrderError; reset it with
                 ``reset(options={"reset_mask": mask})``.
 
-            When an env ends a game (not a life), ``info["episode"]`` holds
-            ``r`` (float64, raw score), ``l`` (int32, agent steps) and
-            ``frames`` (int64), with the mask ``info["_episode"]``: the names
-            of Gymnasium's RecordEpisodeStatistics.
+            - ``obs_layout="channels_last"``: RGB observations ``(num_envs,
+              stack_num, img_height, img_width, 3)``; ``"channels_first"``:
+              ``(num_envs, 3 * stack_num, img_height, img_width)``, frame s in
+              channels 3s..3s+2 (EnvPool's layout, what SB3's and CleanRL's
+              CNNs take), written planar by the frame kernel: the same values,
+              no transpose. Grayscale is the same in both.
+            - ``render_mode=None``: ``"rgb_array"`` makes :meth:`ShmVectorEnv.render`
+              return each env's full-size RGB screen (workers keep the
+              last screen of each env in the segment, about 34 KB copied
+              per result); None: nothing kept, no cost.
+            - ``episode_statistics=True``: when an env ends a game (not a
+              life), ``info["episode"]`` holds ``r`` (float64, raw score),
+              ``l`` (int32, agent steps), ``t`` (float64, seconds since the
+              episode's reset) and ``frames`` (int64), with the mask
+              ``info["_episode"]``: the names of Gymnasium's
+              RecordEpisodeStatistics. False: neither key (nor in
+              ``final_info``), and no timing work in ``recv``, so that the pool
+              can be wrapped in ``gymnasium.wrappers.vector.RecordEpisodeStatistics``
+              (which refuses an info that has ``episode`` already).
 
     Returns:
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
@@ -248,8 +272,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     ``restart_workers``); and, when some env ended a game, ``episode`` =
     ``{"r": float64 raw score, "l": int32 agent steps, "t": float64 seconds,
     "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
-    ``RecordEpisodeStatistics`` gives them (so do not also wrap the pool in
-    that wrapper). With ``autoreset_mode="same_step"``, done
+    ``RecordEpisodeStatistics`` gives them (``episode_statistics=False``
+    leaves them out, for that wrapper). With ``autoreset_mode="same_step"``, done
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
 
@@ -265,7 +289,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     id replaces the old one).
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
 
     def __init__(self, config: _config.EnvConfig, *, segment_name: str | None = None,
                  claim: bool = True):
@@ -297,7 +321,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                     raise status_error(seg, code, msg)[0]
                 self._res.client_pid = os.getpid()
             self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
-                              seed_entropy=config.seed, supervisor=self._supervisor))
+                              seed_entropy=config.seed, supervisor=self._supervisor,
+                              episode_statistics=config.episode_statistics))
         except BaseException:
             self.close()
             raise
@@ -372,8 +397,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.num_envs, self.batch_size = client.num_envs, client.batch_size
         self.num_workers = client.num_workers
         self.metadata = dict(type(self).metadata,
-                             autoreset_mode=_GYM_AUTORESET[client.autoreset])
+                             autoreset_mode=_GYM_AUTORESET[client.autoreset],
+                             # ALE emulates 60 frames a second; one frame per step
+                             render_fps=max(1, round(60 / client.frame_skip)))
         self.autoreset_mode = self.metadata["autoreset_mode"]
+        self.render_mode = "rgb_array" if client.screen_shape[0] else None
         self.action_set = client.action_set
         # The batched spaces hold what one call returns and takes: batch_size
         # envs (all of them in a synchronous pool), as ale-py's AtariVectorEnv
@@ -538,6 +566,115 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 actions were sent, and :meth:`recv` collects their results.
         """
         return self._client.step(actions, env_id, timeout)
+
+    def render(self) -> tuple[np.ndarray, ...]:
+        """The envs' full-size RGB frames, as ale-py's ``render()`` and
+        Gymnasium's vector envs give them (so ``RecordVideo`` works).
+
+        The pool must be made with ``render_mode="rgb_array"``: its workers
+        then keep each env's last screen (ALE palette indices, and the RGB
+        palette learned from ALE's ``getScreenRGB``) in the segment, a copy
+        of about 34 KB per result; without it nothing is kept or written.
+
+        Returns:
+            tuple: ``num_envs`` uint8 arrays of shape ``(H, W, 3)``, the
+            game's own screen (``shmatari.games.screen_shape``: 210 x 160
+            for most games), each the screen of the env's latest result;
+            ``np.stack(env.render())`` is ``(num_envs, H, W, 3)``. Black
+            before the first reset. In an async pool an env that is running
+            may be mid-update: render after ``recv()`` the envs it returned.
+
+        Raises:
+            ValueError: the pool was made without ``render_mode="rgb_array"``.
+            PoolClosedError: the pool is closed.
+        """
+        if self.render_mode != "rgb_array":
+            raise ValueError("this pool does not render: make it with "
+                             "render_mode='rgb_array'")
+        return self._client.render()
+
+    # -- per-env attributes (Gymnasium's call / get_attr / set_attr) ------------------
+    def get_action_meanings(self) -> list[str]:
+        """ALE's name of each action index (``"NOOP"``, ``"FIRE"``, ...), as
+        ale-py's ``AtariEnv.get_action_meanings``."""
+        from ale_py import Action
+
+        return [Action(a).name for a in self.action_set]
+
+    def _env_attributes(self) -> dict:
+        """What every env of the pool answers to ``get_attr`` / ``call``."""
+        attrs = {"action_space": self.single_action_space,
+                 "observation_space": self.single_observation_space,
+                 "render_mode": self.render_mode, "action_set": list(self.action_set),
+                 "get_action_meanings": self.get_action_meanings,
+                 "autoreset_mode": self.autoreset_mode}
+        if self.config is not None:
+            attrs["game"] = self.config.game
+            attrs.update(self.config.env_options())
+        else:  # attached: what the header says
+            hdr = self._client._seg.header()
+            attrs.update({k: hdr[k] for k in ("frame_skip", "stack_num", "img_height",
+                                              "img_width")},
+                         grayscale=hdr["channels"] == 1)
+        return attrs
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        """Calls method ``name`` of every env, or reads attribute ``name``, as
+        Gymnasium's ``VectorEnv.call``.
+
+        The envs live in worker processes, so what they answer to is fixed:
+        ``get_action_meanings`` (a method), and the attributes of
+        :meth:`get_attr`.
+
+        Returns:
+            tuple: one result per env (``num_envs`` entries).
+
+        Raises:
+            AttributeError: an unknown name, naming the known ones.
+            TypeError: arguments given for an attribute that is not a method.
+        """
+        attrs = self._env_attributes()
+        if not isinstance(name, str) or name not in attrs:
+            raise AttributeError(f"shmatari envs have no attribute {name!r}; call/get_attr "
+                                 f"know: {', '.join(sorted(attrs))}")
+        value = attrs[name]
+        if callable(value) and not isinstance(value, type):
+            return tuple(value(*args, **kwargs) for _ in range(self.num_envs))
+        if args or kwargs:
+            raise TypeError(f"{name!r} is an attribute, not a method: call it without arguments")
+        return tuple(value for _ in range(self.num_envs))
+
+    def get_attr(self, name: str) -> tuple:
+        """Attribute ``name`` of every env, as Gymnasium's ``VectorEnv.get_attr``:
+        ``action_space`` / ``observation_space`` (one env's), ``render_mode``,
+        ``action_set`` (ALE action ids), ``autoreset_mode``, ``game`` and
+        every option of :func:`make` (``frame_skip``, ``grayscale``, ...; an
+        attached pool knows the header's: ``frame_skip``, ``stack_num``,
+        ``img_height``, ``img_width``, ``grayscale``).
+
+        Returns:
+            tuple: ``num_envs`` values.
+
+        Raises:
+            AttributeError: an unknown name.
+        """
+        return self.call(name)
+
+    def set_attr(self, name: str, values) -> None:
+        """Gymnasium's ``VectorEnv.set_attr``: not possible here. The envs live
+        in worker processes and their options are fixed when the pool is made.
+
+        Raises:
+            AttributeError: always, saying what to do instead.
+        """
+        attrs = self._env_attributes()
+        if name in attrs:
+            raise AttributeError(f"cannot set {name!r}: shmatari envs' options and spaces "
+                                 f"are fixed when the pool is made; make a new pool "
+                                 f"with {name}=...")
+        raise AttributeError(f"cannot set {name!r}: shmatari envs run in worker processes "
+                             f"and have no attributes to set (get_attr knows: "
+                             f"{', '.join(sorted(attrs))})")
 
     # -- lifetime ----------------------------------------------------------------
     def close_extras(self, **kwargs) -> None:

@@ -72,11 +72,11 @@ _SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers
 _REFUSED = {
     "env_seed": "pass one int `seed`: env i then derives its streams from "
                 "SeedSequence(seed, spawn_key=(i,)) (shmatari.seeding)",
-    "render_mode": "shmatari pools do not render yet; full-size RGB frames come as "
-                   "observations with gray_scale=False, img_height=210, img_width=160, stack_num=1",
-    "render_env_id": "shmatari pools do not render yet",
-    "render_width": "shmatari pools do not render yet",
-    "render_height": "shmatari pools do not render yet",
+    "render_mode": "render through shmatari's own pool: shmatari.make(..., "
+                   "render_mode='rgb_array').render() gives every env's full-size RGB frame",
+    "render_env_id": "shmatari.make(..., render_mode='rgb_array').render() renders every env",
+    "render_width": "shmatari renders the game's own screen size only",
+    "render_height": "shmatari renders the game's own screen size only",
     "from_pixels": "Atari observations are pixels already",
     "base_path": "ROMs come from ale-py (ale_py.roms); there is no asset path",
     "task": "name the game in task_id, e.g. make('Breakout-v5', ...)",
@@ -237,6 +237,7 @@ def _build(task_id: str, kwargs: dict) -> tuple[EnvSpec, dict, dict]:
         episodic_life=bool(config["episodic_life"]), use_fire_reset=shm_fire,
         reward_clip=bool(config["reward_clip"]), full_action_space=full,
         max_episode_frames=max_frames, autoreset_mode="next_step",
+        obs_layout="channels_first",
         **{k: kwargs[k] for k in _SHMATARI_EXTRAS if k in kwargs and k != "num_workers"})
     affinity = _int("thread_affinity_offset", config["thread_affinity_offset"])
     spec = EnvSpec(_task_name(rom), config, len(action_set))
@@ -363,7 +364,6 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         self.action_space = self.single_action_space = spec.action_space
         self.observation_space = self.single_observation_space = spec.observation_space
         self.all_env_ids = np.arange(self.num_envs, dtype=np.int32)
-        self._rgb = not spec.config.gray_scale
         self._was_reset = False
         if thread_affinity_offset >= 0:
             self._pin(thread_affinity_offset)
@@ -396,12 +396,6 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         return self.num_envs
 
     # -- conversion ----------------------------------------------------------
-    def _obs(self, obs: np.ndarray) -> np.ndarray:
-        if self._rgb:  # (B, S, H, W, 3) -> (B, 3*S, H, W), frame i in channels 3i..3i+2
-            b, s, h, w, c = obs.shape
-            obs = np.ascontiguousarray(obs.transpose(0, 1, 4, 2, 3)).reshape(b, s * c, h, w)
-        return obs
-
     @staticmethod
     def _info(info: dict) -> dict:
         env_id = info["env_id"]
@@ -416,7 +410,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
 
     def _result(self, out):
         obs, reward, terminated, truncated, info = out
-        return self._obs(obs), reward, terminated & ~truncated, truncated, self._info(info)
+        return obs, reward, terminated & ~truncated, truncated, self._info(info)
 
     # -- EnvPool's methods -----------------------------------------------------
     def reset(self, env_id=None, *, seed=None, options=None):
@@ -449,7 +443,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         if env_id is None:
             obs, info = self.pool.reset()
             self._was_reset = True
-            return self._obs(obs), self._info(info)
+            return obs, self._info(info)
         ids = np.atleast_1d(np.asarray(env_id))
         if ids.dtype.kind not in "iu" or ids.ndim != 1 or ids.size == 0:
             raise ValueError(f"env_id must be a non-empty 1-D array of ints, got {env_id!r}")
@@ -469,7 +463,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         obs = obs[rows]
         info = {k: v[rows] for k, v in info.items()
                 if isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,)}
-        return self._obs(obs), self._info(info)
+        return obs, self._info(info)
 
     def step(self, action, env_id=None):
         """``send(action, env_id)`` then ``recv()``: ``(obs, reward,

@@ -16,8 +16,9 @@ offered: a pool of one is ``make_vec(..., num_envs=1)``.
 
 Episode statistics: a plain ``make_vec`` env, as Gymnasium's own, leaves them
 to ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` (which refuses an
-``info`` that has ``episode`` already), so these pools leave
-``info["episode"]`` out unless ``episode_statistics=True``.
+``info`` that has ``episode`` already), so these pools are made with
+:func:`shmatari.make`'s option ``episode_statistics=False`` unless
+``episode_statistics=True`` is passed.
 """
 
 from __future__ import annotations
@@ -40,21 +41,6 @@ def _name(rom: str) -> str:
 def env_ids() -> list[str]:
     """Every id this module registers: ``shmatari/<Game>-v5``."""
     return [f"{NAMESPACE}/{_name(rom)}-v5" for rom in games.list_games()]
-
-
-class _NoEpisodeStatsPool(ShmVectorEnv):
-    """A pool whose infos leave ``episode`` / ``_episode`` to Gymnasium's
-    ``RecordEpisodeStatistics`` (also inside ``final_info``)."""
-
-    def recv(self, timeout: float | None = None):
-        obs, reward, terminated, truncated, info = super().recv(timeout)
-        info.pop("episode", None)
-        info.pop("_episode", None)
-        final = info.get("final_info")
-        if final is not None:
-            final.pop("episode", None)
-            final.pop("_episode", None)
-        return obs, reward, terminated, truncated, info
 
 
 def make_vec(num_envs: int = 1, *, game: str, episode_statistics: bool = False,
@@ -85,8 +71,9 @@ def make_vec(num_envs: int = 1, *, game: str, episode_statistics: bool = False,
     pool_kwargs = {k: kwargs.pop(k) for k in ("batch_size", "num_workers", "seed",
                                               "start_method", "zero_copy", "restart_workers",
                                               "preset") if k in kwargs}
-    cfg = _config.build_config(game, num_envs, **pool_kwargs, **kwargs)
-    return ShmVectorEnv(cfg) if episode_statistics else _NoEpisodeStatsPool(cfg)
+    cfg = _config.build_config(game, num_envs, **pool_kwargs,
+                               episode_statistics=episode_statistics, **kwargs)
+    return ShmVectorEnv(cfg)
 
 
 def register_envs() -> None:

@@ -45,7 +45,8 @@ def _add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | 
 
 
 def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray] | None = None,
-               final_obs: np.ndarray | None = None, any_done: bool | None = None) -> dict:
+               final_obs: np.ndarray | None = None, any_done: bool | None = None,
+               episode_statistics: bool = True) -> dict:
     """The info dict of a batch (see :class:`shmatari.ShmVectorEnv` for its keys).
 
     Args:
@@ -57,6 +58,8 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
         final_obs: uint8, shape ``(n, *obs_shape)``: the final observations,
             owned by the caller, or None.
         any_done: whether some row has ``episode_done``, if already known.
+        episode_statistics: False leaves ``episode`` / ``_episode`` out (here
+            and in ``final_info``), for Gymnasium's ``RecordEpisodeStatistics``.
 
     Returns:
         dict: the per-env arrays; ``episode`` / ``_episode`` when some row
@@ -68,16 +71,20 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
     """
     info = _per_env(fields)
     if final is None:
-        _add_episode(info, fields, any_done)
+        if episode_statistics:
+            _add_episode(info, fields, any_done)
         return info
     has_final = (fields["flags"] & _core.FLAG_FINAL).astype(bool)
     if not has_final.any():
-        _add_episode(info, fields)
+        if episode_statistics:
+            _add_episode(info, fields)
         return info
     kept = {k: np.where(has_final, v, np.zeros((), v.dtype)) for k, v in final.items()}
     final_info = _per_env(kept)
-    _add_episode(final_info, kept)
-    _add_episode(info, {k: np.where(has_final, final[k], fields[k]) for k in _EPISODE_FIELDS})
+    if episode_statistics:
+        _add_episode(final_info, kept)
+        _add_episode(info, {k: np.where(has_final, final[k], fields[k])
+                            for k in _EPISODE_FIELDS})
     objs = np.full(has_final.shape[0], None, dtype=object)
     for i in np.flatnonzero(has_final):
         objs[i] = final_obs[i]

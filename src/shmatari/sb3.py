@@ -29,7 +29,6 @@ import numpy as np
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from . import config as _config
 from .env import ShmVectorEnv
 from .env import make as _make
 
@@ -67,8 +66,9 @@ class ShmatariVecEnv(VecEnv):
 
         Args:
             env: a game name (then ``shmatari.make(env, num_envs,
-                autoreset_mode="same_step", **make_kwargs)`` is made and
-                owned), or a synchronous pool made with
+                autoreset_mode="same_step", obs_layout="channels_first",
+                **make_kwargs)`` is made and owned: RGB frames come planar
+                from the workers), or a synchronous pool made with
                 ``autoreset_mode="same_step"`` (then ``close()`` closes it).
             num_envs: envs, when ``env`` is a name.
             **make_kwargs: :func:`shmatari.make`'s options.
@@ -88,6 +88,7 @@ class ShmatariVecEnv(VecEnv):
             if mode != "same_step":
                 raise ValueError(f"SB3's VecEnv resets done envs in the same step: "
                                  f"autoreset_mode must be 'same_step', got {mode!r}")
+            make_kwargs.setdefault("obs_layout", "channels_first")
             pool = _make(env, num_envs, autoreset_mode="same_step", **make_kwargs)
         if pool.batch_size != pool.num_envs:
             raise ValueError(f"SB3 steps every env at once: the pool must be synchronous "
@@ -97,6 +98,8 @@ class ShmatariVecEnv(VecEnv):
                              "expects done envs reset in the same step)")
         self.pool = pool
         shape = pool.single_observation_space.shape
+        # A channels-last RGB pool given by the caller: transposed here
+        # (a pool made here is channels first: the kernel writes it so).
         self._rgb = len(shape) == 4
         if self._rgb:
             s, h, w, c = shape
@@ -168,42 +171,40 @@ class ShmatariVecEnv(VecEnv):
         return [int(i) for i in indices]
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
-        """An attribute per env: ``render_mode`` (None), the pool's options
-        (``frame_skip``, ...), pool attributes (``action_set``, ...), or what
-        :meth:`set_attr` stored.
+        """An attribute per env: what :meth:`set_attr` stored, else the pool's
+        :meth:`shmatari.ShmVectorEnv.get_attr` (``render_mode``, the options
+        such as ``frame_skip``, ``action_set``, the single-env spaces).
 
         Raises:
             AttributeError: none of those has that name.
         """
         idx = self._indices(indices)
-        if attr_name == "render_mode":
-            return [None] * len(idx)
         if all(attr_name in self._env_attrs[i] for i in idx):
             return [self._env_attrs[i][attr_name] for i in idx]
-        for source in (self.pool.config, self.pool):
-            if source is not None and not attr_name.startswith("_") and \
-                    hasattr(source, attr_name):
-                return [getattr(source, attr_name)] * len(idx)
-        raise AttributeError(f"shmatari envs have no attribute {attr_name!r}")
+        values = self.pool.get_attr(attr_name)
+        return [values[i] for i in idx]
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
-        """Stores ``value`` under ``attr_name`` for the envs (read back by
-        :meth:`get_attr`).
+        """Stores ``value`` under a name of the caller's (read back by
+        :meth:`get_attr`); the pool's own attributes are fixed.
 
         Raises:
-            AttributeError: ``attr_name`` is an option of the pool: options are
-                fixed when the pool is made.
+            AttributeError: ``attr_name`` is one of the pool's attributes
+                (:meth:`shmatari.ShmVectorEnv.set_attr` says why), or
+                ``num_envs`` / ``seed``.
         """
-        if attr_name in _config.OPTION_DEFAULTS or attr_name in ("num_envs", "seed"):
+        if attr_name in ("num_envs", "seed"):
             raise AttributeError(f"{attr_name!r} is fixed when the pool is made: make a new "
                                  f"ShmatariVecEnv with {attr_name}=...")
+        if attr_name in self.pool._env_attributes():
+            self.pool.set_attr(attr_name, value)
         for i in self._indices(indices):
             self._env_attrs[i][attr_name] = value
 
     def env_method(self, method_name: str, *method_args, indices=None,
                    **method_kwargs) -> list[Any]:
-        """``get_wrapper_attr(name)`` (as :meth:`get_attr`) and
-        ``get_action_meanings()`` (ALE's action names).
+        """``get_wrapper_attr(name)`` (as :meth:`get_attr`) and the pool's
+        :meth:`shmatari.ShmVectorEnv.call` methods (``get_action_meanings``).
 
         Raises:
             AttributeError: another method.
@@ -211,13 +212,11 @@ class ShmatariVecEnv(VecEnv):
         idx = self._indices(indices)
         if method_name == "get_wrapper_attr":
             return self.get_attr(*method_args, indices=idx, **method_kwargs)
-        if method_name == "get_action_meanings":
-            from ale_py import Action
-
-            names = [Action(a).name for a in self.pool.action_set]
-            return [list(names) for _ in idx]
-        raise AttributeError(f"shmatari envs have no method {method_name!r} (env_method "
-                             f"supports get_wrapper_attr and get_action_meanings)")
+        if method_name != "get_action_meanings":
+            raise AttributeError(f"shmatari envs have no method {method_name!r} (env_method "
+                                 f"supports get_wrapper_attr and get_action_meanings)")
+        values = self.pool.call(method_name, *method_args, **method_kwargs)
+        return [values[i] for i in idx]
 
     def env_is_wrapped(self, wrapper_class: type, indices=None) -> list[bool]:
         """True for SB3's ``Monitor`` (the pool reports its ``episode``
@@ -226,12 +225,14 @@ class ShmatariVecEnv(VecEnv):
         return [wrapped] * len(self._indices(indices))
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        """Not supported yet.
+        """The envs' full-size RGB frames (uint8, ``(H, W, 3)`` each), for
+        SB3's ``render()`` and ``VecVideoRecorder``: the pool must be made
+        with ``render_mode="rgb_array"``.
 
         Raises:
-            NotImplementedError: always.
+            ValueError: a pool made without ``render_mode="rgb_array"``.
         """
-        raise NotImplementedError("shmatari pools do not render yet")
+        return list(self.pool.render())
 
     def __repr__(self) -> str:
         return f"ShmatariVecEnv({self.pool!r})"

@@ -225,7 +225,10 @@ class Supervisor:
             num_envs=cfg.num_envs, num_workers=cfg.num_workers, batch_size=cfg.batch_size,
             ring_depth=ring_depth, stack_num=cfg.stack_num, img_height=cfg.img_height,
             img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
-            autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
+            autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode],
+            obs_layout=_core.OBS_LAYOUTS[cfg.obs_layout],
+            **(dict(zip(("screen_height", "screen_width"), cfg.screen_shape))
+               if cfg.render_mode == "rgb_array" else {}))
         total = int.from_bytes(header[24:32], "little")
         shm.sweep_stale()
         segment = shm.create(segment_name, total)

@@ -51,6 +51,7 @@ def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
                          grayscale=False, stack_num=2)
     try:
         assert env.observation_space.shape == (6, 84, 84)    # RGB channels first
+        assert env.pool.config.obs_layout == "channels_first"  # written planar
         assert env.env_is_wrapped(Monitor) == [True, True]
         assert env.get_attr("frame_skip") == [4, 4] and env.get_attr("render_mode") == [None] * 2
         env.set_attr("note", "x", indices=[1])
@@ -81,3 +82,14 @@ def test_a_pool_that_is_not_same_step_is_refused():
     with shmatari.make("Pong", 2, num_workers=1) as pool:
         with pytest.raises(ValueError, match="same_step"):
             ShmatariVecEnv(pool)
+
+
+def test_get_images_gives_the_full_size_frames():
+    env = ShmatariVecEnv("Pong", 2, seed=0, num_workers=1, render_mode="rgb_array")
+    try:
+        env.reset()
+        images = env.get_images()
+        assert len(images) == 2 and images[0].shape == (210, 160, 3)
+        assert env.render(mode="rgb_array").shape[-1] == 3  # SB3 tiles them
+    finally:
+        env.close()

@@ -22,6 +22,8 @@
  *   [worker_ctrl: num_workers x 64 bytes]   wake words and worker state
  *   [errors:      num_workers x SHMATARI_ERROR_BYTES]  worker tracebacks
  *   [slots:       ring_depth  x slot_bytes] results, one batch per slot
+ *   [render:      num_envs    x render_env_bytes] (1.2, only when
+ *                 screen_height is not 0) each env's last screen
  *
  * A slot holds one batch of batch_size results:
  *   [slot header: 64 bytes, done_count first]
@@ -58,8 +60,9 @@ extern "C" {
 #endif
 
 #define SHMATARI_ABI_MAJOR 1u
-#define SHMATARI_ABI_MINOR 1u /* 1.1: autoreset_mode, slot_final_offset,
-                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED */
+#define SHMATARI_ABI_MINOR 2u /* 1.1: autoreset_mode, slot_final_offset,
+                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED;
+                                  1.2: obs_layout, the render area */
 /* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
 #define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
 
@@ -70,6 +73,7 @@ extern "C" {
 #define SHMATARI_MAX_ACTIONS 18u   /* ALE's full action set */
 #define SHMATARI_MAX_FIELDS 16u
 #define SHMATARI_SEED_WORDS 4u
+#define SHMATARI_RENDER_PALETTE_BYTES 768u /* (1.2) uint8 [256][3] */
 
 /* Commands a client posts for one env (shmatari_env_ctrl.cmd). */
 enum shmatari_cmd {
@@ -103,6 +107,18 @@ enum shmatari_autoreset_mode {
   SHMATARI_AUTORESET_DISABLED = 2   /* the client MUST post CMD_RESET to a done
                                        env before stepping it; a worker that
                                        gets a STEP anyway behaves as NEXT_STEP */
+};
+
+/* How an observation's RGB channels are laid out (shmatari_header.obs_layout,
+ * ABI 1.2). Grayscale observations (channels 1) are the same in both. */
+enum shmatari_obs_layout {
+  SHMATARI_OBS_CHANNELS_LAST = 0, /* [stack_num][img_height][img_width]
+                                     [channels]: interleaved RGB */
+  SHMATARI_OBS_CHANNELS_FIRST = 1 /* [stack_num][channels][img_height]
+                                     [img_width]: planar RGB, i.e.
+                                     [stack_num * channels][img_height]
+                                     [img_width] as EnvPool's and SB3's CNNs
+                                     take it */
 };
 
 /* Worker states (shmatari_worker_ctrl.state). */
@@ -176,7 +192,7 @@ typedef struct shmatari_header {
   uint32_t stack_num;   /* 48: frames per observation */
   uint32_t img_height;  /* 52: pixels */
   uint32_t img_width;   /* 56: pixels */
-  uint32_t channels;    /* 60: 1 (grayscale) or 3 (RGB, interleaved) */
+  uint32_t channels;    /* 60: 1 (grayscale) or 3 (RGB, see obs_layout) */
   uint32_t frame_skip;  /* 64: frames per step */
   uint32_t num_actions; /* 68: size of the action space; written by the
                            workers before they report ready */
@@ -190,8 +206,9 @@ typedef struct shmatari_header {
   uint64_t slots_offset;       /* 120 */
   uint64_t slot_obs_offset;    /* 128: from the slot's start; obs of result
                                   j at slot_obs_offset + j * obs_env_bytes,
-                                  laid out [stack_num][img_height]
-                                  [img_width][channels], oldest frame first */
+                                  laid out as obs_layout says (default
+                                  [stack_num][img_height][img_width]
+                                  [channels]), oldest frame first */
   uint64_t slot_field_offset[SHMATARI_MAX_FIELDS]; /* 136: from the slot's
                                   start, by enum shmatari_field; unused 0 */
   int32_t action_set[SHMATARI_MAX_ACTIONS]; /* 264: ALE action id of each
@@ -209,7 +226,10 @@ typedef struct shmatari_header {
   uint32_t autoreset_mode; /* 384: (1.1) enum shmatari_autoreset_mode;
                              written by the creator; an input of
                              shmatari_layout_compute */
-  uint32_t reserved0a;     /* 388 */
+  uint32_t obs_layout;     /* 388: (1.2) enum shmatari_obs_layout; written
+                             by the creator; an input of
+                             shmatari_layout_compute. A pool of ABI 1.1
+                             has 0 here: channels last */
   uint64_t slot_final_offset; /* 392: (1.1) from the slot's start; 0 unless
                              autoreset_mode is SAME_STEP. The final record of
                              result j has field f at slot_final_offset +
@@ -218,7 +238,19 @@ typedef struct shmatari_header {
                              j * obs_env_bytes. Written by the worker before
                              it bumps done_count, and valid only in rows
                              whose flags hold SHMATARI_FLAG_FINAL */
-  uint64_t reserved0[14];  /* 400..511 */
+  uint64_t reserved0[11];  /* 400..487 */
+  uint64_t render_offset;  /* 488: (1.2) from the segment's start: the render
+                             area, num_envs x render_env_bytes; 0 when the
+                             pool does not render (screen_height 0) */
+  uint64_t render_env_bytes; /* 496: (1.2) stride of the render area: env i's
+                             part at render_offset + i * render_env_bytes
+                             holds its RGB palette, uint8 [256][3], then its
+                             last screen as ALE palette indices, uint8
+                             [screen_height][screen_width]; a multiple of 64 */
+  uint32_t screen_height;  /* 504: (1.2) pixels of the game's screen in the
+                             render area; 0: no render area. An input of
+                             shmatari_layout_compute */
+  uint32_t screen_width;   /* 508: (1.2) pixels; 0 with screen_height */
 
   /* 512: one cache line of words the workers write and the client sleeps on */
   uint32_t main_seq;      /* 512: bumped by a worker when a slot fills, a
@@ -291,6 +323,8 @@ SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, autoreset_mode) == 384,
                        "autoreset_mode");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, slot_final_offset) == 392,
                        "slot_final_offset");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, render_offset) == 488,
+                       "render_offset");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, main_seq) == 512, "main_seq");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, alloc_pos) == 576, "alloc");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, consumed_batches) == 640,
@@ -312,7 +346,8 @@ static inline uint32_t shmatari_min_ring_depth(uint32_t num_envs,
 
 /* Fills in every size and offset of h from its geometry (num_envs,
  * num_workers, batch_size, ring_depth, stack_num, img_height, img_width,
- * channels, frame_skip, autoreset_mode), and the identity words. Returns 0,
+ * channels, frame_skip, autoreset_mode, obs_layout, screen_height,
+ * screen_width), and the identity words. Returns 0,
  * or -1 if the geometry is invalid. */
 static inline int shmatari_layout_compute(shmatari_header *h) {
   static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
@@ -321,7 +356,9 @@ static inline int shmatari_layout_compute(shmatari_header *h) {
       h->ring_depth < shmatari_min_ring_depth(h->num_envs, h->batch_size) ||
       h->stack_num < 1 || h->img_height < 1 || h->img_width < 1 ||
       (h->channels != 1 && h->channels != 3) || h->frame_skip < 1 ||
-      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED)
+      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED ||
+      h->obs_layout > SHMATARI_OBS_CHANNELS_FIRST ||
+      (h->screen_height == 0) != (h->screen_width == 0))
     return -1;
   h->magic = SHMATARI_MAGIC;
   h->abi_major = SHMATARI_ABI_MAJOR;
@@ -354,6 +391,15 @@ static inline int shmatari_layout_compute(shmatari_header *h) {
   off += (uint64_t)h->num_workers * SHMATARI_ERROR_BYTES;
   h->slots_offset = off;
   off += (uint64_t)h->ring_depth * h->slot_bytes;
+  h->render_offset = 0;
+  h->render_env_bytes = 0;
+  if (h->screen_height != 0) {
+    h->render_offset = off;
+    h->render_env_bytes = shmatari_align_up(
+        SHMATARI_RENDER_PALETTE_BYTES +
+        (uint64_t)h->screen_height * h->screen_width);
+    off += (uint64_t)h->num_envs * h->render_env_bytes;
+  }
   h->total_bytes = off;
   return 0;
 }
@@ -375,6 +421,17 @@ static inline char *shmatari_error_text(const shmatari_header *h,
 
 static inline char *shmatari_slot(const shmatari_header *h, uint64_t slot) {
   return (char *)h + h->slots_offset + (slot % h->ring_depth) * h->slot_bytes;
+}
+
+/* (1.2) Env env's part of the render area: its RGB palette (uint8 [256][3]),
+ * then its screen (uint8 palette indices [screen_height][screen_width]). The
+ * worker writes both before it publishes each result of the env, so a client
+ * that has taken the env's latest result, and posted it nothing since, reads
+ * the screen of that result; the palette holds the colour of every index the
+ * screen uses. Only when render_offset is not 0. */
+static inline uint8_t *shmatari_render_area(const shmatari_header *h,
+                                            uint32_t env) {
+  return (uint8_t *)h + h->render_offset + (uint64_t)env * h->render_env_bytes;
 }
 
 /* The env_id element of the row of result position pos. */
