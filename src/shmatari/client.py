@@ -14,6 +14,9 @@ has none (its server watches the workers).
 
 from __future__ import annotations
 
+import functools
+import os
+import threading
 import time
 from collections.abc import Mapping
 
@@ -59,6 +62,36 @@ def status_error(seg, code: int, msg: str | None = None):
     return PoolClosedError(f"the env pool is gone: {broken}"), broken
 
 
+def _one_thread(method):
+    """The per-pool guard of the public calls (as sqlite3's
+    ``check_same_thread``, but per call): a second thread calling in while
+    one is inside gets CallOrderError at once, and the pool is unchanged; the
+    same thread may nest (reset -> recv). A process forked from the pool's
+    owner gets PoolClosedError."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if os.getpid() != self._pid:
+            raise PoolClosedError(
+                f"this pool belongs to process {self._pid}, which this process was forked "
+                f"from: a forked child cannot use it; make its own pool, or attach to a "
+                f"served one (shmatari.attach)")
+        me = threading.get_ident()
+        if not self._guard.acquire(blocking=False):
+            if self._guard_thread == me:
+                return method(self, *args, **kwargs)
+            raise CallOrderError(
+                f"another thread is inside {self._guard_call}() on this pool: a pool is used "
+                f"by one thread at a time (give each thread its own pool, or a lock around "
+                f"its calls); {method.__name__}() did nothing")
+        self._guard_thread, self._guard_call = me, method.__name__
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._guard_thread = None
+            self._guard.release()
+    return guarded
+
+
 class Client:
     """This process's end of a pool's segment: one per pool, used by one
     thread at a time. :class:`~shmatari.env.ShmVectorEnv` documents the calls.
@@ -76,6 +109,8 @@ class Client:
                  supervisor=None):
         self.supervisor = supervisor
         self.closed = False
+        self._pid = os.getpid()
+        self._guard, self._guard_thread, self._guard_call = threading.Lock(), None, ""
         self.seed_entropy = seed_entropy
         self._seg = seg
         self._zero_copy = zero_copy
@@ -177,6 +212,7 @@ class Client:
         return np.ascontiguousarray(ids, np.uint32)
 
     # -- the async API -----------------------------------------------------------
+    @_one_thread
     def send(self, actions, env_id=None) -> None:
         """See :meth:`ShmVectorEnv.send`."""
         self._usable()
@@ -210,6 +246,7 @@ class Client:
                 f"env(s) {ended.tolist()} ended an episode and autoreset_mode is "
                 f"'disabled': reset them first with reset(options={{'reset_mask': mask}})")
 
+    @_one_thread
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """See :meth:`ShmVectorEnv.async_reset`."""
         self._usable()
@@ -264,6 +301,7 @@ class Client:
                                  "without 'reset_mask'")
         return mask.copy()
 
+    @_one_thread
     def recv(self, timeout: float | None = None):
         """See :meth:`ShmVectorEnv.recv`."""
         self._usable()
@@ -331,12 +369,14 @@ class Client:
         if bits & 4:
             self._episode_start[env_id[info["reset"]]] = now
 
+    @_one_thread
     def reset(self, seed, options):
         """See :meth:`ShmVectorEnv.reset`."""
         self.async_reset(seed=seed, options=options)
         obs, _, _, _, info = self.recv()
         return obs, info
 
+    @_one_thread
     def step(self, actions, env_id, timeout):
         """See :meth:`ShmVectorEnv.step`."""
         if env_id is not None and self._pending + np.size(env_id) < self.batch_size:

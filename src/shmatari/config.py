@@ -86,7 +86,7 @@ PRESETS = {
 }
 #: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
 NULL_ENV = "null"
-START_METHODS = ("fork", "forkserver", "spawn")
+START_METHODS = ("zygote", "fork", "forkserver", "spawn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,9 +152,10 @@ def available_cores() -> int:
 
 
 def default_start_method() -> str:
-    """``forkserver`` on Linux, ``spawn`` elsewhere: both safe in a parent that
-    already runs threads (torch, OpenCV), unlike ``fork``."""
-    return "forkserver" if sys.platform.startswith("linux") else "spawn"
+    """``zygote`` on Linux (:mod:`shmatari._zygote`: workers forked from a clean
+    process that never imports the trainer's script), ``spawn`` elsewhere;
+    both safe in a parent that already runs threads (torch, OpenCV), unlike ``fork``."""
+    return "zygote" if sys.platform.startswith("linux") else "spawn"
 
 
 #: Upper bounds of the integer options: what the layout's and the core's C

@@ -43,7 +43,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
          start_method: str | None = None, zero_copy: bool = False,
          restart_workers: bool = False, preset: str | None = None,
-         **options) -> "ShmVectorEnv":
+         start_timeout: float | None = None, **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     It first removes the segments that pools killed outright left in
@@ -67,8 +67,21 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         seed: the pool seed, an int in [0, 2**256); None draws fresh entropy,
             kept in ``env.seed_entropy``. Env *i* derives its streams from
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
-        start_method: ``"forkserver"`` (default on Linux), ``"spawn"``
-            (default elsewhere) or ``"fork"``.
+        start_method: how worker processes start. ``"zygote"`` (default on
+            Linux): forked from shmatari's zygote, a small process started
+            once per trainer process from a clean interpreter, which loads
+            only ale-py, NumPy and shmatari's core (:mod:`shmatari._zygote`):
+            workers carry nothing of the trainer (no torch), the main script
+            needs no ``if __name__ == "__main__":`` guard, and scripts from
+            stdin, ``python -c``, notebooks, threads and daemonic processes
+            (a multiprocessing Pool's worker) all work. ``"spawn"`` (default
+            elsewhere), ``"forkserver"`` or ``"fork"``: multiprocessing's
+            start methods, with their rules (the guard; spawn and
+            forkserver import the main script in every worker).
+        start_timeout: seconds the workers may take to build their envs
+            before make() raises WorkerError (default: 120 plus 1 per env of
+            the largest worker). Progress is logged every 5 s meanwhile
+            (logger ``"shmatari"``, level INFO).
         zero_copy: return observations as read-only views into the shared
             ring instead of copies. The ring holds ``ceil(num_envs /
             batch_size) + 1`` batches, so the view returned by a ``recv()``
@@ -173,17 +186,28 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     Raises:
         TypeError: an argument of the wrong type, or an unknown option.
         ValueError: an unknown game (close names are suggested), a ROM that
-            cannot be played single-player (not in ``list_games()``), an
+            cannot be played single-player or whose file is missing (not in
+            ``list_games()``), an
             unknown preset, or an option out of range. All are raised before
             any process starts.
         SharedMemorySpaceError: ``/dev/shm`` is too small for the pool.
-        WorkerError: a worker failed while building its envs.
+        WorkerError: a worker failed while building its envs, or they were
+            not all ready within ``start_timeout`` (the message says how far
+            they got and what to change).
+        RuntimeError: a multiprocessing start method inside a daemonic
+            process (use ``"zygote"``).
     """
+    if start_timeout is not None:
+        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)):
+            raise TypeError(f"start_timeout must be a number of seconds or None, got "
+                            f"{type(start_timeout).__name__}")
+        if not start_timeout > 0:
+            raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout!r}")
     cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                num_workers=num_workers, seed=seed,
                                start_method=start_method, zero_copy=zero_copy,
                                restart_workers=restart_workers, preset=preset, **options)
-    return ShmVectorEnv(cfg)
+    return ShmVectorEnv(cfg, start_timeout=start_timeout)
 
 
 def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
@@ -253,8 +277,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
 
-    A pool is used by one thread at a time (like Gymnasium's vector envs):
-    calls from two threads at once corrupt its bookkeeping.
+    A pool is used by one thread at a time (like Gymnasium's vector envs): a
+    call from a second thread while one is inside ``reset`` / ``step`` /
+    ``send`` / ``recv`` / ``async_reset`` raises CallOrderError at once and
+    changes nothing. A process forked from the owner (``os.fork``) gets
+    PoolClosedError from the parent's pool. A pool cannot be copied or
+    pickled (TypeError): another process uses :func:`attach`.
 
     Create it with :func:`make` (this process owns the workers and the
     segment, and is the pool's client), or with :func:`attach` (a pool that
@@ -268,7 +296,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
     def __init__(self, config: _config.EnvConfig, *, segment_name: str | None = None,
-                 claim: bool = True):
+                 claim: bool = True, start_timeout: float | None = None):
         """Creates the pool described by ``config`` (see :func:`make`).
 
         Args:
@@ -277,6 +305,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 ``shmatari_<pid>_<hex>``).
             claim: make this process the pool's client. ``shmatari serve``
                 passes False, so that another process can attach.
+            start_timeout: as :func:`make`'s.
 
         Raises:
             FileExistsError: ``segment_name`` is taken.
@@ -288,7 +317,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.num_workers = config.num_workers
         self._init_lifetime(owner=True)
         try:
-            self._supervisor = Supervisor(config, self._res)
+            self._supervisor = Supervisor(config, self._res, start_timeout)
             seg = self._supervisor.start(segment_name or shm.new_name())
             self._seg = seg
             if claim:
@@ -537,6 +566,23 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def __enter__(self):
         return self
+
+    def __reduce_ex__(self, protocol):
+        # copy.copy, copy.deepcopy, pickle and cloudpickle all come here: a
+        # pool is its processes and its segment, which no copy can share.
+        name = self.segment_name
+        where = (f"shmatari.attach({name!r})" if name else "shmatari.attach(env.segment_name)")
+        raise TypeError(
+            f"a {type(self).__name__} cannot be copied or pickled: it is this process's handle "
+            f"on worker processes and a shared-memory segment. In another process, use "
+            f"{where} (a pool that `shmatari serve` runs, or one made with "
+            f"ShmVectorEnv(..., claim=False)), or call shmatari.make() there")
+
+    def __copy__(self):
+        self.__reduce_ex__(2)
+
+    def __deepcopy__(self, memo):
+        self.__reduce_ex__(2)
 
     def __exit__(self, *exc):
         self.close()
