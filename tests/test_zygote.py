@@ -488,3 +488,16 @@ def test_start_timeout_error_says_what_was_slow_and_what_to_change(caplog):
     assert supervisor.default_start_timeout(big) > supervisor.default_start_timeout(small)
     with pytest.raises(ValueError, match="start_timeout"):
         shmatari.make("Pong", num_envs=1, start_timeout=0)
+
+
+def test_attach_to_a_missing_pool_says_once_that_it_waits(caplog):
+    import logging
+
+    import shmatari
+
+    with caplog.at_level(logging.INFO, logger="shmatari"):
+        with pytest.raises(shmatari.AttachError) as info:
+            shmatari.attach("no_such_pool_typo", timeout=0.3)
+    assert info.value.code == "not_found"
+    said = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert len(said) == 1 and "'no_such_pool_typo'" in said[0] and "0.3 s" in said[0]

@@ -12,6 +12,7 @@ wires the two parts a pool is made of:
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import weakref
@@ -37,6 +38,7 @@ _ATTACH_RETRY = 0.02
 _GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
 _now = time.monotonic
+_log = logging.getLogger("shmatari")
 
 
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
@@ -230,8 +232,9 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
         name: the pool's name (``"demo"`` for ``shmatari serve ... --name
             demo``, whose segment is ``/dev/shm/shmatari_demo``), or a full
             segment name such as ``env.segment_name``.
-        timeout: seconds to wait for a pool that is still starting, or for a
-            previous client's last commands.
+        timeout: seconds to wait for a pool that is still starting (a
+            warning to the ``"shmatari"`` logger says so once, when there is
+            no such segment yet), or for a previous client's last commands.
         zero_copy: as :func:`make`'s.
 
     Returns:
@@ -341,7 +344,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._name = name
         try:
             seg_name = _core.segment_name(name)
-            deadline = _now() + timeout
+            deadline, told = _now() + timeout, False
             while True:
                 # A server that is still starting has no segment yet, or one
                 # whose header is still zero: wait for it, up to the timeout.
@@ -352,6 +355,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                       code="not_shmatari") from None
                 except FileNotFoundError:
                     if _now() < deadline:
+                        if not told:
+                            told = True
+                            _log.warning(
+                                "attach(%r): no pool named %r yet (%s/%s): waiting up to %g s "
+                                "for a server to start it (`shmatari serve GAME --name %s`)",
+                                name, name, shm.SHM_DIR, seg_name, timeout, name)
                         time.sleep(_ATTACH_RETRY)
                         continue
                     raise AttachError(
