@@ -197,7 +197,7 @@ def _open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> _Runner
             return FrameStackObservation(e, 4)
 
         env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
-                                        context=cfg.start_method)
+                                        context=_config.mp_start_method(cfg.start_method))
         env.reset(seed=seed)
         return _Runner(env, _n_actions(env), n, step=env.step)
     raise ValueError(f"unknown backend {name!r}")
@@ -266,7 +266,7 @@ def _ceiling_worker(fields: dict, indices: list, seconds: float, warmup: float, 
 
 
 def _time_ceiling(args, cfg, tick) -> Result:
-    ctx = mp.get_context(cfg.start_method)
+    ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
     fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
     groups = cfg.worker_groups()
     barrier, queue = ctx.Barrier(len(groups)), ctx.Queue()
