@@ -71,7 +71,8 @@ def stderr_problem(stderr: str) -> str | None:
         return "not exactly one KeyboardInterrupt traceback"
     if not lines[0].startswith("Traceback"):
         return "output before the traceback"
-    extra = [ln for ln in lines[1:-1] if not ln.startswith(" ")]
+    # frames print indented; a frame without source text leaves an empty line
+    extra = [ln for ln in lines[1:-1] if ln and not ln.startswith(" ")]
     return f"other lines: {extra[:3]}" if extra else None
 
 
@@ -137,6 +138,9 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="start methods (all)")
     ap.add_argument("--json", help="write the trials here")
     args = ap.parse_args(argv)
+    # A shell starts background jobs with SIGINT ignored, and trainers would
+    # inherit that: give them the disposition a terminal's job has.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     methods = args.methods.split(",")
     delays = [round(i * args.step, 4) for i in range(int(args.until / args.step) + 1)]
     trials = []
@@ -147,7 +151,8 @@ def main(argv=None) -> int:
                 t = trial(method, delay, script)
                 trials.append(t)
                 if not t["ok"]:
-                    print(f"FAIL {method} at {delay:.2f} s: {t['problem']} orphans "
+                    print(f"FAIL {method} at {delay:.2f} s: {t['problem']} finished "
+                          f"{t['finished']} hang {t.get('hang', False)} orphans "
                           f"{t['orphans']} segments {t['segments']}\n{t['stderr']}", flush=True)
     summary = {m: {"trials": sum(t["start_method"] == m for t in trials),
                    "failed": sum(t["start_method"] == m and not t["ok"] for t in trials)}
