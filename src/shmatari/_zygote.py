@@ -122,7 +122,10 @@ def _serve(sock, owner: int) -> None:
                 pass
         _reap(sock, children)
         if sock in ready:
-            msg, fds, _, _ = socket.recv_fds(sock, _MSG, 4)
+            try:
+                msg, fds, _, _ = socket.recv_fds(sock, _MSG, 4)
+            except OSError:  # reset: the trainer closed with our replies unread
+                msg, fds = b"", []
             if not msg:
                 return  # the trainer closed its end or died
             kind, rid, kwargs = pickle.loads(msg)
@@ -196,12 +199,16 @@ class _Zygote:
                 env = dict(os.environ)
             path = env.get("PYTHONPATH")
             env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
+            from .supervisor import _deferred_sigint
+
             if masked:  # a Ctrl-C now is the trainer's; the zygote ignores SIGINT
                 old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
-                self.proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], close_fds=True,
-                                             stdin=subprocess.DEVNULL, env=env,
-                                             start_new_session=True)
+                with _deferred_sigint():  # raised once the zygote is on record
+                    self.proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()],
+                                                 close_fds=True,
+                                                 stdin=subprocess.DEVNULL, env=env,
+                                                 start_new_session=True)
             finally:
                 if masked:
                     signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -25,7 +25,7 @@ from . import _core, config as _config, seeding, shm
 from .client import Client, status_error
 from .errors import AttachError
 from .spin import spin_policy
-from .supervisor import START_TIMEOUT, Supervisor, _Resources
+from .supervisor import START_TIMEOUT, Supervisor, _deferred_sigint, _Resources
 
 __all__ = ["make", "attach", "ShmVectorEnv"]
 
@@ -205,10 +205,14 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
                             f"{type(start_timeout).__name__}")
         if not start_timeout > 0:
             raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout!r}")
-    cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
-                               num_workers=num_workers, seed=seed,
-                               start_method=start_method, zero_copy=zero_copy,
-                               restart_workers=restart_workers, preset=preset, **options)
+    # Checking the game imports ale-py and loads its ROM: a KeyboardInterrupt
+    # raised inside ale-py's native code aborts the process (C++ terminate),
+    # so a Ctrl-C then is raised once that is done.
+    with _deferred_sigint():
+        cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
+                                   num_workers=num_workers, seed=seed,
+                                   start_method=start_method, zero_copy=zero_copy,
+                                   restart_workers=restart_workers, preset=preset, **options)
     return ShmVectorEnv(cfg, start_timeout=start_timeout)
 
 

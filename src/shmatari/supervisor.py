@@ -14,18 +14,17 @@ the segment and workers alone). Nothing here runs in a worker.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 import weakref
 
 import numpy as np
 
 from . import _core, config as _config, seeding, shm
+from ._sigint import deferred_sigint as _deferred_sigint
 from .errors import WorkerError
 from .spin import spin_policy
 
@@ -175,31 +174,6 @@ def _wait_for_exit(procs, seconds: float) -> None:
             time.sleep(0.005)  # known to multiprocessing as gone: poll the kernel
 
 
-@contextlib.contextmanager
-def _deferred_sigint():
-    """Holds back Ctrl-C while cleaning up: a SIGINT that arrives meanwhile
-    is raised (as its handler would) once the block is done. Python runs
-    signal handlers in the main thread only; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
-    except (ValueError, TypeError):  # not the main interpreter, or no signals
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            if callable(previous):
-                previous(signal.SIGINT, caught[0])
-            elif previous == signal.SIG_DFL:
-                os.kill(os.getpid(), signal.SIGINT)
-
-
 _LIVE_RESOURCES: "weakref.WeakSet[_Resources]" = weakref.WeakSet()
 
 
@@ -313,6 +287,16 @@ class Supervisor:
 
     def spawn(self, w: int, restart: int = 0, positions: dict | None = None) -> None:
         """Starts worker ``w`` (or its replacement) in slot ``w`` of the lists.
+
+        A Ctrl-C meanwhile is held back until the worker is on record: a
+        blocked mask alone does not do it, since other threads of this
+        process (BLAS pools) may take the signal.
+        """
+        with _deferred_sigint():
+            self._spawn(w, restart, positions)
+
+    def _spawn(self, w: int, restart: int, positions: dict | None) -> None:
+        """spawn()'s body.
 
         SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
         worker ignores SIGINT before it unblocks it), and is raised here once
