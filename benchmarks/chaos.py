@@ -18,8 +18,8 @@ A trial that does not reach its outcome within ``--timeout`` seconds is a
 **hang** (its processes are then killed); one whose trainer ends any other
 way (another exception) is a **wrong outcome**. After every trial, a segment still
 in ``/dev/shm`` is a **leaked segment**, and any process of the trial still
-alive (workers, and on Linux the fork server and the resource tracker: every
-process below the trainer) is an **orphan**. The report gives trials,
+alive (workers, and on Linux the zygote, the fork server and the resource
+tracker: every process below the trainer) is an **orphan**. The report gives trials,
 hangs, leaks, orphans and the time to error (p50, p99, max) per kind, and the
 machine (cores, CPU model, versions), as JSON with ``--json``.
 
@@ -225,8 +225,8 @@ def main(argv=None) -> int:
     ap.add_argument("--game", default="Breakout")
     ap.add_argument("--num-envs", type=int, default=4)
     ap.add_argument("--num-workers", type=int, default=2)
-    ap.add_argument("--start-method", default="forkserver",
-                    choices=["forkserver", "spawn", "fork"])
+    ap.add_argument("--start-method", default="zygote",
+                    choices=["zygote", "forkserver", "spawn", "fork"])
     ap.add_argument("--max-delay", type=float, default=1.0,
                     help="seconds: the kill lands uniformly in [0, max-delay) after make()")
     ap.add_argument("--parent-share", type=float, default=0.5,

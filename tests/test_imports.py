@@ -39,7 +39,7 @@ def test_import_shmatari_is_light():
     assert after == "True shmatari.env"
 
 
-@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("start_method", ["zygote", "spawn", "forkserver"])
 def test_worker_imports_neither_gymnasium_nor_the_pool(start_method):
     # PYTHONPROFILEIMPORTTIME is read when an interpreter starts: set here, it
     # makes every new process (the fork server, spawned workers) report each

@@ -397,7 +397,7 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
+@pytest.mark.parametrize("start_method", ["zygote", "forkserver", "spawn", "fork"])
 def test_killed_parent_leaves_no_worker_and_no_segment(tmp_path, start_method):
     path = tmp_path / "parent.py"
     path.write_text(HEAD + textwrap.dedent(PARENT))
@@ -489,7 +489,7 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.parametrize("start_method", ["forkserver", "spawn", "fork"])
+@pytest.mark.parametrize("start_method", ["zygote", "forkserver", "spawn", "fork"])
 def test_ctrl_c_interrupts_the_parent_once_and_close_cleans_up(tmp_path, start_method):
     path = tmp_path / "ctrl_c.py"
     path.write_text(HEAD + textwrap.dedent(CTRL_C))
@@ -571,7 +571,7 @@ TRACKER = '''
 import gc
 if __name__ == "__main__":
     pids, segments = [], []
-    for method in ("forkserver", "spawn", "fork"):
+    for method in ("zygote", "forkserver", "spawn", "fork"):
         env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0, start_method=method)
         pids += env.worker_pids
         segments.append(env.segment_name)
@@ -787,4 +787,4 @@ def test_make_in_a_forked_child_of_a_fork_server_user_says_what_to_do(tmp_path):
             emit(msg=msg)
     """)
     assert proc.returncode == 0, proc.stderr
-    assert "start_method='spawn'" in res["msg"] or res["msg"] == "made"
+    assert "start_method='zygote'" in res["msg"] or res["msg"] == "made"

@@ -63,7 +63,12 @@ _SUBMODULES = frozenset({
 def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        from ._sigint import deferred_sigint
+
+        # The pool imports Gymnasium, NumPy, ale-py: a Ctrl-C in their native
+        # imports can come out as an ImportError or be lost; raise it after.
+        with deferred_sigint():
+            value = getattr(importlib.import_module(f".{module}", __name__), name)
         globals()[name] = value
         return value
     if name in _SUBMODULES:

@@ -181,7 +181,7 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
             return FrameStackObservation(e, 4)
 
         env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
-                                        context=cfg.start_method)
+                                        context=_config.mp_start_method(cfg.start_method))
         return Runner(env, n, sync=True, reset=lambda: env.reset(seed=seed))
     raise ValueError(f"unknown backend {name!r}")
 
@@ -252,7 +252,7 @@ class Ceiling:
     def __init__(self, cfg: _config.EnvConfig):
         from .atari import single_threaded_children
 
-        ctx = mp.get_context(cfg.start_method)
+        ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()
         self.conns, self.procs = [], []

@@ -164,7 +164,7 @@ class PipeVectorEnv(gym.vector.VectorEnv):
         self.seed_entropy = config.seed
         self.closed = False
         self._needs_reset = True
-        ctx = mp.get_context(config.start_method)
+        ctx = mp.get_context(_config.mp_start_method(config.start_method))
         fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
         try:
             for i in range(config.num_envs):

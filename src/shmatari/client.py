@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import functools
+import os
+import threading
 import time
 from collections.abc import Mapping
 
@@ -66,6 +69,36 @@ def status_error(seg, code: int, msg: str | None = None):
     return PoolClosedError(f"the env pool is gone: {broken}"), broken
 
 
+def _one_thread(method):
+    """The per-pool guard of the public calls (as sqlite3's
+    ``check_same_thread``, but per call): a second thread calling in while
+    one is inside gets CallOrderError at once, and the pool is unchanged; the
+    same thread may nest (reset -> recv). A process forked from the pool's
+    owner gets PoolClosedError."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if os.getpid() != self._pid:
+            raise PoolClosedError(
+                f"this pool belongs to process {self._pid}, which this process was forked "
+                f"from: a forked child cannot use it; make its own pool, or attach to a "
+                f"served one (shmatari.attach)")
+        me = threading.get_ident()
+        if not self._guard.acquire(blocking=False):
+            if self._guard_thread == me:
+                return method(self, *args, **kwargs)
+            raise CallOrderError(
+                f"another thread is inside {self._guard_call}() on this pool: a pool is used "
+                f"by one thread at a time (give each thread its own pool, or a lock around "
+                f"its calls); {method.__name__}() did nothing")
+        self._guard_thread, self._guard_call = me, method.__name__
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._guard_thread = None
+            self._guard.release()
+    return guarded
+
+
 class Client:
     """This process's end of a pool's segment: one per pool, used by one
     thread at a time. :class:`~shmatari.env.ShmVectorEnv` documents the calls.
@@ -85,6 +118,8 @@ class Client:
                  supervisor=None, episode_statistics: bool = True):
         self.supervisor = supervisor
         self.closed = False
+        self._pid = os.getpid()
+        self._guard, self._guard_thread, self._guard_call = threading.Lock(), None, ""
         self.seed_entropy = seed_entropy
         self._seg = seg
         self._zero_copy = zero_copy
@@ -216,6 +251,7 @@ class Client:
         return np.ascontiguousarray(ids, np.int32)
 
     # -- the async API -----------------------------------------------------------
+    @_one_thread
     def send(self, actions, env_id=None) -> None:
         """See :meth:`ShmVectorEnv.send`."""
         self._usable()
@@ -237,6 +273,7 @@ class Client:
         if code != _core.OK:
             self._refused(code)
 
+    @_one_thread
     def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """See :meth:`ShmVectorEnv.async_reset`."""
         self._usable()
@@ -277,6 +314,7 @@ class Client:
                              "be combined with options['reset_mask']")
         return np.ascontiguousarray(mask)
 
+    @_one_thread
     def recv(self, timeout: float | None = None):
         """See :meth:`ShmVectorEnv.recv`."""
         self._usable()
@@ -349,12 +387,14 @@ class Client:
                     out=out[i])
         return tuple(out)
 
+    @_one_thread
     def reset(self, seed, options):
         """See :meth:`ShmVectorEnv.reset`."""
         self.async_reset(seed=seed, options=options)
         obs, _, _, _, info = self.recv()
         return obs, info
 
+    @_one_thread
     def step(self, actions, env_id, timeout):
         """See :meth:`ShmVectorEnv.step`."""
         timeout = check_timeout(timeout)  # every argument checked before anything is sent

@@ -11,7 +11,8 @@ import sys
 from . import games, seeding
 
 __all__ = ["EnvConfig", "build_config", "parse_option", "OPTION_DEFAULTS", "OPTION_TYPES",
-           "PRESETS", "AUTORESET_MODES", "available_cores", "default_start_method"]
+           "PRESETS", "AUTORESET_MODES", "available_cores", "default_start_method",
+           "mp_start_method"]
 
 #: The null env's "screen", (height, width) in pixels: it emulates none, and
 #: bounds its image options as most Atari games' 210 x 160 screen does. An
@@ -95,7 +96,7 @@ PRESETS = {
 }
 #: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
 NULL_ENV = "null"
-START_METHODS = ("fork", "forkserver", "spawn")
+START_METHODS = ("zygote", "fork", "forkserver", "spawn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,9 +183,17 @@ def available_cores() -> int:
 
 
 def default_start_method() -> str:
-    """``forkserver`` on Linux, ``spawn`` elsewhere: both safe in a parent that
-    already runs threads (torch, OpenCV), unlike ``fork``."""
-    return "forkserver" if sys.platform.startswith("linux") else "spawn"
+    """``zygote`` on Linux (:mod:`shmatari._zygote`: workers forked from a clean
+    process that never imports the trainer's script), ``spawn`` elsewhere;
+    both safe in a parent that already runs threads (torch, OpenCV), unlike ``fork``."""
+    return "zygote" if sys.platform.startswith("linux") else "spawn"
+
+
+def mp_start_method(start_method: str) -> str:
+    """The multiprocessing start method for process pools other than
+    shmatari's own (the pipe baseline, the benchmark's ceiling, Gymnasium's
+    AsyncVectorEnv): ``"zygote"`` is shmatari's, so they use ``forkserver``."""
+    return "forkserver" if start_method == "zygote" else start_method
 
 
 #: Upper bounds of the integer options: what the layout's and the core's C

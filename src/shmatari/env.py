@@ -12,6 +12,7 @@ wires the two parts a pool is made of:
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import weakref
@@ -24,7 +25,7 @@ from . import _core, config as _config, seeding, shm
 from .client import Client, status_error
 from .errors import AttachError
 from .spin import spin_policy
-from .supervisor import START_TIMEOUT, Supervisor, _Resources
+from .supervisor import START_TIMEOUT, Supervisor, _deferred_sigint, _Resources
 
 __all__ = ["make", "attach", "ShmVectorEnv"]
 
@@ -37,13 +38,14 @@ _ATTACH_RETRY = 0.02
 _GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
 _now = time.monotonic
+_log = logging.getLogger("shmatari")
 
 
 def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
          start_method: str | None = None, zero_copy: bool = False,
          restart_workers: bool = False, preset: str | None = None,
-         **options) -> "ShmVectorEnv":
+         start_timeout: float | None = None, **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     It first removes the segments that pools killed outright left in
@@ -67,8 +69,21 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         seed: the pool seed, an int in [0, 2**256); None draws fresh entropy,
             kept in ``env.seed_entropy``. Env *i* derives its streams from
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
-        start_method: ``"forkserver"`` (default on Linux), ``"spawn"``
-            (default elsewhere) or ``"fork"``.
+        start_method: how worker processes start. ``"zygote"`` (default on
+            Linux): forked from shmatari's zygote, a small process started
+            once per trainer process from a clean interpreter, which loads
+            only ale-py, NumPy and shmatari's core (:mod:`shmatari._zygote`):
+            workers carry nothing of the trainer (no torch), the main script
+            needs no ``if __name__ == "__main__":`` guard, and scripts from
+            stdin, ``python -c``, notebooks, threads and daemonic processes
+            (a multiprocessing Pool's worker) all work. ``"spawn"`` (default
+            elsewhere), ``"forkserver"`` or ``"fork"``: multiprocessing's
+            start methods, with their rules (the guard; spawn and
+            forkserver import the main script in every worker).
+        start_timeout: seconds the workers may take to build their envs
+            before make() raises WorkerError (default: 120 plus 1 per env of
+            the largest worker). Progress is logged every 5 s meanwhile
+            (logger ``"shmatari"``, level INFO).
         zero_copy: return observations as read-only views into the shared
             ring instead of copies. The ring holds ``ceil(num_envs /
             batch_size) + 1`` batches, so the view returned by a ``recv()``
@@ -197,17 +212,32 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
     Raises:
         TypeError: an argument of the wrong type, or an unknown option.
         ValueError: an unknown game (close names are suggested), a ROM that
-            cannot be played single-player (not in ``list_games()``), an
+            cannot be played single-player or whose file is missing (not in
+            ``list_games()``), an
             unknown preset, or an option out of range. All are raised before
             any process starts.
         SharedMemorySpaceError: ``/dev/shm`` is too small for the pool.
-        WorkerError: a worker failed while building its envs.
+        WorkerError: a worker failed while building its envs, or they were
+            not all ready within ``start_timeout`` (the message says how far
+            they got and what to change).
+        RuntimeError: a multiprocessing start method inside a daemonic
+            process (use ``"zygote"``).
     """
-    cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
-                               num_workers=num_workers, seed=seed,
-                               start_method=start_method, zero_copy=zero_copy,
-                               restart_workers=restart_workers, preset=preset, **options)
-    return ShmVectorEnv(cfg)
+    if start_timeout is not None:
+        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)):
+            raise TypeError(f"start_timeout must be a number of seconds or None, got "
+                            f"{type(start_timeout).__name__}")
+        if not start_timeout > 0:
+            raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout!r}")
+    # Checking the game imports ale-py and loads its ROM: a KeyboardInterrupt
+    # raised inside ale-py's native code aborts the process (C++ terminate),
+    # so a Ctrl-C then is raised once that is done.
+    with _deferred_sigint():
+        cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
+                                   num_workers=num_workers, seed=seed,
+                                   start_method=start_method, zero_copy=zero_copy,
+                                   restart_workers=restart_workers, preset=preset, **options)
+    return ShmVectorEnv(cfg, start_timeout=start_timeout)
 
 
 def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
@@ -230,8 +260,9 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
         name: the pool's name (``"demo"`` for ``shmatari serve ... --name
             demo``, whose segment is ``/dev/shm/shmatari_demo``), or a full
             segment name such as ``env.segment_name``.
-        timeout: seconds to wait for a pool that is still starting, or for a
-            previous client's last commands.
+        timeout: seconds to wait for a pool that is still starting (a
+            warning to the ``"shmatari"`` logger says so once, when there is
+            no such segment yet), or for a previous client's last commands.
         zero_copy: as :func:`make`'s.
 
     Returns:
@@ -277,8 +308,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
     ``_final_info`` (see :func:`make` and docs/semantics.md).
 
-    A pool is used by one thread at a time (like Gymnasium's vector envs):
-    calls from two threads at once corrupt its bookkeeping.
+    A pool is used by one thread at a time (like Gymnasium's vector envs): a
+    call from a second thread while one is inside ``reset`` / ``step`` /
+    ``send`` / ``recv`` / ``async_reset`` raises CallOrderError at once and
+    changes nothing. A process forked from the owner (``os.fork``) gets
+    PoolClosedError from the parent's pool. A pool cannot be copied or
+    pickled (TypeError): another process uses :func:`attach`.
 
     Create it with :func:`make` (this process owns the workers and the
     segment, and is the pool's client), or with :func:`attach` (a pool that
@@ -292,7 +327,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
 
     def __init__(self, config: _config.EnvConfig, *, segment_name: str | None = None,
-                 claim: bool = True):
+                 claim: bool = True, start_timeout: float | None = None):
         """Creates the pool described by ``config`` (see :func:`make`).
 
         Args:
@@ -301,6 +336,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 ``shmatari_<pid>_<hex>``).
             claim: make this process the pool's client. ``shmatari serve``
                 passes False, so that another process can attach.
+            start_timeout: as :func:`make`'s.
 
         Raises:
             FileExistsError: ``segment_name`` is taken.
@@ -312,7 +348,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.num_workers = config.num_workers
         self._init_lifetime(owner=True)
         try:
-            self._supervisor = Supervisor(config, self._res)
+            self._supervisor = Supervisor(config, self._res, start_timeout)
             seg = self._supervisor.start(segment_name or shm.new_name())
             self._seg = seg
             if claim:
@@ -337,7 +373,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self._name = name
         try:
             seg_name = _core.segment_name(name)
-            deadline = _now() + timeout
+            deadline, told = _now() + timeout, False
             while True:
                 # A server that is still starting has no segment yet, or one
                 # whose header is still zero: wait for it, up to the timeout.
@@ -348,6 +384,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                       code="not_shmatari") from None
                 except FileNotFoundError:
                     if _now() < deadline:
+                        if not told:
+                            told = True
+                            _log.warning(
+                                "attach(%r): no pool named %r yet (%s/%s): waiting up to %g s "
+                                "for a server to start it (`shmatari serve GAME --name %s`)",
+                                name, name, shm.SHM_DIR, seg_name, timeout, name)
                         time.sleep(_ATTACH_RETRY)
                         continue
                     raise AttachError(
@@ -694,6 +736,23 @@ class ShmVectorEnv(gym.vector.VectorEnv):
 
     def __enter__(self):
         return self
+
+    def __reduce_ex__(self, protocol):
+        # copy.copy, copy.deepcopy, pickle and cloudpickle all come here: a
+        # pool is its processes and its segment, which no copy can share.
+        name = self.segment_name
+        where = (f"shmatari.attach({name!r})" if name else "shmatari.attach(env.segment_name)")
+        raise TypeError(
+            f"a {type(self).__name__} cannot be copied or pickled: it is this process's handle "
+            f"on worker processes and a shared-memory segment. In another process, use "
+            f"{where} (a pool that `shmatari serve` runs, or one made with "
+            f"ShmVectorEnv(..., claim=False)), or call shmatari.make() there")
+
+    def __copy__(self):
+        self.__reduce_ex__(2)
+
+    def __deepcopy__(self, memo):
+        self.__reduce_ex__(2)
 
     def __exit__(self, *exc):
         self.close()

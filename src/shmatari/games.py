@@ -106,11 +106,10 @@ def resolve_game(env_id: str) -> str:
 
     Raises:
         TypeError: ``env_id`` is not a str.
-        ValueError: no ROM matches (the message suggests close names), or
-            the ROM cannot be played single-player (not in :func:`list_games`),
-            or the name asks for RAM observations (``"Breakout-ram-v5"``).
-        FileNotFoundError, OSError: ale-py's file for the ROM is missing or
-            altered (see :func:`rom_path`).
+        ValueError: no ROM matches (the message suggests close names), the
+            ROM cannot be played single-player, or its file is missing or
+            altered (not in :func:`list_games` either way), or the
+            name asks for RAM observations (``"Breakout-ram-v5"``).
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
@@ -136,7 +135,15 @@ def resolve_game(env_id: str) -> str:
         raise ValueError(
             f"unknown Atari game {env_id!r}: ale-py {_ale_version()} ships no such ROM{hint} "
             f"(shmatari.games.list_games() lists all {len(playable)})")
-    if not _playable(rom):
+    try:
+        playable = _playable(rom)
+    except OSError as exc:  # checked here, before any process starts
+        raise ValueError(
+            f"{env_id!r}: ale-py {_ale_version()} lists ROM {rom!r}, but its file cannot be "
+            f"read ({exc}); reinstall ale-py (pip install --force-reinstall ale-py), or fix "
+            f"ALE_ROMS_DIR if you set it. shmatari.games.list_games() lists the games whose "
+            f"ROMs are here") from exc
+    if not playable:
         named = repr(rom) if env_id == rom else f"{env_id!r} (ROM {rom!r})"
         raise ValueError(
             f"{named} cannot be played: ale-py {_ale_version()} ships this ROM for its "

@@ -14,18 +14,17 @@ the segment and workers alone). Nothing here runs in a worker.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 import weakref
 
 import numpy as np
 
 from . import _core, config as _config, seeding, shm
+from ._sigint import deferred_sigint as _deferred_sigint
 from .errors import WorkerError
 from .spin import spin_policy
 
@@ -34,8 +33,19 @@ _now = time.monotonic
 
 #: Seconds of sleep between liveness checks while waiting for workers.
 POLL = 0.1
-#: Seconds a new pool may take to build its envs before make() gives up.
+#: Seconds a new pool may take to build its envs before make() gives up, by
+#: default: START_TIMEOUT + START_TIMEOUT_PER_ENV x the envs of one worker.
 START_TIMEOUT = 120.0
+START_TIMEOUT_PER_ENV = 1.0
+#: Seconds between progress reports (logger "shmatari", INFO) while workers start.
+PROGRESS_EVERY = 5.0
+
+
+def default_start_timeout(config) -> float:
+    """make()'s default ``start_timeout``: 120 s plus 1 s per env of the
+    largest worker (one ALE ``loadROM`` takes ~0.1 s on an idle core)."""
+    per_worker = max(g.stop - g.start for g in config.worker_groups())
+    return START_TIMEOUT + START_TIMEOUT_PER_ENV * per_worker
 #: Seconds close() waits for workers to exit before terminating them (then
 #: 1 s more before SIGKILL, and 1 s for that: close() returns within 5 s).
 CLOSE_TIMEOUT = 2.0
@@ -131,6 +141,18 @@ class _Resources:
             shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
 
 
+def _check_can_start_children(start_method: str) -> None:
+    """multiprocessing cannot start workers from a daemonic process (a
+    multiprocessing Pool's worker): say what works instead of its bare
+    AssertionError."""
+    if mp.current_process().daemon:
+        raise RuntimeError(
+            f"start_method={start_method!r} cannot start workers inside a daemonic process "
+            f"(such as a multiprocessing Pool's worker): multiprocessing forbids it. Use "
+            f"start_method='zygote' (the default on Linux), which starts them through "
+            f"shmatari's own zygote process")
+
+
 def _worker_alive(p) -> bool:
     """Whether a worker process runs. Under forkserver a worker whose fork
     server died reports exit code 255 (multiprocessing lost the server that
@@ -150,31 +172,6 @@ def _wait_for_exit(procs, seconds: float) -> None:
             p.join(min(0.05, max(0.0, end - _now())))
         else:
             time.sleep(0.005)  # known to multiprocessing as gone: poll the kernel
-
-
-@contextlib.contextmanager
-def _deferred_sigint():
-    """Holds back Ctrl-C while cleaning up: a SIGINT that arrives meanwhile
-    is raised (as its handler would) once the block is done. Python runs
-    signal handlers in the main thread only; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
-    except (ValueError, TypeError):  # not the main interpreter, or no signals
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            if callable(previous):
-                previous(signal.SIGINT, caught[0])
-            elif previous == signal.SIG_DFL:
-                os.kill(os.getpid(), signal.SIGINT)
 
 
 _LIVE_RESOURCES: "weakref.WeakSet[_Resources]" = weakref.WeakSet()
@@ -199,8 +196,11 @@ class Supervisor:
             halfway releases them.
     """
 
-    def __init__(self, config: _config.EnvConfig, res: _Resources):
+    def __init__(self, config: _config.EnvConfig, res: _Resources,
+                 start_timeout: float | None = None):
         self.config = config
+        self.start_timeout = (default_start_timeout(config) if start_timeout is None
+                              else float(start_timeout))
         self.res = res
         self.seg = None
         self.groups = config.worker_groups()
@@ -216,8 +216,8 @@ class Supervisor:
         Raises:
             FileExistsError: ``segment_name`` is taken.
             SharedMemorySpaceError: ``/dev/shm`` is too small.
-            WorkerError: a worker failed, or none were ready within
-                ``START_TIMEOUT`` s.
+            WorkerError: a worker failed, or not all were ready within
+                ``start_timeout`` s.
         """
         cfg = self.config
         ring_depth = _core.min_ring_depth(cfg.num_envs, cfg.batch_size)
@@ -244,41 +244,78 @@ class Supervisor:
             seg.set_worker_group(w, group.start, group.stop)
         seg.refresh_groups()
 
-        self.ctx = mp.get_context(cfg.start_method)
+        self.ctx = None if cfg.start_method == "zygote" else mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
             # shmatari._worker_ale: ale_py without Gymnasium (a worker never imports it)
-            self.ctx.set_forkserver_preload(["shmatari.worker", "shmatari._core", "numpy",
-                                             "shmatari._worker_ale"])
+            self.ctx.set_forkserver_preload(["shmatari._forkserver_init", "shmatari.worker",
+                                             "shmatari._core", "numpy", "shmatari._worker_ale"])
         policy = spin_policy(cfg.num_workers, _config.available_cores())
         seg.spin_ns, seg.spin_mode = policy["client"]
         self.worker_spin = policy["worker"]
         self.restarts = [0] * cfg.num_workers
+        begin = _now()
         for w in range(cfg.num_workers):
             self.spawn(w)
-        deadline = _now() + START_TIMEOUT
+        deadline, report = begin + self.start_timeout, begin + PROGRESS_EVERY
         while not seg.wait_ready(cfg.num_workers, POLL):
             self.check()
-            if _now() > deadline:
-                raise WorkerError(
-                    f"workers did not become ready within {START_TIMEOUT:.0f} s",
-                    worker=-1, env_ids=range(cfg.num_envs), exitcode=None)
+            now = _now()
+            if now > report:
+                report = now + PROGRESS_EVERY
+                _log.info("make(%r, num_envs=%d): %s after %.0f s (limit %.0f s)", cfg.game,
+                          cfg.num_envs, self._progress(), now - begin, self.start_timeout)
+            if now > deadline:
+                raise WorkerError(self._slow_start_message(now - begin), worker=-1,
+                                  env_ids=range(cfg.num_envs), exitcode=None)
         self.check()
         seg.set_pool_state(_core.POOL_RUNNING)
         return seg
 
+    def _progress(self) -> str:
+        states = [self.seg.worker_state(w) for w in range(self.config.num_workers)]
+        ready = sum(s == _core.WORKER_READY for s in states)
+        started = sum(s == _core.WORKER_STARTING for s in states)
+        return (f"{ready} of {len(states)} workers ready, {started} building their envs, "
+                f"{len(states) - ready - started} not started yet")
+
+    def _slow_start_message(self, waited: float) -> str:
+        cfg = self.config
+        per_worker = max(g.stop - g.start for g in self.groups)
+        return (f"make({cfg.game!r}, num_envs={cfg.num_envs}): the workers did not become "
+                f"ready within start_timeout={self.start_timeout:g} s ({self._progress()}; "
+                f"each builds up to {per_worker} envs, about 0.1 s each on an idle core). "
+                f"Pass a larger start_timeout to make(), or more num_workers (now "
+                f"{cfg.num_workers}) so that each builds fewer envs; a machine busy with other "
+                f"work starts them more slowly")
+
     def spawn(self, w: int, restart: int = 0, positions: dict | None = None) -> None:
         """Starts worker ``w`` (or its replacement) in slot ``w`` of the lists.
+
+        A Ctrl-C meanwhile is held back until the worker is on record: a
+        blocked mask alone does not do it, since other threads of this
+        process (BLAS pools) may take the signal.
+        """
+        with _deferred_sigint():
+            self._spawn(w, restart, positions)
+
+    def _spawn(self, w: int, restart: int, positions: dict | None) -> None:
+        """spawn()'s body.
 
         SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
         worker ignores SIGINT before it unblocks it), and is raised here once
         the process is on record, so that close() stops it. The fork server
-        is started first, outside the block, so that other users of it do
-        not inherit a blocked SIGINT.
+        is started first in a block of its own, and unblocks SIGINT (to
+        ignore it) once its first preload runs (``shmatari._forkserver_init``).
+        Under ``zygote`` the zygote forks the worker (``_spawn_from_zygote``).
         """
         from .worker import worker_main
 
         cfg = self.config
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+        if cfg.start_method == "zygote":
+            self._spawn_from_zygote(w, fields, restart, positions)
+            return
+        _check_can_start_children(cfg.start_method)
         reader, writer = self.ctx.Pipe(duplex=False)
         os.set_blocking(reader.fileno(), False)
         p = self.ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
@@ -291,6 +328,9 @@ class Supervisor:
         if cfg.start_method == "forkserver":
             from multiprocessing import forkserver
 
+            masked = hasattr(signal, "pthread_sigmask")
+            if masked:  # the server unblocks it in shmatari._forkserver_init
+                old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 with single_threaded_children():
                     forkserver.ensure_running()
@@ -298,7 +338,10 @@ class Supervisor:
                 raise RuntimeError(
                     "the fork server this process inherited belongs to the process it was "
                     "forked from (os.fork), so it cannot start workers here: make the pool "
-                    "with start_method='spawn'") from exc
+                    "with start_method='zygote' (the default on Linux) or 'spawn'") from exc
+            finally:
+                if masked:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -314,6 +357,41 @@ class Supervisor:
             self.worker_pids = [q.pid for q in self.res.processes]
         finally:
             writer.close()
+            if masked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+    def _spawn_from_zygote(self, w: int, fields: dict, restart: int,
+                           positions: dict | None) -> None:
+        """spawn() under ``zygote``: the zygote forks the worker
+        (:mod:`shmatari._zygote`); its faulthandler pipe goes as an fd."""
+        from . import _zygote
+
+        kwargs = dict(shm_name=self.res.segment.name, worker=w, config_fields=fields,
+                      owner_pid=os.getpid(), spin=self.worker_spin, restart=restart,
+                      positions=positions, owner_start=shm.process_start_ticks(os.getpid()))
+        zygote = _zygote.get()  # started outside the block below: it can take a second
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        reader = open(read_fd, "rb", buffering=0)  # noqa: SIM115 - closed with the pool
+        masked = hasattr(signal, "pthread_sigmask")
+        if masked:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            try:
+                p = zygote.start_worker(kwargs, [write_fd], self.start_timeout)
+            except _zygote.ZygoteError as exc:
+                reader.close()
+                raise WorkerError(f"worker {w} could not be started: {exc}", worker=w,
+                                  env_ids=self.groups[w], exitcode=None) from None
+            if w < len(self.res.processes):
+                self.res.fault_pipes[w].close()
+                self.res.processes[w], self.res.fault_pipes[w] = p, reader
+            else:
+                self.res.processes.append(p)
+                self.res.fault_pipes.append(reader)
+            self.worker_pids = [q.pid for q in self.res.processes]
+        finally:
+            os.close(write_fd)
             if masked:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
@@ -363,13 +441,14 @@ class Supervisor:
         if text:
             msg += "\n--- worker traceback ---\n" + text.rstrip()
         elif code is not None and code > 0:
-            if seg.worker_pid(w) == 0 and self.config.start_method != "fork":
+            if seg.worker_pid(w) == 0 and self.config.start_method in ("spawn", "forkserver"):
                 # It died before running any code of ours: most often, the
                 # main script was re-run in the new process and started pools.
                 msg += (f" before it could start (its stderr may say more). With start "
                         f"method {self.config.start_method!r} each worker imports your "
                         f"main script again: put the code that creates pools under "
-                        f"`if __name__ == \"__main__\":`, and run scripts from a file")
+                        f"`if __name__ == \"__main__\":`, and run scripts from a file; or "
+                        f"use start_method='zygote' (the default on Linux), which needs neither")
             else:
                 msg += (" without a Python traceback: it ended in native code (ALE exits "
                         "on some errors; its stderr may say more)")
@@ -395,7 +474,7 @@ class Supervisor:
         """
         seg, dead = self.seg, set(dead)
         reasons = {}
-        deadline = _now() + START_TIMEOUT
+        deadline = _now() + self.start_timeout
         while True:
             for w in dead - set(reasons):
                 reasons[w] = str(self.worker_error(w)).partition("\n")
@@ -409,7 +488,7 @@ class Supervisor:
                 env = int(np.flatnonzero(busy)[0])
                 raise WorkerError(
                     f"while restarting worker(s) {sorted(dead)}: env {env} did not finish "
-                    f"its step within {START_TIMEOUT:.0f} s",
+                    f"its step within {self.start_timeout:.0f} s",
                     worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
             time.sleep(0.001)
         plan = seg.recover(sorted(dead))
@@ -423,12 +502,12 @@ class Supervisor:
             _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
                          self.res.processes[w].pid, self.restarts[w],
                          "\n" + traceback if traceback else "")
-        deadline = _now() + START_TIMEOUT
+        deadline = _now() + self.start_timeout
         while not seg.wait_ready(ready + len(dead), POLL):
             failed = self.dead_workers()
             if failed:
                 raise self.worker_error(failed[0], " while restarting")
             if _now() > deadline:
                 raise WorkerError(f"restarted workers {sorted(dead)} were not ready within "
-                                  f"{START_TIMEOUT:.0f} s", worker=-1,
+                                  f"{self.start_timeout:.0f} s", worker=-1,
                                   env_ids=range(self.config.num_envs), exitcode=None)

@@ -14,7 +14,10 @@ How it ends:
 - SIGTERM from anyone but a dying parent: it cleans up, then dies of SIGTERM,
   so the parent reports the signal;
 - its owner dies: under ``fork`` and ``spawn`` the owner is its parent, and
-  Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM at once. Under
+  Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM at once. Under ``zygote``
+  its parent is the owner's zygote (:mod:`shmatari._zygote`), which the
+  kernel kills with the owner: the worker then gets SIGTERM the same way
+  and confirms the owner's death before removing anything. Under
   ``forkserver`` its parent is the fork server, which outlives the owner as
   long as any of its children lives (each holds the owner's end of the
   server's "alive" pipe); there, and on other systems, the worker notices
@@ -28,6 +31,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import traceback
 
 __all__ = ["worker_main"]
@@ -53,8 +57,10 @@ def _on_sigterm(signum, frame):
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int], fault_pipe=None, restart: int = 0,
-                positions: dict | None = None, owner_start: int | None = None) -> None:
-    """Entry point of a worker process (the target of ``Process``).
+                positions: dict | None = None, owner_start: int | None = None,
+                parent_is_zygote: bool = False) -> None:
+    """Entry point of a worker process (the target of ``Process``, or what
+    :mod:`shmatari._zygote` runs in a forked child).
 
     Args:
         shm_name: the pool's segment.
@@ -64,39 +70,33 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         owner_start: its start time (``shm.process_start_ticks``), so that a
             new process that reuses the pid is not taken for it; None if unknown.
         spin: (spin_ns, spin_mode) for the worker loop.
-        fault_pipe: a writable ``multiprocessing`` connection for
-            ``faulthandler``'s report of a fatal signal, or None.
+        fault_pipe: where ``faulthandler`` reports a fatal signal: a writable
+            ``multiprocessing`` connection, an fd, or None.
         restart: 0, or how many times this worker has been replaced: its envs
             are then rebuilt from the pool's current seed and ``restart``
             (:mod:`shmatari.seeding`), and report the restart.
         positions: from ``Segment.recover``: where to write the first result
             of each env with a command in flight.
+        parent_is_zygote: the parent is the owner's zygote, which dies with
+            the owner: it gets ``PR_SET_PDEATHSIG`` as an owner would.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The parent blocks SIGINT while it starts workers, so that a Ctrl-C then
     # reaches the parent alone; the mask is inherited through fork and exec.
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    # Until its handler is installed, SIGTERM ends the worker quietly (the
+    # default action); from then on everything runs inside the try below.
+    from . import _core, shm
+
     initial_ppid = os.getppid()
     # Under fork and spawn the parent is the owner: the kernel tells when it
-    # dies. Under forkserver the parent is the fork server, whose death must
-    # not end the pool: the owner is watched instead (every 0.2 s).
+    # dies. Under zygote the parent dies with the owner (SIGTERM here then).
+    # Under forkserver the parent is the fork server, whose death must not
+    # end the pool: the owner is watched instead (every 0.2 s).
     parent_is_owner = initial_ppid == owner_pid
-    if parent_is_owner:
+    if parent_is_owner or parent_is_zygote:
         _set_parent_death_signal(signal.SIGTERM)
-    if fault_pipe is not None:
-        import faulthandler
-
-        faulthandler.enable(file=fault_pipe.fileno(), all_threads=False)
-
-    from . import _worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
-    from . import _core, atari, shm
-    from .config import EnvConfig
-    from .seeding import words_to_seed
-
-    atari.quiet_process()
-    config = EnvConfig(**config_fields)
 
     def parent_alive() -> bool:
         # A dead owner whose parent has not reaped it yet counts as dead, and
@@ -107,55 +107,58 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             return False
         return owner_start is None or shm.process_start_ticks(owner_pid) == owner_start
 
-    def reseed(core, index, words):
-        atari.reseed_core(core, config.env_index_offset + index, words_to_seed(words))
-
-    try:
-        segment = shm.attach(shm_name)
-    except FileNotFoundError:
-        return  # the pool was closed before this worker started
-    seg = _core.Segment(segment.buf)
-    status, exitcode, cores = "failed", 1, []
-    try:
-        _core.mark_worker(seg, worker, _core.WORKER_STARTING, pid=os.getpid())
+    def owner_gone() -> bool:
         if not parent_alive():
-            status, exitcode = "orphaned", 0
-            return
-        if restart:
-            import dataclasses
+            return True
+        if parent_is_zygote and os.getppid() != initial_ppid:
+            # The zygote died: it goes when the owner does, whose death may
+            # take a moment to show (a process exiting closes its files first).
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                if not parent_alive():
+                    return True
+                time.sleep(0.01)
+        return False
 
-            config = dataclasses.replace(config, seed=words_to_seed(seg.seed_words()))
-        palette = atari.build_palette(config)
-        begin, end = seg.worker_group(worker)
-        cores = [atari.build_core(config, i, palette, restart=restart)
-                 for i in range(begin, end)]
-        if worker == 0:
-            _core.set_num_actions(seg, cores[0].action_ids())
-        _core.mark_worker(seg, worker, _core.WORKER_READY)
-        status = _core.worker_loop(seg, worker, cores, reseed, parent_alive,
-                                   spin_ns=spin[0], spin_mode=spin[1],
-                                   restarted=restart > 0, positions=positions)
+    segment = seg = None
+    status, exitcode, cores, holder = "failed", 1, [], []
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        status = _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
+                      parent_alive, cores, holder)
         exitcode = 0
-        _core.mark_worker(seg, worker, _core.WORKER_EXITED)
+        if holder:
+            segment, seg = holder
+            _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except _Terminated:
-        if not parent_alive():
+        if holder:
+            segment, seg = holder
+        if owner_gone():
             status = "orphaned"
-        elif seg.pool_state() == _core.POOL_CLOSING:
+        elif seg is not None and seg.pool_state() == _core.POOL_CLOSING:
             status = "closed"  # close() ran out of patience: expected
         else:
             status = "terminated"
         exitcode = 0
-        _core.mark_worker(seg, worker, _core.WORKER_EXITED)
+        if seg is not None:
+            _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         text = (f"worker {worker} (pid {os.getpid()}) failed:\n"
                 + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-        _core.mark_worker(seg, worker, _core.WORKER_FAILED, error=text)
+        if holder:
+            segment, seg = holder
+            _core.mark_worker(seg, worker, _core.WORKER_FAILED, error=text)
+        else:
+            sys.stderr.write(text)
         exitcode = 1
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up: nothing more to stop
         cores.clear()
-        seg.release()
-        del seg
-        segment.close()
+        if seg is not None:
+            seg.release()
+            del seg
+        if segment is not None:
+            segment.close()
         if status == "orphaned":
             shm.unlink(shm_name)
     if status == "terminated":
@@ -165,3 +168,53 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         os.kill(os.getpid(), signal.SIGTERM)
     if exitcode:
         os._exit(exitcode)
+
+
+def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
+         parent_alive, cores, holder) -> str:
+    """The worker's life inside worker_main's try: returns how it ended;
+    ``holder`` gets (segment, Segment) once attached, ``cores`` the envs."""
+    if fault_pipe is not None:
+        import faulthandler
+
+        fd = fault_pipe if isinstance(fault_pipe, int) else fault_pipe.fileno()
+        faulthandler.enable(file=fd, all_threads=False)
+
+    from . import _worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
+    from . import _core, atari, shm
+    from .config import EnvConfig
+    from .seeding import words_to_seed
+
+    atari.quiet_process()
+    config = EnvConfig(**config_fields)
+
+    def reseed(core, index, words):
+        atari.reseed_core(core, config.env_index_offset + index, words_to_seed(words))
+
+    try:
+        segment = shm.attach(shm_name)
+    except FileNotFoundError:
+        return "closed"  # the pool was closed before this worker started
+    try:
+        seg = _core.Segment(segment.buf)
+    except BaseException:
+        segment.close()
+        raise
+    holder[:] = [segment, seg]
+    _core.mark_worker(seg, worker, _core.WORKER_STARTING, pid=os.getpid())
+    if not parent_alive():
+        return "orphaned"
+    if restart:
+        import dataclasses
+
+        config = dataclasses.replace(config, seed=words_to_seed(seg.seed_words()))
+    palette = atari.build_palette(config)
+    begin, end = seg.worker_group(worker)
+    cores.extend(atari.build_core(config, i, palette, restart=restart)
+                 for i in range(begin, end))
+    if worker == 0:
+        _core.set_num_actions(seg, cores[0].action_ids())
+    _core.mark_worker(seg, worker, _core.WORKER_READY)
+    return _core.worker_loop(seg, worker, cores, reseed, parent_alive,
+                             spin_ns=spin[0], spin_mode=spin[1],
+                             restarted=restart > 0, positions=positions)

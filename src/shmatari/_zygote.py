@@ -1,0 +1,400 @@
+"""The zygote: a clean process that forks shmatari's workers.
+
+With ``start_method="zygote"`` (the default on Linux) a trainer's workers do
+not come from the trainer's own interpreter (``fork``: everything it holds)
+nor from a fresh one that imports its main script again (``spawn``,
+``forkserver``: ``import torch`` and the rest, in every worker, and the
+``if __name__ == "__main__":`` guard). They come from the zygote: started
+once per trainer process, at its first :func:`shmatari.make`, as
+``python -P -m shmatari._zygote`` through :mod:`subprocess` (``close_fds``,
+its own session, so that a Ctrl-C at the terminal reaches the trainer
+alone), it imports only ale-py (without Gymnasium), NumPy and the compiled
+core, then forks a worker for each request it gets.
+
+Protocol (one ``AF_UNIX`` ``SOCK_SEQPACKET`` pair, pickled tuples, trusted:
+both ends are this package, the socket is private to the two processes):
+
+- trainer -> zygote: ``("fork", request_id, worker_main_kwargs)``, with the
+  worker's faulthandler pipe passed as an fd (``SCM_RIGHTS``);
+- zygote -> trainer: ``("started", request_id, pid)`` or
+  ``("failed", request_id, text)``, and ``("exit", pid, code)`` when a
+  worker ends (``code`` as ``Process.exitcode``: the exit status, or minus
+  the signal that killed it). The zygote reaps its children; the trainer's
+  :class:`WorkerProcess` reads their exit codes from these messages.
+
+Lifetime: the zygote ends when the trainer does: ``PR_SET_PDEATHSIG``
+(SIGKILL; only when started from the trainer's main thread, since Linux
+ties it to the thread that started the child), the socket's end of file
+(the kernel closes the trainer's end when it dies), and a parent-pid check
+every 0.2 s. Its workers get SIGTERM when it dies (``PR_SET_PDEATHSIG``) and
+watch the trainer themselves (:func:`shmatari.worker.worker_main`). A
+process forked from the trainer (``os.fork``) starts its own zygote.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import socket
+import sys
+
+__all__ = ["get", "WorkerProcess", "ZygoteError"]
+
+#: Largest message either side sends (bytes).
+_MSG = 1 << 18
+#: Seconds between the zygote's checks that its trainer still lives.
+_POLL = 0.2
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start a worker (it died, or fork failed)."""
+
+
+def _set_parent_death_signal(sig: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+# -- the zygote process --------------------------------------------------------------
+
+def _fork_worker(sock, kwargs: dict, fds: list[int], wakeup: tuple[int, int]) -> int:
+    """Forks a worker running ``worker_main(**kwargs)``; returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        for fd in wakeup:
+            os.close(fd)
+        from .worker import worker_main
+
+        worker_main(fault_pipe=fds[0] if fds else None, parent_is_zygote=True, **kwargs)
+        code = 0
+    except BaseException:  # noqa: BLE001 - worker_main reports its own failures
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _reap(sock, children: set) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        _send(sock, ("exit", pid, os.waitstatus_to_exitcode(status)))
+
+
+def _send(sock, msg, fds=()) -> None:
+    try:
+        socket.send_fds(sock, [pickle.dumps(msg)], list(fds))
+    except OSError:
+        pass  # the trainer is gone: the loop sees end of file next
+
+
+def _serve(sock, owner: int) -> None:
+    wakeup = os.pipe()
+    for fd in wakeup:
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wakeup[1])
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    children: set[int] = set()
+    while True:
+        ready, _, _ = select.select([sock, wakeup[0]], [], [], _POLL)
+        if wakeup[0] in ready:
+            try:
+                while os.read(wakeup[0], 512):
+                    pass
+            except BlockingIOError:
+                pass
+        _reap(sock, children)
+        if sock in ready:
+            try:
+                msg, fds, _, _ = socket.recv_fds(sock, _MSG, 4)
+            except OSError:  # reset: the trainer closed with our replies unread
+                msg, fds = b"", []
+            if not msg:
+                return  # the trainer closed its end or died
+            kind, rid, kwargs = pickle.loads(msg)
+            try:
+                pid = _fork_worker(sock, kwargs, fds, wakeup)
+            except OSError as exc:
+                _send(sock, ("failed", rid, f"fork failed: {exc}"))
+            else:
+                children.add(pid)
+                _send(sock, ("started", rid, pid))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        if os.getppid() != owner:
+            return
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The zygote's entry point: ``python -m shmatari._zygote FD OWNER_PID PDEATHSIG``."""
+    # SIGINT is the trainer's alone; SIGTERM keeps its default (a quiet death).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fd, owner, pdeath = (int(a) for a in (argv or sys.argv[1:4]))
+    if pdeath:
+        _set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != owner:
+        return  # the trainer died before we could watch it
+    sock = socket.socket(fileno=fd)
+    # What a worker runs, loaded once here and shared by every fork.
+    # (`import a.b` rather than `from . import b`: the package's lazy
+    # __getattr__ would load them through importlib, out of -X importtime's sight.)
+    import shmatari._worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
+    import shmatari._core  # noqa: F401
+    import shmatari.atari
+    import shmatari.config  # noqa: F401
+    import shmatari.seeding  # noqa: F401
+    import shmatari.shm  # noqa: F401
+    import shmatari.worker  # noqa: F401
+
+    shmatari.atari.quiet_process()
+    _serve(sock, owner)
+
+
+# -- the trainer's side ------------------------------------------------------------
+
+class _Zygote:
+    """The trainer's handle on its zygote: start it, ask it for workers, and
+    collect their exit codes."""
+
+    def __init__(self):
+        import subprocess
+        import threading
+
+        from .atari import single_threaded_children
+
+        self.owner = os.getpid()
+        self.lock = threading.RLock()
+        self.exits: dict[int, int] = {}
+        self.replies: dict[int, tuple] = {}
+        self.next_id = 0
+        self.dead = False
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        pdeath = int(threading.current_thread() is threading.main_thread())
+        # -P (3.11+): not the current folder first in sys.path, where a
+        # user's own numpy.py or shmatari/ could shadow ours.
+        cmd = [sys.executable] + (["-P"] if sys.version_info >= (3, 11) else []) + [
+            "-m", "shmatari._zygote", str(theirs.fileno()), str(os.getpid()), str(pdeath)]
+        masked = hasattr(signal, "pthread_sigmask")
+        try:
+            with single_threaded_children():
+                env = dict(os.environ)
+            path = env.get("PYTHONPATH")
+            env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
+            from .supervisor import _deferred_sigint
+
+            if masked:  # a Ctrl-C now is the trainer's; the zygote ignores SIGINT
+                old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                with _deferred_sigint():  # raised once the zygote is on record
+                    self.proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()],
+                                                 close_fds=True,
+                                                 stdin=subprocess.DEVNULL, env=env,
+                                                 start_new_session=True)
+            finally:
+                if masked:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = mine
+
+    def alive(self) -> bool:
+        return not self.dead and self.proc.poll() is None
+
+    def _pump(self, timeout: float) -> None:
+        """Reads what the zygote sent, waiting up to ``timeout`` s for a first message."""
+        if self.dead:
+            return
+        if timeout > 0:
+            select.select([self.sock], [], [], timeout)
+        while True:
+            try:
+                msg = self.sock.recv(_MSG, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError:
+                msg = b""
+            if not msg:
+                self.dead = True
+                return
+            kind, key, value = pickle.loads(msg)
+            if kind == "exit":
+                self.exits[key] = value
+            else:
+                self.replies[key] = (kind, value)
+
+    def start_worker(self, kwargs: dict, fds: list[int], timeout: float) -> "WorkerProcess":
+        """Asks the zygote to fork a worker running ``worker_main(**kwargs)``.
+
+        Raises:
+            ZygoteError: the zygote died, fork failed, or no answer within ``timeout`` s.
+        """
+        import time
+
+        with self.lock:
+            self.next_id += 1
+            rid = self.next_id
+            try:
+                socket.send_fds(self.sock, [pickle.dumps(("fork", rid, kwargs))], fds)
+            except OSError as exc:
+                self.dead = True
+                raise ZygoteError(f"shmatari's zygote process is gone ({exc})") from None
+            end = time.monotonic() + timeout
+            while rid not in self.replies:
+                if self.dead or time.monotonic() > end:
+                    code = self.proc.poll()
+                    raise ZygoteError(
+                        "shmatari's zygote process " + (
+                            f"ended (exit code {code}; its stderr may say why)" if self.dead
+                            else f"did not answer within {timeout:.0f} s"))
+                self._pump(min(0.1, max(0.0, end - time.monotonic())))
+            kind, value = self.replies.pop(rid)
+            if kind != "started":
+                raise ZygoteError(f"shmatari's zygote could not start a worker: {value}")
+            self.exits.pop(value, None)  # a reused pid: the old entry is not this worker's
+            return WorkerProcess(self, value)
+
+    def exitcode(self, pid: int, timeout: float = 0.0):
+        with self.lock:
+            self._pump(0.0)
+            if pid not in self.exits and timeout > 0 and not self.dead:
+                self._pump(timeout)
+            if pid in self.exits:
+                return self.exits[pid]
+        if self.dead:
+            # The zygote is gone, and with it the exit status: as
+            # multiprocessing's forkserver does then, 255, and the kernel decides.
+            return 255
+        return None
+
+    def close(self) -> None:
+        """Ends the zygote (it exits at end of file) and reaps it."""
+        import subprocess
+
+        with self.lock:
+            self.forget()
+            try:
+                self.proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def forget(self) -> None:
+        """In a forked child: drop the parent's zygote without a word to it."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.dead = True
+
+
+class WorkerProcess:
+    """A worker forked by the zygote, with the part of
+    ``multiprocessing.Process``'s interface the supervisor uses."""
+
+    def __init__(self, zygote: _Zygote, pid: int):
+        self._zygote = zygote
+        self.pid = pid
+
+    @property
+    def exitcode(self):
+        """None while it runs; its exit status, or minus the signal that ended it;
+        255 when unknown (the zygote died)."""
+        return self._zygote.exitcode(self.pid)
+
+    def is_alive(self) -> bool:
+        return self.exitcode is None
+
+    def join(self, timeout: float | None = None) -> None:
+        import time
+
+        end = None if timeout is None else time.monotonic() + timeout
+        while self._zygote.exitcode(self.pid) is None:
+            left = 0.1 if end is None else end - time.monotonic()
+            if left <= 0:
+                return
+            self._zygote.exitcode(self.pid, min(left, 0.1))
+
+    def kill(self) -> None:
+        if self.exitcode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+_zygote: _Zygote | None = None
+_lock = None
+_exit_hooked = False
+
+
+def get() -> _Zygote:
+    """This process's zygote, started on first use (or again if it died)."""
+    global _zygote, _lock, _exit_hooked
+    import threading
+
+    if _lock is None:
+        _lock = threading.Lock()
+    with _lock:
+        z = _zygote
+        if z is None or z.owner != os.getpid() or not z.alive():
+            if z is not None and z.owner == os.getpid():
+                z.forget()
+            if not _exit_hooked:
+                import atexit
+
+                atexit.register(_close_at_exit)
+                _exit_hooked = True
+            _zygote = z = _Zygote()
+        return z
+
+
+def _close_at_exit() -> None:
+    """At interpreter exit: the pools this process owns first (their workers
+    report their exits through the zygote), then the zygote."""
+    z = _zygote
+    if z is None or z.owner != os.getpid():
+        return
+    supervisor = sys.modules.get("shmatari.supervisor")
+    if supervisor is not None:
+        for res in list(supervisor._LIVE_RESOURCES):  # noqa: SLF001
+            if res.owner and res.pid == os.getpid():
+                res.shutdown()
+    z.close()
+
+
+def _forget_in_child() -> None:
+    global _zygote, _lock
+    if _zygote is not None:
+        _zygote.forget()
+    _zygote = None
+    _lock = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+if __name__ == "__main__":
+    main()

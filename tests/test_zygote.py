@@ -1,0 +1,503 @@
+"""The zygote start method (shmatari._zygote): workers that carry nothing of
+the trainer, scripts without the __main__ guard, stdin, ``python -c``,
+threads, daemonic processes, forked children, and the zygote's lifetime."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import SHM_DIR, pid_alive
+
+#: A trainer script body without the guard: made, stepped, closed; prints a RESULT line.
+NO_GUARD = '''
+import json, os, sys
+import numpy as np
+import shmatari
+env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0)
+env.reset(seed=0)
+obs, *_ = env.step(np.zeros(2, np.int64))
+from shmatari import _zygote
+zygote = _zygote._zygote.proc.pid
+pids = env.worker_pids
+parents = [int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1]) for p in pids]
+env.close()
+print("RESULT " + json.dumps(dict(shape=list(obs.shape), zygote=zygote, pids=pids,
+                                  parents=parents, me=os.getpid())), flush=True)
+'''
+
+
+def _result(stdout: str) -> dict:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, stdout
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _check(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out["shape"] == [2, 4, 84, 84]
+    # the workers are the zygote's children, and the zygote is not the trainer
+    assert set(out["parents"]) == {out["zygote"]} and out["zygote"] != out["me"]
+    return out
+
+
+def test_script_without_main_guard(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(NO_GUARD)
+    _check(subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=120))
+
+
+def test_script_from_stdin():
+    _check(subprocess.run([sys.executable, "-"], input=NO_GUARD, capture_output=True,
+                          text=True, timeout=120))
+
+
+def test_python_dash_c():
+    # notebook-style: everything at top level of a -c string
+    _check(subprocess.run([sys.executable, "-c", NO_GUARD], capture_output=True, text=True,
+                          timeout=120))
+
+
+THREADS = '''
+import json, threading
+import numpy as np
+import shmatari
+busy = threading.Event()
+def spin():
+    while not busy.is_set():
+        sum(range(1000))
+threading.Thread(target=spin, daemon=True).start()
+results = []
+def train():
+    with shmatari.make("Pong", num_envs=2, num_workers=2, seed=0) as env:
+        env.reset(seed=0)
+        results.append(env.step(np.zeros(2, np.int64))[0].shape)
+t = threading.Thread(target=train)
+t.start(); t.join()
+# the zygote was started from a thread that has ended: it must still serve
+with shmatari.make("Pong", num_envs=2, num_workers=1, seed=0) as env:
+    env.reset(seed=0)
+    results.append(env.step(np.zeros(2, np.int64))[0].shape)
+busy.set()
+print("RESULT " + json.dumps([list(r) for r in results]), flush=True)
+'''
+
+
+def test_threads_in_the_trainer():
+    proc = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-3000:]
+    assert _result(proc.stdout) == [[2, 4, 84, 84], [2, 4, 84, 84]]
+
+
+FORKED = '''
+import json, os
+import numpy as np
+import shmatari
+from shmatari import _zygote
+env = shmatari.make("Pong", num_envs=2, num_workers=1, seed=0)
+env.reset(seed=0)
+parent_zygote = _zygote._zygote.proc.pid
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    out = {}
+    try:
+        env.step(np.zeros(2, np.int64))
+    except Exception as exc:
+        out["touch"] = type(exc).__name__
+    with shmatari.make("Pong", num_envs=2, num_workers=1, seed=0) as child_env:
+        child_env.reset(seed=0)
+        child_env.step(np.zeros(2, np.int64))
+        out["child_zygote"] = _zygote._zygote.proc.pid
+    os.write(w, json.dumps(out).encode())
+    os._exit(0)
+os.close(w)
+_, status = os.waitpid(pid, 0)
+child = json.loads(os.read(r, 4096).decode())
+obs, *_ = env.step(np.zeros(2, np.int64))   # the parent's pool is untouched
+env.close()
+print("RESULT " + json.dumps(dict(child, parent_zygote=parent_zygote, status=status,
+                                  zygote_now=_zygote._zygote.proc.pid)), flush=True)
+'''
+
+
+def test_forked_child_uses_its_own_zygote_and_cannot_touch_the_parents_pool():
+    proc = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out["status"] == 0
+    assert out["touch"] == "PoolClosedError"
+    assert out["child_zygote"] != out["parent_zygote"] == out["zygote_now"]
+
+
+DAEMONIC = '''
+import json, multiprocessing as mp
+import numpy as np
+import shmatari
+
+def job(method):
+    try:
+        with shmatari.make("Pong", num_envs=2, num_workers=1, seed=0, start_method=method) as env:
+            env.reset(seed=0)
+            return list(env.step(np.zeros(2, np.int64))[0].shape)
+    except RuntimeError as exc:
+        return str(exc)
+
+if __name__ == "__main__":
+    out = {}
+    with mp.get_context("fork").Pool(1) as pool:     # a forked Pool worker (daemonic)
+        out["pool_zygote"] = pool.apply(job, ("zygote",))
+        out["pool_spawn"] = pool.apply(job, ("spawn",))
+    p = mp.get_context("spawn").Process(target=job, args=("zygote",), daemon=True)
+    p.start(); p.join()
+    out["daemon_exit"] = p.exitcode
+    print("RESULT " + json.dumps(out), flush=True)
+'''
+
+
+def test_make_in_a_daemonic_process(tmp_path):
+    path = tmp_path / "daemonic.py"
+    path.write_text(DAEMONIC)
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out["pool_zygote"] == [2, 4, 84, 84]
+    assert "daemonic" in out["pool_spawn"] and "start_method='zygote'" in out["pool_spawn"]
+    assert out["daemon_exit"] == 0
+
+
+KILLED_ZYGOTE = '''
+import json, os, signal, time
+import numpy as np
+import shmatari
+from shmatari import _zygote
+env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0)
+env.reset(seed=0)
+old = _zygote._zygote.proc.pid
+os.kill(old, signal.SIGKILL)
+try:
+    for _ in range(2000):
+        env.step(np.zeros(2, np.int64))
+    err = None
+except shmatari.WorkerError as exc:
+    err = str(exc)
+seg = env.segment_name
+env.close()
+with shmatari.make("Pong", num_envs=2, num_workers=2, seed=0) as env2:
+    env2.reset(seed=0)
+    env2.step(np.zeros(2, np.int64))
+    new = _zygote._zygote.proc.pid
+print("RESULT " + json.dumps(dict(err=err, old=old, new=new, seg=seg)), flush=True)
+'''
+
+
+def test_a_killed_zygote_fails_its_pools_and_a_new_one_starts():
+    proc = subprocess.run([sys.executable, "-c", KILLED_ZYGOTE], capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out["err"] is not None and "worker" in out["err"]
+    assert out["new"] != out["old"]
+    assert not os.path.exists(os.path.join(SHM_DIR, out["seg"]))
+
+
+def test_zygote_ends_with_its_trainer():
+    script = textwrap.dedent('''
+        import json, time
+        import shmatari
+        from shmatari import _zygote
+        env = shmatari.make("Pong", num_envs=1, num_workers=1, seed=0)
+        env.reset(seed=0)
+        print("RESULT " + json.dumps(dict(zygote=_zygote._zygote.proc.pid,
+                                          pids=env.worker_pids, seg=env.segment_name)),
+              flush=True)
+        time.sleep(60)
+    ''')
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out = json.loads(proc.stdout.readline()[len("RESULT "):])
+        assert pid_alive(out["zygote"])
+        proc.kill()
+        proc.wait(10)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and (
+                any(pid_alive(p) for p in [out["zygote"]] + out["pids"])
+                or os.path.exists(os.path.join(SHM_DIR, out["seg"]))):
+            time.sleep(0.01)
+        assert not pid_alive(out["zygote"])
+        assert not any(pid_alive(p) for p in out["pids"])
+        assert not os.path.exists(os.path.join(SHM_DIR, out["seg"]))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_zygote_is_reused_within_a_process():
+    import numpy as np
+
+    import shmatari
+    from shmatari import _zygote
+
+    pids = []
+    for _ in range(2):
+        with shmatari.make("Pong", num_envs=1, seed=0, start_method="zygote") as env:
+            env.reset(seed=0)
+            env.step(np.zeros(1, np.int64))
+            pids.append(_zygote._zygote.proc.pid)
+    assert pids[0] == pids[1]
+
+
+# -- Ctrl-C at any moment of make() (the fine sweep: benchmarks/ctrl_c_sweep.py) ----------
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks"))
+
+
+@pytest.fixture(scope="module")
+def ctrl_c_script(tmp_path_factory):
+    import ctrl_c_sweep
+
+    return ctrl_c_sweep.write_script(str(tmp_path_factory.mktemp("ctrl_c")))
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.4, 1.0])
+@pytest.mark.parametrize("start_method", ["zygote", "forkserver", "spawn", "fork"])
+def test_ctrl_c_during_make_gives_one_keyboard_interrupt_and_nothing_else(
+        ctrl_c_script, start_method, delay):
+    import ctrl_c_sweep
+
+    out = ctrl_c_sweep.trial(start_method, delay, ctrl_c_script)
+    assert not out.get("hang"), out
+    assert out["problem"] is None, out["stderr"]
+    assert out["orphans"] == 0 and out["segments"] == [], out
+    assert not out["finished"]
+
+
+SIGTERM_STARTING = '''
+import json, sys
+import shmatari
+try:
+    shmatari.make("Pong", num_envs=8, num_workers=1, seed=0)
+    msg = "made"
+except shmatari.WorkerError as exc:
+    msg = str(exc)
+print("RESULT " + json.dumps(msg), flush=True)
+'''
+
+
+def test_sigterm_to_a_starting_worker_is_reported_without_a_traceback():
+    """A worker killed with SIGTERM while it builds its envs: make() names the
+    signal, and the worker prints nothing (it used to print shmatari.worker._Terminated)."""
+    import uuid
+
+    tag = uuid.uuid4().hex
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_STARTING], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, SHMATARI_SWEEP_TAG=tag))
+    killed = None
+    try:
+        end = time.monotonic() + 60
+        while killed is None and time.monotonic() < end and proc.poll() is None:
+            for pid in _workers_of_zygotes_tagged(tag):
+                os.kill(pid, signal.SIGTERM)
+                killed = pid
+                break
+            time.sleep(0.005)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert killed is not None
+    assert proc.returncode == 0, stderr
+    msg = _result(stdout)
+    assert f"pid {killed}" in msg and "SIGTERM" in msg, msg
+    assert "Traceback" not in stderr and "_Terminated" not in stderr, stderr
+
+
+def _workers_of_zygotes_tagged(tag: str) -> list[int]:
+    import ctrl_c_sweep
+
+    found = []
+    for pid in ctrl_c_sweep._tagged(tag):  # noqa: SLF001
+        try:
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            parent = open(f"/proc/{ppid}/cmdline", "rb").read()
+        except (OSError, ValueError):
+            continue
+        if b"shmatari._zygote" in parent:
+            found.append(pid)
+    return found
+
+
+def test_workers_import_nothing_of_the_trainers_script(tmp_path):
+    """What the trainer's script imports (here a stand-in for torch) is never
+    imported again by the zygote or the workers, unlike under spawn."""
+    (tmp_path / "trainer_heavy_dep.py").write_text("X = 1\n")
+    (tmp_path / "train.py").write_text(textwrap.dedent('''
+        import os, sys
+        import trainer_heavy_dep
+        import numpy as np
+        import shmatari
+        if __name__ == "__main__":
+            os.environ["PYTHONPROFILEIMPORTTIME"] = "1"
+            with shmatari.make("Pong", num_envs=2, num_workers=2, seed=0,
+                               start_method=sys.argv[1]) as env:
+                env.reset(seed=0)
+                env.step(np.zeros(2, np.int64))
+    '''))
+    seen = {}
+    for method in ("zygote", "spawn"):
+        proc = subprocess.run([sys.executable, str(tmp_path / "train.py"), method],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        names = {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines()
+                 if ln.startswith("import time:") and ln.count("|") == 2}
+        assert "shmatari.worker" in names
+        seen[method] = "trainer_heavy_dep" in names
+    assert seen == {"zygote": False, "spawn": True}
+
+
+# -- errors before any process starts; copies; threads; start-up -------------------------
+
+MISSING_ROM = '''
+import json, os, multiprocessing as mp
+import shmatari
+from shmatari import _zygote, games
+try:
+    shmatari.make("Breakout", num_envs=2)
+    err = None
+except ValueError as exc:
+    err = str(exc)
+print("RESULT " + json.dumps(dict(err=err, listed="breakout" in games.list_games(),
+                                  pong="pong" in games.list_games(),
+                                  zygote=_zygote._zygote is not None,
+                                  children=len(mp.active_children()))), flush=True)
+'''
+
+
+def test_missing_rom_file_is_a_value_error_before_any_process_starts(tmp_path):
+    from ale_py import roms
+
+    os.symlink(roms.get_rom_path("pong"), tmp_path / "pong.bin")  # breakout.bin is missing
+    proc = subprocess.run([sys.executable, "-c", MISSING_ROM], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, ALE_ROMS_DIR=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out["err"] is not None and "breakout" in out["err"] and "ALE_ROMS_DIR" in out["err"]
+    assert out["listed"] is False and out["pong"] is True
+    assert out["zygote"] is False and out["children"] == 0
+
+
+@pytest.fixture(scope="module")
+def pool():
+    import shmatari
+
+    with shmatari.make("Pong", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset(seed=0)
+        yield env
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle", "cloudpickle"])
+def test_copying_or_pickling_a_pool_says_to_attach(pool, how):
+    import copy
+    import pickle
+
+    import numpy as np
+
+    if how == "cloudpickle":
+        cloudpickle = pytest.importorskip("cloudpickle")
+    do = {"copy": copy.copy, "deepcopy": copy.deepcopy, "pickle": pickle.dumps,
+          "cloudpickle": lambda env: cloudpickle.dumps(env)}[how]
+    with pytest.raises(TypeError, match=r"cannot be copied or pickled") as info:
+        do(pool)
+    assert f"shmatari.attach({pool.segment_name!r})" in str(info.value)
+    obs, *_ = pool.step(np.zeros(2, np.int64))  # the pool is as it was
+    assert obs.shape == (2, 4, 84, 84)
+
+
+def test_two_threads_on_one_pool_get_an_immediate_error(pool):
+    import threading
+
+    import numpy as np
+
+    import shmatari
+
+    errors, steps, stop = [], [0, 0], threading.Event()
+
+    def run(k):
+        while not stop.is_set():
+            try:
+                _, _, _, _, info = pool.step(np.zeros(2, np.int64))
+                assert (info["env_id"] == [0, 1]).all()  # never a corrupt batch
+                steps[k] += 1
+            except shmatari.CallOrderError as exc:
+                errors.append(str(exc))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert errors and "another thread" in errors[0] and "did nothing" in errors[0]
+    assert sum(steps) > 0
+    obs, _, _, _, info = pool.step(np.zeros(2, np.int64))  # still consistent
+    assert (info["env_id"] == [0, 1]).all()
+
+
+def test_start_timeout_error_says_what_was_slow_and_what_to_change(caplog):
+    import logging
+
+    import shmatari
+    from shmatari import supervisor
+
+    with pytest.raises(shmatari.WorkerError) as info:
+        shmatari.make("Pong", num_envs=4, num_workers=1, seed=0, start_timeout=0.01)
+    msg = str(info.value)
+    assert "start_timeout=0.01" in msg and "0 of 1 workers ready" in msg, msg
+    assert "num_workers" in msg and "larger start_timeout" in msg
+    # progress goes to the "shmatari" logger while a start is long
+    old = supervisor.PROGRESS_EVERY
+    supervisor.PROGRESS_EVERY = 0.0
+    try:
+        with caplog.at_level(logging.INFO, logger="shmatari"):
+            shmatari.make("Pong", num_envs=2, num_workers=1, seed=0).close()
+    finally:
+        supervisor.PROGRESS_EVERY = old
+    assert any("workers ready" in r.getMessage() for r in caplog.records)
+    # the default scales with the envs of one worker
+    from shmatari import config
+
+    small = config.build_config("Pong", 2, num_workers=1)
+    big = config.build_config("Pong", 64, num_workers=1)
+    assert supervisor.default_start_timeout(big) > supervisor.default_start_timeout(small)
+    with pytest.raises(ValueError, match="start_timeout"):
+        shmatari.make("Pong", num_envs=1, start_timeout=0)
+
+
+def test_attach_to_a_missing_pool_says_once_that_it_waits(caplog):
+    import logging
+
+    import shmatari
+
+    with caplog.at_level(logging.INFO, logger="shmatari"):
+        with pytest.raises(shmatari.AttachError) as info:
+            shmatari.attach("no_such_pool_typo", timeout=0.3)
+    assert info.value.code == "not_found"
+    said = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert len(said) == 1 and "'no_such_pool_typo'" in said[0] and "0.3 s" in said[0]
