@@ -113,12 +113,20 @@ class Agent(nn.Module):
         self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(512, 1), std=1)
 
+    def features(self, x):
+        """x: uint8, shape (n, stack_num, 84, 84). Returns float32 (n, 512).
+
+        Scaled to [0, 1] in channels-last layout (the one conversion pass
+        does both): oneDNN's convolutions run ~1.4x faster on it on CPU.
+        """
+        return self.network(x.to(torch.float32, memory_format=torch.channels_last).div_(255.0))
+
     def get_value(self, x):
         """x: uint8, shape (n, stack_num, 84, 84). Returns float32 (n,)."""
-        return self.critic(self.network(x / 255.0)).squeeze(-1)
+        return self.critic(self.features(x)).squeeze(-1)
 
     def get_action_and_value(self, x, action=None):
-        hidden = self.network(x / 255.0)
+        hidden = self.features(x)
         dist = Categorical(logits=self.actor(hidden))
         if action is None:
             action = dist.sample()
@@ -333,7 +341,7 @@ def main(argv=None):
     env = shmatari.make(args.env_id, args.num_envs, batch_size=batch_size, num_workers=args.num_workers,
                         seed=args.seed, zero_copy=True, preset="dqn", autoreset_mode="same_step")
     obs_shape = env.single_observation_space.shape
-    agent = Agent(obs_shape[0], env.single_action_space.n).to(device)
+    agent = Agent(obs_shape[0], env.single_action_space.n).to(device, memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     ro = Rollout(args, batch_size, obs_shape, device)
     to_device = HostToDevice(batch_size, obs_shape, device)
@@ -359,10 +367,12 @@ def main(argv=None):
         for update in range(1, num_updates + 1):
             if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = (1.0 - (update - 1.0) / num_updates) * args.learning_rate
+            t0 = time.perf_counter()
             collected = collect(env, agent, ro, args.rollout_size, to_device, log_games)
             global_step += collected
-
+            t1 = time.perf_counter()
             stats = ppo_update(agent, optimizer, args, ro, device)
+            stats.update(collect_s=round(t1 - t0, 2), update_s=round(time.perf_counter() - t1, 2))
             ro.restart()
             waiting = np.flatnonzero(~ro.acted)   # the last batch's envs: act with the new policy
             if waiting.size:
@@ -385,7 +395,8 @@ def main(argv=None):
                 write_outputs(args, episodes, last20, global_step, elapsed)
             print(f"update {update}/{num_updates} global_step={global_step} SPS={row['sps']:.0f} "
                   f"pg_loss={stats['policy_loss']:.4f} v_loss={stats['value_loss']:.4f} "
-                  f"entropy={stats['entropy']:.3f} mean_return_last20={row['mean_return_last20']}",
+                  f"entropy={stats['entropy']:.3f} collect={stats['collect_s']}s update={stats['update_s']}s "
+                  f"mean_return_last20={row['mean_return_last20']}",
                   flush=True)
     finally:
         env.close()
