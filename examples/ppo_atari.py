@@ -44,6 +44,7 @@ import argparse
 import csv
 import json
 import os
+import signal
 import time
 import warnings
 from collections import deque
@@ -66,9 +67,12 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--sync", action="store_true", help="one synchronous batch of all envs (no overlap)")
     p.add_argument("--num-workers", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument("--max-episode-frames", type=int, default=108_000,
+                   help="truncate a game after this many emulator frames (EnvPool's 27,000 steps)")
     p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--out-dir", default="runs/ppo_atari", help="where the CSVs, JSON and PNG go")
-    p.add_argument("--write-every", type=int, default=20, help="rewrite summary.json and curve.png every N updates")
+    p.add_argument("--write-every", type=int, default=20,
+                   help="rewrite summary.json and curve.png every N updates")
     p.add_argument("--no-torch-deterministic", dest="torch_deterministic", action="store_false")
     # PPO, with CleanRL's defaults
     p.add_argument("--learning-rate", type=float, default=2.5e-4)
@@ -275,7 +279,8 @@ def ppo_update(agent, optimizer, args, ro: Rollout, device):
             pg_loss = torch.max(-mb_adv * ratio,
                                 -mb_adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)).mean()
             if args.clip_vloss:
-                v_clipped = b_values[mb] + torch.clamp(newvalue - b_values[mb], -args.clip_coef, args.clip_coef)
+                v_clipped = b_values[mb] + torch.clamp(newvalue - b_values[mb],
+                                                       -args.clip_coef, args.clip_coef)
                 v_loss = 0.5 * torch.max((newvalue - b_returns[mb]) ** 2,
                                          (v_clipped - b_returns[mb]) ** 2).mean()
             else:
@@ -315,8 +320,9 @@ def plot_curve(episodes, path, title):
 
 def write_outputs(args, episodes, last20, global_step, elapsed) -> dict:
     """Writes summary.json and curve.png (also during the run, so a stopped run leaves them)."""
-    summary = {"env_id": args.env_id, "num_envs": args.num_envs, "mode": "sync" if args.sync else "double-buffered",
-               "seed": args.seed, "device": args.device, "agent_steps": global_step, "seconds": round(elapsed, 1),
+    summary = {"env_id": args.env_id, "num_envs": args.num_envs,
+               "mode": "sync" if args.sync else "double-buffered", "seed": args.seed,
+               "device": args.device, "agent_steps": global_step, "seconds": round(elapsed, 1),
                "sps": round(global_step / elapsed, 1) if elapsed else None, "games": len(episodes),
                "mean_return_last20": float(np.mean(last20)) if last20 else None,
                "args": vars(args)}
@@ -339,7 +345,8 @@ def main(argv=None):
     batch_size = args.num_envs if args.sync else args.num_envs // 2
 
     env = shmatari.make(args.env_id, args.num_envs, batch_size=batch_size, num_workers=args.num_workers,
-                        seed=args.seed, zero_copy=True, preset="dqn", autoreset_mode="same_step")
+                        seed=args.seed, zero_copy=True, preset="dqn", autoreset_mode="same_step",
+                        max_episode_frames=args.max_episode_frames)
     obs_shape = env.single_observation_space.shape
     agent = Agent(obs_shape[0], env.single_action_space.n).to(device, memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -362,6 +369,8 @@ def main(argv=None):
             ep_csv.writerow([step, r, int(info["episode"]["l"][i]), float(info["episode"]["t"][i])])
             print(f"global_step={step} env={info['env_id'][i]} episodic_return={r:g}", flush=True)
 
+    # A scheduler's SIGTERM stops the run as Ctrl-C does: the outputs are still written.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         env.async_reset()
         for update in range(1, num_updates + 1):
@@ -377,7 +386,8 @@ def main(argv=None):
             waiting = np.flatnonzero(~ro.acted)   # the last batch's envs: act with the new policy
             if waiting.size:
                 with torch.no_grad():
-                    action, logprob, _, value = agent.get_action_and_value(ro.obs[0, torch.from_numpy(waiting).to(device)])
+                    x = ro.obs[0, torch.from_numpy(waiting).to(device)]
+                    action, logprob, _, value = agent.get_action_and_value(x)
                 ro.act(waiting, action.cpu().numpy(), logprob.cpu().numpy(), value.cpu().numpy())
                 env.send(ro.actions[0, waiting], waiting)
 
@@ -398,6 +408,8 @@ def main(argv=None):
                   f"entropy={stats['entropy']:.3f} collect={stats['collect_s']}s update={stats['update_s']}s "
                   f"mean_return_last20={row['mean_return_last20']}",
                   flush=True)
+    except KeyboardInterrupt:   # stop early, keep what was learnt so far
+        print(f"interrupted at global_step={global_step}", flush=True)
     finally:
         env.close()
         ep_file.close()
