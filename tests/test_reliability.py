@@ -285,9 +285,18 @@ def run(mode):
     out["next_row"] = rows(env.step(np.ones(4, np.int64)))
     if mode == "next_step":
         out["after"] = digest(env, 10, 2)  # env 2 rebuilt, same actions as "before"
-    # Killed with a step in flight: the batch still fills.
+    # Killed with a step in flight: the batch still fills. Stopped first (and
+    # seen stopped), so that it cannot answer the step before the kill lands.
+    victim = env.worker_pids[0]
+    os.kill(victim, signal.SIGSTOP)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        with open(f"/proc/{victim}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                break
+        time.sleep(0.001)
     env.send(np.ones(4, np.int64))
-    os.kill(env.worker_pids[0], signal.SIGKILL)
+    os.kill(victim, signal.SIGKILL)
     out["in_flight_row"] = rows(env.recv())
     for _ in range(20):
         env.step(np.zeros(4, np.int64))
