@@ -89,7 +89,10 @@ enum shmatari_status {
   SHMATARI_ERR_INTERRUPTED = -9,  /* a signal arrived; call again to go on */
   SHMATARI_ERR_INVALID = -10,     /* a bad argument */
   SHMATARI_ERR_STATE = -11,       /* a call out of order */
-  SHMATARI_ERR_SYSTEM = -12       /* open, mmap or malloc failed (see errno) */
+  SHMATARI_ERR_SYSTEM = -12,      /* open, mmap or malloc failed (see errno) */
+  SHMATARI_ERR_UNTRUSTED = -13    /* the segment is not this user's own
+                                     regular, fully allocated file (owner,
+                                     mode, symlink, sparse): refused */
 };
 
 #define SHMATARI_SECOND INT64_C(1000000000) /* nanoseconds */
@@ -115,6 +118,7 @@ static inline const char *shmatari_strerror(int code) {
     case SHMATARI_ERR_INVALID: return "invalid argument";
     case SHMATARI_ERR_STATE: return "call out of order";
     case SHMATARI_ERR_SYSTEM: return "system error";
+    case SHMATARI_ERR_UNTRUSTED: return "segment not trusted";
     default: return "unknown status";
   }
 }
@@ -164,91 +168,146 @@ static inline int shmatari_pid_alive(int32_t pid) {
  */
 
 /* Checks that `size` bytes at `base` hold a shmatari segment this header can
- * read: the magic, the ABI major version, and a geometry whose regions all
- * lie inside total_bytes <= size. Returns SHMATARI_OK, _ERR_NOT_SHMATARI or
- * _ERR_ABI (with a message). */
-static inline int shmatari_check_header(const void *base, uint64_t size,
-                                        char *msg, size_t len) {
-  static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
-  const shmatari_header *h = (const shmatari_header *)base;
+ * read, and copies its geometry into *g (g->hdr = base). It reads the header
+ * once, into a private copy, and trusts none of its sizes or offsets: it
+ * checks the magic and the ABI major version, bounds the primary parameters
+ * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
+ * img_width, channels, frame_skip, autoreset_mode; SHMATARI_MAX_*),
+ * recomputes the layout from them (shmatari_layout_compute_msg, overflow
+ * checked) and requires every stored size and offset to equal the computed
+ * one, and total_bytes to equal `size`. (A pool of a higher minor version
+ * may have larger slots and more bytes after them; see docs/layout.md.)
+ * Returns SHMATARI_OK, _ERR_NOT_SHMATARI or _ERR_ABI (with a message). */
+static inline int shmatari_geom_load(void *base, uint64_t size,
+                                     shmatari_geom *g, char *msg, size_t len) {
+  shmatari_header h, want;
   if (size < SHMATARI_HEADER_BYTES)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "segment of %llu bytes is smaller than the %u-byte "
                          "header", (unsigned long long)size,
                          SHMATARI_HEADER_BYTES);
-  if (h->magic != SHMATARI_MAGIC)
+  memcpy(&h, base, sizeof h); /* nothing below reads the segment again */
+  if (h.magic != SHMATARI_MAGIC)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "not a shmatari segment: magic %#llx, expected %#llx",
-                         (unsigned long long)h->magic,
+                         (unsigned long long)h.magic,
                          (unsigned long long)SHMATARI_MAGIC);
-  if (h->abi_major != SHMATARI_ABI_MAJOR)
+  if (h.abi_major != SHMATARI_ABI_MAJOR)
     return shmatari_fail(msg, len, SHMATARI_ERR_ABI,
                          "segment has layout ABI %u.%u; this client reads ABI "
                          "%u.x: build the client against the server's "
-                         "shmatari/layout.h", h->abi_major, h->abi_minor,
+                         "shmatari/layout.h", h.abi_major, h.abi_minor,
                          SHMATARI_ABI_MAJOR);
-  if (size < h->total_bytes)
+  if (size != h.total_bytes)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                         "segment of %llu bytes is smaller than its header's "
-                         "total_bytes %llu", (unsigned long long)size,
-                         (unsigned long long)h->total_bytes);
-  int ok = h->header_bytes == SHMATARI_HEADER_BYTES && h->num_envs >= 1 &&
-           h->num_workers >= 1 && h->num_workers <= h->num_envs &&
-           h->batch_size >= 1 && h->batch_size <= h->num_envs &&
-           h->ring_depth >= shmatari_min_ring_depth(h->num_envs, h->batch_size) &&
-           h->num_actions <= SHMATARI_MAX_ACTIONS &&
-           h->field_count >= SHMATARI_FIELD_COUNT &&
-           h->field_count <= SHMATARI_MAX_FIELDS &&
-           h->obs_frame_bytes ==
-               (uint64_t)h->img_height * h->img_width * h->channels &&
-           h->obs_env_bytes == h->obs_frame_bytes * h->stack_num &&
-           h->env_ctrl_offset >= SHMATARI_HEADER_BYTES &&
-           h->env_ctrl_offset + (uint64_t)h->num_envs * sizeof(shmatari_env_ctrl)
-               <= h->total_bytes &&
-           h->worker_ctrl_offset + (uint64_t)h->num_workers *
-               sizeof(shmatari_worker_ctrl) <= h->total_bytes &&
-           h->errors_offset + (uint64_t)h->num_workers * SHMATARI_ERROR_BYTES
-               <= h->total_bytes &&
-           h->slots_offset + (uint64_t)h->ring_depth * h->slot_bytes
-               <= h->total_bytes &&
-           h->slot_obs_offset + h->obs_env_bytes * h->batch_size <= h->slot_bytes &&
-           (h->slot_final_offset == 0 ||
-            h->slot_final_offset + h->slot_obs_offset +
-                    h->obs_env_bytes * h->batch_size <= h->slot_bytes);
-  for (unsigned f = 0; ok && f < SHMATARI_FIELD_COUNT; f++)
-    ok = h->slot_field_offset[f] >= SHMATARI_SLOT_HEADER_BYTES &&
-         h->slot_field_offset[f] + (uint64_t)field_bytes[f] * h->batch_size
-             <= h->slot_bytes;
-  if (!ok)
+                         "not a shmatari segment: it holds %llu bytes, %s "
+                         "than its header's total_bytes %llu",
+                         (unsigned long long)size,
+                         size < h.total_bytes ? "smaller" : "larger",
+                         (unsigned long long)h.total_bytes);
+  memset(&want, 0, sizeof want);
+  want.num_envs = h.num_envs;
+  want.num_workers = h.num_workers;
+  want.batch_size = h.batch_size;
+  want.ring_depth = h.ring_depth;
+  want.stack_num = h.stack_num;
+  want.img_height = h.img_height;
+  want.img_width = h.img_width;
+  want.channels = h.channels;
+  want.frame_skip = h.frame_skip;
+  want.autoreset_mode = h.autoreset_mode;
+  char why[320];
+  if (shmatari_layout_compute_msg(&want, why, sizeof why) != SHMATARI_LAYOUT_OK)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                         "not a shmatari segment: its header's geometry is "
-                         "inconsistent (num_envs %u, batch_size %u, ring_depth "
-                         "%u, total_bytes %llu)", h->num_envs, h->batch_size,
-                         h->ring_depth, (unsigned long long)h->total_bytes);
+                         "not a shmatari segment: its header's %s", why);
+  const char *bad = NULL;
+  unsigned long long got = 0, expected = 0;
+#define SHMATARI_EXPECT(name, a, b)                       \
+  if (bad == NULL && (uint64_t)(a) != (uint64_t)(b)) {    \
+    bad = name;                                           \
+    got = (unsigned long long)(a);                        \
+    expected = (unsigned long long)(b);                   \
+  }
+  SHMATARI_EXPECT("header_bytes", h.header_bytes, want.header_bytes)
+  SHMATARI_EXPECT("obs_frame_bytes", h.obs_frame_bytes, want.obs_frame_bytes)
+  SHMATARI_EXPECT("obs_env_bytes", h.obs_env_bytes, want.obs_env_bytes)
+  SHMATARI_EXPECT("env_ctrl_offset", h.env_ctrl_offset, want.env_ctrl_offset)
+  SHMATARI_EXPECT("worker_ctrl_offset", h.worker_ctrl_offset,
+                  want.worker_ctrl_offset)
+  SHMATARI_EXPECT("errors_offset", h.errors_offset, want.errors_offset)
+  SHMATARI_EXPECT("slots_offset", h.slots_offset, want.slots_offset)
+  SHMATARI_EXPECT("slot_obs_offset", h.slot_obs_offset, want.slot_obs_offset)
+  SHMATARI_EXPECT("slot_final_offset", h.slot_final_offset,
+                  want.slot_final_offset)
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++)
+    SHMATARI_EXPECT("slot_field_offset", h.slot_field_offset[f],
+                    want.slot_field_offset[f])
+  if (h.abi_minor <= SHMATARI_ABI_MINOR) {
+    SHMATARI_EXPECT("slot_bytes", h.slot_bytes, want.slot_bytes)
+    SHMATARI_EXPECT("field_count", h.field_count, want.field_count)
+  }
+#undef SHMATARI_EXPECT
+  if (bad != NULL)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: its header's %s is %llu, but "
+                         "its geometry (num_envs %u, batch_size %u, ring_depth "
+                         "%u) gives %llu", bad, got, h.num_envs, h.batch_size,
+                         h.ring_depth, expected);
+  /* A higher minor version may enlarge slots (new arrays after the ones
+   * above) and add fields: the slots must still fit in the segment. */
+  uint64_t ring_bytes, end;
+  if (h.field_count < SHMATARI_FIELD_COUNT || h.field_count > SHMATARI_MAX_FIELDS ||
+      h.slot_bytes < want.slot_bytes || h.slot_bytes % SHMATARI_ALIGN != 0 ||
+      shmatari_mul_u64(h.ring_depth, h.slot_bytes, &ring_bytes) ||
+      shmatari_add_u64(want.slots_offset, ring_bytes, &end) ||
+      end > h.total_bytes)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: ABI %u.%u with field_count "
+                         "%u and slot_bytes %llu does not fit its %llu bytes",
+                         h.abi_major, h.abi_minor, h.field_count,
+                         (unsigned long long)h.slot_bytes,
+                         (unsigned long long)h.total_bytes);
+  if (h.num_actions > SHMATARI_MAX_ACTIONS)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: num_actions %u is more than "
+                         "%u", h.num_actions, SHMATARI_MAX_ACTIONS);
+  want.slot_bytes = h.slot_bytes;
+  want.total_bytes = h.total_bytes;
+  shmatari_geom_set(g, base, &want);
   return SHMATARI_OK;
+}
+
+/* shmatari_geom_load without keeping the geometry: SHMATARI_OK,
+ * _ERR_NOT_SHMATARI or _ERR_ABI (with a message). */
+static inline int shmatari_check_header(const void *base, uint64_t size,
+                                        char *msg, size_t len) {
+  shmatari_geom g;
+  return shmatari_geom_load((void *)base, size, &g, msg, len);
 }
 
 /* Fills env_worker[e] with the worker that owns env e (num_envs entries),
  * from the worker records. Returns SHMATARI_OK, or _ERR_NOT_SHMATARI if the
  * groups do not cover every env exactly once. */
-static inline int shmatari_env_workers(const shmatari_header *h,
+static inline int shmatari_env_workers(const shmatari_geom *g,
                                        uint32_t *env_worker, char *msg,
                                        size_t len) {
   uint32_t next = 0;
-  for (uint32_t w = 0; w < h->num_workers; w++) {
-    const shmatari_worker_ctrl *wc = shmatari_worker(h, w);
-    if (wc->env_begin != next || wc->env_end <= wc->env_begin ||
-        wc->env_end > h->num_envs)
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    const shmatari_worker_ctrl *wc = shmatari_worker(g, w);
+    /* Read once: the segment may change under us. */
+    uint32_t begin = *(const volatile uint32_t *)&wc->env_begin;
+    uint32_t end = *(const volatile uint32_t *)&wc->env_end;
+    if (begin != next || end <= begin || end > g->num_envs)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                            "worker %u owns envs [%u, %u), expected to start "
-                           "at %u", w, wc->env_begin, wc->env_end, next);
-    for (uint32_t e = wc->env_begin; e < wc->env_end; e++) env_worker[e] = w;
-    next = wc->env_end;
+                           "at %u", w, begin, end, next);
+    for (uint32_t e = begin; e < end; e++) env_worker[e] = w;
+    next = end;
   }
-  if (next != h->num_envs)
+  if (next != g->num_envs)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "the workers own envs [0, %u) of %u", next,
-                         h->num_envs);
+                         g->num_envs);
   return SHMATARI_OK;
 }
 
@@ -267,14 +326,15 @@ static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
  * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
  * (the owner's process is gone). check_pids costs a system call or two per
  * process; waits do it once per SHMATARI_POLL_NS of sleep. */
-static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
+static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
                                       char *msg, size_t len) {
-  shmatari_header *hw = (shmatari_header *)h;
+  const shmatari_header *h = g->hdr;
+  shmatari_header *hw = g->hdr;
   if (shmatari_load_acquire(&hw->failed_workers) != 0) {
-    for (uint32_t w = 0; w < h->num_workers; w++) {
-      shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+    for (uint32_t w = 0; w < g->num_workers; w++) {
+      shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       if (shmatari_load_acquire(&wc->state) == SHMATARI_WORKER_FAILED) {
-        const char *text = shmatari_error_text(h, w);
+        const char *text = shmatari_error_text(g, w);
         return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                              "worker %u (pid %d, envs %u..%u) failed: %.*s", w,
                              (int)wc->pid, wc->env_begin, wc->env_end - 1,
@@ -290,8 +350,8 @@ static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
   if (!check_pids) return SHMATARI_OK;
   int r = shmatari_owner_check(h, msg, len);
   if (r != SHMATARI_OK) return r;
-  for (uint32_t w = 0; w < h->num_workers; w++) {
-    shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     uint32_t state = shmatari_load_acquire(&wc->state);
     if (state != SHMATARI_WORKER_EXITED && wc->pid > 0 &&
         !shmatari_pid_alive(wc->pid))
@@ -308,10 +368,11 @@ static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
  * SHMATARI_OK when woken or after a quiet slice in which the pool stayed
  * alive, _ERR_TIMEOUT once the deadline has passed, _ERR_INTERRUPTED on a
  * signal, or what shmatari_pool_check found. */
-static inline int shmatari_sleep_main(shmatari_header *h, uint32_t seen,
+static inline int shmatari_sleep_main(const shmatari_geom *g, uint32_t seen,
                                       int64_t spin_ns, int spin_mode,
                                       int64_t deadline_ns, int64_t slice_ns,
                                       char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
   if (deadline_ns >= 0) {
     int64_t left = deadline_ns - shmatari_now_ns();
     if (left <= 0) return SHMATARI_ERR_TIMEOUT;
@@ -322,7 +383,7 @@ static inline int shmatari_sleep_main(shmatari_header *h, uint32_t seen,
   if (r == SHMATARI_WAIT_EINTR)
     return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
                          "interrupted by a signal");
-  if (r == SHMATARI_WAIT_TIMEOUT) return shmatari_pool_check(h, 1, msg, len);
+  if (r == SHMATARI_WAIT_TIMEOUT) return shmatari_pool_check(g, 1, msg, len);
   return SHMATARI_OK;
 }
 
@@ -331,16 +392,18 @@ static inline int64_t shmatari_deadline(int64_t timeout_ns) {
 }
 
 /* Waits until the pool is RUNNING (its workers are ready). */
-static inline int shmatari_wait_running(shmatari_header *h, int64_t timeout_ns,
-                                        char *msg, size_t len) {
+static inline int shmatari_wait_running(const shmatari_geom *g,
+                                        int64_t timeout_ns, char *msg,
+                                        size_t len) {
+  shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
   for (;;) {
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
     uint32_t state = shmatari_load_acquire(&h->pool_state);
     if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
-    int r = shmatari_pool_check(h, 0, msg, len);
+    int r = shmatari_pool_check(g, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+      r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_POLL_NS, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "the pool was still starting after "
@@ -386,28 +449,29 @@ static inline void shmatari_unclaim(shmatari_header *h, int32_t pid) {
  *     consumed_batches = T.
  * No worker touches these words while no command is in flight, which step 1
  * guarantees. Returns SHMATARI_OK, _ERR_TIMEOUT, or a liveness error. */
-static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
+static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
                                    char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
-  for (uint32_t w = 0; w < h->num_workers; w++) {
-    shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     shmatari_notify(&wc->wake_seq, &wc->sleeping);
   }
   for (;;) {
-    uint32_t seen = shmatari_load_acquire(&h->main_seq), busy = h->num_envs;
-    for (uint32_t e = 0; e < h->num_envs && busy == h->num_envs; e++) {
-      shmatari_env_ctrl *ec = shmatari_env(h, e);
+    uint32_t seen = shmatari_load_acquire(&h->main_seq), busy = g->num_envs;
+    for (uint32_t e = 0; e < g->num_envs && busy == g->num_envs; e++) {
+      shmatari_env_ctrl *ec = shmatari_env(g, e);
       if (shmatari_load_acquire(&ec->req_seq) !=
           shmatari_load_acquire(&ec->ack_seq))
         busy = e;
     }
-    if (busy == h->num_envs) break;
+    if (busy == g->num_envs) break;
     /* Workers bump main_seq only when a slot fills, so sleep in short
      * slices: this runs once per attach, while a dead client's last
      * commands finish. */
-    int r = shmatari_pool_check(h, 0, msg, len);
+    int r = shmatari_pool_check(g, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+      r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_SECOND / 100, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "env %u was still running a command "
@@ -416,40 +480,41 @@ static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
     if (r != SHMATARI_OK && r != SHMATARI_ERR_INTERRUPTED) return r;
   }
   uint64_t batches = h->consumed_batches;
-  if (h->batch_size == h->num_envs) {
-    for (uint32_t e = 0; e < h->num_envs; e++)
-      if (shmatari_env(h, e)->results > batches)
-        batches = shmatari_env(h, e)->results;
-    for (uint32_t e = 0; e < h->num_envs; e++)
-      shmatari_env(h, e)->results = batches;
+  if (g->batch_size == g->num_envs) {
+    for (uint32_t e = 0; e < g->num_envs; e++)
+      if (shmatari_env(g, e)->results > batches)
+        batches = shmatari_env(g, e)->results;
+    for (uint32_t e = 0; e < g->num_envs; e++)
+      shmatari_env(g, e)->results = batches;
   } else {
     uint64_t pos = shmatari_load_acquire64(&h->alloc_pos);
-    uint64_t begun = (pos + h->batch_size - 1) / h->batch_size;
+    uint64_t begun = (pos + g->batch_size - 1) / g->batch_size;
     if (begun > batches) batches = begun;
-    shmatari_store_release64(&h->alloc_pos, batches * h->batch_size);
+    shmatari_store_release64(&h->alloc_pos, batches * g->batch_size);
   }
-  for (uint64_t s = 0; s < h->ring_depth; s++) {
-    shmatari_clear_rows(h, s);
+  for (uint64_t s = 0; s < g->ring_depth; s++) {
+    shmatari_clear_rows(g, s);
     shmatari_store_release(
-        &((shmatari_slot_header *)shmatari_slot(h, s))->done_count, 0);
+        &((shmatari_slot_header *)shmatari_slot(g, s))->done_count, 0);
   }
   shmatari_store_release64(&h->consumed_batches, batches);
   return SHMATARI_OK;
 }
 
-/* Everything attaching does once the segment is mapped: checks the header,
+/* Everything attaching does once the segment is mapped and its header
+ * checked (shmatari_geom_load, which gave g):
  * waits (up to timeout_ns) for the pool to run, claims it for pid and
  * recovers it. On failure the claim is not kept. */
-static inline int shmatari_open_pool(shmatari_header *h, uint64_t size,
-                                     int32_t pid, int64_t timeout_ns,
-                                     int32_t *holder, char *msg, size_t len) {
+static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
+                                     int64_t timeout_ns, int32_t *holder,
+                                     char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
-  int r = shmatari_check_header(h, size, msg, len);
-  if (r == SHMATARI_OK) r = shmatari_wait_running(h, timeout_ns, msg, len);
+  int r = shmatari_wait_running(g, timeout_ns, msg, len);
   if (r == SHMATARI_OK) r = shmatari_claim(h, pid, holder, msg, len);
   if (r != SHMATARI_OK) return r;
   int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
-  r = shmatari_recover(h, left < 0 && deadline >= 0 ? 0 : left, msg, len);
+  r = shmatari_recover(g, left < 0 && deadline >= 0 ? 0 : left, msg, len);
   if (r != SHMATARI_OK) shmatari_unclaim(h, pid);
   return r;
 }
@@ -461,21 +526,22 @@ static inline int shmatari_open_pool(shmatari_header *h, uint64_t size,
  * (STEP), or NULL for 0. The caller has checked that every env is in range,
  * listed once, and has no command in flight. env_worker: from
  * shmatari_env_workers; touched: num_workers bytes of zeros (left zero). */
-static inline void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
+static inline void shmatari_post(const shmatari_geom *g,
+                                 const uint32_t *env_worker,
                                  uint8_t *touched, const uint32_t *env_ids,
                                  uint32_t n, const int32_t *actions,
                                  uint32_t cmd) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t e = env_ids != NULL ? env_ids[i] : i;
-    shmatari_env_ctrl *ec = shmatari_env(h, e);
+    shmatari_env_ctrl *ec = shmatari_env(g, e);
     ec->cmd = cmd;
     ec->action = actions != NULL ? actions[i] : 0;
     shmatari_store_release(&ec->req_seq, ec->req_seq + 1);
     touched[env_worker[e]] = 1;
   }
-  for (uint32_t w = 0; w < h->num_workers; w++) {
+  for (uint32_t w = 0; w < g->num_workers; w++) {
     if (touched[w]) {
-      shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+      shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       shmatari_notify(&wc->wake_seq, &wc->sleeping);
       touched[w] = 0;
     }
@@ -491,29 +557,30 @@ static inline void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
  * between calls, starting at 0) has passed, so that a client kept busy by
  * the other workers still learns that one died (its envs would never answer
  * again), or that workers outlive their server. */
-static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
+static inline int shmatari_wait_batch(const shmatari_geom *g, uint64_t batch,
                                       int64_t spin_ns, int spin_mode,
                                       int64_t timeout_ns,
                                       int64_t *next_check_ns, char *msg,
                                       size_t len) {
-  shmatari_slot_header *slot = (shmatari_slot_header *)shmatari_slot(h, batch);
+  shmatari_header *h = g->hdr;
+  shmatari_slot_header *slot = (shmatari_slot_header *)shmatari_slot(g, batch);
   int64_t now = shmatari_now_ns(), deadline = -1;
   if (timeout_ns >= 0) deadline = now + timeout_ns;
   if (now >= *next_check_ns) {
     *next_check_ns = now + SHMATARI_POLL_NS;
-    int r = shmatari_pool_check(h, 1, msg, len);
+    int r = shmatari_pool_check(g, 1, msg, len);
     if (r != SHMATARI_OK) return r;
   }
   for (;;) {
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
-    if (shmatari_load_acquire(&slot->done_count) >= h->batch_size)
+    if (shmatari_load_acquire(&slot->done_count) >= g->batch_size)
       return SHMATARI_OK;
-    int r = shmatari_pool_check(h, 0, msg, len);
+    int r = shmatari_pool_check(g, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, spin_ns, spin_mode, deadline,
+      r = shmatari_sleep_main(g, seen, spin_ns, spin_mode, deadline,
                               SHMATARI_POLL_NS, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT) {
-      if (shmatari_load_acquire(&slot->done_count) >= h->batch_size)
+      if (shmatari_load_acquire(&slot->done_count) >= g->batch_size)
         return SHMATARI_OK;
       return shmatari_fail(msg, len, r, "no batch within %.3f s",
                            (double)timeout_ns / SHMATARI_SECOND);
@@ -524,10 +591,12 @@ static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
 
 /* Marks batch `batch` consumed: its slot may be written again, and its
  * rows are empty (shmatari_clear_rows). */
-static inline void shmatari_consume_batch(shmatari_header *h, uint64_t batch) {
-  shmatari_clear_rows(h, batch);
+static inline void shmatari_consume_batch(const shmatari_geom *g,
+                                          uint64_t batch) {
+  shmatari_header *h = g->hdr;
+  shmatari_clear_rows(g, batch);
   shmatari_store_release(
-      &((shmatari_slot_header *)shmatari_slot(h, batch))->done_count, 0);
+      &((shmatari_slot_header *)shmatari_slot(g, batch))->done_count, 0);
   shmatari_store_release64(&h->consumed_batches, batch + 1);
 }
 
@@ -565,6 +634,9 @@ typedef struct shmatari_client {
   shmatari_header *hdr; /* the mapped segment (read-only for the caller);
                            NULL when not attached */
   uint64_t map_bytes;   /* bytes mapped */
+  shmatari_geom geom;   /* the checked geometry, copied once at attach: every
+                           size and offset comes from here */
+  uint32_t num_actions; /* the action space's size, read once at attach */
   int32_t pid;          /* this process: the claim's holder */
   int64_t spin_ns;      /* how long a wait polls before it sleeps (0); worth
                            tens of microseconds with a core to spare */
@@ -600,6 +672,55 @@ static inline int shmatari_segment_name(const char *name, char *out,
   return SHMATARI_OK;
 }
 
+/* Who may attach (docs/layout.md, "Trust"): the segment MUST be a regular
+ * file, not a symbolic link (it is opened with O_NOFOLLOW), owned by this
+ * process's effective uid, with no group or other permission bits (shmatari
+ * creates it 0600), and with every byte allocated (shmatari commits every
+ * page; a sparse file would SIGBUS its reader when /dev/shm fills). There is
+ * no opt-in for sharing with a group: client and server are the same user.
+ * st: the file's fstat (or lstat, when the open failed). Returns SHMATARI_OK
+ * or _ERR_UNTRUSTED with a message that names the owner and mode and says
+ * what to do. */
+static inline int shmatari_trust_file(const char *path, const struct stat *st,
+                                      char *msg, size_t len) {
+  if (S_ISLNK(st->st_mode))
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it is a symbolic link (owner uid %u), "
+                         "and a shmatari segment is a regular file; remove "
+                         "the link and start the server again",
+                         path, (unsigned)st->st_uid);
+  if (!S_ISREG(st->st_mode))
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it is not a regular file (mode %06o, "
+                         "owner uid %u); remove it and start the server again",
+                         path, (unsigned)st->st_mode, (unsigned)st->st_uid);
+  if (st->st_uid != geteuid())
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it belongs to uid %u, not to this "
+                         "process's uid %u (mode %04o); a client attaches "
+                         "only to a pool served by its own user: run the "
+                         "client as the server's user",
+                         path, (unsigned)st->st_uid, (unsigned)geteuid(),
+                         (unsigned)(st->st_mode & 07777));
+  if (st->st_mode & 077)
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: its mode %04o lets other users read or "
+                         "write it (shmatari creates segments 0600, owner uid "
+                         "%u); remove it and start the server again",
+                         path, (unsigned)(st->st_mode & 07777),
+                         (unsigned)st->st_uid);
+#if defined(__linux__)
+  if ((uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size)
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: only %llu of its %llu bytes are "
+                         "allocated (a sparse file; shmatari commits every "
+                         "page); remove it and start the server again",
+                         path, (unsigned long long)st->st_blocks * 512,
+                         (unsigned long long)st->st_size);
+#endif
+  return SHMATARI_OK;
+}
+
 /* Releases what shmatari_attach acquired. Safe on a detached client. The
  * commands in flight stay in the pool; the next client's attach recovers
  * them. */
@@ -608,6 +729,7 @@ static inline void shmatari_detach(shmatari_client *c) {
     shmatari_unclaim(c->hdr, c->pid);
     munmap((void *)c->hdr, c->map_bytes);
   }
+  memset(&c->geom, 0, sizeof c->geom);
   free(c->env_pending);
   free(c->env_worker);
   free(c->touched);
@@ -641,11 +763,12 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
   snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
-#define SHMATARI_OPEN_SEGMENT() open(path, O_RDWR | O_CLOEXEC)
+#define SHMATARI_OPEN_SEGMENT() \
+  open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
 #else
   char path[SHMATARI_NAME_MAX + 2];
   snprintf(path, sizeof path, "/%s", c->segment);
-#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR, 0)
+#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR | O_NOFOLLOW, 0)
 #endif
 again:;
   int fd = SHMATARI_OPEN_SEGMENT();
@@ -655,13 +778,21 @@ again:;
   }
 #undef SHMATARI_OPEN_SEGMENT
   if (fd < 0) {
-    if (errno == ENOENT)
+    int err = errno;
+    if (err == ENOENT)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
                            "no shmatari pool named '%s' (%s does not exist): "
                            "start one with `shmatari serve GAME --name %s`",
                            name, path, name);
+#if defined(__linux__)
+    struct stat lst;
+    if ((err == ELOOP || err == EACCES || err == EPERM || err == ENXIO ||
+         err == EISDIR) &&
+        lstat(path, &lst) == 0)
+      return shmatari_trust_file(path, &lst, msg, len);
+#endif
     return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot open %s: %s",
-                         path, strerror(errno));
+                         path, strerror(err));
   }
   struct stat st;
   void *base = MAP_FAILED;
@@ -669,6 +800,9 @@ again:;
   if (fstat(fd, &st) != 0) {
     err = errno;
     st.st_size = 0;
+  } else if ((r = shmatari_trust_file(path, &st, msg, len)) != SHMATARI_OK) {
+    close(fd);
+    return r;
   } else if (st.st_size >= (off_t)SHMATARI_HEADER_BYTES) {
     base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                 fd, 0);
@@ -688,24 +822,28 @@ again:;
     nanosleep(&retry, NULL);
     goto again;
   }
-  c->hdr = (shmatari_header *)base;
-  c->map_bytes = (uint64_t)st.st_size;
+  r = shmatari_geom_load(base, (uint64_t)st.st_size, &c->geom, msg, len);
   int32_t holder = 0;
-  r = shmatari_open_pool(c->hdr, c->map_bytes, c->pid, timeout_ns, &holder,
-                         msg, len);
+  if (r == SHMATARI_OK)
+    r = shmatari_open_pool(&c->geom, c->pid, timeout_ns, &holder, msg, len);
   if (r != SHMATARI_OK) {
-    munmap(base, c->map_bytes); /* the claim was not kept */
-    c->hdr = NULL;
+    munmap(base, (size_t)st.st_size); /* the claim was not kept */
+    memset(&c->geom, 0, sizeof c->geom);
     return r;
   }
-  uint32_t n = c->hdr->num_envs;
+  c->hdr = (shmatari_header *)base;
+  c->map_bytes = (uint64_t)st.st_size;
+  /* Written by worker 0 before the pool ran; read once, and bounded. */
+  c->num_actions = *(volatile uint32_t *)&c->hdr->num_actions;
+  if (c->num_actions > SHMATARI_MAX_ACTIONS) c->num_actions = 0;
+  uint32_t n = c->geom.num_envs;
   c->env_pending = (uint8_t *)calloc(n, 1);
   c->env_worker = (uint32_t *)calloc(n, sizeof(uint32_t));
-  c->touched = (uint8_t *)calloc(c->hdr->num_workers, 1);
+  c->touched = (uint8_t *)calloc(c->geom.num_workers, 1);
   if (c->env_pending == NULL || c->env_worker == NULL || c->touched == NULL)
     r = shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "out of memory");
   else
-    r = shmatari_env_workers(c->hdr, c->env_worker, msg, len);
+    r = shmatari_env_workers(&c->geom, c->env_worker, msg, len);
   if (r != SHMATARI_OK) {
     shmatari_detach(c);
     return r;
@@ -719,7 +857,7 @@ again:;
  * and, for RGB, 3 to shape; returns the number of dimensions (3 or 4). */
 static inline int shmatari_obs_shape(const shmatari_client *c,
                                      uint32_t shape[4]) {
-  const shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   shape[0] = h->stack_num;
   shape[1] = h->img_height;
   shape[2] = h->img_width;
@@ -736,7 +874,7 @@ static inline int shmatari_post_checked(shmatari_client *c, uint32_t cmd,
   size_t len = sizeof c->error;
   if (c->hdr == NULL)
     return shmatari_fail(msg, len, SHMATARI_ERR_STATE, "not attached");
-  const shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   if (env_ids == NULL && n != h->num_envs)
     return shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%u commands for %u "
                          "envs: pass env_ids to address fewer", n, h->num_envs);
@@ -754,10 +892,10 @@ static inline int shmatari_post_checked(shmatari_client *c, uint32_t cmd,
                             ? "is listed twice"
                             : "is still running: wait for its result first");
     else if (actions != NULL &&
-             (actions[i] < 0 || (uint32_t)actions[i] >= h->num_actions))
+             (actions[i] < 0 || (uint32_t)actions[i] >= c->num_actions))
       r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "action %d at position "
                         "%u is out of range 0..%u", actions[i], i,
-                        h->num_actions - 1);
+                        c->num_actions - 1);
     else
       c->env_pending[e] = 2; /* listed; made 1 below, or undone */
   }
@@ -767,7 +905,7 @@ static inline int shmatari_post_checked(shmatari_client *c, uint32_t cmd,
       c->env_pending[e] = r == SHMATARI_OK ? 1 : 0;
   }
   if (r != SHMATARI_OK) return r;
-  shmatari_post(c->hdr, c->env_worker, c->touched, (const uint32_t *)env_ids, n,
+  shmatari_post(&c->geom, c->env_worker, c->touched, (const uint32_t *)env_ids, n,
                 actions, cmd);
   c->pending += n;
   return SHMATARI_OK;
@@ -788,7 +926,7 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
  * come back through shmatari_wait. */
 static inline int shmatari_reset(shmatari_client *c) {
   return shmatari_post_checked(c, SHMATARI_CMD_RESET, NULL, NULL,
-                               c->hdr != NULL ? c->hdr->num_envs : 0);
+                               c->hdr != NULL ? c->geom.num_envs : 0);
 }
 
 /* Consumes the batch the last call returned, then waits up to timeout_ns
@@ -803,7 +941,7 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
   size_t len = sizeof c->error;
   if (c->hdr == NULL)
     return shmatari_fail(msg, len, SHMATARI_ERR_STATE, "not attached");
-  shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   if (c->holding) {
     shmatari_consume_batch(h, c->taken);
     c->taken++;
