@@ -103,8 +103,8 @@ def check_trusted(path: str, st: os.stat_result) -> None:
             f"segment is a regular file; remove the link and start the server again")
     if not stat.S_ISREG(st.st_mode):
         raise UntrustedSegmentError(
-            f"refusing {path}: it is not a regular file (mode {st.st_mode:06o}, owner uid "
-            f"{uid}); remove it and start the server again")
+            f"refusing {path}: it is not a shared-memory segment (not a regular file: mode "
+            f"{st.st_mode:06o}, owner uid {uid}); remove it and start the server again")
     if uid != os.geteuid():
         raise UntrustedSegmentError(
             f"refusing {path}: it belongs to uid {uid}, not to this process's uid "

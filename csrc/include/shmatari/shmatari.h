@@ -691,8 +691,9 @@ static inline int shmatari_trust_file(const char *path, const struct stat *st,
                          path, (unsigned)st->st_uid);
   if (!S_ISREG(st->st_mode))
     return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
-                         "refusing %s: it is not a regular file (mode %06o, "
-                         "owner uid %u); remove it and start the server again",
+                         "refusing %s: it is not a shared-memory segment (not "
+                         "a regular file: mode %06o, owner uid %u); remove it "
+                         "and start the server again",
                          path, (unsigned)st->st_mode, (unsigned)st->st_uid);
   if (st->st_uid != geteuid())
     return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
