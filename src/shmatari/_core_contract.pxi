@@ -41,8 +41,16 @@ STATUS = {
     "server_dead": SHMATARI_ERR_SERVER_DEAD, "worker": SHMATARI_ERR_WORKER,
     "closed": SHMATARI_ERR_CLOSED, "interrupted": SHMATARI_ERR_INTERRUPTED,
     "invalid": SHMATARI_ERR_INVALID, "state": SHMATARI_ERR_STATE,
-    "system": SHMATARI_ERR_SYSTEM,
+    "system": SHMATARI_ERR_SYSTEM, "untrusted": SHMATARI_ERR_UNTRUSTED,
 }
+#: Documented maxima of a pool's primary parameters (``SHMATARI_MAX_*``,
+#: docs/layout.md "Trust"): a client refuses a header beyond them.
+MAX_ENVS = SHMATARI_MAX_ENVS
+MAX_RING_DEPTH = SHMATARI_MAX_RING_DEPTH
+MAX_STACK = SHMATARI_MAX_STACK
+MAX_IMG_SIDE = SHMATARI_MAX_IMG_SIDE
+MAX_FRAME_SKIP = SHMATARI_MAX_FRAME_SKIP
+MAX_SEGMENT_BYTES = SHMATARI_MAX_SEGMENT_BYTES
 OK = SHMATARI_OK
 ERR_TIMEOUT = SHMATARI_ERR_TIMEOUT
 ERR_INTERRUPTED = SHMATARI_ERR_INTERRUPTED
@@ -187,9 +195,12 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
         ``total_bytes`` (offset 24) is the size the segment needs.
 
     Raises:
-        ValueError: the geometry is invalid (see ``shmatari_layout_compute``).
+        ValueError: the geometry is invalid or too large (see
+            ``shmatari_layout_compute_msg``); the message says which
+            parameter is out of range, or how many bytes it would need.
     """
     cdef shmatari_header h
+    cdef char msg[512]
     memset(&h, 0, sizeof(h))
     h.num_envs = num_envs
     h.num_workers = num_workers
@@ -201,8 +212,8 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.channels = channels
     h.frame_skip = frame_skip
     h.autoreset_mode = autoreset_mode
-    if shmatari_layout_compute(&h) != 0:
-        raise ValueError("invalid pool geometry: " + repr(dict(
+    if shmatari_layout_compute_msg(&h, msg, sizeof(msg)) != 0:
+        raise ValueError(msg.decode("utf-8", "replace") + ": " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
             img_width=img_width, channels=channels, frame_skip=frame_skip,

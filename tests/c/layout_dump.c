@@ -66,7 +66,7 @@ int main(void) {
       SHMATARI_OK, SHMATARI_ERR_NOT_FOUND, SHMATARI_ERR_NOT_SHMATARI, SHMATARI_ERR_ABI,
       SHMATARI_ERR_BUSY, SHMATARI_ERR_TIMEOUT, SHMATARI_ERR_SERVER_DEAD, SHMATARI_ERR_WORKER,
       SHMATARI_ERR_CLOSED, SHMATARI_ERR_INTERRUPTED, SHMATARI_ERR_INVALID, SHMATARI_ERR_STATE,
-      SHMATARI_ERR_SYSTEM};
+      SHMATARI_ERR_SYSTEM, SHMATARI_ERR_UNTRUSTED};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
     printf("%s\"%d\": \"%s\"", i ? ", " : "", codes[i], shmatari_strerror(codes[i]));
   printf("}}\n");

@@ -52,6 +52,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -299,6 +300,18 @@ SHMATARI_STATIC_ASSERT(sizeof(shmatari_env_ctrl) == 64, "env ctrl");
 SHMATARI_STATIC_ASSERT(sizeof(shmatari_worker_ctrl) == 64, "worker ctrl");
 SHMATARI_STATIC_ASSERT(sizeof(shmatari_slot_header) == 64, "slot header");
 
+/* Documented maxima of the primary parameters (docs/layout.md, "Trust"). A
+ * creator MUST NOT lay out, and a client refuses, a pool beyond them; they
+ * bound every product below, and shmatari_layout_compute still checks each
+ * sum and product for overflow. */
+#define SHMATARI_MAX_ENVS 65536u        /* num_envs */
+#define SHMATARI_MAX_RING_DEPTH 131072u /* ring_depth */
+#define SHMATARI_MAX_STACK 256u         /* stack_num */
+#define SHMATARI_MAX_IMG_SIDE 4096u     /* img_height, img_width (pixels) */
+#define SHMATARI_MAX_FRAME_SKIP 1024u   /* frame_skip (frames) */
+/* Bytes in a whole segment: 1 TiB. */
+#define SHMATARI_MAX_SEGMENT_BYTES (UINT64_C(1) << 40)
+
 static inline uint64_t shmatari_align_up(uint64_t n) {
   return (n + SHMATARI_ALIGN - 1) / SHMATARI_ALIGN * SHMATARI_ALIGN;
 }
@@ -307,42 +320,91 @@ static inline uint64_t shmatari_align_up(uint64_t n) {
  * been taken: ceil(num_envs / batch_size) + 1. */
 static inline uint32_t shmatari_min_ring_depth(uint32_t num_envs,
                                                uint32_t batch_size) {
-  return (num_envs + batch_size - 1) / batch_size + 1;
+  return (uint32_t)(((uint64_t)num_envs + batch_size - 1) / batch_size + 1);
 }
 
-/* Fills in every size and offset of h from its geometry (num_envs,
- * num_workers, batch_size, ring_depth, stack_num, img_height, img_width,
- * channels, frame_skip, autoreset_mode), and the identity words. Returns 0,
- * or -1 if the geometry is invalid. */
-static inline int shmatari_layout_compute(shmatari_header *h) {
+/* Overflow-checked arithmetic for the layout: each returns 0 and leaves the
+ * result in *out, or 1 on overflow (past 2^64). */
+static inline int shmatari_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+  return __builtin_add_overflow(a, b, out);
+}
+static inline int shmatari_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+static inline int shmatari_align_checked(uint64_t n, uint64_t *out) {
+  if (n > UINT64_MAX - (SHMATARI_ALIGN - 1)) return 1;
+  *out = shmatari_align_up(n);
+  return 0;
+}
+
+/* Why shmatari_layout_compute refused a geometry: SHMATARI_LAYOUT_INVALID
+ * (a parameter out of its range) or SHMATARI_LAYOUT_TOO_LARGE (the segment
+ * would exceed SHMATARI_MAX_SEGMENT_BYTES, or 2^64). */
+enum { SHMATARI_LAYOUT_OK = 0, SHMATARI_LAYOUT_INVALID = -1,
+       SHMATARI_LAYOUT_TOO_LARGE = -2 };
+
+/* Fills in every size and offset of h from its primary parameters
+ * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
+ * img_width, channels, frame_skip, autoreset_mode), and the identity words.
+ * Every parameter is bounded (SHMATARI_MAX_*) and every sum and product is
+ * checked for overflow. Returns SHMATARI_LAYOUT_OK, or _INVALID /
+ * _TOO_LARGE, writing the reason (with the byte count when too large) to
+ * msg when msg is not NULL. */
+static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
+                                              size_t len) {
   static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
-  if (h->num_envs < 1 || h->num_workers < 1 || h->num_workers > h->num_envs ||
+  if (msg != NULL && len > 0) msg[0] = 0;
+  if (h->num_envs < 1 || h->num_envs > SHMATARI_MAX_ENVS ||
+      h->num_workers < 1 || h->num_workers > h->num_envs ||
       h->batch_size < 1 || h->batch_size > h->num_envs ||
       h->ring_depth < shmatari_min_ring_depth(h->num_envs, h->batch_size) ||
-      h->stack_num < 1 || h->img_height < 1 || h->img_width < 1 ||
+      h->ring_depth > SHMATARI_MAX_RING_DEPTH ||
+      h->stack_num < 1 || h->stack_num > SHMATARI_MAX_STACK ||
+      h->img_height < 1 || h->img_height > SHMATARI_MAX_IMG_SIDE ||
+      h->img_width < 1 || h->img_width > SHMATARI_MAX_IMG_SIDE ||
       (h->channels != 1 && h->channels != 3) || h->frame_skip < 1 ||
-      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED)
-    return -1;
+      h->frame_skip > SHMATARI_MAX_FRAME_SKIP ||
+      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED) {
+    if (msg != NULL)
+      snprintf(msg, len, "invalid geometry: num_envs %u (1..%u), num_workers "
+               "%u (1..num_envs), batch_size %u (1..num_envs), ring_depth %u "
+               "(%u..%u), stack_num %u (1..%u), image %ux%u (1..%u a side), "
+               "channels %u (1 or 3), frame_skip %u (1..%u), autoreset_mode "
+               "%u (0..2)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
+               h->batch_size, h->ring_depth,
+               h->batch_size ? shmatari_min_ring_depth(h->num_envs,
+                                                       h->batch_size) : 0,
+               SHMATARI_MAX_RING_DEPTH, h->stack_num, SHMATARI_MAX_STACK,
+               h->img_height, h->img_width, SHMATARI_MAX_IMG_SIDE, h->channels,
+               h->frame_skip, SHMATARI_MAX_FRAME_SKIP, h->autoreset_mode);
+    return SHMATARI_LAYOUT_INVALID;
+  }
   h->magic = SHMATARI_MAGIC;
   h->abi_major = SHMATARI_ABI_MAJOR;
   h->abi_minor = SHMATARI_ABI_MINOR;
   h->header_bytes = SHMATARI_HEADER_BYTES;
   h->field_count = SHMATARI_FIELD_COUNT;
-  h->obs_frame_bytes = (uint64_t)h->img_height * h->img_width * h->channels;
-  h->obs_env_bytes = h->obs_frame_bytes * h->stack_num;
+  int over = 0;
+  uint64_t t, off;
+  over |= shmatari_mul_u64((uint64_t)h->img_height * h->img_width,
+                           h->channels, &h->obs_frame_bytes);
+  over |= shmatari_mul_u64(h->obs_frame_bytes, h->stack_num, &h->obs_env_bytes);
 
-  uint64_t off = SHMATARI_SLOT_HEADER_BYTES;
+  off = SHMATARI_SLOT_HEADER_BYTES;
   for (unsigned f = 0; f < SHMATARI_MAX_FIELDS; f++) h->slot_field_offset[f] = 0;
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
     h->slot_field_offset[f] = off;
-    off = shmatari_align_up(off + (uint64_t)field_bytes[f] * h->batch_size);
+    over |= shmatari_add_u64(off, (uint64_t)field_bytes[f] * h->batch_size, &t);
+    over |= shmatari_align_checked(t, &off);
   }
   h->slot_obs_offset = off;
-  h->slot_bytes = shmatari_align_up(off + h->obs_env_bytes * h->batch_size);
+  over |= shmatari_mul_u64(h->obs_env_bytes, h->batch_size, &t);
+  over |= shmatari_add_u64(off, t, &t);
+  over |= shmatari_align_checked(t, &h->slot_bytes);
   h->slot_final_offset = 0;
   if (h->autoreset_mode == SHMATARI_AUTORESET_SAME_STEP) {
     h->slot_final_offset = h->slot_bytes;
-    h->slot_bytes *= 2;
+    over |= shmatari_mul_u64(h->slot_bytes, 2, &h->slot_bytes);
   }
 
   off = SHMATARI_HEADER_BYTES;
@@ -352,45 +414,113 @@ static inline int shmatari_layout_compute(shmatari_header *h) {
   off += (uint64_t)h->num_workers * sizeof(shmatari_worker_ctrl);
   h->errors_offset = off;
   off += (uint64_t)h->num_workers * SHMATARI_ERROR_BYTES;
-  h->slots_offset = off;
-  off += (uint64_t)h->ring_depth * h->slot_bytes;
-  h->total_bytes = off;
-  return 0;
+  h->slots_offset = off; /* < 2^30 under SHMATARI_MAX_ENVS */
+  over |= shmatari_mul_u64(h->ring_depth, h->slot_bytes, &t);
+  over |= shmatari_add_u64(off, t, &h->total_bytes);
+  if (over || h->total_bytes > SHMATARI_MAX_SEGMENT_BYTES) {
+    if (msg != NULL) {
+      if (over)
+        snprintf(msg, len, "geometry too large: the segment would need "
+                 "2^64 bytes or more (limit %llu)",
+                 (unsigned long long)SHMATARI_MAX_SEGMENT_BYTES);
+      else
+        snprintf(msg, len, "geometry too large: the segment would need %llu "
+                 "bytes (limit %llu)", (unsigned long long)h->total_bytes,
+                 (unsigned long long)SHMATARI_MAX_SEGMENT_BYTES);
+    }
+    h->total_bytes = 0;
+    return SHMATARI_LAYOUT_TOO_LARGE;
+  }
+  return SHMATARI_LAYOUT_OK;
 }
 
-static inline shmatari_env_ctrl *shmatari_env(const shmatari_header *h,
+/* shmatari_layout_compute_msg without the message: 0, or -1 (invalid or
+ * too large). */
+static inline int shmatari_layout_compute(shmatari_header *h) {
+  return shmatari_layout_compute_msg(h, NULL, 0) == SHMATARI_LAYOUT_OK ? 0 : -1;
+}
+
+/* The checked geometry of a mapped segment, copied out of it once
+ * (shmatari_geom_load in shmatari/shmatari.h, or shmatari_geom_set). Every
+ * address the protocol computes comes from here, never from the segment:
+ * a header rewritten after the check cannot move a read or a write. */
+typedef struct shmatari_geom {
+  shmatari_header *hdr; /* the mapped segment; only its shared words (seqs,
+                           states, counters, claims) are read through it */
+  uint64_t total_bytes; /* == bytes mapped */
+  uint32_t num_envs, num_workers, batch_size, ring_depth;
+  uint32_t stack_num, img_height, img_width, channels, frame_skip;
+  uint32_t autoreset_mode;
+  uint64_t obs_frame_bytes, obs_env_bytes, slot_bytes;
+  uint64_t env_ctrl_offset, worker_ctrl_offset, errors_offset, slots_offset;
+  uint64_t slot_obs_offset, slot_final_offset;
+  uint64_t slot_field_offset[SHMATARI_MAX_FIELDS];
+} shmatari_geom;
+
+/* Copies the geometry of `checked` (a header already checked, or computed by
+ * shmatari_layout_compute) into g, for the segment mapped at base. */
+static inline void shmatari_geom_set(shmatari_geom *g, void *base,
+                                     const shmatari_header *checked) {
+  g->hdr = (shmatari_header *)base;
+  g->total_bytes = checked->total_bytes;
+  g->num_envs = checked->num_envs;
+  g->num_workers = checked->num_workers;
+  g->batch_size = checked->batch_size;
+  g->ring_depth = checked->ring_depth;
+  g->stack_num = checked->stack_num;
+  g->img_height = checked->img_height;
+  g->img_width = checked->img_width;
+  g->channels = checked->channels;
+  g->frame_skip = checked->frame_skip;
+  g->autoreset_mode = checked->autoreset_mode;
+  g->obs_frame_bytes = checked->obs_frame_bytes;
+  g->obs_env_bytes = checked->obs_env_bytes;
+  g->slot_bytes = checked->slot_bytes;
+  g->env_ctrl_offset = checked->env_ctrl_offset;
+  g->worker_ctrl_offset = checked->worker_ctrl_offset;
+  g->errors_offset = checked->errors_offset;
+  g->slots_offset = checked->slots_offset;
+  g->slot_obs_offset = checked->slot_obs_offset;
+  g->slot_final_offset = checked->slot_final_offset;
+  for (unsigned f = 0; f < SHMATARI_MAX_FIELDS; f++)
+    g->slot_field_offset[f] = checked->slot_field_offset[f];
+}
+
+static inline shmatari_env_ctrl *shmatari_env(const shmatari_geom *g,
                                               uint32_t env) {
-  return (shmatari_env_ctrl *)((char *)h + h->env_ctrl_offset) + env;
+  return (shmatari_env_ctrl *)((char *)g->hdr + g->env_ctrl_offset) + env;
 }
 
-static inline shmatari_worker_ctrl *shmatari_worker(const shmatari_header *h,
+static inline shmatari_worker_ctrl *shmatari_worker(const shmatari_geom *g,
                                                     uint32_t worker) {
-  return (shmatari_worker_ctrl *)((char *)h + h->worker_ctrl_offset) + worker;
+  return (shmatari_worker_ctrl *)((char *)g->hdr + g->worker_ctrl_offset) +
+         worker;
 }
 
-static inline char *shmatari_error_text(const shmatari_header *h,
+static inline char *shmatari_error_text(const shmatari_geom *g,
                                         uint32_t worker) {
-  return (char *)h + h->errors_offset + (uint64_t)worker * SHMATARI_ERROR_BYTES;
+  return (char *)g->hdr + g->errors_offset +
+         (uint64_t)worker * SHMATARI_ERROR_BYTES;
 }
 
-static inline char *shmatari_slot(const shmatari_header *h, uint64_t slot) {
-  return (char *)h + h->slots_offset + (slot % h->ring_depth) * h->slot_bytes;
+static inline char *shmatari_slot(const shmatari_geom *g, uint64_t slot) {
+  return (char *)g->hdr + g->slots_offset + (slot % g->ring_depth) * g->slot_bytes;
 }
 
 /* The env_id element of the row of result position pos. */
-static inline int32_t *shmatari_row_env_id(const shmatari_header *h,
+static inline int32_t *shmatari_row_env_id(const shmatari_geom *g,
                                            uint64_t pos) {
-  return (int32_t *)(shmatari_slot(h, pos / h->batch_size) +
-                     h->slot_field_offset[SHMATARI_FIELD_ENV_ID]) +
-         pos % h->batch_size;
+  return (int32_t *)(shmatari_slot(g, pos / g->batch_size) +
+                     g->slot_field_offset[SHMATARI_FIELD_ENV_ID]) +
+         pos % g->batch_size;
 }
 
 /* Marks every row of slot `slot` (mod ring_depth) empty: env_id -1. */
-static inline void shmatari_clear_rows(const shmatari_header *h,
+static inline void shmatari_clear_rows(const shmatari_geom *g,
                                        uint64_t slot) {
-  int32_t *ids = (int32_t *)(shmatari_slot(h, slot) +
-                             h->slot_field_offset[SHMATARI_FIELD_ENV_ID]);
-  for (uint32_t i = 0; i < h->batch_size; i++) ids[i] = -1;
+  int32_t *ids = (int32_t *)(shmatari_slot(g, slot) +
+                             g->slot_field_offset[SHMATARI_FIELD_ENV_ID]);
+  for (uint32_t i = 0; i < g->batch_size; i++) ids[i] = -1;
 }
 
 #ifdef __cplusplus
