@@ -117,6 +117,11 @@ int main(int argc, char **argv) {
               c.segment, h->num_envs, h->batch_size, h->num_workers,
               h->num_actions, h->frame_skip);
   std::printf("obs_shape=%s\n", shape_text.c_str());
+  // The server, as every wait judges it (shmatari_owner_alive): its pid and
+  // when it started (ABI 1.2).
+  std::printf("abi=%u.%u owner_pid=%d owner_start=%llu\n", h->abi_major,
+              h->abi_minor, (int)h->owner_pid,
+              (unsigned long long)h->owner_start);
   if (!args.expect_shape.empty() && args.expect_shape != shape_text) {
     shmatari_detach(&c);
     return fail_check("obs shape differs from --expect-shape");

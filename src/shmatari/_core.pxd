@@ -103,6 +103,7 @@ cdef extern from "shmatari/layout.h" nogil:
         uint64_t seed_words[4]
         uint32_t autoreset_mode
         uint64_t slot_final_offset
+        uint64_t owner_start
         uint32_t main_seq
         uint32_t main_sleeping
         uint32_t ready_workers
@@ -174,7 +175,11 @@ cdef extern from "shmatari/shmatari.h" nogil:
         SHMATARI_ERR_STATE
         SHMATARI_ERR_SYSTEM
     const int SHMATARI_NAME_MAX
+    const char *SHMATARI_NAME_PREFIX
     int shmatari_pid_alive(int32_t pid)
+    uint64_t shmatari_process_start(int32_t pid)
+    int shmatari_process_alive(int32_t pid, uint64_t start)
+    int shmatari_owner_alive(const shmatari_header *h)
     int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
     int shmatari_env_workers(const shmatari_header *h, uint32_t *env_worker,
                              char *msg, size_t len)

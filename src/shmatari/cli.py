@@ -54,18 +54,24 @@ def _free_name(segment: str) -> None:
     except FileNotFoundError:
         return
     except ValueError:  # an empty file: a server being created, or debris
-        owner = 0
+        owner, alive = 0, False
     else:
+        seg = None
         try:
-            owner = _core.Segment(mapped.buf).header()["owner_pid"]
+            seg = _core.Segment(mapped.buf)
+            # the owner's pid and start time (Segment.owner_alive)
+            owner, alive = seg.header()["owner_pid"], seg.owner_alive()
         except ValueError:
-            owner = -1
+            owner, alive = -1, False
         finally:
+            if seg is not None:
+                seg.release()
+            del seg
             mapped.close()
     if owner == -1:
         raise SystemExit(f"shmatari serve: {shm.SHM_DIR}/{segment} exists and is not a "
                          f"shmatari pool; choose another --name")
-    if owner and _core.pid_alive(owner):
+    if owner and alive:
         raise SystemExit(f"shmatari serve: the name is taken: pid {owner} already serves "
                          f"{shm.SHM_DIR}/{segment}; choose another --name or stop it")
     _log(f"removing {shm.SHM_DIR}/{segment}, left by a server that died (pid {owner})")
