@@ -5,6 +5,8 @@ time (``owner_start``, ABI 1.2), and the same C function
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 import shmatari
 from shmatari import _core, shm
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 HDR = _core.MEMBERS["shmatari_header"]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 
@@ -115,3 +118,25 @@ def test_workers_judge_their_owner_by_the_header_identity():
         assert not any(map(_core.pid_alive, pids))
     finally:
         env.close()
+
+
+@linux_only
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_c_judges_processes_by_the_same_rule(lang, tmp_path):
+    """tests/c/liveness.c: the C functions on this process, a zombie and a
+    reaped child, and a header whose owner_start names another process; the
+    start time it reads is the one Python reads."""
+    names = ("cc", "gcc", "clang") if lang == "c" else ("c++", "g++", "clang++")
+    cc = next((c for c in map(shutil.which, names) if c), None)
+    if cc is None:
+        pytest.skip(f"no {lang} compiler on this machine")
+    exe = tmp_path / "liveness"
+    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
+    subprocess.run([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic",
+                    f"-I{ROOT / 'csrc' / 'include'}", str(ROOT / "tests" / "c" / "liveness.c"),
+                    "-o", str(exe)], check=True)
+    p = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    python_says = _core.process_start(p.pid)
+    out, _ = p.communicate("\n", timeout=30)
+    assert p.returncode == 0, out
+    assert out == f"ok {python_says}\n"

@@ -34,6 +34,7 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_FLAG_RESTARTED
     const unsigned SHMATARI_FLAG_FINAL
     const unsigned SHMATARI_FLAG_OBSERVED
+    ctypedef uint8_t shmatari_bool8
 
     enum shmatari_cmd:
         SHMATARI_CMD_NONE
