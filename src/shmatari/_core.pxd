@@ -34,6 +34,7 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_FLAG_RESTARTED
     const unsigned SHMATARI_FLAG_FINAL
     const unsigned SHMATARI_FLAG_OBSERVED
+    ctypedef uint8_t shmatari_bool8
 
     enum shmatari_cmd:
         SHMATARI_CMD_NONE
@@ -103,6 +104,7 @@ cdef extern from "shmatari/layout.h" nogil:
         uint64_t seed_words[4]
         uint32_t autoreset_mode
         uint64_t slot_final_offset
+        uint64_t owner_start
         uint32_t main_seq
         uint32_t main_sleeping
         uint32_t ready_workers
@@ -193,7 +195,11 @@ cdef extern from "shmatari/shmatari.h" nogil:
         SHMATARI_ERR_SYSTEM
         SHMATARI_ERR_UNTRUSTED
     const int SHMATARI_NAME_MAX
+    const char *SHMATARI_NAME_PREFIX
     int shmatari_pid_alive(int32_t pid)
+    uint64_t shmatari_process_start(int32_t pid)
+    int shmatari_process_alive(int32_t pid, uint64_t start)
+    int shmatari_owner_alive(const shmatari_header *h)
     int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
     int shmatari_geom_load(void *base, uint64_t size, shmatari_geom *g, char *msg,
                            size_t len)

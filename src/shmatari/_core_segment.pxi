@@ -121,36 +121,27 @@ cdef class Segment:
         return self.geo.ring_depth
 
     def header(self):
-        """The header's words as a dict (a snapshot)."""
+        """The header's words as a dict (a snapshot; ``header_words``), with
+        ``slot_field_offset`` cut to this build's fields and ``action_set``
+        to ``num_actions``. The geometry's words are the checked geometry
+        copied at attach (``shmatari_geom``), not what the segment says now."""
         self._check()
-        h = self.hdr
-        g = &self.geo
-        return {
-            "magic": h.magic, "abi_major": h.abi_major, "abi_minor": h.abi_minor,
-            "header_bytes": h.header_bytes, "total_bytes": g.total_bytes,
-            "num_envs": g.num_envs, "num_workers": g.num_workers,
-            "batch_size": g.batch_size, "ring_depth": g.ring_depth,
-            "stack_num": g.stack_num, "img_height": g.img_height,
-            "img_width": g.img_width, "channels": g.channels,
-            "frame_skip": g.frame_skip, "num_actions": h.num_actions,
-            "obs_frame_bytes": g.obs_frame_bytes, "obs_env_bytes": g.obs_env_bytes,
-            "slot_bytes": g.slot_bytes, "env_ctrl_offset": g.env_ctrl_offset,
-            "worker_ctrl_offset": g.worker_ctrl_offset,
-            "errors_offset": g.errors_offset, "slots_offset": g.slots_offset,
-            "slot_obs_offset": g.slot_obs_offset,
-            "slot_field_offset": [g.slot_field_offset[i] for i in range(<int>SHMATARI_FIELD_COUNT)],
-            "action_set": [h.action_set[i]
-                           for i in range(min(h.num_actions, SHMATARI_MAX_ACTIONS))],
-            "owner_pid": h.owner_pid, "client_pid": h.client_pid,
-            "pool_state": h.pool_state, "field_count": h.field_count,
-            "seed_words": [h.seed_words[i] for i in range(SHMATARI_SEED_WORDS)],
-            "autoreset_mode": g.autoreset_mode,
-            "slot_final_offset": g.slot_final_offset,
-            "ready_workers": shmatari_load_acquire(&h.ready_workers),
-            "failed_workers": shmatari_load_acquire(&h.failed_workers),
-            "alloc_pos": shmatari_load_acquire64(&h.alloc_pos),
-            "consumed_batches": h.consumed_batches,
-        }
+        cdef shmatari_geom *g = &self.geo
+        out = header_words(self._view)
+        out.update(
+            total_bytes=g.total_bytes, num_envs=g.num_envs, num_workers=g.num_workers,
+            batch_size=g.batch_size, ring_depth=g.ring_depth, stack_num=g.stack_num,
+            img_height=g.img_height, img_width=g.img_width, channels=g.channels,
+            frame_skip=g.frame_skip, obs_frame_bytes=g.obs_frame_bytes,
+            obs_env_bytes=g.obs_env_bytes, slot_bytes=g.slot_bytes,
+            env_ctrl_offset=g.env_ctrl_offset, worker_ctrl_offset=g.worker_ctrl_offset,
+            errors_offset=g.errors_offset, slots_offset=g.slots_offset,
+            slot_obs_offset=g.slot_obs_offset, slot_final_offset=g.slot_final_offset,
+            autoreset_mode=g.autoreset_mode,
+            slot_field_offset=[g.slot_field_offset[i]
+                               for i in range(<int>SHMATARI_FIELD_COUNT)])
+        out["action_set"] = out["action_set"][:min(out["num_actions"], SHMATARI_MAX_ACTIONS)]
+        return out
 
     # -- setup by the creator ----------------------------------------------
     def set_worker_group(self, uint32_t worker, uint32_t env_begin, uint32_t env_end):
@@ -160,8 +151,18 @@ cdef class Segment:
         wc.env_end = env_end
 
     def set_owner(self, int32_t pid):
+        """Records the owner: ``pid`` and its start time
+        (``shmatari_process_start``), which name it in every liveness check."""
         self._check()
         self.hdr.owner_pid = pid
+        self.hdr.owner_start = shmatari_process_start(pid)
+
+    def owner_alive(self):
+        """Whether the pool's owner lives (``shmatari_owner_alive``: its pid,
+        and its start time where the header has one): the rule a worker
+        applies to its owner and a client to its server."""
+        self._check()
+        return bool(shmatari_owner_alive(self.hdr))
 
     def set_seed_words(self, words):
         """Writes the pool seed (``SEED_WORDS`` uint64 words, least significant first)."""

@@ -3,21 +3,24 @@
 # --------------------------------------------------------------------------
 # The worker loop
 
-cdef inline void _write_fields(const shmatari_geom *g, char *slot, uint32_t idx,
-                               const _Result *r) noexcept nogil:
-    """Every field of row ``idx`` but ``env_id``, which commits the row."""
-    (<float *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = r.reward
-    (<uint8_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = r.terminated
-    (<uint8_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = r.truncated
-    (<int32_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = r.lives
-    (<float *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = r.raw_reward
-    (<uint8_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = r.game_over
-    (<int32_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = r.elapsed_step
-    (<int64_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = r.episode_frames
-    (<int64_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = r.frame_number
-    (<double *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = r.episode_return
-    (<uint8_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = r.episode_done
-    (<uint32_t *>(slot + g.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = r.flags
+cdef extern from *:
+    """
+    /* Every field of row idx of a slot but env_id, which commits the row;
+     * generated from layout.h's SHMATARI_RESULT_FIELDS (one typed store per
+     * field, the env_id test folded away at compile time). Offsets come from
+     * the checked geometry (shmatari_geom), never from the segment. */
+    #define SHMATARI_PY_WRITE_FIELD(NAME, name, type, unit, meaning)          \
+      if (SHMATARI_FIELD_##NAME != SHMATARI_FIELD_ENV_ID)                     \
+        ((type *)(slot + g->slot_field_offset[SHMATARI_FIELD_##NAME]))[idx] = \
+            r->name;
+    static inline void shmatari_py_write_fields(const shmatari_geom *g,
+                                                char *slot, uint32_t idx,
+                                                const shmatari_result *r) {
+      SHMATARI_RESULT_FIELDS(SHMATARI_PY_WRITE_FIELD)
+    }
+    """
+    void _write_fields "shmatari_py_write_fields" (
+        const shmatari_geom *g, char *slot, uint32_t idx, const shmatari_result *r) nogil
 
 
 cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
@@ -34,7 +37,6 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     cdef uint32_t idx
     cdef char *slot
     cdef char *final
-    cdef _Result r
     if reserved >= 0:
         pos = <uint64_t>reserved
     elif ordered:
@@ -44,10 +46,9 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     batch = pos / g.batch_size
     idx = <uint32_t>(pos % g.batch_size)
     slot = shmatari_slot(g, batch)
-    core.snapshot(&r)
-    _write_fields(g, slot, idx, &r)
+    _write_fields(g, slot, idx, &core.res)
     core.write_obs(<uint8_t *>(slot + g.slot_obs_offset + idx * g.obs_env_bytes))
-    if (r.flags & SHMATARI_FLAG_FINAL) and g.slot_final_offset != 0:
+    if (core.res.flags & SHMATARI_FLAG_FINAL) and g.slot_final_offset != 0:
         final = slot + g.slot_final_offset
         _write_fields(g, final, idx, &core.final)
         (<int32_t *>(final + g.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
@@ -88,7 +89,7 @@ cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, re
     else:
         core.reset()
     if restarted:
-        core.flags |= SHMATARI_FLAG_RESTARTED
+        core.res.flags |= SHMATARI_FLAG_RESTARTED
     return 0
 
 

@@ -65,8 +65,8 @@ def _free_name(segment: str) -> None:
     put there (docs/layout.md, "Trust"): it is never followed if a link,
     never removed unless it is this user's, and every refusal is one line.
     A segment of this user is stale, and removed, when its owner is gone:
-    the pid in its header is dead, or belongs to a process that started
-    after the segment was made (``shm._owner_alive``: pid and start time),
+    the pid in its header is dead, or is not the process whose start time
+    the header records (``Segment.owner_alive``, the one liveness rule),
     or no process maps it (nobody holds its in-use lock, which every live
     server holds); so a squatter's file naming a live pid does not block
     the name.
@@ -85,18 +85,19 @@ def _free_name(segment: str) -> None:
                          f"--name") from None
     except (ValueError, OSError) as exc:  # an empty or special file, EINVAL, ...
         if isinstance(exc, ValueError):  # an empty file: a server being created, or debris
-            owner = 0
+            owner, alive = 0, False
         else:
             raise SystemExit(f"shmatari serve: cannot use {path} "
                              f"({exc.strerror or exc}); choose another --name") from None
     else:
+        seg = None
         try:
-            owner = _core.Segment(mapped.buf).header()["owner_pid"]
-        except ValueError:
-            owner = -1
-        try:
-            st = os.fstat(mapped._fd)  # noqa: SLF001 - our own mapping's descriptor
-            alive = owner > 0 and shm._owner_alive(owner, st.st_ctime)  # noqa: SLF001
+            try:
+                seg = _core.Segment(mapped.buf)
+                # the owner's pid and start time (Segment.owner_alive)
+                owner, alive = seg.header()["owner_pid"], seg.owner_alive()
+            except ValueError:
+                owner, alive = -1, False
             if alive:
                 import fcntl
                 # Converting our own shared lock to an exclusive one succeeds
@@ -108,6 +109,9 @@ def _free_name(segment: str) -> None:
                 else:
                     alive = False
         finally:
+            if seg is not None:
+                seg.release()
+            del seg
             mapped.close()
         if owner == -1:
             raise SystemExit(f"shmatari serve: {path} exists and is not a shmatari pool; "

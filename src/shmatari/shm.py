@@ -41,12 +41,13 @@ import stat
 import sys
 from multiprocessing import shared_memory
 
+from . import _core
 from .errors import SharedMemorySpaceError
 
 __all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "free_bytes", "sweep_stale",
            "SHM_DIR"]
 
-PREFIX = "shmatari_"
+PREFIX = _core.NAME_PREFIX  # "shmatari_" (SHMATARI_NAME_PREFIX)
 SHM_DIR = "/dev/shm"
 _TRACK_KW = sys.version_info >= (3, 13)
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)_[0-9a-f]+")
@@ -323,18 +324,6 @@ def unlink(name: str) -> bool:
         return True
     except FileNotFoundError:
         return False
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc``,
-    exact): with the pid, it names one process even after the pid is reused.
-    None if it is gone, a zombie, or ``/proc`` is missing."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] in (b"Z", b"X") else int(fields[19])
 
 
 def _start_time(pid: int) -> float | None:

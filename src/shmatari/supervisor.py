@@ -226,7 +226,7 @@ class Supervisor:
             ring_depth=ring_depth, stack_num=cfg.stack_num, img_height=cfg.img_height,
             img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
             autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode])
-        total = int.from_bytes(header[24:32], "little")
+        total = _core.header_words(header)["total_bytes"]
         shm.sweep_stale()
         segment = shm.create(segment_name, total)
         self.res.segment = segment
@@ -280,8 +280,7 @@ class Supervisor:
         os.set_blocking(reader.fileno(), False)
         p = self.ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
                               args=(self.res.segment.name, w, fields, os.getpid(),
-                                    self.worker_spin, writer, restart, positions,
-                                    shm.process_start_ticks(os.getpid())),
+                                    self.worker_spin, writer, restart, positions),
                               daemon=True)
         from .atari import single_threaded_children
 

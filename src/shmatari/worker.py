@@ -53,16 +53,15 @@ def _on_sigterm(signum, frame):
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int], fault_pipe=None, restart: int = 0,
-                positions: dict | None = None, owner_start: int | None = None) -> None:
+                positions: dict | None = None) -> None:
     """Entry point of a worker process (the target of ``Process``).
 
     Args:
         shm_name: the pool's segment.
         worker: this worker's index.
         config_fields: the pool's ``EnvConfig`` as a dict.
-        owner_pid: the process that owns the pool.
-        owner_start: its start time (``shm.process_start_ticks``), so that a
-            new process that reuses the pid is not taken for it; None if unknown.
+        owner_pid: the process that owns the pool (the segment's header names
+            it by pid and start time: ``Segment.owner_alive``).
         spin: (spin_ns, spin_mode) for the worker loop.
         fault_pipe: a writable ``multiprocessing`` connection for
             ``faulthandler``'s report of a fatal signal, or None.
@@ -103,9 +102,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         # so does a new process that took the owner's pid.
         if parent_is_owner and os.getppid() != initial_ppid:
             return False
-        if not _core.pid_alive(owner_pid):
-            return False
-        return owner_start is None or shm.process_start_ticks(owner_pid) == owner_start
+        return seg.owner_alive()
 
     def reseed(core, index, words):
         atari.reseed_core(core, config.env_index_offset + index, words_to_seed(words))

@@ -59,8 +59,9 @@ extern "C" {
 #endif
 
 #define SHMATARI_ABI_MAJOR 1u
-#define SHMATARI_ABI_MINOR 1u /* 1.1: autoreset_mode, slot_final_offset,
-                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED */
+#define SHMATARI_ABI_MINOR 2u /* 1.1: autoreset_mode, slot_final_offset,
+                                  CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED;
+                                  1.2: owner_start */
 /* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
 #define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
 
@@ -121,26 +122,62 @@ enum shmatari_pool_state {
   SHMATARI_POOL_CLOSING = 2 /* workers MUST exit when they see it */
 };
 
-/* Per-result fields, each an array of batch_size elements in every slot. */
+/* Element types of the layout, and the NumPy type string of each (every
+ * integer and float is little-endian, fixed width). shmatari_bool8 is a byte
+ * that holds 0 or 1; Python presents such fields as bool. */
+typedef uint8_t shmatari_bool8;
+#define SHMATARI_TYPESTR(type) SHMATARI_TYPESTR_##type
+#define SHMATARI_TYPESTR_uint8_t "|u1"
+#define SHMATARI_TYPESTR_shmatari_bool8 "|u1"
+#define SHMATARI_TYPESTR_int32_t "<i4"
+#define SHMATARI_TYPESTR_uint32_t "<u4"
+#define SHMATARI_TYPESTR_int64_t "<i8"
+#define SHMATARI_TYPESTR_uint64_t "<u8"
+#define SHMATARI_TYPESTR_float "<f4"
+#define SHMATARI_TYPESTR_double "<f8"
+
+/* The per-result fields, in order: each is an array of batch_size elements
+ * in every slot (its offset from the slot's start is
+ * slot_field_offset[SHMATARI_FIELD_<NAME>]). One line per field:
+ *   X(NAME, name, type, unit, meaning)
+ * This list is the only place a field is written down: the enum, the
+ * SHMATARI_FIELD_* tables, shmatari_layout_compute, struct shmatari_result,
+ * the offset tables of Python's extension and the layout test's dump are
+ * generated from it (docs/layout.md's table is checked against it). A new
+ * field goes at the end (at most SHMATARI_MAX_FIELDS) with a minor ABI
+ * version bump. */
+#define SHMATARI_RESULT_FIELDS(X)                                             \
+  X(ENV_ID, env_id, int32_t, "-", "the env, 0..num_envs-1")                   \
+  X(REWARD, reward, float, "score",                                           \
+    "step reward (its sign with `reward_clip`)")                              \
+  X(TERMINATED, terminated, shmatari_bool8, "-",                              \
+    "0/1: the episode ended (game over, or a life lost with "                 \
+    "`episodic_life`)")                                                       \
+  X(TRUNCATED, truncated, shmatari_bool8, "-",                                \
+    "0/1: cut at `max_episode_frames`")                                       \
+  X(LIVES, lives, int32_t, "-", "ALE `lives()` after the step")               \
+  X(RAW_REWARD, raw_reward, float, "score", "unclipped score change")         \
+  X(GAME_OVER, game_over, shmatari_bool8, "-", "0/1: the game itself ended")  \
+  X(ELAPSED_STEP, elapsed_step, int32_t, "steps", "since the game's reset")   \
+  X(EPISODE_FRAMES, episode_frames, int64_t, "frames",                        \
+    "since the game's reset, no-op and FIRE frames included")                 \
+  X(FRAME_NUMBER, frame_number, int64_t, "frames", "since the env began")     \
+  X(EPISODE_RETURN, episode_return, double, "score",                          \
+    "raw score since the reset")                                              \
+  X(EPISODE_DONE, episode_done, shmatari_bool8, "-",                          \
+    "0/1: this step ended a game (game over or truncation); the "             \
+    "`episode_*` fields are its totals")                                      \
+  X(FLAGS, flags, uint32_t, "-",                                              \
+    "`SHMATARI_FLAG_RESET` (1): the result of a reset; "                      \
+    "`SHMATARI_FLAG_RESTARTED` (2): the worker was restarted; "               \
+    "`SHMATARI_FLAG_FINAL` (4, 1.1): the row has a final record; "            \
+    "`SHMATARI_FLAG_OBSERVED` (8, 1.1): the result of `CMD_OBSERVE`")
+
+#define SHMATARI_X_FIELD_ENUM(NAME, name, type, unit, meaning) \
+  SHMATARI_FIELD_##NAME,
 enum shmatari_field {
-  SHMATARI_FIELD_ENV_ID = 0,         /* int32: env index, 0..num_envs-1 */
-  SHMATARI_FIELD_REWARD = 1,         /* float32: step reward (clipped if
-                                        reward_clip) */
-  SHMATARI_FIELD_TERMINATED = 2,     /* uint8: 0/1 */
-  SHMATARI_FIELD_TRUNCATED = 3,      /* uint8: 0/1 */
-  SHMATARI_FIELD_LIVES = 4,          /* int32: ALE lives() after the step */
-  SHMATARI_FIELD_RAW_REWARD = 5,     /* float32: unclipped score change */
-  SHMATARI_FIELD_GAME_OVER = 6,      /* uint8: the game itself ended */
-  SHMATARI_FIELD_ELAPSED_STEP = 7,   /* int32: steps since the game's reset */
-  SHMATARI_FIELD_EPISODE_FRAMES = 8, /* int64: frames since the game's reset,
-                                        no-op and fire frames included */
-  SHMATARI_FIELD_FRAME_NUMBER = 9,   /* int64: frames since the env began */
-  SHMATARI_FIELD_EPISODE_RETURN = 10,/* float64: raw score since reset */
-  SHMATARI_FIELD_EPISODE_DONE = 11,  /* uint8: this step ended a game (by
-                                        game over or truncation); the
-                                        episode_* fields are its totals */
-  SHMATARI_FIELD_FLAGS = 12,         /* uint32: SHMATARI_FLAG_* bits */
-  SHMATARI_FIELD_COUNT = 13
+  SHMATARI_RESULT_FIELDS(SHMATARI_X_FIELD_ENUM)
+  SHMATARI_FIELD_COUNT
 };
 
 #define SHMATARI_FLAG_RESET 1u     /* the result of a reset, not of an action */
@@ -151,134 +188,177 @@ enum shmatari_field {
                                       result */
 #define SHMATARI_FLAG_OBSERVED 8u  /* (1.1) the result of CMD_OBSERVE */
 
-/* Element size in bytes, and NumPy type string, of each field. */
-#define SHMATARI_FIELD_BYTES {4, 4, 1, 1, 4, 4, 1, 4, 8, 8, 8, 1, 4}
-#define SHMATARI_FIELD_TYPES \
-  {"<i4", "<f4", "|u1", "|u1", "<i4", "<f4", "|u1", "<i4", "<i8", "<i8", \
-   "<f8", "|u1", "<u4"}
-#define SHMATARI_FIELD_NAMES                                              \
-  {"env_id", "reward", "terminated", "truncated", "lives", "raw_reward",  \
-   "game_over", "elapsed_step", "episode_frames", "frame_number",         \
-   "episode_return", "episode_done", "flags"}
+/* Element size in bytes, NumPy type string and name of each field, in enum
+ * order (initializers: `static const char *names[] = SHMATARI_FIELD_NAMES;`). */
+#define SHMATARI_X_FIELD_BYTES(NAME, name, type, unit, meaning) sizeof(type),
+#define SHMATARI_X_FIELD_TYPE(NAME, name, type, unit, meaning) \
+  SHMATARI_TYPESTR(type),
+#define SHMATARI_X_FIELD_NAME(NAME, name, type, unit, meaning) #name,
+#define SHMATARI_FIELD_BYTES {SHMATARI_RESULT_FIELDS(SHMATARI_X_FIELD_BYTES)}
+#define SHMATARI_FIELD_TYPES {SHMATARI_RESULT_FIELDS(SHMATARI_X_FIELD_TYPE)}
+#define SHMATARI_FIELD_NAMES {SHMATARI_RESULT_FIELDS(SHMATARI_X_FIELD_NAME)}
+
+/* One result with every field, as a struct. Not how a slot holds it (one
+ * array per field): for code that handles one row at a time. */
+#define SHMATARI_X_RESULT_MEMBER(NAME, name, type, unit, meaning) type name;
+typedef struct shmatari_result {
+  SHMATARI_RESULT_FIELDS(SHMATARI_X_RESULT_MEMBER)
+} shmatari_result;
+
+/* The structs of the segment, one list each, member by member in order:
+ *   X(type, name, dims)   dims: empty, or [count] for an array
+ * The structs below are generated from them, and so are the offset tables
+ * of Python's extension and the layout test's dump. A member is added by
+ * taking words out of a reserved array (a minor ABI version bump). */
 
 /* The header, at offset 0. Written once by the creator before any worker
  * starts, except the words marked otherwise. */
-typedef struct shmatari_header {
-  uint64_t magic;        /* 0: SHMATARI_MAGIC; never moves */
-  uint32_t abi_major;    /* 8: SHMATARI_ABI_MAJOR; never moves */
-  uint32_t abi_minor;    /* 12 */
-  uint64_t header_bytes; /* 16: SHMATARI_HEADER_BYTES */
-  uint64_t total_bytes;  /* 24: bytes of the whole segment */
-
-  uint32_t num_envs;    /* 32: elements */
-  uint32_t num_workers; /* 36 */
-  uint32_t batch_size;  /* 40: results per slot; == num_envs: synchronous */
-  uint32_t ring_depth;  /* 44: slots in the ring, >= 2 */
-  uint32_t stack_num;   /* 48: frames per observation */
-  uint32_t img_height;  /* 52: pixels */
-  uint32_t img_width;   /* 56: pixels */
-  uint32_t channels;    /* 60: 1 (grayscale) or 3 (RGB, interleaved) */
-  uint32_t frame_skip;  /* 64: frames per step */
-  uint32_t num_actions; /* 68: size of the action space; written by the
-                           workers before they report ready */
-
-  uint64_t obs_frame_bytes; /* 72: img_height * img_width * channels */
-  uint64_t obs_env_bytes;   /* 80: stack_num * obs_frame_bytes */
-  uint64_t slot_bytes;      /* 88: stride between slots */
-  uint64_t env_ctrl_offset;    /* 96 */
-  uint64_t worker_ctrl_offset; /* 104 */
-  uint64_t errors_offset;      /* 112 */
-  uint64_t slots_offset;       /* 120 */
-  uint64_t slot_obs_offset;    /* 128: from the slot's start; obs of result
-                                  j at slot_obs_offset + j * obs_env_bytes,
-                                  laid out [stack_num][img_height]
-                                  [img_width][channels], oldest frame first */
-  uint64_t slot_field_offset[SHMATARI_MAX_FIELDS]; /* 136: from the slot's
-                                  start, by enum shmatari_field; unused 0 */
-  int32_t action_set[SHMATARI_MAX_ACTIONS]; /* 264: ALE action id of each
-                                  action index; written by the workers */
-  int32_t owner_pid;     /* 336: the creator's process id */
-  int32_t client_pid;    /* 340: the attached client's, 0 when none;
-                            claimed and released only by compare-and-swap
-                            (shmatari_claim in shmatari/shmatari.h) */
-  uint32_t pool_state;   /* 344: enum shmatari_pool_state; written by the
-                            creator at any time (release) */
-  uint32_t field_count;  /* 348: SHMATARI_FIELD_COUNT */
-  uint64_t seed_words[SHMATARI_SEED_WORDS]; /* 352: the pool seed, 256 bits,
-                            least significant word first; rewritten by the
-                            client before posting SHMATARI_CMD_RESEED */
-  uint32_t autoreset_mode; /* 384: (1.1) enum shmatari_autoreset_mode;
-                             written by the creator; an input of
-                             shmatari_layout_compute */
-  uint32_t reserved0a;     /* 388 */
-  uint64_t slot_final_offset; /* 392: (1.1) from the slot's start; 0 unless
-                             autoreset_mode is SAME_STEP. The final record of
-                             result j has field f at slot_final_offset +
-                             slot_field_offset[f] (element j) and its obs at
-                             slot_final_offset + slot_obs_offset +
-                             j * obs_env_bytes. Written by the worker before
-                             it bumps done_count, and valid only in rows
-                             whose flags hold SHMATARI_FLAG_FINAL */
-  uint64_t reserved0[14];  /* 400..511 */
-
-  /* 512: one cache line of words the workers write and the client sleeps on */
-  uint32_t main_seq;      /* 512: bumped by a worker when a slot fills, a
-                             worker becomes ready, or a worker fails */
-  uint32_t main_sleeping; /* 516: 1 while a process may sleep on main_seq
-                             (the client; the creator while workers start) */
-  uint32_t ready_workers; /* 520: workers that reached READY */
-  uint32_t failed_workers;/* 524: workers that reached FAILED */
-  uint32_t reserved1[12]; /* 528..575 */
-
-  /* 576: the result position counter (asynchronous pools) */
-  uint64_t alloc_pos;     /* 576: next result position; a worker takes one
-                             with a fetch-add. Result position p lives in
-                             slot (p / batch_size) % ring_depth at index
-                             p % batch_size. A client attaching rounds it up
-                             to a batch boundary while no command is in
-                             flight (shmatari_recover). */
-  uint64_t reserved2[7];  /* 584..639 */
-
-  /* 640: client-owned state, kept here so that a new client can attach */
-  uint64_t consumed_batches; /* 640: batches the client has taken
-                                (release) */
-  uint64_t reserved3[47];    /* 648..1023 */
-} shmatari_header;
+#define SHMATARI_HEADER_MEMBERS(X)                                            \
+  X(uint64_t, magic, )        /* 0: SHMATARI_MAGIC; never moves */            \
+  X(uint32_t, abi_major, )    /* 8: SHMATARI_ABI_MAJOR; never moves */        \
+  X(uint32_t, abi_minor, )    /* 12 */                                        \
+  X(uint64_t, header_bytes, ) /* 16: SHMATARI_HEADER_BYTES */                 \
+  X(uint64_t, total_bytes, )  /* 24: bytes of the whole segment */            \
+                                                                              \
+  X(uint32_t, num_envs, )     /* 32: elements */                              \
+  X(uint32_t, num_workers, )  /* 36 */                                        \
+  X(uint32_t, batch_size, )   /* 40: results per slot; == num_envs:           \
+                                 synchronous */                               \
+  X(uint32_t, ring_depth, )   /* 44: slots in the ring, >= 2 */               \
+  X(uint32_t, stack_num, )    /* 48: frames per observation */                \
+  X(uint32_t, img_height, )   /* 52: pixels */                                \
+  X(uint32_t, img_width, )    /* 56: pixels */                                \
+  X(uint32_t, channels, )     /* 60: 1 (grayscale) or 3 (RGB, interleaved) */ \
+  X(uint32_t, frame_skip, )   /* 64: frames per step */                       \
+  X(uint32_t, num_actions, )  /* 68: size of the action space; written by     \
+                                 the workers before they report ready */      \
+                                                                              \
+  X(uint64_t, obs_frame_bytes, )    /* 72: img_height * img_width * channels  \
+                                     */                                       \
+  X(uint64_t, obs_env_bytes, )      /* 80: stack_num * obs_frame_bytes */     \
+  X(uint64_t, slot_bytes, )         /* 88: stride between slots */            \
+  X(uint64_t, env_ctrl_offset, )    /* 96 */                                  \
+  X(uint64_t, worker_ctrl_offset, ) /* 104 */                                 \
+  X(uint64_t, errors_offset, )      /* 112 */                                 \
+  X(uint64_t, slots_offset, )       /* 120 */                                 \
+  X(uint64_t, slot_obs_offset, )    /* 128: from the slot's start; obs of     \
+                                       result j at slot_obs_offset + j *      \
+                                       obs_env_bytes, laid out [stack_num]    \
+                                       [img_height][img_width][channels],     \
+                                       oldest frame first */                  \
+  X(uint64_t, slot_field_offset, [SHMATARI_MAX_FIELDS]) /* 136: from the      \
+                                slot's start, by enum shmatari_field; unused  \
+                                0 */                                          \
+  X(int32_t, action_set, [SHMATARI_MAX_ACTIONS]) /* 264: ALE action id of     \
+                                each action index; written by the workers */  \
+  X(int32_t, owner_pid, )    /* 336: the creator's process id */              \
+  X(int32_t, client_pid, )   /* 340: the attached client's, 0 when none;      \
+                                claimed and released only by                  \
+                                compare-and-swap (shmatari_claim in           \
+                                shmatari/shmatari.h) */                       \
+  X(uint32_t, pool_state, )  /* 344: enum shmatari_pool_state; written by     \
+                                the creator at any time (release) */          \
+  X(uint32_t, field_count, ) /* 348: SHMATARI_FIELD_COUNT */                  \
+  X(uint64_t, seed_words, [SHMATARI_SEED_WORDS]) /* 352: the pool seed, 256   \
+                                bits, least significant word first;           \
+                                rewritten by the client before posting        \
+                                SHMATARI_CMD_RESEED */                        \
+  X(uint32_t, autoreset_mode, ) /* 384: (1.1) enum                            \
+                                shmatari_autoreset_mode; written by the       \
+                                creator; an input of shmatari_layout_compute  \
+                                */                                            \
+  X(uint32_t, reserved0a, )  /* 388 */                                        \
+  X(uint64_t, slot_final_offset, ) /* 392: (1.1) from the slot's start; 0     \
+                                unless autoreset_mode is SAME_STEP. The final \
+                                record of result j has field f at             \
+                                slot_final_offset + slot_field_offset[f]      \
+                                (element j) and its obs at slot_final_offset  \
+                                + slot_obs_offset + j * obs_env_bytes.        \
+                                Written by the worker before it bumps         \
+                                done_count, and valid only in rows whose      \
+                                flags hold SHMATARI_FLAG_FINAL */             \
+  X(uint64_t, owner_start, ) /* 400: (1.2) when the creator's process         \
+                                started, in clock ticks since boot (Linux:    \
+                                field 22 of /proc/<owner_pid>/stat); 0 if     \
+                                unknown. With owner_pid it names the owner:   \
+                                shmatari_owner_alive */                       \
+  X(uint64_t, reserved0, [13]) /* 408..511 */                                 \
+                                                                              \
+  /* 512: one cache line of words the workers write and the client sleeps    \
+     on */                                                                    \
+  X(uint32_t, main_seq, )      /* 512: bumped by a worker when a slot fills,  \
+                                  a worker becomes ready, or a worker fails   \
+                                  */                                          \
+  X(uint32_t, main_sleeping, ) /* 516: 1 while a process may sleep on         \
+                                  main_seq (the client; the creator while     \
+                                  workers start) */                           \
+  X(uint32_t, ready_workers, ) /* 520: workers that reached READY */          \
+  X(uint32_t, failed_workers, ) /* 524: workers that reached FAILED */        \
+  X(uint32_t, reserved1, [12]) /* 528..575 */                                 \
+                                                                              \
+  /* 576: the result position counter (asynchronous pools) */                 \
+  X(uint64_t, alloc_pos, )     /* 576: next result position; a worker takes   \
+                                  one with a fetch-add. Result position p     \
+                                  lives in slot (p / batch_size) % ring_depth \
+                                  at index p % batch_size. A client attaching \
+                                  rounds it up to a batch boundary while no   \
+                                  command is in flight (shmatari_recover). */ \
+  X(uint64_t, reserved2, [7])  /* 584..639 */                                 \
+                                                                              \
+  /* 640: client-owned state, kept here so that a new client can attach */    \
+  X(uint64_t, consumed_batches, ) /* 640: batches the client has taken        \
+                                     (release) */                             \
+  X(uint64_t, reserved3, [47])    /* 648..1023 */
 
 /* One per env, written by the client (except ack_seq and results). */
-typedef struct shmatari_env_ctrl {
-  uint32_t req_seq; /* 0: client bumps it (release) after cmd and action */
-  uint32_t cmd;     /* 4: enum shmatari_cmd */
-  int32_t action;   /* 8: action index, 0..num_actions-1 */
-  uint32_t ack_seq; /* 12: worker: req_seq of the last result it published */
-  uint64_t results; /* 16: worker: results this env has published; in a
-                       synchronous pool result r of env i has position
-                       r * num_envs + i. A client attaching aligns every
-                       env's count while no command is in flight
-                       (shmatari_recover). */
-  uint64_t reserved[5]; /* 24..63 */
-} shmatari_env_ctrl;
+#define SHMATARI_ENV_CTRL_MEMBERS(X)                                          \
+  X(uint32_t, req_seq, ) /* 0: client bumps it (release) after cmd and        \
+                            action */                                         \
+  X(uint32_t, cmd, )     /* 4: enum shmatari_cmd */                           \
+  X(int32_t, action, )   /* 8: action index, 0..num_actions-1 */              \
+  X(uint32_t, ack_seq, ) /* 12: worker: req_seq of the last result it         \
+                            published */                                      \
+  X(uint64_t, results, ) /* 16: worker: results this env has published; in a  \
+                            synchronous pool result r of env i has position   \
+                            r * num_envs + i. A client attaching aligns every \
+                            env's count while no command is in flight         \
+                            (shmatari_recover). */                            \
+  X(uint64_t, reserved, [5]) /* 24..63 */
 
 /* One per worker. */
-typedef struct shmatari_worker_ctrl {
-  uint32_t wake_seq;  /* 0: client bumps it after posting requests for the
-                         worker's envs, or to make it see pool_state */
-  uint32_t sleeping;  /* 4: worker: 1 while it may sleep on wake_seq */
-  int32_t pid;        /* 8: worker: its process id */
-  uint32_t state;     /* 12: worker: enum shmatari_worker_state (release) */
-  uint32_t env_begin; /* 16: creator: first env of the worker's group */
-  uint32_t env_end;   /* 20: creator: one past its last env */
-  uint64_t steps;     /* 24: worker: results published */
-  uint64_t reserved[4]; /* 32..63 */
-} shmatari_worker_ctrl;
+#define SHMATARI_WORKER_CTRL_MEMBERS(X)                                       \
+  X(uint32_t, wake_seq, )  /* 0: client bumps it after posting requests for   \
+                              the worker's envs, or to make it see            \
+                              pool_state */                                   \
+  X(uint32_t, sleeping, )  /* 4: worker: 1 while it may sleep on wake_seq */  \
+  X(int32_t, pid, )        /* 8: worker: its process id */                    \
+  X(uint32_t, state, )     /* 12: worker: enum shmatari_worker_state          \
+                              (release) */                                    \
+  X(uint32_t, env_begin, ) /* 16: creator: first env of the worker's group */ \
+  X(uint32_t, env_end, )   /* 20: creator: one past its last env */           \
+  X(uint64_t, steps, )     /* 24: worker: results published */                \
+  X(uint64_t, reserved, [4]) /* 32..63 */
 
 /* The first 64 bytes of every slot. */
+#define SHMATARI_SLOT_HEADER_MEMBERS(X)                                       \
+  X(uint32_t, done_count, ) /* 0: results written to the slot; a worker bumps \
+                               it (release) after writing a result; the       \
+                               client reads it (acquire) and writes 0 once it \
+                               has taken the batch */                         \
+  X(uint32_t, reserved, [15])
+
+#define SHMATARI_X_MEMBER(type, name, dims) type name dims;
+typedef struct shmatari_header {
+  SHMATARI_HEADER_MEMBERS(SHMATARI_X_MEMBER)
+} shmatari_header;
+typedef struct shmatari_env_ctrl {
+  SHMATARI_ENV_CTRL_MEMBERS(SHMATARI_X_MEMBER)
+} shmatari_env_ctrl;
+typedef struct shmatari_worker_ctrl {
+  SHMATARI_WORKER_CTRL_MEMBERS(SHMATARI_X_MEMBER)
+} shmatari_worker_ctrl;
 typedef struct shmatari_slot_header {
-  uint32_t done_count; /* 0: results written to the slot; a worker bumps it
-                          (release) after writing a result; the client reads
-                          it (acquire) and writes 0 once it has taken the
-                          batch */
-  uint32_t reserved[15];
+  SHMATARI_SLOT_HEADER_MEMBERS(SHMATARI_X_MEMBER)
 } shmatari_slot_header;
 
 #if defined(__cplusplus)
@@ -286,19 +366,30 @@ typedef struct shmatari_slot_header {
 #else
 #define SHMATARI_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
+/* The members tile each struct: no padding anywhere. */
+#define SHMATARI_X_SIZE(type, name, dims) +sizeof(type dims)
+SHMATARI_STATIC_ASSERT(0 SHMATARI_HEADER_MEMBERS(SHMATARI_X_SIZE) ==
+                           SHMATARI_HEADER_BYTES, "header members");
 SHMATARI_STATIC_ASSERT(sizeof(shmatari_header) == SHMATARI_HEADER_BYTES,
                        "header size");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, autoreset_mode) == 384,
                        "autoreset_mode");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, slot_final_offset) == 392,
                        "slot_final_offset");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, owner_start) == 400,
+                       "owner_start");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, main_seq) == 512, "main_seq");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, alloc_pos) == 576, "alloc");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, consumed_batches) == 640,
                        "consumed");
-SHMATARI_STATIC_ASSERT(sizeof(shmatari_env_ctrl) == 64, "env ctrl");
-SHMATARI_STATIC_ASSERT(sizeof(shmatari_worker_ctrl) == 64, "worker ctrl");
-SHMATARI_STATIC_ASSERT(sizeof(shmatari_slot_header) == 64, "slot header");
+SHMATARI_STATIC_ASSERT(0 SHMATARI_ENV_CTRL_MEMBERS(SHMATARI_X_SIZE) == 64 &&
+                           sizeof(shmatari_env_ctrl) == 64, "env ctrl");
+SHMATARI_STATIC_ASSERT(0 SHMATARI_WORKER_CTRL_MEMBERS(SHMATARI_X_SIZE) == 64 &&
+                           sizeof(shmatari_worker_ctrl) == 64, "worker ctrl");
+SHMATARI_STATIC_ASSERT(0 SHMATARI_SLOT_HEADER_MEMBERS(SHMATARI_X_SIZE) == 64 &&
+                           sizeof(shmatari_slot_header) == 64, "slot header");
+SHMATARI_STATIC_ASSERT(SHMATARI_FIELD_COUNT <= SHMATARI_MAX_FIELDS, "fields");
+SHMATARI_STATIC_ASSERT(sizeof(float) == 4 && sizeof(double) == 8, "IEEE 754");
 
 /* Documented maxima of the primary parameters (docs/layout.md, "Trust"). A
  * creator MUST NOT lay out, and a client refuses, a pool beyond them; they
