@@ -150,27 +150,27 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
         s.bursts.append(b)
         bar.finish_one()
 
+    def open_one(s: Series) -> bool:
+        bar.update(bar.done, f"opening {s.backend}{label}")
+        try:
+            opened[s.backend] = _open(s.backend, cfg, batch_size,
+                                      policy_for if args.policy else None)
+        except Exception as exc:  # noqa: BLE001 - see fail()
+            fail(s, exc)
+            return False
+        return True
+
     try:
         if args.interleave:
             for s in runnable:
-                bar.update(bar.done, f"opening {s.backend}{label}")
-                try:
-                    opened[s.backend] = _open(s.backend, cfg, batch_size,
-                                              policy_for if args.policy else None)
-                except Exception as exc:  # noqa: BLE001 - see fail()
-                    fail(s, exc)
+                open_one(s)
             for r in range(args.rounds):
                 live = [s for s in runnable if s.backend in opened]
                 for s in live[r % len(live):] + live[:r % len(live)] if live else []:
                     burst(s, r)
         else:
             for s in runnable:
-                bar.update(bar.done, f"opening {s.backend}{label}")
-                try:
-                    opened[s.backend] = _open(s.backend, cfg, batch_size,
-                                              policy_for if args.policy else None)
-                except Exception as exc:  # noqa: BLE001 - see fail()
-                    fail(s, exc)
+                if not open_one(s):
                     continue
                 for r in range(args.rounds):
                     if s.backend in opened:

@@ -348,17 +348,21 @@ class Supervisor:
         try:
             with single_threaded_children():
                 p.start()
-            if w < len(self.res.processes):
-                self.res.fault_pipes[w].close()
-                self.res.processes[w], self.res.fault_pipes[w] = p, reader
-            else:
-                self.res.processes.append(p)
-                self.res.fault_pipes.append(reader)
-            self.worker_pids = [q.pid for q in self.res.processes]
+            self._install(w, p, reader)
         finally:
             writer.close()
             if masked:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+    def _install(self, w: int, p, reader) -> None:
+        """Records worker w's process and fault pipe (replacing a dead one's)."""
+        if w < len(self.res.processes):
+            self.res.fault_pipes[w].close()
+            self.res.processes[w], self.res.fault_pipes[w] = p, reader
+        else:
+            self.res.processes.append(p)
+            self.res.fault_pipes.append(reader)
+        self.worker_pids = [q.pid for q in self.res.processes]
 
     def _spawn_from_zygote(self, w: int, fields: dict, restart: int,
                            positions: dict | None) -> None:
@@ -383,13 +387,7 @@ class Supervisor:
                 reader.close()
                 raise WorkerError(f"worker {w} could not be started: {exc}", worker=w,
                                   env_ids=self.groups[w], exitcode=None) from None
-            if w < len(self.res.processes):
-                self.res.fault_pipes[w].close()
-                self.res.processes[w], self.res.fault_pipes[w] = p, reader
-            else:
-                self.res.processes.append(p)
-                self.res.fault_pipes.append(reader)
-            self.worker_pids = [q.pid for q in self.res.processes]
+            self._install(w, p, reader)
         finally:
             os.close(write_fd)
             if masked:
