@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 
 import numpy as np
 import pytest
 
 SHM_DIR = "/dev/shm"
+
+# A shell starts a background job (`pytest &`, nohup) with SIGINT ignored, and
+# Python then keeps it ignored; every process the tests start would inherit
+# that, and the Ctrl-C tests would test nothing. Give the suite Python's usual
+# SIGINT handler (its children get the default action again at exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def shm_entries(pid: int | None = None) -> set[str]:

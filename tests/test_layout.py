@@ -46,7 +46,10 @@ def test_struct_offsets_agree_between_c_and_python(c_layout):
     the constants and the status codes that Python sees."""
     constants = c_layout.pop("constants")
     status = c_layout.pop("status")
+    fields = c_layout.pop("fields")
     assert c_layout == _core.struct_layout()
+    assert fields == [[name, dtype.str, dtype.itemsize, unit, meaning]
+                      for name, dtype, _, unit, meaning in _core.FIELD_SPECS]
     assert constants == {
         "magic": _core.MAGIC, "abi_major": _core.ABI_MAJOR, "header_bytes": _core.HEADER_BYTES,
         "field_count": len(_core.FIELDS), "SHMATARI_ABI_MINOR": _core.ABI_MINOR,
@@ -72,7 +75,7 @@ def test_struct_offsets_agree_between_c_and_python(c_layout):
 
 def _doc_tables() -> dict:
     """The tables of docs/layout.md whose rows start with a number, by the
-    heading above them: {heading: [(number, field, type), ...]}."""
+    heading above them: {heading: [(number, field, type, *other cells), ...]}."""
     tables, current = {}, None
     for line in DOC.read_text().splitlines():
         if line.startswith("#"):
@@ -81,7 +84,7 @@ def _doc_tables() -> dict:
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if current and line.startswith("|") and cells[0].isdigit():
-            tables.setdefault(current, []).append((int(cells[0]), cells[1], cells[2]))
+            tables.setdefault(current, []).append((int(cells[0]), *cells[1:]))
     return tables
 
 
@@ -91,17 +94,19 @@ def test_docs_tables_match_the_header():
     layout, tables = _core.struct_layout(), _doc_tables()
     for struct, members in layout.items():
         rows = tables[struct]
-        documented = {name: offset for offset, name, _ in rows}
+        documented = {name: offset for offset, name, *_ in rows}
         wrong = {k: v for k, v in members.items() if k != "sizeof" and documented.get(k) != v}
         assert not wrong, f"{struct}: members missing or at other offsets in the doc: {wrong}"
         pos = 0
-        for offset, name, typ in rows:
+        for offset, name, typ, *_ in rows:
             assert offset == pos, f"{struct}.{name} documented at {offset}, expected {pos}"
             base, count = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", typ).groups()
             pos += np.dtype(DOC_TYPES[base]).itemsize * int(count or 1)
         assert pos == members["sizeof"], struct
-    fields = [(name, np.dtype(DOC_TYPES[typ])) for _, name, typ in tables["Per-result arrays"]]
-    assert fields == list(_core.FIELDS)
+    fields = [(name, np.dtype(DOC_TYPES[typ]), unit, meaning)
+              for _, name, typ, unit, meaning in tables["Per-result arrays"]]
+    assert fields == [(name, dtype, unit, meaning)
+                      for name, dtype, _, unit, meaning in _core.FIELD_SPECS]
 
 
 def test_magic_spells_shmatari():
@@ -125,7 +130,7 @@ def _geometry(**kw):
 ])
 def test_regions_are_aligned_and_disjoint(geometry):
     buf = bytearray(_core.compute_layout(**geometry))
-    total = int.from_bytes(buf[24:32], "little")
+    total = _core.header_words(buf)["total_bytes"]
     seg_buf = bytearray(total)
     seg_buf[:len(buf)] = buf
     seg = _core.Segment(seg_buf)
@@ -175,7 +180,7 @@ def test_invalid_geometry_is_refused():
 
 def test_segment_refuses_foreign_headers():
     buf = bytearray(_core.compute_layout(**_geometry()))
-    total = int.from_bytes(buf[24:32], "little")
+    total = _core.header_words(buf)["total_bytes"]
     data = bytearray(total)
     data[:len(buf)] = buf
     _core.Segment(data)

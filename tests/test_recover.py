@@ -30,7 +30,7 @@ class Ring:
         header = _core.compute_layout(num_envs=num_envs, num_workers=2, batch_size=batch_size,
                                       ring_depth=depth, stack_num=1, img_height=2, img_width=2,
                                       channels=1, frame_skip=1)
-        size = int.from_bytes(header[24:32], "little")
+        size = _core.header_words(header)["total_bytes"]
         self.shm = shm.create(shm.new_name(), size)
         self.buf = self.shm.buf
         self.buf[:len(header)] = header

@@ -122,8 +122,14 @@ def trainer(tmp_path_factory):
     if cxx is None:
         pytest.skip("no C++ compiler (g++, c++ or clang++) on this machine")
     exe = tmp_path_factory.mktemp("trainer") / "trainer"
-    subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
-                    str(TRAINER), "-o", str(exe)], check=True)
+    cmd = [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
+           str(TRAINER), "-o", str(exe)]
+    # Under AddressSanitizer and UBSan where the compiler has them (every
+    # test below then also checks the client reads and writes only its own).
+    sanitized = subprocess.run(cmd + ["-fsanitize=address,undefined",
+                                      "-fno-sanitize-recover=all"], capture_output=True)
+    if sanitized.returncode != 0:
+        subprocess.run(cmd, check=True)
     return exe
 
 
@@ -297,7 +303,7 @@ def forged(tmp_path):
         num_envs=2, num_workers=1, batch_size=2, ring_depth=2, stack_num=4, img_height=84,
         img_width=84, channels=1, frame_skip=4))
     header[8:12] = (_core.ABI_MAJOR + 1).to_bytes(4, "little")
-    segment = shm.create(_core.segment_name(name), int.from_bytes(header[24:32], "little"))
+    segment = shm.create(_core.segment_name(name), _core.header_words(header)["total_bytes"])
     segment.buf[:len(header)] = header
     yield name
     segment.close()
@@ -330,6 +336,10 @@ def test_cpp_trainer_steps_a_served_pool(server, trainer, batch_size):
     out = parse_kv(r.stdout)
     assert out["segment"] == s.segment and out["obs_shape"] == "4x84x84"
     assert (out["num_envs"], out["batch_size"], out["num_actions"]) == ("4", str(batch_size), "4")
+    # The C client names the server as Python does: pid and start time.
+    assert out["abi"] == f"{_core.ABI_MAJOR}.{_core.ABI_MINOR}"
+    assert (out["owner_pid"], out["owner_start"]) == (
+        str(s.proc.pid), str(_core.process_start(s.proc.pid)))
     assert int(out["env_steps"]) == 150 * batch_size
     assert r.stdout.strip().splitlines()[-1].startswith("env_steps_per_s=")
     assert float(out["env_steps_per_s"]) > 0

@@ -62,7 +62,7 @@ int fail_check(const char *what) {
 // The observations of a batch: shape, sizes and pixel sanity.
 int check_frames(const shmatari_client &c, const shmatari_batch &b,
                  bool after_reset) {
-  const shmatari_header *h = c.hdr;
+  const shmatari_geom *h = &c.geom;  // the checked geometry, copied at attach
   uint32_t shape[4];
   int ndim = shmatari_obs_shape(&c, shape);
   uint64_t bytes = 1;
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
                  shmatari_strerror(r), c.error);
     return 1;
   }
-  const shmatari_header *h = c.hdr;
+  const shmatari_geom *h = &c.geom;  // the checked geometry, copied at attach
   uint32_t shape[4];
   int ndim = shmatari_obs_shape(&c, shape);
   std::string shape_text;
@@ -115,8 +115,15 @@ int main(int argc, char **argv) {
   std::printf("segment=%s num_envs=%u batch_size=%u num_workers=%u "
               "num_actions=%u frame_skip=%u\n",
               c.segment, h->num_envs, h->batch_size, h->num_workers,
-              h->num_actions, h->frame_skip);
+              c.num_actions, h->frame_skip);
   std::printf("obs_shape=%s\n", shape_text.c_str());
+  // The server, as every wait judges it (shmatari_owner_alive): its pid and
+  // when it started (ABI 1.2). These are header words, not geometry: read
+  // from the segment (c.hdr), for printing only.
+  const shmatari_header *hw = c.hdr;
+  std::printf("abi=%u.%u owner_pid=%d owner_start=%llu\n", hw->abi_major,
+              hw->abi_minor, (int)hw->owner_pid,
+              (unsigned long long)hw->owner_start);
   if (!args.expect_shape.empty() && args.expect_shape != shape_text) {
     shmatari_detach(&c);
     return fail_check("obs shape differs from --expect-shape");
@@ -140,7 +147,7 @@ int main(int argc, char **argv) {
        k++) {
     // Step the envs of the batch just received (all of them when synchronous).
     for (uint32_t i = 0; i < b.size; i++)
-      actions[i] = (int32_t)(rng() % h->num_actions);
+      actions[i] = (int32_t)(rng() % c.num_actions);
     r = shmatari_send(&c, actions.data(), b.env_id, b.size);
     if (r == SHMATARI_OK) r = shmatari_wait(&c, &b, timeout_ns);
     if (r != SHMATARI_OK) break;

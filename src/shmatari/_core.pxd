@@ -35,6 +35,7 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_FLAG_RESTARTED
     const unsigned SHMATARI_FLAG_FINAL
     const unsigned SHMATARI_FLAG_OBSERVED
+    ctypedef uint8_t shmatari_bool8
 
     enum shmatari_cmd:
         SHMATARI_CMD_NONE
@@ -108,6 +109,7 @@ cdef extern from "shmatari/layout.h" nogil:
         uint32_t autoreset_mode
         uint32_t obs_layout
         uint64_t slot_final_offset
+        uint64_t owner_start
         uint64_t render_offset
         uint64_t render_env_bytes
         uint32_t screen_height
@@ -138,15 +140,34 @@ cdef extern from "shmatari/layout.h" nogil:
     ctypedef struct shmatari_slot_header:
         uint32_t done_count
 
+    ctypedef struct shmatari_geom:
+        shmatari_header *hdr
+        uint64_t total_bytes
+        uint32_t num_envs, num_workers, batch_size, ring_depth
+        uint32_t stack_num, img_height, img_width, channels, frame_skip
+        uint32_t autoreset_mode, obs_layout, screen_height, screen_width
+        uint64_t obs_frame_bytes, obs_env_bytes, slot_bytes
+        uint64_t env_ctrl_offset, worker_ctrl_offset, errors_offset, slots_offset
+        uint64_t slot_obs_offset, slot_final_offset
+        uint64_t slot_field_offset[16]
+        uint64_t render_offset, render_env_bytes
+
+    const uint64_t SHMATARI_MAX_ENVS
+    const uint64_t SHMATARI_MAX_RING_DEPTH
+    const uint64_t SHMATARI_MAX_STACK
+    const uint64_t SHMATARI_MAX_IMG_SIDE
+    const uint64_t SHMATARI_MAX_FRAME_SKIP
+    const uint64_t SHMATARI_MAX_SEGMENT_BYTES
     int shmatari_layout_compute(shmatari_header *h)
+    int shmatari_layout_compute_msg(shmatari_header *h, char *msg, size_t len)
     uint32_t shmatari_min_ring_depth(uint32_t num_envs, uint32_t batch_size)
-    shmatari_env_ctrl *shmatari_env(const shmatari_header *h, uint32_t env)
-    shmatari_worker_ctrl *shmatari_worker(const shmatari_header *h, uint32_t w)
-    char *shmatari_error_text(const shmatari_header *h, uint32_t worker)
-    char *shmatari_slot(const shmatari_header *h, uint64_t slot)
-    uint8_t *shmatari_render_area(const shmatari_header *h, uint32_t env)
-    int32_t *shmatari_row_env_id(const shmatari_header *h, uint64_t pos)
-    void shmatari_clear_rows(const shmatari_header *h, uint64_t slot)
+    shmatari_env_ctrl *shmatari_env(const shmatari_geom *g, uint32_t env)
+    shmatari_worker_ctrl *shmatari_worker(const shmatari_geom *g, uint32_t w)
+    char *shmatari_error_text(const shmatari_geom *g, uint32_t worker)
+    char *shmatari_slot(const shmatari_geom *g, uint64_t slot)
+    uint8_t *shmatari_render_area(const shmatari_geom *g, uint32_t env)
+    int32_t *shmatari_row_env_id(const shmatari_geom *g, uint64_t pos)
+    void shmatari_clear_rows(const shmatari_geom *g, uint64_t slot)
 
 
 cdef extern from "shmatari/sync.h" nogil:
@@ -183,23 +204,30 @@ cdef extern from "shmatari/shmatari.h" nogil:
         SHMATARI_ERR_INVALID
         SHMATARI_ERR_STATE
         SHMATARI_ERR_SYSTEM
+        SHMATARI_ERR_UNTRUSTED
     const int SHMATARI_NAME_MAX
+    const char *SHMATARI_NAME_PREFIX
     int shmatari_pid_alive(int32_t pid)
+    uint64_t shmatari_process_start(int32_t pid)
+    int shmatari_process_alive(int32_t pid, uint64_t start)
+    int shmatari_owner_alive(const shmatari_header *h)
     int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
-    int shmatari_env_workers(const shmatari_header *h, uint32_t *env_worker,
+    int shmatari_geom_load(void *base, uint64_t size, shmatari_geom *g, char *msg,
+                           size_t len)
+    int shmatari_env_workers(const shmatari_geom *g, uint32_t *env_worker,
                              char *msg, size_t len)
-    int shmatari_pool_check(const shmatari_header *h, int check_pids, char *msg,
+    int shmatari_pool_check(const shmatari_geom *g, int check_pids, char *msg,
                             size_t len)
-    int shmatari_open_pool(shmatari_header *h, uint64_t size, int32_t pid,
+    int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
                            int64_t timeout_ns, int32_t *holder, char *msg, size_t len)
     void shmatari_unclaim(shmatari_header *h, int32_t pid)
-    void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
+    void shmatari_post(const shmatari_geom *g, const uint32_t *env_worker,
                        uint8_t *touched, const uint32_t *env_ids, uint32_t n,
                        const int32_t *actions, uint32_t cmd)
-    int shmatari_wait_batch(shmatari_header *h, uint64_t batch, int64_t spin_ns,
+    int shmatari_wait_batch(const shmatari_geom *g, uint64_t batch, int64_t spin_ns,
                             int spin_mode, int64_t timeout_ns, int64_t *next_check_ns,
                             char *msg, size_t len)
-    void shmatari_consume_batch(shmatari_header *h, uint64_t batch)
+    void shmatari_consume_batch(const shmatari_geom *g, uint64_t batch)
     int shmatari_segment_name(const char *name, char *out, size_t out_len,
                               char *msg, size_t len)
 
@@ -217,6 +245,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
     ctypedef struct shmatari_client:
         shmatari_header *hdr
         uint64_t map_bytes
+        shmatari_geom geom
+        uint32_t num_actions
         int32_t pid
         int64_t spin_ns
         int spin_mode
@@ -229,7 +259,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
         const char *const *names
         char error[512]
     const char *shmatari_client_state_name(int state)
-    int shmatari_client_open(shmatari_client *c, shmatari_header *h)
+    int shmatari_client_open(shmatari_client *c, const shmatari_geom *g)
     void shmatari_client_close(shmatari_client *c)
     void shmatari_client_break(shmatari_client *c)
     int shmatari_send(shmatari_client *c, const int32_t *actions,
@@ -237,7 +267,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_reset_envs(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
                             int64_t timeout_ns)
     int shmatari_check_step(shmatari_client *c, uint32_t n)
-    int shmatari_recover_workers(shmatari_header *h, const uint8_t *dead_env, int64_t *plan,
+    int shmatari_recover_workers(const shmatari_geom *g, const uint8_t *dead_env, int64_t *plan,
                                  char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
     void shmatari_release_batch(shmatari_client *c)

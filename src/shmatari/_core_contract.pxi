@@ -45,8 +45,16 @@ STATUS = {
     "server_dead": SHMATARI_ERR_SERVER_DEAD, "worker": SHMATARI_ERR_WORKER,
     "closed": SHMATARI_ERR_CLOSED, "interrupted": SHMATARI_ERR_INTERRUPTED,
     "invalid": SHMATARI_ERR_INVALID, "state": SHMATARI_ERR_STATE,
-    "system": SHMATARI_ERR_SYSTEM,
+    "system": SHMATARI_ERR_SYSTEM, "untrusted": SHMATARI_ERR_UNTRUSTED,
 }
+#: Documented maxima of a pool's primary parameters (``SHMATARI_MAX_*``,
+#: docs/layout.md "Trust"): a client refuses a header beyond them.
+MAX_ENVS = SHMATARI_MAX_ENVS
+MAX_RING_DEPTH = SHMATARI_MAX_RING_DEPTH
+MAX_STACK = SHMATARI_MAX_STACK
+MAX_IMG_SIDE = SHMATARI_MAX_IMG_SIDE
+MAX_FRAME_SKIP = SHMATARI_MAX_FRAME_SKIP
+MAX_SEGMENT_BYTES = SHMATARI_MAX_SEGMENT_BYTES
 OK = SHMATARI_OK
 ERR_TIMEOUT = SHMATARI_ERR_TIMEOUT
 ERR_INTERRUPTED = SHMATARI_ERR_INTERRUPTED
@@ -62,94 +70,94 @@ ENV_ENDED = SHMATARI_ENV_ENDED
 cdef extern from *:
     """
     #include <stddef.h>
-    static const char *shmatari_py_field_types[] = SHMATARI_FIELD_TYPES;
-    static const char *shmatari_py_field_names[] = SHMATARI_FIELD_NAMES;
-    typedef struct { const char *type; const char *member; size_t value; } shmatari_py_member;
+    /* Every table below is generated from the lists in shmatari/layout.h. */
+    typedef struct {
+      const char *name, *type, *ctype, *unit, *meaning;
+    } shmatari_py_field;
+    #define SHMATARI_PY_FIELD(NAME, name, type, unit, meaning) \
+      {#name, SHMATARI_TYPESTR(type), #type, unit, meaning},
+    static const shmatari_py_field shmatari_py_fields[] = {
+      SHMATARI_RESULT_FIELDS(SHMATARI_PY_FIELD)
+    };
+    typedef struct {
+      const char *type, *member;
+      size_t offset, size;
+      const char *elem; /* NumPy type string of one element */
+    } shmatari_py_member;
+    #define SHMATARI_PY_MEMBER(S, type, name) \
+      {#S, #name, offsetof(S, name), sizeof(((S *)0)->name), SHMATARI_TYPESTR(type)},
+    #define SHMATARI_PY_HEADER(type, name, dims) \
+      SHMATARI_PY_MEMBER(shmatari_header, type, name)
+    #define SHMATARI_PY_ENV_CTRL(type, name, dims) \
+      SHMATARI_PY_MEMBER(shmatari_env_ctrl, type, name)
+    #define SHMATARI_PY_WORKER_CTRL(type, name, dims) \
+      SHMATARI_PY_MEMBER(shmatari_worker_ctrl, type, name)
+    #define SHMATARI_PY_SLOT_HEADER(type, name, dims) \
+      SHMATARI_PY_MEMBER(shmatari_slot_header, type, name)
     static const shmatari_py_member shmatari_py_members[] = {
-      {"shmatari_header", "sizeof", sizeof(shmatari_header)},
-      {"shmatari_header", "magic", offsetof(shmatari_header, magic)},
-      {"shmatari_header", "abi_major", offsetof(shmatari_header, abi_major)},
-      {"shmatari_header", "abi_minor", offsetof(shmatari_header, abi_minor)},
-      {"shmatari_header", "header_bytes", offsetof(shmatari_header, header_bytes)},
-      {"shmatari_header", "total_bytes", offsetof(shmatari_header, total_bytes)},
-      {"shmatari_header", "num_envs", offsetof(shmatari_header, num_envs)},
-      {"shmatari_header", "num_workers", offsetof(shmatari_header, num_workers)},
-      {"shmatari_header", "batch_size", offsetof(shmatari_header, batch_size)},
-      {"shmatari_header", "ring_depth", offsetof(shmatari_header, ring_depth)},
-      {"shmatari_header", "stack_num", offsetof(shmatari_header, stack_num)},
-      {"shmatari_header", "img_height", offsetof(shmatari_header, img_height)},
-      {"shmatari_header", "img_width", offsetof(shmatari_header, img_width)},
-      {"shmatari_header", "channels", offsetof(shmatari_header, channels)},
-      {"shmatari_header", "frame_skip", offsetof(shmatari_header, frame_skip)},
-      {"shmatari_header", "num_actions", offsetof(shmatari_header, num_actions)},
-      {"shmatari_header", "obs_frame_bytes", offsetof(shmatari_header, obs_frame_bytes)},
-      {"shmatari_header", "obs_env_bytes", offsetof(shmatari_header, obs_env_bytes)},
-      {"shmatari_header", "slot_bytes", offsetof(shmatari_header, slot_bytes)},
-      {"shmatari_header", "env_ctrl_offset", offsetof(shmatari_header, env_ctrl_offset)},
-      {"shmatari_header", "worker_ctrl_offset", offsetof(shmatari_header, worker_ctrl_offset)},
-      {"shmatari_header", "errors_offset", offsetof(shmatari_header, errors_offset)},
-      {"shmatari_header", "slots_offset", offsetof(shmatari_header, slots_offset)},
-      {"shmatari_header", "slot_obs_offset", offsetof(shmatari_header, slot_obs_offset)},
-      {"shmatari_header", "slot_field_offset", offsetof(shmatari_header, slot_field_offset)},
-      {"shmatari_header", "action_set", offsetof(shmatari_header, action_set)},
-      {"shmatari_header", "owner_pid", offsetof(shmatari_header, owner_pid)},
-      {"shmatari_header", "client_pid", offsetof(shmatari_header, client_pid)},
-      {"shmatari_header", "pool_state", offsetof(shmatari_header, pool_state)},
-      {"shmatari_header", "field_count", offsetof(shmatari_header, field_count)},
-      {"shmatari_header", "seed_words", offsetof(shmatari_header, seed_words)},
-      {"shmatari_header", "autoreset_mode", offsetof(shmatari_header, autoreset_mode)},
-      {"shmatari_header", "obs_layout", offsetof(shmatari_header, obs_layout)},
-      {"shmatari_header", "slot_final_offset", offsetof(shmatari_header, slot_final_offset)},
-      {"shmatari_header", "render_offset", offsetof(shmatari_header, render_offset)},
-      {"shmatari_header", "render_env_bytes", offsetof(shmatari_header, render_env_bytes)},
-      {"shmatari_header", "screen_height", offsetof(shmatari_header, screen_height)},
-      {"shmatari_header", "screen_width", offsetof(shmatari_header, screen_width)},
-      {"shmatari_header", "main_seq", offsetof(shmatari_header, main_seq)},
-      {"shmatari_header", "main_sleeping", offsetof(shmatari_header, main_sleeping)},
-      {"shmatari_header", "ready_workers", offsetof(shmatari_header, ready_workers)},
-      {"shmatari_header", "failed_workers", offsetof(shmatari_header, failed_workers)},
-      {"shmatari_header", "alloc_pos", offsetof(shmatari_header, alloc_pos)},
-      {"shmatari_header", "consumed_batches", offsetof(shmatari_header, consumed_batches)},
-      {"shmatari_env_ctrl", "sizeof", sizeof(shmatari_env_ctrl)},
-      {"shmatari_env_ctrl", "req_seq", offsetof(shmatari_env_ctrl, req_seq)},
-      {"shmatari_env_ctrl", "cmd", offsetof(shmatari_env_ctrl, cmd)},
-      {"shmatari_env_ctrl", "action", offsetof(shmatari_env_ctrl, action)},
-      {"shmatari_env_ctrl", "ack_seq", offsetof(shmatari_env_ctrl, ack_seq)},
-      {"shmatari_env_ctrl", "results", offsetof(shmatari_env_ctrl, results)},
-      {"shmatari_worker_ctrl", "sizeof", sizeof(shmatari_worker_ctrl)},
-      {"shmatari_worker_ctrl", "wake_seq", offsetof(shmatari_worker_ctrl, wake_seq)},
-      {"shmatari_worker_ctrl", "sleeping", offsetof(shmatari_worker_ctrl, sleeping)},
-      {"shmatari_worker_ctrl", "pid", offsetof(shmatari_worker_ctrl, pid)},
-      {"shmatari_worker_ctrl", "state", offsetof(shmatari_worker_ctrl, state)},
-      {"shmatari_worker_ctrl", "env_begin", offsetof(shmatari_worker_ctrl, env_begin)},
-      {"shmatari_worker_ctrl", "env_end", offsetof(shmatari_worker_ctrl, env_end)},
-      {"shmatari_worker_ctrl", "steps", offsetof(shmatari_worker_ctrl, steps)},
-      {"shmatari_slot_header", "sizeof", sizeof(shmatari_slot_header)},
-      {"shmatari_slot_header", "done_count", offsetof(shmatari_slot_header, done_count)},
+      {"shmatari_header", "sizeof", 0, sizeof(shmatari_header), ""},
+      SHMATARI_HEADER_MEMBERS(SHMATARI_PY_HEADER)
+      {"shmatari_env_ctrl", "sizeof", 0, sizeof(shmatari_env_ctrl), ""},
+      SHMATARI_ENV_CTRL_MEMBERS(SHMATARI_PY_ENV_CTRL)
+      {"shmatari_worker_ctrl", "sizeof", 0, sizeof(shmatari_worker_ctrl), ""},
+      SHMATARI_WORKER_CTRL_MEMBERS(SHMATARI_PY_WORKER_CTRL)
+      {"shmatari_slot_header", "sizeof", 0, sizeof(shmatari_slot_header), ""},
+      SHMATARI_SLOT_HEADER_MEMBERS(SHMATARI_PY_SLOT_HEADER)
     };
     static const size_t shmatari_py_member_count =
         sizeof(shmatari_py_members) / sizeof(shmatari_py_members[0]);
     """
-    const char *shmatari_py_field_types[]
-    const char *shmatari_py_field_names[]
+    ctypedef struct shmatari_py_field:
+        const char *name
+        const char *type
+        const char *ctype
+        const char *unit
+        const char *meaning
+    const shmatari_py_field shmatari_py_fields[]
     ctypedef struct shmatari_py_member:
         const char *type
         const char *member
-        size_t value
+        size_t offset
+        size_t size
+        const char *elem
     const shmatari_py_member shmatari_py_members[]
     const size_t shmatari_py_member_count
 
+#: Every per-result field, in enum order, as layout.h's SHMATARI_RESULT_FIELDS
+#: lists it: (name, NumPy dtype, C type, unit, meaning).
+FIELD_SPECS = tuple([
+    (shmatari_py_fields[_i].name.decode(), np.dtype(shmatari_py_fields[_i].type.decode()),
+     shmatari_py_fields[_i].ctype.decode(), shmatari_py_fields[_i].unit.decode(),
+     shmatari_py_fields[_i].meaning.decode())
+    for _i in range(<int>SHMATARI_FIELD_COUNT)])
 #: The per-result fields of a slot: (name, NumPy dtype), in enum order.
-FIELDS = tuple(
-    (shmatari_py_field_names[i].decode(), np.dtype(shmatari_py_field_types[i].decode()))
-    for i in range(<int>SHMATARI_FIELD_COUNT)
-)
+FIELDS = tuple((spec[0], spec[1]) for spec in FIELD_SPECS)
+#: Segment name prefix (``SHMATARI_NAME_PREFIX``): ``shmatari_<name>``.
+NAME_PREFIX = SHMATARI_NAME_PREFIX.decode()
+
+#: Every member of the layout's structs: {struct: {member: (offset, NumPy
+#: element dtype, element count)}}, reserved words included.
+cdef dict _members():
+    cdef size_t i
+    cdef const shmatari_py_member *m
+    out = {}
+    for i in range(shmatari_py_member_count):
+        m = &shmatari_py_members[i]
+        if m.member != b"sizeof":
+            dt = np.dtype(m.elem.decode())
+            out.setdefault(m.type.decode(), {})[m.member.decode()] = (
+                m.offset, dt, m.size // dt.itemsize)
+    return out
+
+
+MEMBERS = _members()
 
 
 _BOOL = np.dtype(bool)
-#: The dtype each field is handed out as: the 0/1 bytes as bool.
-_PRESENTED = tuple(_BOOL if name in ("terminated", "truncated", "game_over", "episode_done")
-                   else dtype for name, dtype in FIELDS)
+#: The dtype each field is handed out as: the 0/1 bytes (C type
+#: ``shmatari_bool8``) as bool.
+_PRESENTED = tuple(_BOOL if ctype == "shmatari_bool8" else dtype
+                   for _, dtype, ctype, _, _ in FIELD_SPECS)
 
 
 cdef object _view(object base, char *data, cnp.npy_intp n, object descr):
@@ -170,10 +178,56 @@ def struct_layout():
         in bytes. Tests compare it with a separately compiled C program.
     """
     cdef size_t i
+    cdef const shmatari_py_member *m
     out = {}
     for i in range(shmatari_py_member_count):
-        m = shmatari_py_members[i]
-        out.setdefault(m.type.decode(), {})[m.member.decode()] = m.value
+        m = &shmatari_py_members[i]
+        out.setdefault(m.type.decode(), {})[m.member.decode()] = (
+            m.size if m.member == b"sizeof" else m.offset)
+    return out
+
+
+cdef object _load(const char *p, str kind, size_t size):
+    """One element of the layout at ``p``, loaded with acquire ordering."""
+    cdef uint64_t v
+    if size == 8:
+        v = shmatari_load_acquire64(<const uint64_t *>p)
+        return <int64_t>v if kind == "i" else v
+    if size == 4:
+        v = shmatari_load_acquire(<const uint32_t *>p)
+        return <int32_t>v if kind == "i" else v
+    raise TypeError(f"no {size}-byte member in the header")
+
+
+def header_words(buf):
+    """The words of a header (every member of ``shmatari_header`` but the
+    reserved ones), read through the offset table generated from layout.h's
+    ``SHMATARI_HEADER_MEMBERS``: a snapshot.
+
+    Args:
+        buf: at least ``HEADER_BYTES`` bytes, the header at offset 0.
+
+    Returns:
+        dict: member name -> int, or list of int for an array.
+
+    Raises:
+        ValueError: ``buf`` is shorter than the header.
+    """
+    cdef const unsigned char[::1] mv = buf
+    if <size_t>mv.shape[0] < SHMATARI_HEADER_BYTES:
+        raise ValueError(f"{mv.shape[0]} bytes hold no {SHMATARI_HEADER_BYTES}-byte header")
+    cdef const char *base = <const char *>&mv[0]
+    cdef size_t k, offset, size, count
+    out = {}
+    for name, spec in MEMBERS["shmatari_header"].items():
+        if name.startswith("reserved"):  # MUST NOT be read (layout.h)
+            continue
+        offset, dtype, count = spec
+        size = dtype.itemsize
+        words = []
+        for k in range(count):
+            words.append(_load(base + offset + k * size, dtype.kind, size))
+        out[name] = words if count > 1 else words[0]
     return out
 
 
@@ -200,9 +254,12 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
         ``total_bytes`` (offset 24) is the size the segment needs.
 
     Raises:
-        ValueError: the geometry is invalid (see ``shmatari_layout_compute``).
+        ValueError: the geometry is invalid or too large (see
+            ``shmatari_layout_compute_msg``); the message says which
+            parameter is out of range, or how many bytes it would need.
     """
     cdef shmatari_header h
+    cdef char msg[512]
     memset(&h, 0, sizeof(h))
     h.num_envs = num_envs
     h.num_workers = num_workers
@@ -217,8 +274,8 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.obs_layout = obs_layout
     h.screen_height = screen_height
     h.screen_width = screen_width
-    if shmatari_layout_compute(&h) != 0:
-        raise ValueError("invalid pool geometry: " + repr(dict(
+    if shmatari_layout_compute_msg(&h, msg, sizeof(msg)) != 0:
+        raise ValueError(msg.decode("utf-8", "replace") + ": " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
             img_width=img_width, channels=channels, frame_skip=frame_skip,
@@ -238,6 +295,20 @@ def status_name(int code):
 def pid_alive(int32_t pid):
     """True if process ``pid`` exists and is not a zombie (``shmatari_pid_alive``)."""
     return bool(shmatari_pid_alive(pid))
+
+
+def process_start(int32_t pid):
+    """When process ``pid`` started, in clock ticks since boot (Linux
+    ``/proc/<pid>/stat``, ``shmatari_process_start``); 0 if it is gone, a
+    zombie, or unknown."""
+    return shmatari_process_start(pid)
+
+
+def process_alive(int32_t pid, uint64_t start):
+    """The liveness rule of C and Python alike (``shmatari_process_alive``):
+    ``pid`` exists, is not a zombie, and, unless ``start`` is 0, started at
+    ``start`` (``process_start``): a process that reused the pid is not it."""
+    return bool(shmatari_process_alive(pid, start))
 
 
 def check_header(buf):

@@ -3,31 +3,42 @@
 # --------------------------------------------------------------------------
 # The per-env Atari step
 
-cdef struct _Result:
-    # One published result, as the slot's per-field arrays hold it.
-    float reward
-    float raw_reward
-    uint8_t terminated
-    uint8_t truncated
-    uint8_t game_over
-    uint8_t episode_done
-    int32_t lives
-    int32_t elapsed_step
-    int64_t episode_frames
-    int64_t frame_number
-    double episode_return
-    uint32_t flags
-
-
-cdef tuple _result_tuple(const _Result *r):
-    return (r.reward, bool(r.terminated), bool(r.truncated), r.lives, r.raw_reward,
-            bool(r.game_over), r.elapsed_step, r.episode_frames, r.frame_number,
-            r.episode_return, bool(r.episode_done), r.flags)
+cdef extern from *:
+    """
+    /* The result fields as Python values, generated from layout.h's
+     * SHMATARI_RESULT_FIELDS: a tuple of every field after env_id. */
+    #define SHMATARI_PY_BOX_int32_t(v) PyLong_FromLong(v)
+    #define SHMATARI_PY_BOX_uint32_t(v) PyLong_FromUnsignedLong(v)
+    #define SHMATARI_PY_BOX_int64_t(v) PyLong_FromLongLong(v)
+    #define SHMATARI_PY_BOX_uint64_t(v) PyLong_FromUnsignedLongLong(v)
+    #define SHMATARI_PY_BOX_uint8_t(v) PyLong_FromLong(v)
+    #define SHMATARI_PY_BOX_shmatari_bool8(v) PyBool_FromLong(v)
+    #define SHMATARI_PY_BOX_float(v) PyFloat_FromDouble(v)
+    #define SHMATARI_PY_BOX_double(v) PyFloat_FromDouble(v)
+    SHMATARI_STATIC_ASSERT(SHMATARI_FIELD_ENV_ID == 0, "env_id comes first");
+    #define SHMATARI_PY_BOX_FIELD(NAME, name, type, unit, meaning)            \
+      if (SHMATARI_FIELD_##NAME != SHMATARI_FIELD_ENV_ID) {                   \
+        PyObject *v = SHMATARI_PY_BOX_##type(r->name);                        \
+        if (v == NULL) {                                                      \
+          Py_DECREF(t);                                                       \
+          return NULL;                                                        \
+        }                                                                     \
+        PyTuple_SET_ITEM(t, SHMATARI_FIELD_##NAME - 1, v);                    \
+      }
+    static PyObject *shmatari_py_result_tuple(const shmatari_result *r) {
+      PyObject *t = PyTuple_New(SHMATARI_FIELD_COUNT - 1);
+      if (t == NULL) return NULL;
+      SHMATARI_RESULT_FIELDS(SHMATARI_PY_BOX_FIELD)
+      return t;
+    }
+    """
+    object shmatari_py_result_tuple(const shmatari_result *r)
 
 
 #: Names of the values ``EnvCore.result()`` returns, in order: the slot's
 #: fields after ``env_id``.
 RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
+_RESULT_INDEX = {name: i for i, name in enumerate(RESULT_FIELDS)}
 
 
 cdef class EnvCore:
@@ -46,18 +57,14 @@ cdef class EnvCore:
     cdef uint8_t *hist
     cdef Py_ssize_t frame_bytes
     cdef int head
-    # episode state
     cdef bint needs_reset
-    cdef readonly int32_t lives
-    cdef readonly int32_t elapsed_step
-    cdef readonly int64_t episode_frames, frame_number
-    cdef readonly double episode_return
-    # last result
-    cdef readonly float reward, raw_reward
-    cdef readonly bint terminated, truncated, game_over, episode_done
-    cdef readonly uint32_t flags
+    # The last result, every field of layout.h's SHMATARI_RESULT_FIELDS but
+    # env_id: the episode's counters carry over from step to step, the rest
+    # is the step's (_clear_result). Python reads the fields as attributes
+    # (``core.reward``; ``__getattr__``).
+    cdef shmatari_result res
     # same_step: the done step's result and observation (valid with FLAG_FINAL)
-    cdef _Result final
+    cdef shmatari_result final
     cdef uint8_t *final_obs
 
     def __cinit__(self, *args, **kwargs):
@@ -85,41 +92,33 @@ cdef class EnvCore:
                 raise MemoryError()
             memset(self.final_obs, 0, frame_bytes * stack_num)
         memset(&self.final, 0, sizeof(self.final))
+        memset(&self.res, 0, sizeof(self.res))
         self.head = 0
         self.needs_reset = True
-        self.frame_number = 0
-        self._clear_episode()
-        self._clear_result()
         return 0
 
+    def __getattr__(self, name):
+        """The last result's fields by name (``RESULT_FIELDS``), as ``result()``."""
+        i = _RESULT_INDEX.get(name)
+        if i is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return shmatari_py_result_tuple(&self.res)[i]
+
     cdef inline void _clear_episode(self):
-        self.elapsed_step = 0
-        self.episode_frames = 0
-        self.episode_return = 0.0
+        self.res.elapsed_step = 0
+        self.res.episode_frames = 0
+        self.res.episode_return = 0.0
 
     cdef inline void _clear_result(self):
-        self.reward = 0.0
-        self.raw_reward = 0.0
-        self.terminated = False
-        self.truncated = False
-        self.game_over = False
-        self.episode_done = False
-        self.flags = 0
-
-    cdef inline void snapshot(self, _Result *r) noexcept nogil:
-        """The current result, as published."""
-        r.reward = self.reward
-        r.raw_reward = self.raw_reward
-        r.terminated = self.terminated
-        r.truncated = self.truncated
-        r.game_over = self.game_over
-        r.episode_done = self.episode_done
-        r.lives = self.lives
-        r.elapsed_step = self.elapsed_step
-        r.episode_frames = self.episode_frames
-        r.frame_number = self.frame_number
-        r.episode_return = self.episode_return
-        r.flags = self.flags
+        """Zeroes the step's fields: every field but the env's counters
+        (lives, the episode's and the env's counts), which carry over."""
+        cdef shmatari_result kept = self.res
+        memset(&self.res, 0, sizeof(self.res))
+        self.res.lives = kept.lives
+        self.res.elapsed_step = kept.elapsed_step
+        self.res.episode_frames = kept.episode_frames
+        self.res.frame_number = kept.frame_number
+        self.res.episode_return = kept.episode_return
 
     cdef inline uint8_t *_next_frame(self):
         """Advances the stack; returns where the newest frame goes."""
@@ -138,13 +137,13 @@ cdef class EnvCore:
         """After a done step: keeps its result and observation as the final
         record, resets, and leaves the reset's result with the done step's
         reward, terminated and truncated, and ``FLAG_FINAL``."""
-        self.snapshot(&self.final)
+        self.final = self.res
         self.write_obs(self.final_obs)
         self.reset()
-        self.reward = self.final.reward
-        self.terminated = self.final.terminated
-        self.truncated = self.final.truncated
-        self.flags |= SHMATARI_FLAG_FINAL
+        self.res.reward = self.final.reward
+        self.res.terminated = self.final.terminated
+        self.res.truncated = self.final.truncated
+        self.res.flags |= SHMATARI_FLAG_FINAL
         return 0
 
     cpdef int reset(self) except -1:
@@ -159,7 +158,7 @@ cdef class EnvCore:
         """``CMD_OBSERVE``: the current observation again, nothing emulated;
         reward 0, every flag false, ``FLAG_OBSERVED``."""
         self._clear_result()
-        self.flags = SHMATARI_FLAG_OBSERVED
+        self.res.flags = SHMATARI_FLAG_OBSERVED
         return 0
 
     cpdef int restart_result(self) except -1:
@@ -175,12 +174,12 @@ cdef class EnvCore:
         disabled, the client must reset it."""
         self.reset()
         self._clear_result()
-        self.truncated = True
-        self.flags = SHMATARI_FLAG_RESTARTED
+        self.res.truncated = True
+        self.res.flags = SHMATARI_FLAG_RESTARTED
         self.needs_reset = True
         if self.same_step:
             self._same_step_reset()
-            self.flags |= SHMATARI_FLAG_RESTARTED
+            self.res.flags |= SHMATARI_FLAG_RESTARTED
         return 0
 
     cdef void write_obs(self, uint8_t *out) noexcept nogil:
@@ -214,9 +213,7 @@ cdef class EnvCore:
         (reward, terminated, truncated, lives, raw_reward, game_over,
         elapsed_step, episode_frames, frame_number, episode_return,
         episode_done, flags)."""
-        cdef _Result r
-        self.snapshot(&r)
-        return _result_tuple(&r)
+        return shmatari_py_result_tuple(&self.res)
 
 
 cdef class NullCore(EnvCore):
@@ -230,7 +227,7 @@ cdef class NullCore(EnvCore):
         num_actions: size of its action space.
     """
 
-    def __init__(self, frame_shape, *, int stack_num=4, int num_actions=4):
+    def __init__(self, frame_shape, *, int stack_num, int num_actions=4):
         cdef Py_ssize_t n = 1
         for d in frame_shape:
             n *= d
@@ -242,15 +239,15 @@ cdef class NullCore(EnvCore):
         memset(self._next_frame(), 0, self.frame_bytes)
         self._fill_stack()
         self.needs_reset = False
-        self.flags = SHMATARI_FLAG_RESET
+        self.res.flags = SHMATARI_FLAG_RESET
         return 0
 
     cpdef int step(self, int action) except -1:
         self._clear_result()
-        self.elapsed_step += 1
-        self.episode_frames += 1
-        self.frame_number += 1
-        memset(self._next_frame(), <uint8_t>(self.frame_number & 0xFF), self.frame_bytes)
+        self.res.elapsed_step += 1
+        self.res.episode_frames += 1
+        self.res.frame_number += 1
+        memset(self._next_frame(), <uint8_t>(self.res.frame_number & 0xFF), self.frame_bytes)
         return 0
 
 
@@ -259,7 +256,9 @@ cdef class AtariCore(EnvCore):
 
     Used by shmatari's workers, by the pipe baseline and by the benchmark's
     ceiling, so that all three do exactly the same work per step. Each
-    behaviour is specified in ``docs/semantics.md``.
+    behaviour is specified in ``docs/semantics.md``. Every option is
+    required: ``shmatari.atari.build_core`` passes an ``EnvConfig``'s, whose
+    defaults are ``shmatari.config.OPTION_DEFAULTS``.
 
     Args:
         ale: an ``ale_py.ALEInterface`` with its ROM loaded, built in this
@@ -310,11 +309,10 @@ cdef class AtariCore(EnvCore):
     cdef bint soft_reset   # the last episode ended by a lost life
     cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
 
-    def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip=4,
-                 int stack_num=4, bint maxpool=True, int noop_max=30,
-                 bint episodic_life=False, bint use_fire_reset=False,
-                 bint reward_clip=False, int64_t max_episode_frames=108000,
-                 noop_rng=None, bint same_step=False, preprocessor=None,
+    def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip,
+                 int stack_num, bint maxpool, int noop_max, bint episodic_life,
+                 bint use_fire_reset, bint reward_clip, int64_t max_episode_frames,
+                 noop_rng, bint same_step, preprocessor=None,
                  Palette render_palette=None):
         self.ale = ale
         self._act = ale.act
@@ -406,12 +404,12 @@ cdef class AtariCore(EnvCore):
     cdef int _frame(self, int ale_action) except? -1:
         """Emulates one frame, counting it; returns the raw reward."""
         cdef int r = self._act(ale_action)
-        self.frame_number += 1
-        self.episode_frames += 1
+        self.res.frame_number += 1
+        self.res.episode_frames += 1
         return r
 
     cdef inline bint _capped(self):
-        return self.max_episode_frames > 0 and self.episode_frames >= self.max_episode_frames
+        return self.max_episode_frames > 0 and self.res.episode_frames >= self.max_episode_frames
 
     cdef bint _ended(self) except -1:
         """The game is over or has reached the frame cap."""
@@ -427,7 +425,7 @@ cdef class AtariCore(EnvCore):
         if self.noop_max > 0:
             noops = int(self.noop_rng.integers(1, self.noop_max + 1))
         for i in range(noops):
-            self.episode_return += self._frame(0)
+            self.res.episode_return += self._frame(0)
             if self._ended():
                 self._restart_game()
         return 0
@@ -438,7 +436,7 @@ cdef class AtariCore(EnvCore):
         Game): they count, as in ALE's ``getEpisodeFrameNumber`` and its cap."""
         self._reset_game()
         self._clear_episode()
-        self.episode_frames = self._episode_frame_number()
+        self.res.episode_frames = self._episode_frame_number()
         return 0
 
     cdef int _press_fire(self) except -1:
@@ -446,7 +444,7 @@ cdef class AtariCore(EnvCore):
         reached the cap, 1 otherwise."""
         cdef int i
         for i in range(self.frame_skip):
-            self.episode_return += self._frame(self._action_ids[1])
+            self.res.episode_return += self._frame(self._action_ids[1])
             if self._ended():
                 return 0
         return 1
@@ -455,11 +453,11 @@ cdef class AtariCore(EnvCore):
         self._capture()
         self._emit(False)
         self._fill_stack()
-        self.lives = self._lives()
+        self.res.lives = self._lives()
         self.needs_reset = False
         self.soft_reset = False
         self.end_pending = end_pending
-        self.flags = SHMATARI_FLAG_RESET
+        self.res.flags = SHMATARI_FLAG_RESET
         return 0
 
     cdef int _continue_game(self) except -1:
@@ -469,16 +467,16 @@ cdef class AtariCore(EnvCore):
         cap, they stop there and the next step reports it."""
         cdef int i
         cdef bint ended = False
-        cdef double before = self.episode_return
+        cdef double before = self.res.episode_return
         self._clear_result()
         for i in range(self.frame_skip):
-            self.episode_return += self._frame(0)
+            self.res.episode_return += self._frame(0)
             if self._ended():
                 ended = True
                 break
         if not ended and self.use_fire_reset and self.fire_ok:
             ended = not self._press_fire()
-        self.raw_reward = <float>(self.episode_return - before)
+        self.res.raw_reward = <float>(self.res.episode_return - before)
         return self._start_episode_obs(ended)
 
     def reseed(self, int ale_seed, noop_rng):
@@ -506,7 +504,7 @@ cdef class AtariCore(EnvCore):
         self._new_game()
         if self.use_fire_reset and self.fire_ok and not self._press_fire():
             self._new_game()
-        self.raw_reward = <float>self.episode_return
+        self.res.raw_reward = <float>self.res.episode_return
         return self._start_episode_obs(False)
 
     cpdef int step(self, int action) except -1:
@@ -541,26 +539,26 @@ cdef class AtariCore(EnvCore):
                 # EpisodicLifeEnv and EnvPool): Q*bert can show 0 lives for a
                 # few frames before its game ends.
                 lives = self._lives()
-                life_lost = 0 < lives < self.lives
-                self.lives = lives
+                life_lost = 0 < lives < self.res.lives
+                self.res.lives = lives
             capped = self._capped()
         self._emit(self.maxpool and emulated >= 2)
         if not self.episodic_life:
-            self.lives = self._lives()
-        self.elapsed_step += 1
-        self.raw_reward = <float>raw
-        self.episode_return += raw
+            self.res.lives = self._lives()
+        self.res.elapsed_step += 1
+        self.res.raw_reward = <float>raw
+        self.res.episode_return += raw
         if self.reward_clip:
-            self.reward = <float>((raw > 0) - (raw < 0))
+            self.res.reward = <float>((raw > 0) - (raw < 0))
         else:
-            self.reward = <float>raw
-        self.game_over = over
-        self.terminated = over or life_lost
-        self.truncated = capped
-        self.episode_done = over or capped
-        if self.terminated or self.truncated:
+            self.res.reward = <float>raw
+        self.res.game_over = over
+        self.res.terminated = over or life_lost
+        self.res.truncated = capped
+        self.res.episode_done = over or capped
+        if self.res.terminated or self.res.truncated:
             self.needs_reset = True
-            self.soft_reset = not self.episode_done
+            self.soft_reset = not self.res.episode_done
             if self.same_step:
                 self._same_step_reset()
         return 0

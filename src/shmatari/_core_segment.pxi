@@ -8,17 +8,23 @@ cdef class Segment:
 
     Args:
         buf: a writable buffer over the whole segment (``SharedMemory.buf``).
-            The segment's header must already be written; the magic and the
-            ABI major version are checked.
+            The segment's header must already be written. It is checked as
+            a C client checks it (``shmatari_geom_load``: magic, ABI major
+            version, bounded parameters, every offset and size recomputed,
+            ``total_bytes`` equal to the buffer's size) and its geometry is
+            copied once: no later call reads a size or offset from the buffer.
 
     Raises:
-        ValueError: the buffer is too small or its header is not a shmatari
-            header of ABI major ``ABI_MAJOR``.
+        ValueError: the buffer's header is not a consistent shmatari header
+            of ABI major ``ABI_MAJOR`` for a segment of its size.
     """
 
     cdef object _view
     cdef char *base
     cdef shmatari_header *hdr
+    # The checked geometry, copied out of the header once (shmatari_geom_load):
+    # every size and offset used below comes from here, never from the segment.
+    cdef shmatari_geom geo
     cdef uint32_t *env_worker
     cdef uint8_t *touched
     # This process's client (shmatari.h's state machine), open after open_client().
@@ -26,18 +32,20 @@ cdef class Segment:
 
     def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
-        code, msg = check_header(mv)
-        if code != SHMATARI_OK:
-            raise ValueError(msg)
+        cdef char msg[512]
+        msg[0] = 0
+        if shmatari_geom_load(<void *>&mv[0], mv.shape[0], &self.geo, msg,
+                              sizeof(msg)) != SHMATARI_OK:
+            raise ValueError(msg.decode("utf-8", "replace"))
         self._view = mv
         self.base = <char *>&mv[0]
         self.hdr = <shmatari_header *>self.base
-        self.env_worker = <uint32_t *>calloc(self.hdr.num_envs, sizeof(uint32_t))
-        self.touched = <uint8_t *>calloc(self.hdr.num_workers, 1)
+        self.env_worker = <uint32_t *>calloc(self.geo.num_envs, sizeof(uint32_t))
+        self.touched = <uint8_t *>calloc(self.geo.num_workers, 1)
         if self.env_worker == NULL or self.touched == NULL:
             raise MemoryError()
         # The creator sets the groups after this; refresh_groups() then.
-        shmatari_env_workers(self.hdr, self.env_worker, NULL, 0)
+        shmatari_env_workers(&self.geo, self.env_worker, NULL, 0)
 
     def __cinit__(self, *args, **kwargs):
         self.env_worker = NULL
@@ -77,7 +85,7 @@ cdef class Segment:
         """
         self._check()
         cdef char msg[512]
-        if shmatari_env_workers(self.hdr, self.env_worker, msg, sizeof(msg)) != SHMATARI_OK:
+        if shmatari_env_workers(&self.geo, self.env_worker, msg, sizeof(msg)) != SHMATARI_OK:
             raise ValueError(msg.decode("utf-8", "replace"))
 
     def release(self):
@@ -95,66 +103,68 @@ cdef class Segment:
     @property
     def num_envs(self):
         self._check()
-        return self.hdr.num_envs
+        return self.geo.num_envs
 
     @property
     def num_workers(self):
         self._check()
-        return self.hdr.num_workers
+        return self.geo.num_workers
 
     @property
     def batch_size(self):
         self._check()
-        return self.hdr.batch_size
+        return self.geo.batch_size
 
     @property
     def ring_depth(self):
         self._check()
-        return self.hdr.ring_depth
+        return self.geo.ring_depth
 
     def header(self):
-        """The header's words as a dict (a snapshot)."""
+        """The header's words as a dict (a snapshot; ``header_words``), with
+        ``slot_field_offset`` cut to this build's fields and ``action_set``
+        to ``num_actions``. The geometry's words are the checked geometry
+        copied at attach (``shmatari_geom``), not what the segment says now."""
         self._check()
-        h = self.hdr
-        return {
-            "magic": h.magic, "abi_major": h.abi_major, "abi_minor": h.abi_minor,
-            "header_bytes": h.header_bytes, "total_bytes": h.total_bytes,
-            "num_envs": h.num_envs, "num_workers": h.num_workers,
-            "batch_size": h.batch_size, "ring_depth": h.ring_depth,
-            "stack_num": h.stack_num, "img_height": h.img_height,
-            "img_width": h.img_width, "channels": h.channels,
-            "frame_skip": h.frame_skip, "num_actions": h.num_actions,
-            "obs_frame_bytes": h.obs_frame_bytes, "obs_env_bytes": h.obs_env_bytes,
-            "slot_bytes": h.slot_bytes, "env_ctrl_offset": h.env_ctrl_offset,
-            "worker_ctrl_offset": h.worker_ctrl_offset,
-            "errors_offset": h.errors_offset, "slots_offset": h.slots_offset,
-            "slot_obs_offset": h.slot_obs_offset,
-            "slot_field_offset": [h.slot_field_offset[i] for i in range(<int>SHMATARI_FIELD_COUNT)],
-            "action_set": [h.action_set[i] for i in range(h.num_actions)],
-            "owner_pid": h.owner_pid, "client_pid": h.client_pid,
-            "pool_state": h.pool_state, "field_count": h.field_count,
-            "seed_words": [h.seed_words[i] for i in range(SHMATARI_SEED_WORDS)],
-            "autoreset_mode": h.autoreset_mode,
-            "obs_layout": h.obs_layout,
-            "slot_final_offset": h.slot_final_offset,
-            "render_offset": h.render_offset, "render_env_bytes": h.render_env_bytes,
-            "screen_height": h.screen_height, "screen_width": h.screen_width,
-            "ready_workers": shmatari_load_acquire(&h.ready_workers),
-            "failed_workers": shmatari_load_acquire(&h.failed_workers),
-            "alloc_pos": shmatari_load_acquire64(&h.alloc_pos),
-            "consumed_batches": h.consumed_batches,
-        }
+        cdef shmatari_geom *g = &self.geo
+        out = header_words(self._view)
+        out.update(
+            total_bytes=g.total_bytes, num_envs=g.num_envs, num_workers=g.num_workers,
+            batch_size=g.batch_size, ring_depth=g.ring_depth, stack_num=g.stack_num,
+            img_height=g.img_height, img_width=g.img_width, channels=g.channels,
+            frame_skip=g.frame_skip, obs_frame_bytes=g.obs_frame_bytes,
+            obs_env_bytes=g.obs_env_bytes, slot_bytes=g.slot_bytes,
+            env_ctrl_offset=g.env_ctrl_offset, worker_ctrl_offset=g.worker_ctrl_offset,
+            errors_offset=g.errors_offset, slots_offset=g.slots_offset,
+            slot_obs_offset=g.slot_obs_offset, slot_final_offset=g.slot_final_offset,
+            autoreset_mode=g.autoreset_mode, obs_layout=g.obs_layout,
+            screen_height=g.screen_height, screen_width=g.screen_width,
+            render_offset=g.render_offset, render_env_bytes=g.render_env_bytes,
+            slot_field_offset=[g.slot_field_offset[i]
+                               for i in range(<int>SHMATARI_FIELD_COUNT)])
+        out["action_set"] = out["action_set"][:min(out["num_actions"], SHMATARI_MAX_ACTIONS)]
+        return out
 
     # -- setup by the creator ----------------------------------------------
     def set_worker_group(self, uint32_t worker, uint32_t env_begin, uint32_t env_end):
         self._check()
-        cdef shmatari_worker_ctrl *wc = shmatari_worker(self.hdr, worker)
+        cdef shmatari_worker_ctrl *wc = shmatari_worker(&self.geo, worker)
         wc.env_begin = env_begin
         wc.env_end = env_end
 
     def set_owner(self, int32_t pid):
+        """Records the owner: ``pid`` and its start time
+        (``shmatari_process_start``), which name it in every liveness check."""
         self._check()
         self.hdr.owner_pid = pid
+        self.hdr.owner_start = shmatari_process_start(pid)
+
+    def owner_alive(self):
+        """Whether the pool's owner lives (``shmatari_owner_alive``: its pid,
+        and its start time where the header has one): the rule a worker
+        applies to its owner and a client to its server."""
+        self._check()
+        return bool(shmatari_owner_alive(self.hdr))
 
     def set_seed_words(self, words):
         """Writes the pool seed (``SEED_WORDS`` uint64 words, least significant first)."""
@@ -173,8 +183,8 @@ cdef class Segment:
         cdef uint32_t w
         cdef shmatari_worker_ctrl *wc
         shmatari_store_release(&self.hdr.pool_state, state)
-        for w in range(self.hdr.num_workers):
-            wc = shmatari_worker(self.hdr, w)
+        for w in range(self.geo.num_workers):
+            wc = shmatari_worker(&self.geo, w)
             shmatari_notify(&wc.wake_seq, &wc.sleeping)
         shmatari_notify(&self.hdr.main_seq, &self.hdr.main_sleeping)
 
@@ -185,21 +195,21 @@ cdef class Segment:
     # -- worker records ----------------------------------------------------
     def worker_state(self, uint32_t worker):
         self._check()
-        return shmatari_load_acquire(&shmatari_worker(self.hdr, worker).state)
+        return shmatari_load_acquire(&shmatari_worker(&self.geo, worker).state)
 
     def worker_pid(self, uint32_t worker):
         self._check()
-        return shmatari_worker(self.hdr, worker).pid
+        return shmatari_worker(&self.geo, worker).pid
 
     def worker_group(self, uint32_t worker):
         self._check()
-        cdef shmatari_worker_ctrl *wc = shmatari_worker(self.hdr, worker)
+        cdef shmatari_worker_ctrl *wc = shmatari_worker(&self.geo, worker)
         return (wc.env_begin, wc.env_end)
 
     def worker_error(self, uint32_t worker):
         """The error text a failed worker left (str, empty when none)."""
         self._check()
-        cdef char *text = shmatari_error_text(self.hdr, worker)
+        cdef char *text = shmatari_error_text(&self.geo, worker)
         cdef size_t n = strlen(text) if text[SHMATARI_ERROR_BYTES - 1] == 0 else SHMATARI_ERROR_BYTES - 1
         return text[:n].decode("utf-8", "replace")
 
@@ -224,15 +234,14 @@ cdef class Segment:
         cdef char msg[512]
         cdef int32_t holder = 0
         cdef int r
-        cdef uint64_t size = self._view.shape[0]
         cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
         msg[0] = 0
         with nogil:
-            r = shmatari_open_pool(self.hdr, size, pid, timeout_ns, &holder, msg, sizeof(msg))
+            r = shmatari_open_pool(&self.geo, pid, timeout_ns, &holder, msg, sizeof(msg))
         if r == SHMATARI_OK:
             shmatari_client_close(&self.cl)
             self.cl.pid = pid
-            r = shmatari_client_open(&self.cl, self.hdr)
+            r = shmatari_client_open(&self.cl, &self.geo)
             if r != SHMATARI_OK:
                 shmatari_unclaim(self.hdr, pid)
                 return r, 0, self.client_error
@@ -269,7 +278,7 @@ cdef class Segment:
         """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` bits."""
         if self.cl.hdr == NULL:
             raise ValueError("no client open")
-        return np.asarray(<uint8_t[:self.cl.hdr.num_envs]>self.cl.env_flags).copy()
+        return np.asarray(<uint8_t[:self.cl.geom.num_envs]>self.cl.env_flags).copy()
 
     def client_send(self, const int32_t[::1] actions, const int32_t[::1] env_ids):
         """``shmatari_send``: steps the envs ``env_ids`` (int32, or None for
@@ -296,7 +305,7 @@ cdef class Segment:
         cdef const uint8_t *m = NULL
         cdef int r
         if mask is not None:
-            if self.cl.hdr == NULL or <uint32_t>mask.shape[0] != self.cl.hdr.num_envs:
+            if self.cl.hdr == NULL or <uint32_t>mask.shape[0] != self.cl.geom.num_envs:
                 raise ValueError("the mask needs one byte per env")
             m = &mask[0]
         while True:
@@ -345,7 +354,7 @@ cdef class Segment:
         self._check()
         cdef char msg[512]
         msg[0] = 0
-        r = shmatari_pool_check(self.hdr, check_pids, msg, sizeof(msg))
+        r = shmatari_pool_check(&self.geo, check_pids, msg, sizeof(msg))
         return r, msg.decode("utf-8", "replace")
 
     def post(self, const uint32_t[::1] env_ids, const int32_t[::1] actions, uint32_t cmd):
@@ -368,13 +377,14 @@ cdef class Segment:
                 acts = &actions[0]
         if n:
             with nogil:
-                shmatari_post(self.hdr, self.env_worker, self.touched, &env_ids[0], n, acts,
+                shmatari_post(&self.geo, self.env_worker, self.touched, &env_ids[0], n, acts,
                               cmd)
 
     def wait_ready(self, uint32_t count, double timeout):
         """Waits until ``count`` workers are ready; False on timeout or failure."""
         self._check()
         cdef shmatari_header *h = self.hdr
+        cdef shmatari_geom *g = &self.geo
         cdef uint32_t seen
         cdef int r
         cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
@@ -400,8 +410,8 @@ cdef class Segment:
         calls it once, before any worker starts."""
         self._check()
         cdef uint64_t s
-        for s in range(self.hdr.ring_depth):
-            shmatari_clear_rows(self.hdr, s)
+        for s in range(self.geo.ring_depth):
+            shmatari_clear_rows(&self.geo, s)
 
     # -- restarting dead workers (the creator, while no other worker is busy) --
     def in_flight(self):
@@ -410,10 +420,10 @@ cdef class Segment:
         self._check()
         cdef uint32_t e
         cdef shmatari_env_ctrl *ec
-        out = np.zeros(self.hdr.num_envs, np.bool_)
+        out = np.zeros(self.geo.num_envs, np.bool_)
         cdef uint8_t[::1] o = out.view(np.uint8)
-        for e in range(self.hdr.num_envs):
-            ec = shmatari_env(self.hdr, e)
+        for e in range(self.geo.num_envs):
+            ec = shmatari_env(&self.geo, e)
             o[e] = shmatari_load_acquire(&ec.req_seq) != shmatari_load_acquire(&ec.ack_seq)
         return out
 
@@ -440,7 +450,7 @@ cdef class Segment:
                 (a bug, or a segment written by something else).
         """
         self._check()
-        cdef uint32_t N = self.hdr.num_envs
+        cdef uint32_t N = self.geo.num_envs
         dead = np.zeros(N, np.uint8)
         for w in workers:
             b, e = self.worker_group(w)
@@ -450,7 +460,7 @@ cdef class Segment:
         cdef int64_t[::1] pl = plan
         cdef char msg[512]
         msg[0] = 0
-        if shmatari_recover_workers(self.hdr, &d[0], &pl[0], msg, sizeof(msg)) != SHMATARI_OK:
+        if shmatari_recover_workers(&self.geo, &d[0], &pl[0], msg, sizeof(msg)) != SHMATARI_OK:
             raise RuntimeError(msg.decode("utf-8", "replace"))
         return {e: int(plan[e]) for e in np.flatnonzero(plan >= -1).tolist()}
 
@@ -459,12 +469,12 @@ cdef class Segment:
         STARTING, no pid, no error text (and one failed worker fewer if it
         had failed)."""
         self._check()
-        cdef shmatari_worker_ctrl *wc = shmatari_worker(self.hdr, worker)
+        cdef shmatari_worker_ctrl *wc = shmatari_worker(&self.geo, worker)
         if shmatari_load_acquire(&wc.state) == SHMATARI_WORKER_FAILED:
             shmatari_fetch_add(&self.hdr.failed_workers, <uint32_t>0xFFFFFFFF)
         wc.pid = 0
         wc.sleeping = 0
-        shmatari_error_text(self.hdr, worker)[0] = 0
+        shmatari_error_text(&self.geo, worker)[0] = 0
         shmatari_store_release(&wc.state, SHMATARI_WORKER_STARTING)
 
     def copy_batch(self, uint64_t batch, uint8_t[::1] fields_out, uint8_t[::1] obs_out,
@@ -476,21 +486,22 @@ cdef class Segment:
         (same-step pools) instead."""
         self._check()
         cdef shmatari_header *h = self.hdr
-        cdef char *slot = shmatari_slot(h, batch)
+        cdef shmatari_geom *g = &self.geo
+        cdef char *slot = shmatari_slot(g, batch)
         if final:
-            if h.slot_final_offset == 0:
+            if g.slot_final_offset == 0:
                 raise ValueError("this pool has no final records (not same_step)")
-            slot += h.slot_final_offset
-        cdef size_t nf = h.slot_obs_offset - h.slot_field_offset[0]
-        cdef size_t no = h.obs_env_bytes * h.batch_size
+            slot += g.slot_final_offset
+        cdef size_t nf = g.slot_obs_offset - g.slot_field_offset[0]
+        cdef size_t no = g.obs_env_bytes * g.batch_size
         if <size_t>fields_out.shape[0] != nf or (
                 obs_out is not None and <size_t>obs_out.shape[0] != no):
             raise ValueError(f"copy_batch needs {nf} and {no} bytes")
         with nogil:
-            memcpy(&fields_out[0], slot + h.slot_field_offset[0], nf)
+            memcpy(&fields_out[0], slot + g.slot_field_offset[0], nf)
         if obs_out is not None:
             with nogil:
-                memcpy(&obs_out[0], slot + h.slot_obs_offset, no)
+                memcpy(&obs_out[0], slot + g.slot_obs_offset, no)
 
     def collect(self, uint64_t batch, obs_out, bint final=False):
         """Copies batch ``batch`` (as ``copy_batch``) into a new private buffer
@@ -512,21 +523,30 @@ cdef class Segment:
         """
         self._check()
         cdef shmatari_header *h = self.hdr
-        cdef Py_ssize_t B = h.batch_size
-        cdef size_t nf = h.slot_obs_offset - h.slot_field_offset[0]
+        cdef shmatari_geom *g = &self.geo
+        cdef Py_ssize_t B = g.batch_size
+        cdef size_t nf = g.slot_obs_offset - g.slot_field_offset[0]
         raw = np.empty(nf + 2 * B, np.uint8)
         cdef uint8_t[::1] mraw = raw
         self.copy_batch(batch, mraw[:nf], obs_out, final)
         cdef uint8_t *base = &mraw[0]
         cdef const uint32_t *flags = <const uint32_t *>(
-            base + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS] - h.slot_field_offset[0])
+            base + g.slot_field_offset[<int>SHMATARI_FIELD_FLAGS] - g.slot_field_offset[0])
         cdef const uint8_t *done = <const uint8_t *>(
-            base + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE] - h.slot_field_offset[0])
+            base + g.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE] - g.slot_field_offset[0])
+        cdef const int32_t *ids = <const int32_t *>(
+            base + g.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID] - g.slot_field_offset[0])
         cdef uint8_t *reset_bits = base + nf
         cdef uint8_t *restart_bits = base + nf + B
         cdef int bits = 0
         cdef Py_ssize_t i
         for i in range(B):
+            # Worker-written: bounded before the client indexes with it (the
+            # private copy cannot change under this check).
+            if ids[i] < 0 or <uint32_t>ids[i] >= g.num_envs:
+                raise ValueError(
+                    f"batch {batch} row {i} holds env_id {ids[i]}, outside 0..{g.num_envs - 1}: "
+                    f"the segment was written by something other than its workers")
             reset_bits[i] = (flags[i] & SHMATARI_FLAG_RESET) != 0
             restart_bits[i] = (flags[i] & SHMATARI_FLAG_RESTARTED) != 0
             if done[i]:
@@ -538,7 +558,7 @@ cdef class Segment:
         cdef list views = []
         cdef int f
         for f in range(<int>SHMATARI_FIELD_COUNT):
-            views.append(_view(raw, <char *>base + h.slot_field_offset[f] - h.slot_field_offset[0],
+            views.append(_view(raw, <char *>base + g.slot_field_offset[f] - g.slot_field_offset[0],
                                B, _PRESENTED[f]))
         views.append(_view(raw, <char *>reset_bits, B, _BOOL))
         views.append(_view(raw, <char *>restart_bits, B, _BOOL))
@@ -548,4 +568,4 @@ cdef class Segment:
     def slot_offset(self, uint64_t slot):
         """Byte offset of slot ``slot`` (mod ring_depth) in the segment."""
         self._check()
-        return <uint64_t>(shmatari_slot(self.hdr, slot) - self.base)
+        return <uint64_t>(shmatari_slot(&self.geo, slot) - self.base)

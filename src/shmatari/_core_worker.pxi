@@ -3,24 +3,27 @@
 # --------------------------------------------------------------------------
 # The worker loop
 
-cdef inline void _write_fields(const shmatari_header *h, char *slot, uint32_t idx,
-                               const _Result *r) noexcept nogil:
-    """Every field of row ``idx`` but ``env_id``, which commits the row."""
-    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_REWARD]))[idx] = r.reward
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TERMINATED]))[idx] = r.terminated
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_TRUNCATED]))[idx] = r.truncated
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_LIVES]))[idx] = r.lives
-    (<float *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_RAW_REWARD]))[idx] = r.raw_reward
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_GAME_OVER]))[idx] = r.game_over
-    (<int32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_ELAPSED_STEP]))[idx] = r.elapsed_step
-    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_FRAMES]))[idx] = r.episode_frames
-    (<int64_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FRAME_NUMBER]))[idx] = r.frame_number
-    (<double *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_RETURN]))[idx] = r.episode_return
-    (<uint8_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE]))[idx] = r.episode_done
-    (<uint32_t *>(slot + h.slot_field_offset[<int>SHMATARI_FIELD_FLAGS]))[idx] = r.flags
+cdef extern from *:
+    """
+    /* Every field of row idx of a slot but env_id, which commits the row;
+     * generated from layout.h's SHMATARI_RESULT_FIELDS (one typed store per
+     * field, the env_id test folded away at compile time). Offsets come from
+     * the checked geometry (shmatari_geom), never from the segment. */
+    #define SHMATARI_PY_WRITE_FIELD(NAME, name, type, unit, meaning)          \
+      if (SHMATARI_FIELD_##NAME != SHMATARI_FIELD_ENV_ID)                     \
+        ((type *)(slot + g->slot_field_offset[SHMATARI_FIELD_##NAME]))[idx] = \
+            r->name;
+    static inline void shmatari_py_write_fields(const shmatari_geom *g,
+                                                char *slot, uint32_t idx,
+                                                const shmatari_result *r) {
+      SHMATARI_RESULT_FIELDS(SHMATARI_PY_WRITE_FIELD)
+    }
+    """
+    void _write_fields "shmatari_py_write_fields" (
+        const shmatari_geom *g, char *slot, uint32_t idx, const shmatari_result *r) nogil
 
 
-cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
+cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
                           bint ordered, int64_t reserved) noexcept nogil:
     """Writes env ``env``'s result at its next position (``reserved`` >= 0:
     at that position, taken by a worker that died; see Segment.recover).
@@ -28,33 +31,32 @@ cdef inline void _publish(shmatari_header *h, uint32_t env, EnvCore core,
     The order is part of the contract that lets a dead worker be replaced:
     row, ``results``, ``env_id`` (release: the row is complete),
     ``done_count``; the caller then stores ``ack_seq``."""
-    cdef shmatari_env_ctrl *ec = shmatari_env(h, env)
+    cdef shmatari_header *h = g.hdr
+    cdef shmatari_env_ctrl *ec = shmatari_env(g, env)
     cdef uint64_t pos, batch
     cdef uint32_t idx
     cdef char *slot
     cdef char *final
-    cdef _Result r
     if reserved >= 0:
         pos = <uint64_t>reserved
     elif ordered:
-        pos = ec.results * h.num_envs + env
+        pos = ec.results * g.num_envs + env
     else:
         pos = shmatari_fetch_add64(&h.alloc_pos, 1)
-    batch = pos / h.batch_size
-    idx = <uint32_t>(pos % h.batch_size)
-    slot = shmatari_slot(h, batch)
-    core.snapshot(&r)
-    _write_fields(h, slot, idx, &r)
-    core.write_obs(<uint8_t *>(slot + h.slot_obs_offset + idx * h.obs_env_bytes))
-    if (r.flags & SHMATARI_FLAG_FINAL) and h.slot_final_offset != 0:
-        final = slot + h.slot_final_offset
-        _write_fields(h, final, idx, &core.final)
-        (<int32_t *>(final + h.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
-        memcpy(final + h.slot_obs_offset + idx * h.obs_env_bytes, core.final_obs,
-               h.obs_env_bytes)
+    batch = pos / g.batch_size
+    idx = <uint32_t>(pos % g.batch_size)
+    slot = shmatari_slot(g, batch)
+    _write_fields(g, slot, idx, &core.res)
+    core.write_obs(<uint8_t *>(slot + g.slot_obs_offset + idx * g.obs_env_bytes))
+    if (core.res.flags & SHMATARI_FLAG_FINAL) and g.slot_final_offset != 0:
+        final = slot + g.slot_final_offset
+        _write_fields(g, final, idx, &core.final)
+        (<int32_t *>(final + g.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
+        memcpy(final + g.slot_obs_offset + idx * g.obs_env_bytes, core.final_obs,
+               g.obs_env_bytes)
     shmatari_store_release64(&ec.results, ec.results + 1)
-    shmatari_store_release(<uint32_t *>shmatari_row_env_id(h, pos), env)
-    if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == h.batch_size:
+    shmatari_store_release(<uint32_t *>shmatari_row_env_id(g, pos), env)
+    if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == g.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
 
 
@@ -87,7 +89,7 @@ cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, re
     else:
         core.reset()
     if restarted:
-        core.flags |= SHMATARI_FLAG_RESTARTED
+        core.res.flags |= SHMATARI_FLAG_RESTARTED
     return 0
 
 
@@ -125,12 +127,13 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     """
     seg._check()
     cdef shmatari_header *h = seg.hdr
-    cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
+    cdef shmatari_geom *g = &seg.geo
+    cdef shmatari_worker_ctrl *wc = shmatari_worker(g, worker)
     cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
     cdef uint32_t n = end - begin, i, k, scan = 0, qhead = 0, qlen = 0
     cdef shmatari_env_ctrl *ec
     cdef EnvCore core
-    cdef bint busy, ordered = h.batch_size == h.num_envs
+    cdef bint busy, ordered = g.batch_size == g.num_envs
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
@@ -151,7 +154,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     positions = positions or {}
     try:
         for e in range(begin, end):
-            seen[e - begin] = shmatari_load_acquire(&shmatari_env(h, e).ack_seq)
+            seen[e - begin] = shmatari_load_acquire(&shmatari_env(g, e).ack_seq)
             first[e - begin] = positions.get(e, -1) if restarted else -2
         while True:
             wake = shmatari_load_acquire(&wc.wake_seq)
@@ -163,7 +166,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             for k in range(n):
                 i = (scan + k) % n
                 if not queued[i] and \
-                        shmatari_load_acquire(&shmatari_env(h, begin + i).req_seq) != seen[i]:
+                        shmatari_load_acquire(&shmatari_env(g, begin + i).req_seq) != seen[i]:
                     queue[(qhead + qlen) % n] = i
                     qlen += 1
                     queued[i] = 1
@@ -175,15 +178,15 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 queued[i] = 0
                 scan = (i + 1) % n
                 e = begin + i
-                ec = shmatari_env(h, e)
+                ec = shmatari_env(g, e)
                 req = shmatari_load_acquire(&ec.req_seq)
                 core = <EnvCore>cores[i]
                 _serve(ec, e, core, seg, reseed, first[i] != -2)
-                if h.render_offset != 0:
-                    core.write_render(shmatari_render_area(h, e), h.screen_height,
-                                      h.screen_width)
+                if g.render_offset != 0:
+                    core.write_render(shmatari_render_area(g, e), g.screen_height,
+                                      g.screen_width)
                 with nogil:
-                    _publish(h, e, core, ordered, first[i])
+                    _publish(g, e, core, ordered, first[i])
                     first[i] = -2
                     seen[i] = req
                     shmatari_store_release(&ec.ack_seq, req)
@@ -216,14 +219,15 @@ def mark_worker(Segment seg, uint32_t worker, uint32_t state, int32_t pid=0,
     """Publishes a worker's state (and pid, and error text) and wakes the client."""
     seg._check()
     cdef shmatari_header *h = seg.hdr
-    cdef shmatari_worker_ctrl *wc = shmatari_worker(h, worker)
+    cdef shmatari_geom *g = &seg.geo
+    cdef shmatari_worker_ctrl *wc = shmatari_worker(g, worker)
     cdef char *text
     cdef bytes data
     if pid:
         wc.pid = pid
     if error is not None:
         data = error.encode("utf-8", "replace")[:SHMATARI_ERROR_BYTES - 1]
-        text = shmatari_error_text(h, worker)
+        text = shmatari_error_text(g, worker)
         memcpy(text, <char *>data, len(data))
         text[len(data)] = 0
     shmatari_store_release(&wc.state, state)

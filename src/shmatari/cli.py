@@ -59,31 +59,67 @@ def _plural(count: int, word: str, plural: str) -> str:
 
 
 def _free_name(segment: str) -> None:
-    """Makes ``segment`` available: removes it if its server is dead.
+    """Makes ``segment`` available: removes it if its server is gone.
+
+    What sits at ``/dev/shm/<segment>`` may be anything another local user
+    put there (docs/layout.md, "Trust"): it is never followed if a link,
+    never removed unless it is this user's, and every refusal is one line.
+    A segment of this user is stale, and removed, when its owner is gone:
+    the pid in its header is dead, or is not the process whose start time
+    the header records (``Segment.owner_alive``, the one liveness rule),
+    or no process maps it (nobody holds its in-use lock, which every live
+    server holds); so a squatter's file naming a live pid does not block
+    the name.
 
     Raises:
-        SystemExit: a live server already serves it, or it is not a pool.
+        SystemExit: a live server already serves it, or it is not ours to
+            remove (another user's, not a shmatari pool, unreadable).
     """
+    path = f"{shm.SHM_DIR}/{segment}"
     try:
         mapped = shm.attach(segment)
     except FileNotFoundError:
         return
-    except ValueError:  # an empty file: a server being created, or debris
-        owner = 0
+    except shm.UntrustedSegmentError as exc:
+        raise SystemExit(f"shmatari serve: the name is taken: {exc}; or choose another "
+                         f"--name") from None
+    except (ValueError, OSError) as exc:  # an empty or special file, EINVAL, ...
+        if isinstance(exc, ValueError):  # an empty file: a server being created, or debris
+            owner, alive = 0, False
+        else:
+            raise SystemExit(f"shmatari serve: cannot use {path} "
+                             f"({exc.strerror or exc}); choose another --name") from None
     else:
+        seg = None
         try:
-            owner = _core.Segment(mapped.buf).header()["owner_pid"]
-        except ValueError:
-            owner = -1
+            try:
+                seg = _core.Segment(mapped.buf)
+                # the owner's pid and start time (Segment.owner_alive)
+                owner, alive = seg.header()["owner_pid"], seg.owner_alive()
+            except ValueError:
+                owner, alive = -1, False
+            if alive:
+                import fcntl
+                # Converting our own shared lock to an exclusive one succeeds
+                # only if no other process holds it: then none maps it.
+                try:
+                    fcntl.flock(mapped._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # noqa: SLF001
+                except OSError:
+                    pass
+                else:
+                    alive = False
         finally:
+            if seg is not None:
+                seg.release()
+            del seg
             mapped.close()
-    if owner == -1:
-        raise SystemExit(f"shmatari serve: {shm.SHM_DIR}/{segment} exists and is not a "
-                         f"shmatari pool; choose another --name")
-    if owner and _core.pid_alive(owner):
-        raise SystemExit(f"shmatari serve: the name is taken: pid {owner} already serves "
-                         f"{shm.SHM_DIR}/{segment}; choose another --name or stop it")
-    _log(f"removing {shm.SHM_DIR}/{segment}, left by a server that died (pid {owner})")
+        if owner == -1:
+            raise SystemExit(f"shmatari serve: {path} exists and is not a shmatari pool; "
+                             f"choose another --name (or remove it if it is debris of yours)")
+        if alive:
+            raise SystemExit(f"shmatari serve: the name is taken: pid {owner} already "
+                             f"serves {path}; choose another --name or stop it")
+    _log(f"removing {path}, left by a server that is gone (pid {owner})")
     shm.unlink(segment)
 
 
@@ -171,12 +207,15 @@ class _Clients:
     microseconds, or was refused), the open and close are logged without a
     pid."""
 
-    def __init__(self, claim: np.ndarray, watch: _OpenWatch):
+    def __init__(self, claim: np.ndarray, watch: _OpenWatch, guard=None):
         self.claim, self.watch = claim, watch
+        self.guard = guard  # called before each read of the claim word
         self.client, self.reported_dead = 0, False
         self.balance = 0  # client opens of the segment minus attaches seen
 
     def _read_claim(self) -> None:
+        if self.guard is not None:
+            self.guard()
         now = int(self.claim)
         if now == self.client:
             return
@@ -223,6 +262,32 @@ class _Clients:
             self.reported_dead = True
 
 
+class _Shrunk(Exception):
+    """The segment was made smaller under the server (``ftruncate``)."""
+
+
+def _restore_size(segment, total: int) -> bool:
+    """The server's guard against a shrunk segment: a process of the same
+    user may ``ftruncate`` it, and then every access to the lost pages is a
+    SIGBUS, which would kill the server before it removes the segment. Before
+    each of its reads the server checks the size, and restores it (the lost
+    pages come back as zeros) so that it, and its workers, can stop cleanly.
+    A shrink between this check and the read still kills it (a documented
+    limit, docs/layout.md "Trust"). Returns True if the size was restored."""
+    fd = getattr(segment, "_fd", -1)
+    if fd < 0:
+        return False
+    size = os.fstat(fd).st_size
+    if size >= total:
+        return False
+    os.ftruncate(fd, total)
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, total)
+    _log(f"{segment.name} was shrunk to {size} bytes (of {total}) by another process; "
+         f"size restored, stopping")
+    return True
+
+
 def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
           preset: str | None = None) -> int:
     """Serves a pool until SIGINT / SIGTERM (returns 0) or a worker failure
@@ -247,8 +312,14 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
     previous = {sig: signal.signal(sig, _on_stop_signal)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     env = mapped = claim = watch = clients = None
+    total = 0
     try:
-        env = ShmVectorEnv(cfg, segment_name=segment, claim=False)
+        try:
+            env = ShmVectorEnv(cfg, segment_name=segment, claim=False)
+        except OSError as exc:  # the name was taken since _free_name, /dev/shm full, ...
+            raise SystemExit(f"shmatari serve: cannot create {shm.SHM_DIR}/{segment}: "
+                             f"{exc}") from None
+        total = env._seg.header()["total_bytes"]
         mapped = shm.attach(segment)
         claim = _claim_word(mapped)
         shape = env.single_observation_space.shape
@@ -263,12 +334,18 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
               flush=True)
         _log(f'attach with shmatari.attach("{attach_name}") or '
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
-        clients, next_check = _Clients(claim, watch), 0.0
+
+        def guard() -> None:
+            if _restore_size(env._res.segment, total):
+                raise _Shrunk()
+
+        clients, next_check = _Clients(claim, watch, guard), 0.0
         while True:
             clients.wait(_CLAIM_POLL)
             t = time.monotonic()
             if t >= next_check:
                 next_check = t + _POLL
+                guard()
                 env._check_workers()
                 clients.check()
     except _Stop:
@@ -276,6 +353,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
         return 0
     except WorkerError as exc:
         _log(f"stopping: {exc}")
+        return 1
+    except _Shrunk:
         return 1
     finally:
         # A second Ctrl-C or SIGTERM must not cut the cleanup short (it is
@@ -289,6 +368,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
             if mapped is not None:
                 shm.close_mapping(mapped)
             if env is not None:
+                _restore_size(env._res.segment, total)
                 env.close()
         finally:
             for sig, handler in previous.items():

@@ -20,7 +20,9 @@ __all__ = ["EnvConfig", "build_config", "parse_option", "OPTION_DEFAULTS", "OPTI
 NULL_SCREEN_SHAPE = (210, 160)
 
 #: Env options and their defaults: ALE v5 (Machado et al., 2018) with
-#: Gymnasium 1.x's next-step autoreset.
+#: Gymnasium 1.x's next-step autoreset. The one table of defaults:
+#: ``EnvConfig``'s option fields (name, type and default) are made from it,
+#: and ``AtariCore`` takes every option from an ``EnvConfig``.
 OPTION_DEFAULTS = {
     "frame_skip": 4,
     "repeat_action_probability": 0.25,
@@ -99,50 +101,8 @@ NULL_ENV = "null"
 START_METHODS = ("zygote", "fork", "forkserver", "spawn")
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvConfig:
-    """A validated pool configuration (see :func:`shmatari.make`)."""
-
-    game: str
-    num_envs: int
-    batch_size: int
-    num_workers: int
-    seed: int
-    start_method: str
-    #: The game's screen, (height, width) in pixels, from ALE: what the
-    #: frames are resized from (games.screen_shape).
-    screen_shape: tuple[int, int]
-    zero_copy: bool = False
-    restart_workers: bool = False
-    frame_skip: int = 4
-    repeat_action_probability: float = 0.25
-    noop_max: int = 30
-    stack_num: int = 4
-    img_height: int = 84
-    img_width: int = 84
-    grayscale: bool = True
-    maxpool: bool = True
-    episodic_life: bool = False
-    use_fire_reset: bool = False
-    reward_clip: bool = False
-    full_action_space: bool = False
-    max_episode_frames: int = 108_000
-    autoreset_mode: str = "next_step"
-    #: Client side only: add ``info["episode"]`` / ``_episode`` (False leaves
-    #: them to Gymnasium's RecordEpisodeStatistics; no timing work in recv).
-    episode_statistics: bool = True
-    #: RGB only: ``"channels_last"`` (S, H, W, 3) or ``"channels_first"``
-    #: (3 * S, H, W), written planar by the frame kernel.
-    obs_layout: str = "channels_last"
-    #: ``"rgb_array"``: workers keep each env's last full-size screen in the
-    #: segment, for ``render()``; None: no rendering (no cost).
-    render_mode: str | None = None
-    #: Seeding only: env j of this pool is seeded as env ``env_index_offset + j``
-    #: of a larger pool (shmatari.ray gives each node a contiguous slice).
-    env_index_offset: int = 0
-    #: Seeding only: how many times an outer supervisor rebuilt this pool
-    #: (shmatari.ray's restarts of a dead node); see :mod:`shmatari.seeding`.
-    pool_generation: int = 0
+class _EnvConfigMethods:
+    """What :class:`EnvConfig` derives from its fields."""
 
     @property
     def channels(self) -> int:
@@ -173,6 +133,28 @@ class EnvConfig:
             groups.append(range(begin, end))
             begin = end
         return groups
+
+
+#: A validated pool configuration (see :func:`shmatari.make`): the pool's
+#: fields, then one field per option of ``OPTION_DEFAULTS``, with its type
+#: and default from there, then the two seeding-only fields. ``screen_shape``
+#: is the game's screen, (height, width) in pixels, from ALE: what the frames
+#: are resized from (``games.screen_shape``). ``env_index_offset``: env j of
+#: this pool is seeded as env ``env_index_offset + j`` of a larger pool
+#: (shmatari.ray gives each node a contiguous slice). ``pool_generation``:
+#: how many times an outer supervisor rebuilt this pool (shmatari.ray's
+#: restarts of a dead node); see :mod:`shmatari.seeding`.
+EnvConfig = dataclasses.make_dataclass(
+    "EnvConfig",
+    [("game", str), ("num_envs", int), ("batch_size", int), ("num_workers", int),
+     ("seed", int), ("start_method", str), ("screen_shape", tuple[int, int]),
+     ("zero_copy", bool, False), ("restart_workers", bool, False),
+     *((name, str | None if default is None else type(default), default)
+       for name, default in OPTION_DEFAULTS.items()),
+     ("env_index_offset", int, 0), ("pool_generation", int, 0)],
+    bases=(_EnvConfigMethods,), frozen=True)
+EnvConfig.__module__ = __name__  # for pickle (make_dataclass's module= is 3.12+)
+EnvConfig.__doc__ = "A validated pool configuration (see :func:`shmatari.make`)."
 
 
 def available_cores() -> int:

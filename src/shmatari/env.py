@@ -379,6 +379,9 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 # whose header is still zero: wait for it, up to the timeout.
                 try:
                     segment = shm.attach(seg_name)
+                except shm.UntrustedSegmentError as exc:
+                    raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                      code="untrusted") from None
                 except (shm.NotASegmentError, IsADirectoryError) as exc:
                     raise AttachError(f"cannot attach to {name!r}: {exc}",
                                       code="not_shmatari") from None
@@ -396,6 +399,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                         f"no shmatari pool named {name!r}: {shm.SHM_DIR}/{seg_name} does "
                         f"not exist (waited {timeout:g} s); start one with `shmatari serve "
                         f"GAME --name {name}`", code="not_found") from None
+                except OSError as exc:
+                    raise AttachError(f"cannot attach to {name!r}: cannot open "
+                                      f"{shm.SHM_DIR}/{seg_name}: {exc.strerror or exc}",
+                                      code="system") from None
                 if _now() < deadline and segment.size >= 8 and \
                         not any(segment.buf[:8]):
                     shm.close_mapping(segment)
@@ -407,7 +414,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             if code != _core.OK:
                 raise AttachError(f"cannot attach to {name!r}: {msg}",
                                   code=_core.status_name(code))
-            seg = _core.Segment(segment.buf)
+            try:  # checks the header again, and copies its geometry once
+                seg = _core.Segment(segment.buf)
+            except ValueError as exc:  # rewritten since check_header
+                raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                  code="not_shmatari") from None
             self._res.seg = seg
             self._seg = seg
             code, holder, msg = seg.open_client(os.getpid(), timeout)
@@ -415,7 +426,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 raise AttachError(f"cannot attach to {name!r}: {msg}",
                                   code=_core.status_name(code), client_pid=holder or None)
             self._res.client_pid = os.getpid()
-            seg.refresh_groups()
+            try:
+                seg.refresh_groups()
+            except ValueError as exc:
+                raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                  code="not_shmatari") from None
             client = Client(segment, seg, self._res, zero_copy=zero_copy,
                             seed_entropy=seeding.words_to_seed(seg.seed_words()))
             seg.spin_ns, seg.spin_mode = spin_policy(

@@ -80,7 +80,9 @@ class AttachError(ShmatariError, RuntimeError):
             ``"not_found"`` (no such pool), ``"not_shmatari"``, ``"abi"``
             (another layout ABI major version), ``"busy"`` (another client is
             attached), ``"timeout"``, ``"server_dead"``, ``"worker"``,
-            ``"closed"`` or ``"invalid"`` (a bad name).
+            ``"closed"``, ``"invalid"`` (a bad name), ``"untrusted"`` (the
+            segment is another user's, a symbolic link, open to other users
+            or sparse: docs/layout.md, "Trust") or ``"system"``.
         client_pid: with ``code == "busy"``, the current client's pid; else None.
     """
 

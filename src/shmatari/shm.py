@@ -41,12 +41,13 @@ import stat
 import sys
 from multiprocessing import shared_memory
 
+from . import _core
 from .errors import SharedMemorySpaceError
 
 __all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "free_bytes", "sweep_stale",
            "SHM_DIR"]
 
-PREFIX = "shmatari_"
+PREFIX = _core.NAME_PREFIX  # "shmatari_" (SHMATARI_NAME_PREFIX)
 SHM_DIR = "/dev/shm"
 _TRACK_KW = sys.version_info >= (3, 13)
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)_[0-9a-f]+")
@@ -79,22 +80,102 @@ class NotASegmentError(ValueError):
     """A name in /dev/shm that is not a mappable segment (empty, a FIFO, ...)."""
 
 
+class UntrustedSegmentError(PermissionError):
+    """A segment this process must not map: a symbolic link, not a regular
+    file, another user's, readable or writable by group or others, or sparse
+    (docs/layout.md, "Trust"). The message names the owner and the mode and
+    says what to do."""
+
+
+def check_trusted(path: str, st: os.stat_result) -> None:
+    """Who may attach (the C client's ``shmatari_trust_file``): ``st`` (an
+    ``fstat``, or an ``lstat`` when the open failed) must be a regular file,
+    not a symbolic link, owned by this process's effective uid, with no group
+    or other permission bits, and with every byte allocated. There is no
+    opt-in for sharing a pool with a group: client and server are one user.
+
+    Raises:
+        UntrustedSegmentError: any of these does not hold.
+    """
+    uid, mode = st.st_uid, stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        raise UntrustedSegmentError(
+            f"refusing {path}: it is a symbolic link (owner uid {uid}), and a shmatari "
+            f"segment is a regular file; remove the link and start the server again")
+    if not stat.S_ISREG(st.st_mode):
+        raise UntrustedSegmentError(
+            f"refusing {path}: it is not a shared-memory segment (not a regular file: mode "
+            f"{st.st_mode:06o}, owner uid {uid}); remove it and start the server again")
+    if uid != os.geteuid():
+        raise UntrustedSegmentError(
+            f"refusing {path}: it belongs to uid {uid}, not to this process's uid "
+            f"{os.geteuid()} (mode {mode:04o}); a client attaches only to a pool served by "
+            f"its own user: run the client as the server's user")
+    if mode & 0o077:
+        raise UntrustedSegmentError(
+            f"refusing {path}: its mode {mode:04o} lets other users read or write it "
+            f"(shmatari creates segments 0600, owner uid {uid}); remove it and start the "
+            f"server again")
+    if sys.platform.startswith("linux") and st.st_blocks * 512 < st.st_size:
+        raise UntrustedSegmentError(
+            f"refusing {path}: only {st.st_blocks * 512} of its {st.st_size} bytes are "
+            f"allocated (a sparse file; shmatari commits every page); remove it and start "
+            f"the server again")
+
+
+def _open_trusted(name: str) -> int:
+    """Opens segment ``name`` read-write without following a symbolic link and
+    checks it (:func:`check_trusted`); returns the descriptor.
+
+    Raises:
+        FileNotFoundError: no such segment.
+        UntrustedSegmentError: see :func:`check_trusted`.
+        OSError: another failure to open it.
+    """
+    if sys.platform.startswith("linux"):
+        path = os.path.join(SHM_DIR, name)
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            # ELOOP: a symbolic link; EACCES: another user's; ENXIO: a socket.
+            try:
+                lst = os.lstat(path)
+            except OSError:
+                raise exc from None
+            check_trusted(path, lst)
+            raise
+    else:
+        import _posixshmem  # the module SharedMemory itself is built on
+
+        path = "/" + name
+        fd = _posixshmem.shm_open(path, os.O_RDWR | os.O_NONBLOCK, mode=0o600)
+    try:
+        check_trusted(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class _Attached:
-    """A segment mapped by a process that does not own it (Python < 3.13).
+    """A segment mapped by a process that does not own it.
 
     ``SharedMemory(name)`` registers even a mere attach with the resource
-    tracker there, and a creator and its forked worker registering and
-    unregistering the same name race inside the tracker (``KeyError`` noise,
-    or an unlink by a process that only attached). This maps the segment the
-    way ``SharedMemory`` does (``shm_open`` then ``mmap``) without the tracker.
+    tracker before Python 3.13, and a creator and its forked worker
+    registering and unregistering the same name race inside the tracker
+    (``KeyError`` noise, or an unlink by a process that only attached); and it
+    follows symbolic links and maps whatever it finds. This maps the segment
+    the way ``SharedMemory`` does (open, then ``mmap``) without the tracker,
+    after the checks of :func:`check_trusted`.
     """
 
     def __init__(self, name: str):
         import mmap
 
-        import _posixshmem  # the module SharedMemory itself is built on
-
-        fd = _posixshmem.shm_open("/" + name, os.O_RDWR | os.O_NONBLOCK, mode=0o600)
+        fd = _open_trusted(name)
         try:
             st = os.fstat(fd)
             size = st.st_size
@@ -148,7 +229,7 @@ def close_mapping(segment) -> bool:
 
 
 def _open(name: str, create: bool, size: int):
-    if not _TRACK_KW and not create:
+    if not create:
         return _Attached(name)
     if _TRACK_KW:
         shm = shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
@@ -223,6 +304,9 @@ def attach(name: str):
 
     Raises:
         FileNotFoundError: no segment of that name.
+        UntrustedSegmentError: a symbolic link, another user's file, a file
+            others may read or write, or a sparse file (:func:`check_trusted`).
+        NotASegmentError: an empty or special file.
     """
     return _open(name, False, 0)
 
@@ -240,18 +324,6 @@ def unlink(name: str) -> bool:
         return True
     except FileNotFoundError:
         return False
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc``,
-    exact): with the pid, it names one process even after the pid is reused.
-    None if it is gone, a zombie, or ``/proc`` is missing."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] in (b"Z", b"X") else int(fields[19])
 
 
 def _start_time(pid: int) -> float | None:

@@ -229,7 +229,7 @@ class Supervisor:
             obs_layout=_core.OBS_LAYOUTS[cfg.obs_layout],
             **(dict(zip(("screen_height", "screen_width"), cfg.screen_shape))
                if cfg.render_mode == "rgb_array" else {}))
-        total = int.from_bytes(header[24:32], "little")
+        total = _core.header_words(header)["total_bytes"]
         shm.sweep_stale()
         segment = shm.create(segment_name, total)
         self.res.segment = segment
@@ -320,8 +320,7 @@ class Supervisor:
         os.set_blocking(reader.fileno(), False)
         p = self.ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
                               args=(self.res.segment.name, w, fields, os.getpid(),
-                                    self.worker_spin, writer, restart, positions,
-                                    shm.process_start_ticks(os.getpid())),
+                                    self.worker_spin, writer, restart, positions),
                               daemon=True)
         from .atari import single_threaded_children
 
@@ -372,7 +371,7 @@ class Supervisor:
 
         kwargs = dict(shm_name=self.res.segment.name, worker=w, config_fields=fields,
                       owner_pid=os.getpid(), spin=self.worker_spin, restart=restart,
-                      positions=positions, owner_start=shm.process_start_ticks(os.getpid()))
+                      positions=positions)
         zygote = _zygote.get()  # started outside the block below: it can take a second
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)

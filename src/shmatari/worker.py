@@ -57,8 +57,7 @@ def _on_sigterm(signum, frame):
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int], fault_pipe=None, restart: int = 0,
-                positions: dict | None = None, owner_start: int | None = None,
-                parent_is_zygote: bool = False) -> None:
+                positions: dict | None = None, parent_is_zygote: bool = False) -> None:
     """Entry point of a worker process (the target of ``Process``, or what
     :mod:`shmatari._zygote` runs in a forked child).
 
@@ -66,9 +65,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         shm_name: the pool's segment.
         worker: this worker's index.
         config_fields: the pool's ``EnvConfig`` as a dict.
-        owner_pid: the process that owns the pool.
-        owner_start: its start time (``shm.process_start_ticks``), so that a
-            new process that reuses the pid is not taken for it; None if unknown.
+        owner_pid: the process that owns the pool (the segment's header names
+            it by pid and start time: ``Segment.owner_alive``).
         spin: (spin_ns, spin_mode) for the worker loop.
         fault_pipe: where ``faulthandler`` reports a fatal signal: a writable
             ``multiprocessing`` connection, an fd, or None.
@@ -103,9 +101,11 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         # so does a new process that took the owner's pid.
         if parent_is_owner and os.getppid() != initial_ppid:
             return False
-        if not _core.pid_alive(owner_pid):
-            return False
-        return owner_start is None or shm.process_start_ticks(owner_pid) == owner_start
+        if holder:
+            # The header names the owner by pid and start time: the one
+            # liveness rule of C clients and workers (Segment.owner_alive).
+            return holder[1].owner_alive()
+        return _core.pid_alive(owner_pid)
 
     def owner_gone() -> bool:
         if not parent_alive():

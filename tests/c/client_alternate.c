@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     if (k == rounds) break;
     int32_t actions[64];
     for (uint32_t i = 0; i < b.size && i < 64; i++)
-      actions[i] = (int32_t)((uint32_t)(k + b.env_id[i]) % c.hdr->num_actions);
+      actions[i] = (int32_t)((uint32_t)(k + b.env_id[i]) % c.num_actions);
     r = shmatari_send(&c, actions, b.env_id, b.size);
     state(&c);
   }

@@ -48,8 +48,9 @@
  *   - Every wait has a timeout and checks, at least every 100 ms, that the
  *     server and its workers are alive: a dead server gives
  *     SHMATARI_ERR_SERVER_DEAD within the wait's timeout, never a hang.
- *     Liveness is judged by process id, so client and server MUST share a
- *     PID namespace (and /dev/shm).
+ *     Liveness is judged by process id (the server's with its start time,
+ *     shmatari_owner_alive), so client and server MUST share a PID
+ *     namespace (and /dev/shm).
  *   - A shmatari_client is used by one thread at a time.
  */
 #ifndef SHMATARI_H
@@ -95,7 +96,10 @@ enum shmatari_status {
   SHMATARI_ERR_INTERRUPTED = -9,  /* a signal arrived; call again to go on */
   SHMATARI_ERR_INVALID = -10,     /* a bad argument */
   SHMATARI_ERR_STATE = -11,       /* a call out of order */
-  SHMATARI_ERR_SYSTEM = -12       /* open, mmap or malloc failed (see errno) */
+  SHMATARI_ERR_SYSTEM = -12,      /* open, mmap or malloc failed (see errno) */
+  SHMATARI_ERR_UNTRUSTED = -13    /* the segment is not this user's own
+                                     regular, fully allocated file (owner,
+                                     mode, symlink, sparse): refused */
 };
 
 #define SHMATARI_SECOND INT64_C(1000000000) /* nanoseconds */
@@ -121,6 +125,7 @@ static inline const char *shmatari_strerror(int code) {
     case SHMATARI_ERR_INVALID: return "invalid argument";
     case SHMATARI_ERR_STATE: return "call out of order";
     case SHMATARI_ERR_SYSTEM: return "system error";
+    case SHMATARI_ERR_UNTRUSTED: return "segment not trusted";
     default: return "unknown status";
   }
 }
@@ -140,28 +145,82 @@ static inline int shmatari_fail(char *msg, size_t len, int code,
   return code;
 }
 
-/* 1 if process pid exists and is not a zombie, else 0. A process that
- * exists but belongs to another user counts as alive. */
-static inline int shmatari_pid_alive(int32_t pid) {
+/* Reads /proc/<pid>/stat (Linux): 1 if process pid runs, with *start set
+ * to when it started (field 22, clock ticks since boot); 0 if it is a
+ * zombie; -1 if the file cannot be read or parsed (gone, or no /proc). */
+static inline int shmatari_proc_stat(int32_t pid, uint64_t *start) {
+#if defined(__linux__)
+  char path[32], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  if (p == NULL || p[1] != ' ') return -1;
+  p += 2; /* field 3, the state */
+  if (*p == 'Z' || *p == 'X') return 0;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (p == NULL) return -1;
+    p++;
+  }
+  char *end;
+  unsigned long long v = strtoull(p, &end, 10);
+  if (end == p) return -1;
+  *start = (uint64_t)v;
+  return 1;
+#else
+  (void)pid;
+  (void)start;
+  return -1;
+#endif
+}
+
+/* When process pid started, in clock ticks since boot (Linux: field 22 of
+ * /proc/<pid>/stat, as Python's shmatari reads it too); 0 if it is gone, a
+ * zombie, or unknown (no /proc). With the pid, it names one process even
+ * after the pid is reused. */
+static inline uint64_t shmatari_process_start(int32_t pid) {
+  uint64_t start = 0;
+  if (pid <= 0 || shmatari_proc_stat(pid, &start) != 1) return 0;
+  return start;
+}
+
+/* The one liveness rule, for C clients and shmatari's Python alike: process
+ * (pid, start) is alive if pid exists, is not a zombie, and, when start is
+ * not 0, started at `start` (shmatari_process_start), so that a process that
+ * took over a dead one's pid is not taken for it. A process that exists but
+ * belongs to another user counts as alive. */
+static inline int shmatari_process_alive(int32_t pid, uint64_t start) {
   if (pid <= 0) return 0;
   if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
 #if defined(__linux__)
   {
-    char path[32], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ssize_t n = read(fd, buf, sizeof buf - 1);
-      close(fd);
-      if (n > 0) {
-        buf[n] = 0;
-        const char *p = strrchr(buf, ')'); /* the name may hold spaces */
-        if (p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X')) return 0;
-      }
-    }
+    uint64_t now = 0;
+    int r = shmatari_proc_stat(pid, &now);
+    if (r == 0) return 0;
+    if (start != 0 && (r < 0 || now != start)) return 0;
   }
 #endif
   return 1;
+}
+
+/* 1 if process pid exists and is not a zombie, else 0 (the rule above,
+ * without a start time: for workers and clients, which the header names by
+ * pid alone). */
+static inline int shmatari_pid_alive(int32_t pid) {
+  return shmatari_process_alive(pid, 0);
+}
+
+/* 1 if the pool's owner lives: (owner_pid, owner_start) by the rule of
+ * shmatari_process_alive. A pool of ABI 1.0 or 1.1 has no owner_start (a
+ * reserved word), and is judged by owner_pid alone. */
+static inline int shmatari_owner_alive(const shmatari_header *h) {
+  uint64_t start = h->abi_minor >= 2 ? h->owner_start : 0;
+  return shmatari_process_alive(h->owner_pid, start);
 }
 
 /* ------------------------------------------------------------------------
@@ -170,99 +229,181 @@ static inline int shmatari_pid_alive(int32_t pid) {
  */
 
 /* Checks that `size` bytes at `base` hold a shmatari segment this header can
- * read: the magic, the ABI major version, and a geometry whose regions all
- * lie inside total_bytes <= size. Returns SHMATARI_OK, _ERR_NOT_SHMATARI or
- * _ERR_ABI (with a message). */
-static inline int shmatari_check_header(const void *base, uint64_t size,
-                                        char *msg, size_t len) {
-  static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
-  const shmatari_header *h = (const shmatari_header *)base;
+ * read, and copies its geometry into *g (g->hdr = base). It reads the header
+ * once, into a private copy, and trusts none of its sizes or offsets: it
+ * checks the magic and the ABI major version, bounds the primary parameters
+ * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
+ * img_width, channels, frame_skip, autoreset_mode; SHMATARI_MAX_*),
+ * recomputes the layout from them (shmatari_layout_compute_msg, overflow
+ * checked) and requires every stored size and offset to equal the computed
+ * one, and total_bytes to equal `size`. (A pool of a higher minor version
+ * may have larger slots and more bytes after them; see docs/layout.md.)
+ * Returns SHMATARI_OK, _ERR_NOT_SHMATARI or _ERR_ABI (with a message). */
+static inline int shmatari_geom_load(void *base, uint64_t size,
+                                     shmatari_geom *g, char *msg, size_t len) {
+  shmatari_header h, want;
   if (size < SHMATARI_HEADER_BYTES)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "segment of %llu bytes is smaller than the %u-byte "
                          "header", (unsigned long long)size,
                          SHMATARI_HEADER_BYTES);
-  if (h->magic != SHMATARI_MAGIC)
+  memcpy(&h, base, sizeof h); /* nothing below reads the segment again */
+  if (h.magic != SHMATARI_MAGIC)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "not a shmatari segment: magic %#llx, expected %#llx",
-                         (unsigned long long)h->magic,
+                         (unsigned long long)h.magic,
                          (unsigned long long)SHMATARI_MAGIC);
-  if (h->abi_major != SHMATARI_ABI_MAJOR)
+  if (h.abi_major != SHMATARI_ABI_MAJOR)
     return shmatari_fail(msg, len, SHMATARI_ERR_ABI,
                          "segment has layout ABI %u.%u; this client reads ABI "
                          "%u.x: build the client against the server's "
-                         "shmatari/layout.h", h->abi_major, h->abi_minor,
+                         "shmatari/layout.h", h.abi_major, h.abi_minor,
                          SHMATARI_ABI_MAJOR);
-  if (size < h->total_bytes)
+  if (size != h.total_bytes)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                         "segment of %llu bytes is smaller than its header's "
-                         "total_bytes %llu", (unsigned long long)size,
-                         (unsigned long long)h->total_bytes);
-  int ok = h->header_bytes == SHMATARI_HEADER_BYTES && h->num_envs >= 1 &&
-           h->num_workers >= 1 && h->num_workers <= h->num_envs &&
-           h->batch_size >= 1 && h->batch_size <= h->num_envs &&
-           h->ring_depth >= shmatari_min_ring_depth(h->num_envs, h->batch_size) &&
-           h->num_actions <= SHMATARI_MAX_ACTIONS &&
-           h->field_count >= SHMATARI_FIELD_COUNT &&
-           h->field_count <= SHMATARI_MAX_FIELDS &&
-           h->obs_frame_bytes ==
-               (uint64_t)h->img_height * h->img_width * h->channels &&
-           h->obs_env_bytes == h->obs_frame_bytes * h->stack_num &&
-           h->env_ctrl_offset >= SHMATARI_HEADER_BYTES &&
-           h->env_ctrl_offset + (uint64_t)h->num_envs * sizeof(shmatari_env_ctrl)
-               <= h->total_bytes &&
-           h->worker_ctrl_offset + (uint64_t)h->num_workers *
-               sizeof(shmatari_worker_ctrl) <= h->total_bytes &&
-           h->errors_offset + (uint64_t)h->num_workers * SHMATARI_ERROR_BYTES
-               <= h->total_bytes &&
-           h->slots_offset + (uint64_t)h->ring_depth * h->slot_bytes
-               <= h->total_bytes &&
-           h->slot_obs_offset + h->obs_env_bytes * h->batch_size <= h->slot_bytes &&
-           (h->slot_final_offset == 0 ||
-            h->slot_final_offset + h->slot_obs_offset +
-                    h->obs_env_bytes * h->batch_size <= h->slot_bytes);
-  for (unsigned f = 0; ok && f < SHMATARI_FIELD_COUNT; f++)
-    ok = h->slot_field_offset[f] >= SHMATARI_SLOT_HEADER_BYTES &&
-         h->slot_field_offset[f] + (uint64_t)field_bytes[f] * h->batch_size
-             <= h->slot_bytes;
-  if (!ok)
+                         "not a shmatari segment: it holds %llu bytes, %s "
+                         "than its header's total_bytes %llu",
+                         (unsigned long long)size,
+                         size < h.total_bytes ? "smaller" : "larger",
+                         (unsigned long long)h.total_bytes);
+  memset(&want, 0, sizeof want);
+  want.num_envs = h.num_envs;
+  want.num_workers = h.num_workers;
+  want.batch_size = h.batch_size;
+  want.ring_depth = h.ring_depth;
+  want.stack_num = h.stack_num;
+  want.img_height = h.img_height;
+  want.img_width = h.img_width;
+  want.channels = h.channels;
+  want.frame_skip = h.frame_skip;
+  want.autoreset_mode = h.autoreset_mode;
+  want.obs_layout = h.obs_layout;
+  want.screen_height = h.screen_height;
+  want.screen_width = h.screen_width;
+  char why[400];
+  if (shmatari_layout_compute_msg(&want, why, sizeof why) != SHMATARI_LAYOUT_OK)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                         "not a shmatari segment: its header's geometry is "
-                         "inconsistent (num_envs %u, batch_size %u, ring_depth "
-                         "%u, total_bytes %llu)", h->num_envs, h->batch_size,
-                         h->ring_depth, (unsigned long long)h->total_bytes);
+                         "not a shmatari segment: its header's %s", why);
+  const char *bad = NULL;
+  unsigned long long got = 0, expected = 0;
+#define SHMATARI_EXPECT(name, a, b)                       \
+  if (bad == NULL && (uint64_t)(a) != (uint64_t)(b)) {    \
+    bad = name;                                           \
+    got = (unsigned long long)(a);                        \
+    expected = (unsigned long long)(b);                   \
+  }
+  SHMATARI_EXPECT("header_bytes", h.header_bytes, want.header_bytes)
+  SHMATARI_EXPECT("obs_frame_bytes", h.obs_frame_bytes, want.obs_frame_bytes)
+  SHMATARI_EXPECT("obs_env_bytes", h.obs_env_bytes, want.obs_env_bytes)
+  SHMATARI_EXPECT("env_ctrl_offset", h.env_ctrl_offset, want.env_ctrl_offset)
+  SHMATARI_EXPECT("worker_ctrl_offset", h.worker_ctrl_offset,
+                  want.worker_ctrl_offset)
+  SHMATARI_EXPECT("errors_offset", h.errors_offset, want.errors_offset)
+  SHMATARI_EXPECT("slots_offset", h.slots_offset, want.slots_offset)
+  SHMATARI_EXPECT("slot_obs_offset", h.slot_obs_offset, want.slot_obs_offset)
+  SHMATARI_EXPECT("slot_final_offset", h.slot_final_offset,
+                  want.slot_final_offset)
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++)
+    SHMATARI_EXPECT("slot_field_offset", h.slot_field_offset[f],
+                    want.slot_field_offset[f])
+  if (h.abi_minor <= SHMATARI_ABI_MINOR) {
+    SHMATARI_EXPECT("slot_bytes", h.slot_bytes, want.slot_bytes)
+    SHMATARI_EXPECT("field_count", h.field_count, want.field_count)
+    SHMATARI_EXPECT("render_offset", h.render_offset, want.render_offset)
+    SHMATARI_EXPECT("render_env_bytes", h.render_env_bytes,
+                    want.render_env_bytes)
+  }
+#undef SHMATARI_EXPECT
+  if (bad != NULL)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: its header's %s is %llu, but "
+                         "its geometry (num_envs %u, batch_size %u, ring_depth "
+                         "%u) gives %llu", bad, got, h.num_envs, h.batch_size,
+                         h.ring_depth, expected);
+  /* A higher minor version may enlarge slots (new arrays after the ones
+   * above) and add fields: the slots must still fit in the segment. */
+  uint64_t ring_bytes, end;
+  if (h.field_count < SHMATARI_FIELD_COUNT || h.field_count > SHMATARI_MAX_FIELDS ||
+      h.slot_bytes < want.slot_bytes || h.slot_bytes % SHMATARI_ALIGN != 0 ||
+      shmatari_mul_u64(h.ring_depth, h.slot_bytes, &ring_bytes) ||
+      shmatari_add_u64(want.slots_offset, ring_bytes, &end) ||
+      end > h.total_bytes)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: ABI %u.%u with field_count "
+                         "%u and slot_bytes %llu does not fit its %llu bytes",
+                         h.abi_major, h.abi_minor, h.field_count,
+                         (unsigned long long)h.slot_bytes,
+                         (unsigned long long)h.total_bytes);
+  /* (1.2) The render area, when there is one, lies after the slots, and a
+   * higher minor version may only have moved it further. */
+  uint64_t render_bytes, render_end;
+  if (h.screen_height != 0 &&
+      (h.render_offset < end || h.render_offset % SHMATARI_ALIGN != 0 ||
+       h.render_env_bytes < want.render_env_bytes ||
+       h.render_env_bytes % SHMATARI_ALIGN != 0 ||
+       shmatari_mul_u64(h.num_envs, h.render_env_bytes, &render_bytes) ||
+       shmatari_add_u64(h.render_offset, render_bytes, &render_end) ||
+       render_end > h.total_bytes))
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: its render area (offset "
+                         "%llu, %llu bytes per env) does not fit its %llu "
+                         "bytes after the slots",
+                         (unsigned long long)h.render_offset,
+                         (unsigned long long)h.render_env_bytes,
+                         (unsigned long long)h.total_bytes);
+  if (h.num_actions > SHMATARI_MAX_ACTIONS)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: num_actions %u is more than "
+                         "%u", h.num_actions, SHMATARI_MAX_ACTIONS);
+  want.slot_bytes = h.slot_bytes;
+  want.total_bytes = h.total_bytes;
+  if (h.screen_height != 0) { /* checked above */
+    want.render_offset = h.render_offset;
+    want.render_env_bytes = h.render_env_bytes;
+  }
+  shmatari_geom_set(g, base, &want);
   return SHMATARI_OK;
+}
+
+/* shmatari_geom_load without keeping the geometry: SHMATARI_OK,
+ * _ERR_NOT_SHMATARI or _ERR_ABI (with a message). */
+static inline int shmatari_check_header(const void *base, uint64_t size,
+                                        char *msg, size_t len) {
+  shmatari_geom g;
+  return shmatari_geom_load((void *)base, size, &g, msg, len);
 }
 
 /* Fills env_worker[e] with the worker that owns env e (num_envs entries),
  * from the worker records. Returns SHMATARI_OK, or _ERR_NOT_SHMATARI if the
  * groups do not cover every env exactly once. */
-static inline int shmatari_env_workers(const shmatari_header *h,
+static inline int shmatari_env_workers(const shmatari_geom *g,
                                        uint32_t *env_worker, char *msg,
                                        size_t len) {
   uint32_t next = 0;
-  for (uint32_t w = 0; w < h->num_workers; w++) {
-    const shmatari_worker_ctrl *wc = shmatari_worker(h, w);
-    if (wc->env_begin != next || wc->env_end <= wc->env_begin ||
-        wc->env_end > h->num_envs)
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    const shmatari_worker_ctrl *wc = shmatari_worker(g, w);
+    /* Read once: the segment may change under us. */
+    uint32_t begin = *(const volatile uint32_t *)&wc->env_begin;
+    uint32_t end = *(const volatile uint32_t *)&wc->env_end;
+    if (begin != next || end <= begin || end > g->num_envs)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                            "worker %u owns envs [%u, %u), expected to start "
-                           "at %u", w, wc->env_begin, wc->env_end, next);
-    for (uint32_t e = wc->env_begin; e < wc->env_end; e++) env_worker[e] = w;
-    next = wc->env_end;
+                           "at %u", w, begin, end, next);
+    for (uint32_t e = begin; e < end; e++) env_worker[e] = w;
+    next = end;
   }
-  if (next != h->num_envs)
+  if (next != g->num_envs)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "the workers own envs [0, %u) of %u", next,
-                         h->num_envs);
+                         g->num_envs);
   return SHMATARI_OK;
 }
 
-/* SHMATARI_OK while the owner (server) process lives, else
- * _ERR_SERVER_DEAD. */
+/* SHMATARI_OK while the owner (server) process lives
+ * (shmatari_owner_alive), else _ERR_SERVER_DEAD. */
 static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
                                        size_t len) {
-  if (shmatari_pid_alive(h->owner_pid)) return SHMATARI_OK;
+  if (shmatari_owner_alive(h)) return SHMATARI_OK;
   return shmatari_fail(msg, len, SHMATARI_ERR_SERVER_DEAD,
                        "the server (pid %d) that owns the pool is gone",
                        (int)h->owner_pid);
@@ -273,14 +414,15 @@ static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
  * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
  * (the owner's process is gone). check_pids costs a system call or two per
  * process; waits do it once per SHMATARI_POLL_NS of sleep. */
-static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
+static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
                                       char *msg, size_t len) {
-  shmatari_header *hw = (shmatari_header *)h;
+  const shmatari_header *h = g->hdr;
+  shmatari_header *hw = g->hdr;
   if (shmatari_load_acquire(&hw->failed_workers) != 0) {
-    for (uint32_t w = 0; w < h->num_workers; w++) {
-      shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+    for (uint32_t w = 0; w < g->num_workers; w++) {
+      shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       if (shmatari_load_acquire(&wc->state) == SHMATARI_WORKER_FAILED) {
-        const char *text = shmatari_error_text(h, w);
+        const char *text = shmatari_error_text(g, w);
         return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                              "worker %u (pid %d, envs %u..%u) failed: %.*s", w,
                              (int)wc->pid, wc->env_begin, wc->env_end - 1,
@@ -296,8 +438,8 @@ static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
   if (!check_pids) return SHMATARI_OK;
   int r = shmatari_owner_check(h, msg, len);
   if (r != SHMATARI_OK) return r;
-  for (uint32_t w = 0; w < h->num_workers; w++) {
-    shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     uint32_t state = shmatari_load_acquire(&wc->state);
     if (state != SHMATARI_WORKER_EXITED && wc->pid > 0 &&
         !shmatari_pid_alive(wc->pid))
@@ -314,10 +456,11 @@ static inline int shmatari_pool_check(const shmatari_header *h, int check_pids,
  * SHMATARI_OK when woken or after a quiet slice in which the pool stayed
  * alive, _ERR_TIMEOUT once the deadline has passed, _ERR_INTERRUPTED on a
  * signal, or what shmatari_pool_check found. */
-static inline int shmatari_sleep_main(shmatari_header *h, uint32_t seen,
+static inline int shmatari_sleep_main(const shmatari_geom *g, uint32_t seen,
                                       int64_t spin_ns, int spin_mode,
                                       int64_t deadline_ns, int64_t slice_ns,
                                       char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
   if (deadline_ns >= 0) {
     int64_t left = deadline_ns - shmatari_now_ns();
     if (left <= 0) return SHMATARI_ERR_TIMEOUT;
@@ -328,7 +471,7 @@ static inline int shmatari_sleep_main(shmatari_header *h, uint32_t seen,
   if (r == SHMATARI_WAIT_EINTR)
     return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
                          "interrupted by a signal");
-  if (r == SHMATARI_WAIT_TIMEOUT) return shmatari_pool_check(h, 1, msg, len);
+  if (r == SHMATARI_WAIT_TIMEOUT) return shmatari_pool_check(g, 1, msg, len);
   return SHMATARI_OK;
 }
 
@@ -337,16 +480,18 @@ static inline int64_t shmatari_deadline(int64_t timeout_ns) {
 }
 
 /* Waits until the pool is RUNNING (its workers are ready). */
-static inline int shmatari_wait_running(shmatari_header *h, int64_t timeout_ns,
-                                        char *msg, size_t len) {
+static inline int shmatari_wait_running(const shmatari_geom *g,
+                                        int64_t timeout_ns, char *msg,
+                                        size_t len) {
+  shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
   for (;;) {
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
     uint32_t state = shmatari_load_acquire(&h->pool_state);
     if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
-    int r = shmatari_pool_check(h, 0, msg, len);
+    int r = shmatari_pool_check(g, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+      r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_POLL_NS, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "the pool was still starting after "
@@ -415,15 +560,23 @@ static inline void shmatari_unclaim(shmatari_header *h, int32_t pid) {
  * Returns SHMATARI_OK, or _ERR_NOT_SHMATARI (with a message) when holes
  * remain that no dead env explains: a bug, or a segment written by something
  * else. */
-static inline int shmatari_recover_workers(shmatari_header *h,
+static inline int shmatari_recover_workers(const shmatari_geom *g,
                                            const uint8_t *dead_env,
                                            int64_t *plan, char *msg,
                                            size_t len) {
-  const uint64_t B = h->batch_size, N = h->num_envs;
-  const uint64_t consumed = h->consumed_batches;
+  shmatari_header *h = g->hdr;
+  const uint64_t B = g->batch_size, N = g->num_envs;
+  const uint64_t consumed = shmatari_load_acquire64(&h->consumed_batches);
   const int ordered = B == N;
   const uint64_t begin = consumed * B;
-  const uint64_t end = ordered ? begin + N : shmatari_load_acquire64(&h->alloc_pos);
+  uint64_t end = ordered ? begin + N : shmatari_load_acquire64(&h->alloc_pos);
+  /* Read from the segment: bounded to the ring, so that a bad counter cannot
+   * make the scans below run on. */
+  if (end < begin || end - begin > (uint64_t)g->ring_depth * B)
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "result positions %llu..%llu do not fit the ring of "
+                         "%u slots", (unsigned long long)begin,
+                         (unsigned long long)end, g->ring_depth);
   const int64_t answered = -3; /* scratch: a dead env with a complete row */
   for (uint64_t e = 0; e < N; e++) plan[e] = -2;
   for (uint64_t b = consumed; b * B < end; b++) {
@@ -431,18 +584,18 @@ static inline int shmatari_recover_workers(shmatari_header *h,
     for (uint64_t p = b * B > begin ? b * B : begin; p < (b + 1) * B && p < end;
          p++) {
       int32_t env = (int32_t)shmatari_load_acquire(
-          (uint32_t *)shmatari_row_env_id(h, p));
+          (uint32_t *)shmatari_row_env_id(g, p));
       if (env < 0) continue;
       complete++;
       if ((uint64_t)env < N && dead_env[env]) plan[env] = answered;
     }
     shmatari_store_release(
-        &((shmatari_slot_header *)shmatari_slot(h, b))->done_count, complete);
+        &((shmatari_slot_header *)shmatari_slot(g, b))->done_count, complete);
   }
   uint64_t hole = begin; /* the next position to look for a hole at */
   for (uint64_t e = 0; e < N; e++) {
     if (!dead_env[e]) continue;
-    shmatari_env_ctrl *ec = shmatari_env(h, (uint32_t)e);
+    shmatari_env_ctrl *ec = shmatari_env(g, (uint32_t)e);
     uint32_t req = shmatari_load_acquire(&ec->req_seq);
     int was_answered = plan[e] == answered;
     plan[e] = -2;
@@ -456,11 +609,11 @@ static inline int shmatari_recover_workers(shmatari_header *h,
       shmatari_store_release64(&ec->results, consumed);
       plan[e] = -1;
     } else {
-      while (hole < end && *shmatari_row_env_id(h, hole) >= 0) hole++;
+      while (hole < end && *shmatari_row_env_id(g, hole) >= 0) hole++;
       plan[e] = hole < end ? (int64_t)hole++ : -1;
     }
   }
-  while (!ordered && hole < end && *shmatari_row_env_id(h, hole) >= 0) hole++;
+  while (!ordered && hole < end && *shmatari_row_env_id(g, hole) >= 0) hole++;
   if (!ordered && hole < end)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "result position %llu was reserved but never written, "
@@ -475,28 +628,29 @@ static inline int shmatari_recover_workers(shmatari_header *h,
  * _ERR_INTERRUPTED (nothing changed; call again); else the wait goes on.
  * Returns SHMATARI_OK, _ERR_TIMEOUT (after timeout_ns; < 0: no limit), or a
  * liveness error. */
-static inline int shmatari_drain(shmatari_header *h, int64_t timeout_ns,
+static inline int shmatari_drain(const shmatari_geom *g, int64_t timeout_ns,
                                  int interruptible, char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
-  for (uint32_t w = 0; w < h->num_workers; w++) {
-    shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     shmatari_notify(&wc->wake_seq, &wc->sleeping);
   }
   for (;;) {
-    uint32_t seen = shmatari_load_acquire(&h->main_seq), busy = h->num_envs;
-    for (uint32_t e = 0; e < h->num_envs && busy == h->num_envs; e++) {
-      shmatari_env_ctrl *ec = shmatari_env(h, e);
+    uint32_t seen = shmatari_load_acquire(&h->main_seq), busy = g->num_envs;
+    for (uint32_t e = 0; e < g->num_envs && busy == g->num_envs; e++) {
+      shmatari_env_ctrl *ec = shmatari_env(g, e);
       if (shmatari_load_acquire(&ec->req_seq) !=
           shmatari_load_acquire(&ec->ack_seq))
         busy = e;
     }
-    if (busy == h->num_envs) return SHMATARI_OK;
+    if (busy == g->num_envs) return SHMATARI_OK;
     /* Workers bump main_seq only when a slot fills, so sleep in short
      * slices: this runs once per attach or drain, while the last commands
      * finish. */
-    int r = shmatari_pool_check(h, 0, msg, len);
+    int r = shmatari_pool_check(g, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+      r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_SECOND / 100, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "env %u was still running a command "
@@ -514,24 +668,25 @@ static inline int shmatari_drain(shmatari_header *h, int64_t timeout_ns,
  * `results` = T (synchronous), clears every slot's done_count and rows
  * (shmatari_clear_rows) and sets consumed_batches = T. No worker touches
  * these words while no command is in flight. */
-static inline void shmatari_drop_results(shmatari_header *h) {
-  uint64_t batches = h->consumed_batches;
-  if (h->batch_size == h->num_envs) {
-    for (uint32_t e = 0; e < h->num_envs; e++)
-      if (shmatari_env(h, e)->results > batches)
-        batches = shmatari_env(h, e)->results;
-    for (uint32_t e = 0; e < h->num_envs; e++)
-      shmatari_env(h, e)->results = batches;
+static inline void shmatari_drop_results(const shmatari_geom *g) {
+  shmatari_header *h = g->hdr;
+  uint64_t batches = shmatari_load_acquire64(&h->consumed_batches);
+  if (g->batch_size == g->num_envs) {
+    for (uint32_t e = 0; e < g->num_envs; e++)
+      if (shmatari_env(g, e)->results > batches)
+        batches = shmatari_env(g, e)->results;
+    for (uint32_t e = 0; e < g->num_envs; e++)
+      shmatari_env(g, e)->results = batches;
   } else {
     uint64_t pos = shmatari_load_acquire64(&h->alloc_pos);
-    uint64_t begun = (pos + h->batch_size - 1) / h->batch_size;
+    uint64_t begun = (pos + g->batch_size - 1) / g->batch_size;
     if (begun > batches) batches = begun;
-    shmatari_store_release64(&h->alloc_pos, batches * h->batch_size);
+    shmatari_store_release64(&h->alloc_pos, batches * g->batch_size);
   }
-  for (uint64_t s = 0; s < h->ring_depth; s++) {
-    shmatari_clear_rows(h, s);
+  for (uint64_t s = 0; s < g->ring_depth; s++) {
+    shmatari_clear_rows(g, s);
     shmatari_store_release(
-        &((shmatari_slot_header *)shmatari_slot(h, s))->done_count, 0);
+        &((shmatari_slot_header *)shmatari_slot(g, s))->done_count, 0);
   }
   shmatari_store_release64(&h->consumed_batches, batches);
 }
@@ -540,9 +695,9 @@ static inline void shmatari_drop_results(shmatari_header *h) {
  * waits until every command in flight is answered (shmatari_drain), then
  * drops every result not taken (shmatari_drop_results). Returns
  * SHMATARI_OK, _ERR_TIMEOUT, or a liveness error. */
-static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
+static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
                                    char *msg, size_t len) {
-  int r = shmatari_drain(h, timeout_ns, 0, msg, len);
+  int r = shmatari_drain(g, timeout_ns, 0, msg, len);
   if (r != SHMATARI_OK) {
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "a command of the previous client was "
@@ -550,23 +705,24 @@ static inline int shmatari_recover(shmatari_header *h, int64_t timeout_ns,
                            (double)timeout_ns / SHMATARI_SECOND);
     return r;
   }
-  shmatari_drop_results(h);
+  shmatari_drop_results(g);
   return SHMATARI_OK;
 }
 
-/* Everything attaching does once the segment is mapped: checks the header,
+/* Everything attaching does once the segment is mapped and its header
+ * checked (shmatari_geom_load, which gave g):
  * waits (up to timeout_ns) for the pool to run, claims it for pid and
  * recovers it. On failure the claim is not kept. */
-static inline int shmatari_open_pool(shmatari_header *h, uint64_t size,
-                                     int32_t pid, int64_t timeout_ns,
-                                     int32_t *holder, char *msg, size_t len) {
+static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
+                                     int64_t timeout_ns, int32_t *holder,
+                                     char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
-  int r = shmatari_check_header(h, size, msg, len);
-  if (r == SHMATARI_OK) r = shmatari_wait_running(h, timeout_ns, msg, len);
+  int r = shmatari_wait_running(g, timeout_ns, msg, len);
   if (r == SHMATARI_OK) r = shmatari_claim(h, pid, holder, msg, len);
   if (r != SHMATARI_OK) return r;
   int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
-  r = shmatari_recover(h, left < 0 && deadline >= 0 ? 0 : left, msg, len);
+  r = shmatari_recover(g, left < 0 && deadline >= 0 ? 0 : left, msg, len);
   if (r != SHMATARI_OK) shmatari_unclaim(h, pid);
   return r;
 }
@@ -578,21 +734,22 @@ static inline int shmatari_open_pool(shmatari_header *h, uint64_t size,
  * (STEP), or NULL for 0. The caller has checked that every env is in range,
  * listed once, and has no command in flight. env_worker: from
  * shmatari_env_workers; touched: num_workers bytes of zeros (left zero). */
-static inline void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
+static inline void shmatari_post(const shmatari_geom *g,
+                                 const uint32_t *env_worker,
                                  uint8_t *touched, const uint32_t *env_ids,
                                  uint32_t n, const int32_t *actions,
                                  uint32_t cmd) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t e = env_ids != NULL ? env_ids[i] : i;
-    shmatari_env_ctrl *ec = shmatari_env(h, e);
+    shmatari_env_ctrl *ec = shmatari_env(g, e);
     ec->cmd = cmd;
     ec->action = actions != NULL ? actions[i] : 0;
     shmatari_store_release(&ec->req_seq, ec->req_seq + 1);
     touched[env_worker[e]] = 1;
   }
-  for (uint32_t w = 0; w < h->num_workers; w++) {
+  for (uint32_t w = 0; w < g->num_workers; w++) {
     if (touched[w]) {
-      shmatari_worker_ctrl *wc = shmatari_worker(h, w);
+      shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       shmatari_notify(&wc->wake_seq, &wc->sleeping);
       touched[w] = 0;
     }
@@ -608,29 +765,30 @@ static inline void shmatari_post(shmatari_header *h, const uint32_t *env_worker,
  * between calls, starting at 0) has passed, so that a client kept busy by
  * the other workers still learns that one died (its envs would never answer
  * again), or that workers outlive their server. */
-static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
+static inline int shmatari_wait_batch(const shmatari_geom *g, uint64_t batch,
                                       int64_t spin_ns, int spin_mode,
                                       int64_t timeout_ns,
                                       int64_t *next_check_ns, char *msg,
                                       size_t len) {
-  shmatari_slot_header *slot = (shmatari_slot_header *)shmatari_slot(h, batch);
+  shmatari_header *h = g->hdr;
+  shmatari_slot_header *slot = (shmatari_slot_header *)shmatari_slot(g, batch);
   int64_t now = shmatari_now_ns(), deadline = -1;
   if (timeout_ns >= 0) deadline = now + timeout_ns;
   if (now >= *next_check_ns) {
     *next_check_ns = now + SHMATARI_POLL_NS;
-    int r = shmatari_pool_check(h, 1, msg, len);
+    int r = shmatari_pool_check(g, 1, msg, len);
     if (r != SHMATARI_OK) return r;
   }
   for (;;) {
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
-    if (shmatari_load_acquire(&slot->done_count) >= h->batch_size)
+    if (shmatari_load_acquire(&slot->done_count) >= g->batch_size)
       return SHMATARI_OK;
-    int r = shmatari_pool_check(h, 0, msg, len);
+    int r = shmatari_pool_check(g, 0, msg, len);
     if (r == SHMATARI_OK)
-      r = shmatari_sleep_main(h, seen, spin_ns, spin_mode, deadline,
+      r = shmatari_sleep_main(g, seen, spin_ns, spin_mode, deadline,
                               SHMATARI_POLL_NS, msg, len);
     if (r == SHMATARI_ERR_TIMEOUT) {
-      if (shmatari_load_acquire(&slot->done_count) >= h->batch_size)
+      if (shmatari_load_acquire(&slot->done_count) >= g->batch_size)
         return SHMATARI_OK;
       return shmatari_fail(msg, len, r, "no batch within %.3f s",
                            (double)timeout_ns / SHMATARI_SECOND);
@@ -641,10 +799,12 @@ static inline int shmatari_wait_batch(shmatari_header *h, uint64_t batch,
 
 /* Marks batch `batch` consumed: its slot may be written again, and its
  * rows are empty (shmatari_clear_rows). */
-static inline void shmatari_consume_batch(shmatari_header *h, uint64_t batch) {
-  shmatari_clear_rows(h, batch);
+static inline void shmatari_consume_batch(const shmatari_geom *g,
+                                          uint64_t batch) {
+  shmatari_header *h = g->hdr;
+  shmatari_clear_rows(g, batch);
   shmatari_store_release(
-      &((shmatari_slot_header *)shmatari_slot(h, batch))->done_count, 0);
+      &((shmatari_slot_header *)shmatari_slot(g, batch))->done_count, 0);
   shmatari_store_release64(&h->consumed_batches, batch + 1);
 }
 
@@ -723,6 +883,9 @@ typedef struct shmatari_client {
                            NULL when not attached */
   uint64_t map_bytes;   /* bytes shmatari_attach mapped (0: the caller
                            mapped the segment itself) */
+  shmatari_geom geom;   /* the checked geometry, copied once at attach: every
+                           size and offset comes from here */
+  uint32_t num_actions; /* the action space's size, read once at attach */
   int32_t pid;          /* this process: the claim's holder */
   int64_t spin_ns;      /* how long a wait polls before it sleeps (0); worth
                            tens of microseconds with a core to spare */
@@ -757,7 +920,7 @@ static inline const char *shmatari_client_state_name(int state) {
 static inline void shmatari_state_text(const shmatari_client *c, char *out,
                                        size_t len) {
   const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  uint32_t b = c->hdr != NULL ? c->hdr->batch_size : 0;
+  uint32_t b = c->hdr != NULL ? c->geom.batch_size : 0;
   switch (c->state) {
     case SHMATARI_CLIENT_DETACHED:
       snprintf(out, len, "; the client is detached: %s first",
@@ -813,7 +976,7 @@ static inline void shmatari_settle(shmatari_client *c) {
   if (c->state == SHMATARI_CLIENT_IDLE || c->state == SHMATARI_CLIENT_PARTIAL ||
       c->state == SHMATARI_CLIENT_WAITING)
     c->state = c->pending == 0                   ? SHMATARI_CLIENT_IDLE
-               : c->pending < c->hdr->batch_size ? SHMATARI_CLIENT_PARTIAL
+               : c->pending < c->geom.batch_size ? SHMATARI_CLIENT_PARTIAL
                                                  : SHMATARI_CLIENT_WAITING;
 }
 
@@ -829,6 +992,8 @@ static inline void shmatari_client_close(shmatari_client *c) {
   free(c->env_worker);
   free(c->touched);
   c->hdr = NULL;
+  memset(&c->geom, 0, sizeof c->geom);
+  c->num_actions = 0;
   c->env_flags = NULL;
   c->env_worker = NULL;
   c->touched = NULL;
@@ -837,22 +1002,32 @@ static inline void shmatari_client_close(shmatari_client *c) {
   c->state = SHMATARI_CLIENT_DETACHED;
 }
 
-/* Starts the client's bookkeeping on segment h, mapped, claimed and
- * recovered (shmatari_attach does all of it; shmatari's Python client maps
- * the segment itself and calls this). c->pid, spin settings and names stay
- * as the caller set them. Returns SHMATARI_OK (state NEEDS_RESET), or
- * _ERR_SYSTEM / _ERR_NOT_SHMATARI (c left DETACHED). */
-static inline int shmatari_client_open(shmatari_client *c, shmatari_header *h) {
+/* Starts the client's bookkeeping on the segment of checked geometry g
+ * (shmatari_geom_load), mapped, claimed and recovered (shmatari_attach does
+ * all of it; shmatari's Python client maps the segment itself and calls
+ * this). Copies *g into c->geom: nothing after reads a size or offset from
+ * the segment. Reads num_actions once (written by worker 0 before the pool
+ * ran), bounded by SHMATARI_MAX_ACTIONS (0 if above: every action refused).
+ * c->pid, spin settings and names stay as the caller set them. Returns
+ * SHMATARI_OK (state NEEDS_RESET), or _ERR_SYSTEM / _ERR_NOT_SHMATARI (c
+ * left DETACHED). */
+static inline int shmatari_client_open(shmatari_client *c,
+                                       const shmatari_geom *g) {
+  shmatari_header *h = g->hdr;
+  c->geom = *g;
   c->hdr = h;
-  c->env_flags = (uint8_t *)calloc(h->num_envs, 1);
-  c->env_worker = (uint32_t *)calloc(h->num_envs, sizeof(uint32_t));
-  c->touched = (uint8_t *)calloc(h->num_workers, 1);
+  c->num_actions = *(volatile uint32_t *)&h->num_actions;
+  if (c->num_actions > SHMATARI_MAX_ACTIONS) c->num_actions = 0;
+  c->env_flags = (uint8_t *)calloc(g->num_envs, 1);
+  c->env_worker = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
+  c->touched = (uint8_t *)calloc(g->num_workers, 1);
   int r = SHMATARI_OK;
   if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL)
     r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
                       "out of memory");
   else
-    r = shmatari_env_workers(h, c->env_worker, c->error, sizeof c->error);
+    r = shmatari_env_workers(&c->geom, c->env_worker, c->error,
+                             sizeof c->error);
   if (r != SHMATARI_OK) {
     shmatari_client_close(c);
     return r;
@@ -882,6 +1057,56 @@ static inline int shmatari_segment_name(const char *name, char *out,
   size_t at = prefixed ? 0 : plen;
   memcpy(out, SHMATARI_NAME_PREFIX, at);
   memcpy(out + at, name, n - at + 1); /* with the NUL */
+  return SHMATARI_OK;
+}
+
+/* Who may attach (docs/layout.md, "Trust"): the segment MUST be a regular
+ * file, not a symbolic link (it is opened with O_NOFOLLOW), owned by this
+ * process's effective uid, with no group or other permission bits (shmatari
+ * creates it 0600), and with every byte allocated (shmatari commits every
+ * page; a sparse file would SIGBUS its reader when /dev/shm fills). There is
+ * no opt-in for sharing with a group: client and server are the same user.
+ * st: the file's fstat (or lstat, when the open failed). Returns SHMATARI_OK
+ * or _ERR_UNTRUSTED with a message that names the owner and mode and says
+ * what to do. */
+static inline int shmatari_trust_file(const char *path, const struct stat *st,
+                                      char *msg, size_t len) {
+  if (S_ISLNK(st->st_mode))
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it is a symbolic link (owner uid %u), "
+                         "and a shmatari segment is a regular file; remove "
+                         "the link and start the server again",
+                         path, (unsigned)st->st_uid);
+  if (!S_ISREG(st->st_mode))
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it is not a shared-memory segment (not "
+                         "a regular file: mode %06o, owner uid %u); remove it "
+                         "and start the server again",
+                         path, (unsigned)st->st_mode, (unsigned)st->st_uid);
+  if (st->st_uid != geteuid())
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it belongs to uid %u, not to this "
+                         "process's uid %u (mode %04o); a client attaches "
+                         "only to a pool served by its own user: run the "
+                         "client as the server's user",
+                         path, (unsigned)st->st_uid, (unsigned)geteuid(),
+                         (unsigned)(st->st_mode & 07777));
+  if (st->st_mode & 077)
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: its mode %04o lets other users read or "
+                         "write it (shmatari creates segments 0600, owner uid "
+                         "%u); remove it and start the server again",
+                         path, (unsigned)(st->st_mode & 07777),
+                         (unsigned)st->st_uid);
+#if defined(__linux__)
+  if ((uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size)
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: only %llu of its %llu bytes are "
+                         "allocated (a sparse file; shmatari commits every "
+                         "page); remove it and start the server again",
+                         path, (unsigned long long)st->st_blocks * 512,
+                         (unsigned long long)st->st_size);
+#endif
   return SHMATARI_OK;
 }
 
@@ -919,11 +1144,12 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
   snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
-#define SHMATARI_OPEN_SEGMENT() open(path, O_RDWR | O_CLOEXEC)
+#define SHMATARI_OPEN_SEGMENT() \
+  open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
 #else
   char path[SHMATARI_NAME_MAX + 2];
   snprintf(path, sizeof path, "/%s", c->segment);
-#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR, 0)
+#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR | O_NOFOLLOW, 0)
 #endif
 again:;
   int fd = SHMATARI_OPEN_SEGMENT();
@@ -933,13 +1159,21 @@ again:;
   }
 #undef SHMATARI_OPEN_SEGMENT
   if (fd < 0) {
-    if (errno == ENOENT)
+    int err = errno;
+    if (err == ENOENT)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
                            "no shmatari pool named '%s' (%s does not exist): "
                            "start one with `shmatari serve GAME --name %s`",
                            name, path, name);
+#if defined(__linux__)
+    struct stat lst;
+    if ((err == ELOOP || err == EACCES || err == EPERM || err == ENXIO ||
+         err == EISDIR) &&
+        lstat(path, &lst) == 0)
+      return shmatari_trust_file(path, &lst, msg, len);
+#endif
     return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot open %s: %s",
-                         path, strerror(errno));
+                         path, strerror(err));
   }
   struct stat st;
   void *base = MAP_FAILED;
@@ -947,6 +1181,9 @@ again:;
   if (fstat(fd, &st) != 0) {
     err = errno;
     st.st_size = 0;
+  } else if ((r = shmatari_trust_file(path, &st, msg, len)) != SHMATARI_OK) {
+    close(fd);
+    return r;
   } else if (st.st_size >= (off_t)SHMATARI_HEADER_BYTES) {
     base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                 fd, 0);
@@ -966,20 +1203,21 @@ again:;
     nanosleep(&retry, NULL);
     goto again;
   }
-  c->hdr = (shmatari_header *)base;
-  c->map_bytes = (uint64_t)st.st_size;
+  shmatari_geom g;
+  r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
   int32_t holder = 0;
-  r = shmatari_open_pool(c->hdr, c->map_bytes, c->pid, timeout_ns, &holder,
-                         msg, len);
+  if (r == SHMATARI_OK)
+    r = shmatari_open_pool(&g, c->pid, timeout_ns, &holder, msg, len);
   if (r != SHMATARI_OK) {
-    munmap(base, c->map_bytes); /* the claim was not kept */
-    c->hdr = NULL;
+    munmap(base, (size_t)st.st_size); /* the claim was not kept */
     return r;
   }
-  r = shmatari_client_open(c, c->hdr);
+  c->map_bytes = (uint64_t)st.st_size;
+  r = shmatari_client_open(c, &g); /* copies g; reads num_actions once */
   if (r != SHMATARI_OK) {
     shmatari_unclaim((shmatari_header *)base, c->pid);
-    munmap(base, c->map_bytes);
+    munmap(base, (size_t)st.st_size);
+    c->map_bytes = 0;
   }
   return r;
 }
@@ -988,7 +1226,7 @@ again:;
  * and, for RGB, 3 to shape; returns the number of dimensions (3 or 4). */
 static inline int shmatari_obs_shape(const shmatari_client *c,
                                      uint32_t shape[4]) {
-  const shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   shape[0] = h->stack_num;
   shape[1] = h->img_height;
   shape[2] = h->img_width;
@@ -1018,7 +1256,7 @@ static inline int shmatari_check_state(shmatari_client *c, int call,
 static inline int shmatari_check_envs(shmatari_client *c, int call,
                                       const int32_t *env_ids, uint32_t n,
                                       const int32_t *actions, uint8_t forbid) {
-  const shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
   char *msg = c->error;
   size_t len = sizeof c->error;
@@ -1039,10 +1277,10 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
       r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env %lld is "
                         "listed twice in env_ids", k[call], (long long)e);
     else if (actions != NULL &&
-             (actions[i] < 0 || (uint32_t)actions[i] >= h->num_actions))
+             (actions[i] < 0 || (uint32_t)actions[i] >= c->num_actions))
       r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: action %d at "
                         "position %u is out of range 0..%u", k[call],
-                        actions[i], i, h->num_actions - 1);
+                        actions[i], i, c->num_actions - 1);
     else if (fl & forbid & SHMATARI_ENV_RUNNING)
       r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
                           "running (its result was not received)", k[call],
@@ -1071,7 +1309,7 @@ static inline void shmatari_client_post(shmatari_client *c, uint32_t cmd,
   for (uint32_t i = 0; i < n; i++)
     c->env_flags[env_ids != NULL ? (uint32_t)env_ids[i] : i] |=
         SHMATARI_ENV_RUNNING;
-  shmatari_post(c->hdr, c->env_worker, c->touched, (const uint32_t *)env_ids,
+  shmatari_post(&c->geom, c->env_worker, c->touched, (const uint32_t *)env_ids,
                 n, actions, cmd);
   c->pending += n;
   shmatari_settle(c);
@@ -1101,7 +1339,7 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
  * again); nothing if none is held. */
 static inline void shmatari_release_batch(shmatari_client *c) {
   if (c->holding) {
-    shmatari_consume_batch(c->hdr, c->taken);
+    shmatari_consume_batch(&c->geom, c->taken);
     c->taken++;
     c->holding = 0;
   }
@@ -1132,7 +1370,7 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
   int r = shmatari_check_state(
       c, call, SHMATARI_ACTIVE | (1u << SHMATARI_CLIENT_NEEDS_RESET));
   if (r != SHMATARI_OK) return r;
-  shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   if (cmd != SHMATARI_CMD_RESET && (cmd != SHMATARI_CMD_RESEED || mask != NULL))
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                          "%s: command %u is not a reset%s", k[call], cmd,
@@ -1144,7 +1382,7 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
       r = shmatari_drain(h, timeout_ns, 1, c->error, sizeof c->error);
       if (r != SHMATARI_OK) return r;
       shmatari_drop_results(h);
-      c->taken = shmatari_load_acquire64(&h->consumed_batches);
+      c->taken = shmatari_load_acquire64(&c->hdr->consumed_batches);
     }
     memset(c->env_flags, 0, h->num_envs);
     c->pending = 0;
@@ -1194,14 +1432,14 @@ static inline int shmatari_reset(shmatari_client *c) {
 /* Would sending n more commands leave a batch to wait for? SHMATARI_OK, or
  * _ERR_STATE saying that a step (send then wait) of n envs cannot return. */
 static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
-  if (c->hdr == NULL || c->pending + n >= c->hdr->batch_size)
+  if (c->hdr == NULL || c->pending + n >= c->geom.batch_size)
     return SHMATARI_OK;
   const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
   return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s would send %u action(s) "
                          "and then wait for a batch of %u, of which only %u "
                          "would be running; nothing was sent (or make the pool "
                          "with a smaller batch_size)", k[SHMATARI_CALL_STEP], n,
-                         c->hdr->batch_size, c->pending + n);
+                         c->geom.batch_size, c->pending + n);
 }
 
 /* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
@@ -1217,7 +1455,7 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   int r = shmatari_check_state(c, SHMATARI_CALL_WAIT,
                                1u << SHMATARI_CLIENT_WAITING);
   if (r != SHMATARI_OK) return r;
-  shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, timeout_ns,
                           &c->next_check_ns, c->error, sizeof c->error);
   if (r != SHMATARI_OK) return r;
@@ -1260,7 +1498,7 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
       r == SHMATARI_ERR_CLOSED)
     shmatari_client_break(c);
   if (r != SHMATARI_OK) return r;
-  const shmatari_header *h = c->hdr;
+  const shmatari_geom *h = &c->geom;
   const char *slot = shmatari_slot(h, c->taken);
   out->index = c->taken;
   out->size = h->batch_size;

@@ -1,0 +1,142 @@
+"""One liveness rule for C and Python: the owner is named by pid and start
+time (``owner_start``, ABI 1.2), and the same C function
+(``shmatari_process_alive``) judges it for workers and clients."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import shmatari
+from shmatari import _core, shm
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+HDR = _core.MEMBERS["shmatari_header"]
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+
+
+def _segment() -> tuple[bytearray, _core.Segment]:
+    """A segment in private memory (no processes), owned by this process."""
+    header = _core.compute_layout(num_envs=2, num_workers=1, batch_size=2, ring_depth=2,
+                                  stack_num=1, img_height=2, img_width=2, channels=1,
+                                  frame_skip=1)
+    buf = bytearray(_core.header_words(header)["total_bytes"])
+    buf[:len(header)] = header
+    seg = _core.Segment(buf)
+    seg.set_worker_group(0, 0, 2)
+    seg.refresh_groups()
+    seg.set_owner(os.getpid())
+    return buf, seg
+
+
+def _word(buf, name: str) -> np.ndarray:
+    offset, dtype, count = HDR[name]
+    return np.ndarray((count,), dtype, buf, offset)
+
+
+@linux_only
+def test_start_time_is_read_as_proc_says():
+    with open(f"/proc/{os.getpid()}/stat", "rb") as f:
+        start = int(f.read().rsplit(b")", 1)[1].split()[19])
+    assert _core.process_start(os.getpid()) == start > 0
+    assert _core.process_alive(os.getpid(), start)
+    assert _core.process_alive(os.getpid(), 0)
+    assert not _core.process_alive(os.getpid(), start + 1)
+
+
+@linux_only
+def test_the_header_names_its_owner_by_pid_and_start_time():
+    buf, seg = _segment()
+    h = seg.header()
+    assert h["owner_pid"] == os.getpid()
+    assert h["owner_start"] == _core.process_start(os.getpid()) > 0
+    assert seg.owner_alive()
+    assert seg.pool_check() == (_core.OK, "")
+    # A process that took over the owner's pid started at another time: the
+    # owner is gone, for the worker's rule and for the C client's alike.
+    _word(buf, "owner_start")[0] += 1
+    assert not seg.owner_alive()
+    code, msg = seg.pool_check()
+    assert code == _core.STATUS["server_dead"]
+    assert f"the server (pid {os.getpid()}) that owns the pool is gone" in msg
+    # A pool of ABI 1.1 has no owner_start (a reserved word): the pid alone.
+    _word(buf, "abi_minor")[0] = 1
+    assert seg.owner_alive()
+    seg.release()
+
+
+def test_a_dead_or_zombie_owner_is_gone():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = _core.process_start(child.pid)
+        assert _core.process_alive(child.pid, start)
+        buf, seg = _segment()
+        seg.set_owner(child.pid)
+        assert seg.header()["owner_start"] == start
+        assert seg.owner_alive()
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _core.process_start(child.pid) != 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Not reaped yet: a zombie, which is dead.
+        assert not _core.process_alive(child.pid, start)
+        assert not _core.pid_alive(child.pid)
+        assert not seg.owner_alive()
+        assert seg.pool_check()[0] == _core.STATUS["server_dead"]
+        seg.release()
+    finally:
+        child.kill()
+        child.wait()
+    assert not _core.process_alive(child.pid, start)
+
+
+@linux_only
+@pytest.mark.usefixtures("no_leaks")
+def test_workers_judge_their_owner_by_the_header_identity():
+    """Workers take an owner whose start time differs from the header's for
+    a process that reused its pid: they exit and remove the segment."""
+    env = shmatari.make("null", num_envs=2, num_workers=2, seed=0)
+    try:
+        env.reset()
+        name = env._res.segment.name
+        pids = [env._seg.worker_pid(w) for w in range(2)]
+        assert env._seg.header()["owner_start"] == _core.process_start(os.getpid())
+        _word(env._res.segment.buf, "owner_start")[0] += 1
+        deadline = time.monotonic() + 10
+        while (os.path.exists(f"{shm.SHM_DIR}/{name}") or any(map(_core.pid_alive, pids))) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not os.path.exists(f"{shm.SHM_DIR}/{name}")
+        assert not any(map(_core.pid_alive, pids))
+    finally:
+        env.close()
+
+
+@linux_only
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_c_judges_processes_by_the_same_rule(lang, tmp_path):
+    """tests/c/liveness.c: the C functions on this process, a zombie and a
+    reaped child, and a header whose owner_start names another process; the
+    start time it reads is the one Python reads."""
+    names = ("cc", "gcc", "clang") if lang == "c" else ("c++", "g++", "clang++")
+    cc = next((c for c in map(shutil.which, names) if c), None)
+    if cc is None:
+        pytest.skip(f"no {lang} compiler on this machine")
+    exe = tmp_path / "liveness"
+    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
+    subprocess.run([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic",
+                    f"-I{ROOT / 'csrc' / 'include'}", str(ROOT / "tests" / "c" / "liveness.c"),
+                    "-o", str(exe)], check=True)
+    p = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    python_says = _core.process_start(p.pid)
+    out, _ = p.communicate("\n", timeout=30)
+    assert p.returncode == 0, out
+    assert out == f"ok {python_says}\n"

@@ -1,0 +1,588 @@
+"""Issue 13: nothing in a segment is trusted (docs/layout.md, "Trust").
+
+The crafted segments of the issue, as named regression tests on both
+clients: the Python one (``shmatari.attach``, ``_core.Segment``) and the C
+one (``tests/c/trust_cases.c`` and the fuzz target ``tests/c/attach_fuzz.c``,
+built with AddressSanitizer and UBSan); squatting before ``shmatari serve``;
+and, when the tests run as root, a second, unprivileged user.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import shmatari
+from shmatari import _core, cli, shm
+
+ROOT = Path(__file__).resolve().parents[1]
+INCLUDE = ROOT / "csrc" / "include"
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+LINUX = sys.platform.startswith("linux")
+#: Seconds the fuzzer runs in the core suite (CI); longer runs by hand:
+#: SHMATARI_FUZZ_SECONDS=600 pytest tests/test_trust.py -k fuzz -s
+FUZZ_SECONDS = int(os.environ.get("SHMATARI_FUZZ_SECONDS", "5"))
+
+GEOMETRY = dict(num_envs=4, num_workers=2, batch_size=4, ring_depth=2, stack_num=2,
+                img_height=8, img_width=8, channels=1, frame_skip=4)
+#: ABI 1.2: RGB planar, and a render area of 10 x 12 screens.
+RENDER_GEOMETRY = dict(GEOMETRY, channels=3, obs_layout=1, screen_height=10, screen_width=12)
+SEED_GEOMETRIES = [
+    GEOMETRY,
+    dict(num_envs=6, num_workers=3, batch_size=2, ring_depth=4, stack_num=1, img_height=5,
+         img_width=7, channels=3, frame_skip=1, autoreset_mode=1),
+    dict(num_envs=3, num_workers=1, batch_size=1, ring_depth=4, stack_num=4, img_height=84,
+         img_width=84, channels=1, frame_skip=4, autoreset_mode=2),
+    RENDER_GEOMETRY,
+]
+
+
+def _u64(buf, off, value):
+    buf[off:off + 8] = (value % 2**64).to_bytes(8, "little")
+
+
+def _u32(buf, off, value):
+    buf[off:off + 4] = (value % 2**32).to_bytes(4, "little")
+
+
+def _word(buf, off, n=8):
+    return int.from_bytes(buf[off:off + n], "little")
+
+
+def segment_bytes(geometry=GEOMETRY, owner_pid=None) -> bytearray:
+    """A whole valid segment (header, zeros), as its creator lays it out."""
+    header = bytearray(_core.compute_layout(**geometry))
+    _u32(header, 336, os.getpid() if owner_pid is None else owner_pid)  # owner_pid
+    return header + bytearray(_word(header, 24) - len(header))
+
+
+def _cc(*names):
+    return next((c for c in map(shutil.which, names) if c), None)
+
+
+def _build(tmp_path, source: str, out: str, cc=None, extra=()) -> Path:
+    cc = cc or _cc("cc", "gcc", "clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc, gcc or clang) on this machine")
+    exe = tmp_path / out
+    res = subprocess.run([cc, "-std=gnu11", "-g", "-O1", "-Wall", "-Wextra", "-Werror",
+                          *SANITIZE, *extra, f"-I{INCLUDE}", str(ROOT / "tests" / "c" / source),
+                          "-o", str(exe)], capture_output=True, text=True)
+    if res.returncode != 0 and "sanitize" in res.stderr:
+        pytest.skip(f"{cc} cannot build with -fsanitize=address,undefined: {res.stderr[-300:]}")
+    assert res.returncode == 0, res.stderr
+    return exe
+
+
+# -- crafted headers: each is refused, by the Python and the C check alike ------------
+
+def _craft(name):
+    buf = segment_bytes()
+    total = len(buf)
+    obs_off = _word(buf, 128)
+    if name == "ring_times_slot_bytes_wraps":
+        _u64(buf, 88, 2**63)
+    elif name == "env_ctrl_offset_wraps":
+        _u64(buf, 96, -64)
+    elif name == "worker_ctrl_offset_wraps":
+        _u64(buf, 104, -64)
+    elif name == "errors_offset_before_the_mapping":
+        _u64(buf, 112, -_core.ERROR_BYTES)
+    elif name == "slots_offset_wraps":
+        _u64(buf, 120, -1024)
+    elif name == "obs_frame_bytes_wraps_to_zero":
+        _u32(buf, 52, 2**31), _u32(buf, 56, 2**31), _u32(buf, 60, 4)
+        _u64(buf, 72, 0), _u64(buf, 80, 0)
+    elif name == "result_field_after_obs":
+        _u64(buf, 136 + 8 * 1, obs_off + 64)  # reward
+    elif name == "final_records_without_same_step":
+        _u64(buf, 392, _word(buf, 88))
+    elif name == "num_envs_beyond_the_maximum":
+        _u32(buf, 32, 2**26), _u32(buf, 40, 2**26), _u32(buf, 36, 1)
+    elif name == "file_smaller_than_total_bytes":
+        return buf[:total - 64]
+    elif name == "file_larger_than_total_bytes":
+        return buf + bytearray(64)
+    elif name == "num_actions_beyond_18":
+        _u32(buf, 68, 19)
+    elif name == "total_bytes_too_small_for_the_slots":
+        _u64(buf, 24, total - 64)
+        return buf[:total - 64]
+    else:
+        raise KeyError(name)
+    return buf
+
+
+CRAFTED = ["ring_times_slot_bytes_wraps", "env_ctrl_offset_wraps", "worker_ctrl_offset_wraps",
+           "errors_offset_before_the_mapping", "slots_offset_wraps",
+           "obs_frame_bytes_wraps_to_zero", "result_field_after_obs",
+           "final_records_without_same_step", "num_envs_beyond_the_maximum",
+           "file_smaller_than_total_bytes", "file_larger_than_total_bytes",
+           "num_actions_beyond_18", "total_bytes_too_small_for_the_slots"]
+
+
+def _craft_render(name):
+    """ABI 1.2's render area, crafted: its words are checked like the rest."""
+    buf = segment_bytes(RENDER_GEOMETRY)
+    if name == "render_area_over_the_slots":
+        _u64(buf, 488, _word(buf, 120))  # render_offset = slots_offset
+    elif name == "render_env_bytes_wraps":
+        _u64(buf, 496, 2**62)
+    elif name == "screen_without_a_render_area":
+        buf = segment_bytes()
+        _u32(buf, 504, 210), _u32(buf, 508, 160)
+    elif name == "screen_height_without_width":
+        _u32(buf, 508, 0)
+    elif name == "screen_beyond_the_maximum":
+        _u32(buf, 504, 2**31)
+    elif name == "obs_layout_unknown":
+        _u32(buf, 388, 7)
+    else:
+        raise KeyError(name)
+    return buf
+
+
+RENDER_CRAFTED = ["render_area_over_the_slots", "render_env_bytes_wraps",
+                  "screen_without_a_render_area", "screen_height_without_width",
+                  "screen_beyond_the_maximum", "obs_layout_unknown"]
+
+
+def test_render_geometry_passes_and_is_taken_from_the_check():
+    buf = segment_bytes(RENDER_GEOMETRY)
+    seg = _core.Segment(buf)
+    before = seg.header()
+    assert before["render_offset"] >= before["slots_offset"] + 2 * before["slot_bytes"]
+    assert before["render_env_bytes"] % 64 == 0
+    assert before["render_env_bytes"] >= _core.RENDER_PALETTE_BYTES + 10 * 12
+    for off in (488, 496):
+        _u64(buf, off, 2**64 - 64)
+    _u32(buf, 504, 4000), _u32(buf, 508, 4000)
+    after = seg.header()
+    for key in ("render_offset", "render_env_bytes", "screen_height", "screen_width"):
+        assert after[key] == before[key], key
+
+
+@pytest.mark.parametrize("case", CRAFTED + RENDER_CRAFTED)
+def test_crafted_header_is_refused_by_the_python_client(case):
+    buf = _craft(case) if case in CRAFTED else _craft_render(case)
+    code, msg = _core.check_header(buf)
+    assert code == _core.STATUS["not_shmatari"], msg
+    assert msg.startswith("not a shmatari segment")
+    with pytest.raises(ValueError, match="not a shmatari segment"):
+        _core.Segment(buf)
+
+
+def test_valid_segment_passes_and_its_geometry_is_copied_once():
+    buf = segment_bytes()
+    seg = _core.Segment(buf)
+    before = seg.header()
+    # A hostile rewrite of every geometry word after the check changes nothing
+    # the client computes with.
+    for off in range(24, 136, 8):
+        _u64(buf, off, 2**64 - 1 - off)
+    after = seg.header()
+    for key in ("num_envs", "batch_size", "ring_depth", "slot_bytes", "slots_offset",
+                "slot_obs_offset", "slot_field_offset", "obs_env_bytes", "total_bytes"):
+        assert after[key] == before[key], key
+    assert seg.slot_offset(1) == before["slots_offset"] + before["slot_bytes"]
+    seg.clear_slots()
+    assert seg.in_flight().shape == (GEOMETRY["num_envs"],)
+
+
+def test_layout_compute_refuses_absurd_geometries_with_the_byte_count():
+    with pytest.raises(ValueError, match="stack_num"):  # once passed as 176 MB
+        _core.compute_layout(**dict(GEOMETRY, num_envs=2**20, batch_size=2**20,
+                                    stack_num=2**30))
+    with pytest.raises(ValueError, match=r"need \d+ bytes \(limit 1099511627776\)"):
+        _core.compute_layout(**dict(GEOMETRY, num_envs=_core.MAX_ENVS,
+                                    batch_size=_core.MAX_ENVS, num_workers=1,
+                                    stack_num=_core.MAX_STACK, img_height=2048,
+                                    img_width=2048, channels=3))
+
+
+def test_worker_written_env_id_out_of_range_is_refused_before_use():
+    buf = segment_bytes()
+    seg = _core.Segment(buf)
+    env_id_off = seg.slot_offset(0) + seg.header()["slot_field_offset"][0]
+    buf[env_id_off:env_id_off + 16] = np.array([0, 1, 999, 3], np.int32).tobytes()
+    with pytest.raises(ValueError, match="env_id 999, outside 0..3"):
+        seg.collect(0, None)
+    buf[env_id_off + 8:env_id_off + 12] = np.int32(-1).tobytes()
+    with pytest.raises(ValueError, match="env_id -1"):
+        seg.collect(0, None)
+
+
+def test_worker_error_text_is_bounded_without_a_nul():
+    buf = segment_bytes()
+    seg = _core.Segment(buf)
+    errors = seg.header()["errors_offset"]
+    buf[errors:errors + _core.ERROR_BYTES] = b"x" * _core.ERROR_BYTES  # no NUL at all
+    assert seg.worker_error(0) == "x" * (_core.ERROR_BYTES - 1)
+
+
+# -- the C client: crafted cases and the fuzz target, under ASan and UBSan -------------
+
+def test_c_client_refuses_every_crafted_segment_under_sanitizers(tmp_path):
+    exe = _build(tmp_path, "trust_cases.c", "trust_cases")
+    args = [str(exe)] + (["/dev/shm"] if LINUX and os.path.isdir("/dev/shm") else [])
+    res = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    passed = re.findall(r"^ok (\w+)$", res.stdout, re.M)
+    for case in CRAFTED[:-1]:
+        assert case in passed, res.stdout
+    if len(args) > 1:
+        for case in ("symlink_is_not_followed", "mode_0666_is_refused", "sparse_file_is_refused",
+                     "fifo_is_refused_without_blocking", "own_0600_segment_passes_the_open_checks"):
+            assert case in passed, res.stdout
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"shmatari_trust{os.getpid()}")]
+
+
+def _seed_corpus(directory: Path) -> None:
+    directory.mkdir()
+    for i, geometry in enumerate(SEED_GEOMETRIES):
+        (directory / f"valid{i}").write_bytes(bytes(segment_bytes(geometry)[:1024]) + bytes(64))
+    for case in CRAFTED:
+        (directory / case).write_bytes(bytes(_craft(case)[:1024]) + bytes(64))
+    for case in RENDER_CRAFTED:
+        (directory / case).write_bytes(bytes(_craft_render(case)[:1024]) + bytes(64))
+
+
+def test_fuzz_header_check_and_attach_path_with_libfuzzer(tmp_path):
+    clang = _cc("clang")
+    if clang is None:
+        pytest.skip("clang is not installed (apt-get install clang): libFuzzer needs it; "
+                    "test_hypothesis_headers_through_the_c_client covers the same target")
+    exe = tmp_path / "attach_fuzz"
+    res = subprocess.run([clang, "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
+                          "-fno-sanitize-recover=all", f"-I{INCLUDE}",
+                          str(ROOT / "tests" / "c" / "attach_fuzz.c"), "-o", str(exe)],
+                         capture_output=True, text=True)
+    if res.returncode != 0 and ("fuzzer" in res.stderr or "sanitize" in res.stderr):
+        pytest.skip(f"clang has no libFuzzer here: {res.stderr[-300:]}")
+    assert res.returncode == 0, res.stderr
+    corpus = tmp_path / "corpus"
+    _seed_corpus(corpus)
+    res = subprocess.run([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-print_final_stats=1",
+                          "-max_len=4096", str(corpus)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=FUZZ_SECONDS + 120)
+    runs = re.search(r"stat::number_of_executed_units:\s*(\d+)", res.stderr)
+    cov = re.findall(r"cov: (\d+) ft: (\d+)", res.stderr)
+    print(f"libFuzzer: {runs and runs[1]} runs in {FUZZ_SECONDS} s, "
+          f"final cov {cov[-1] if cov else None}")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert runs is not None and int(runs[1]) > 100
+    assert not list(tmp_path.glob("crash-*"))
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("replay"), "attach_fuzz.c", "attach_replay",
+                  extra=["-DSHMATARI_FUZZ_REPLAY"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_hypothesis_headers_through_the_c_client(replay, tmp_path_factory, data):
+    """The fuzz target without libFuzzer: a valid header with some words
+    replaced by values hypothesis picks (edge values included), then a hostile
+    rewrite; ASan and UBSan must stay quiet."""
+    geometry = data.draw(st.sampled_from(SEED_GEOMETRIES))
+    header = bytearray(segment_bytes(geometry)[:1024])
+    offsets = data.draw(st.lists(st.sampled_from(list(range(16, 400, 4))), max_size=4))
+    for off in offsets:
+        value = data.draw(st.one_of(st.integers(0, 2**32 - 1),
+                                    st.sampled_from([0, 1, 63, 64, 2**31, 2**32 - 1])))
+        _u32(header, off, value)
+    tail = data.draw(st.binary(max_size=256))
+    path = tmp_path_factory.mktemp("h") / "input"
+    path.write_bytes(bytes(header) + tail)
+    res = subprocess.run([str(replay), str(path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-4000:]
+
+
+# -- opening: symlinks, modes, sparse and special files (Python client) ---------------
+
+@pytest.fixture
+def shm_name(request):
+    """A pool name of this test, and its /dev/shm path, removed afterwards."""
+    if not LINUX:
+        pytest.skip("the open checks are tested through /dev/shm (Linux)")
+    import zlib  # a --name: a letter, 20 characters at most
+
+    name = f"t{os.getpid() % 10**6}x{zlib.crc32(request.node.name.encode()) % 10**8}"
+    path = Path("/dev/shm") / f"shmatari_{name}"
+    yield name, path
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _write(path: Path, data: bytes, mode=0o600, sparse=False):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        if sparse:
+            os.ftruncate(fd, len(data))
+            os.pwrite(fd, data[:1024], 0)
+        else:
+            os.write(fd, data)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _attach_error(name) -> shmatari.AttachError:
+    with pytest.raises(shmatari.AttachError) as info:
+        shmatari.attach(name, timeout=0.1)
+    return info.value
+
+
+def test_own_0600_segment_passes_the_open_checks(shm_name):
+    name, path = shm_name
+    _write(path, bytes(segment_bytes()))
+    assert _attach_error(name).code == "timeout"  # its pool never runs
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o640, 0o604])
+def test_segment_open_to_other_users_is_refused(shm_name, mode):
+    name, path = shm_name
+    _write(path, bytes(segment_bytes()), mode=mode)
+    err = _attach_error(name)
+    assert err.code == "untrusted" and f"mode {mode:04o}" in str(err)
+
+
+def test_symlink_is_not_followed(shm_name, tmp_path):
+    name, path = shm_name
+    target = Path("/dev/shm") / f"shmatari_{name}_t"
+    _write(target, bytes(segment_bytes()))
+    try:
+        path.symlink_to(target)
+        err = _attach_error(name)
+        assert err.code == "untrusted" and "symbolic link" in str(err)
+    finally:
+        target.unlink()
+
+
+def test_sparse_file_is_refused(shm_name):
+    name, path = shm_name
+    _write(path, bytes(segment_bytes()), sparse=True)
+    err = _attach_error(name)
+    assert err.code == "untrusted" and "sparse" in str(err)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_special_file_is_refused_without_blocking(shm_name, kind):
+    name, path = shm_name
+    os.mkfifo(path, 0o600) if kind == "fifo" else path.mkdir(0o700)
+    err = _attach_error(name)
+    assert err.code == "untrusted" and "not a regular file" in str(err)
+
+
+def test_header_rewritten_after_attach_changes_nothing_the_client_computes(no_leaks):
+    with shmatari.make("Pong", num_envs=2, seed=3) as env:
+        env.reset(seed=3)
+        buf = env._res.segment.buf
+        saved = bytes(buf[24:136])
+        for off in range(24, 136, 8):  # every size and offset word
+            buf[off:off + 8] = (2**64 - 8 - off).to_bytes(8, "little")
+        try:
+            for _ in range(5):
+                obs, reward, *_ = env.step(np.zeros(2, np.int64))
+            assert obs.shape == (2, 4, 84, 84) and reward.shape == (2,)
+        finally:
+            buf[24:136] = saved
+
+
+# -- squatting before `shmatari serve` -------------------------------------------------
+
+def _free(name) -> str:
+    """What cli._free_name says (its SystemExit text), or "" if it freed the name."""
+    try:
+        cli._free_name(f"shmatari_{name}")
+    except SystemExit as exc:
+        text = str(exc)
+        assert "\n" not in text and text.startswith("shmatari serve: ")
+        return text
+    return ""
+
+
+def test_squat_symlink_fifo_directory_give_one_line_errors(shm_name):
+    name, path = shm_name
+    path.symlink_to("/etc/passwd")
+    assert "symbolic link" in _free(name)
+    assert Path("/etc/passwd").exists() and path.is_symlink()  # nothing removed
+    path.unlink()
+    os.mkfifo(path, 0o600)
+    assert "not a regular file" in _free(name)
+    path.unlink()
+    path.mkdir(0o700)
+    assert "not a regular file" in _free(name)
+
+
+def test_squat_of_our_own_garbage_is_left_alone_with_one_line(shm_name):
+    name, path = shm_name
+    _write(path, b"not a pool" * 200)
+    assert "not a shmatari pool" in _free(name)
+    assert path.exists()
+
+
+def test_stale_squat_naming_a_live_pid_is_recognised_and_removed(shm_name):
+    name, path = shm_name
+    # A header naming pid 1 (alive, started long before): nobody maps the
+    # file, so no live server owns it.
+    _write(path, bytes(segment_bytes(owner_pid=1)))
+    assert _free(name) == ""
+    assert not path.exists()
+
+
+def test_squat_with_a_recycled_pid_is_removed(shm_name):
+    name, path = shm_name
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        # The file predates the process that now has its owner's pid.
+        _write(path, bytes(segment_bytes(owner_pid=child.pid)))
+        os.utime(path, (1, 1))
+        assert _free(name) == ""
+        assert not path.exists()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_serve_squatted_by_a_symlink_exits_with_one_line(shm_name):
+    name, path = shm_name
+    path.symlink_to("/dev/null")
+    res = subprocess.run([sys.executable, "-m", "shmatari.cli", "serve", "Pong", "--num-envs",
+                          "1", "--name", name], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr
+    assert res.stderr.strip().count("\n") == 0 and "symbolic link" in res.stderr
+
+
+# -- two users --------------------------------------------------------------------------
+
+OTHER_USER = "shmatari_t13"
+
+
+@pytest.fixture(scope="module")
+def other_user():
+    """An unprivileged user (created here when running as root)."""
+    if not LINUX or os.geteuid() != 0:
+        pytest.skip("the two-user test creates a user: it needs root")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is missing")
+    try:
+        pw = pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        OTHER_USER], check=True, capture_output=True)
+        pw = pwd.getpwnam(OTHER_USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+@pytest.fixture
+def public_dir():
+    """A directory the other user can read (pytest's tmp_path is root's, 0700)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="shmatari_t13_"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d)
+
+
+def _as(uid_gid, args, **kw):
+    uid, gid = uid_gid
+
+    def drop():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return subprocess.run(args, preexec_fn=drop, capture_output=True, text=True, timeout=60,
+                          **kw)
+
+
+def test_two_users_spoofed_segment_and_symlink_are_refused(other_user, shm_name, public_dir):
+    name, path = shm_name
+    spoof = segment_bytes()
+    _u32(spoof, 344, _core.POOL_RUNNING)  # pool_state: a pool that answers
+    src = public_dir / "spoof.bin"
+    src.write_bytes(spoof)
+    src.chmod(0o644)
+    # The other user creates a world-writable segment with a valid header.
+    code = ("import os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666);"
+            "os.fchmod(fd, 0o666); os.write(fd, open(sys.argv[2], 'rb').read())")
+    res = _as(other_user, ["/usr/bin/python3", "-c", code, str(path), str(src)])
+    assert res.returncode == 0, res.stderr
+    assert path.stat().st_uid == other_user[0]
+    err = _attach_error(name)
+    assert err.code == "untrusted" and f"belongs to uid {other_user[0]}" in str(err)
+    path.unlink()
+    # ... and a symlink to one of ours.
+    ours = Path("/dev/shm") / f"shmatari_{name}_o"
+    _write(ours, bytes(segment_bytes()))
+    try:
+        res = _as(other_user, ["/usr/bin/python3", "-c",
+                               "import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                               str(ours), str(path)])
+        assert res.returncode == 0, res.stderr
+        err = _attach_error(name)
+        assert err.code == "untrusted" and "symbolic link" in str(err)
+    finally:
+        ours.unlink()
+
+
+def test_two_users_another_users_segment_is_refused_by_the_c_client(other_user, shm_name,
+                                                                    public_dir):
+    """Our segment (0600, ours) seen by the other user's C client: an
+    AttachError-like refusal naming the owner, not a bare permission error."""
+    name, path = shm_name
+    _write(path, bytes(segment_bytes()))
+    src = public_dir / "attach.c"
+    src.write_text('#include "shmatari/shmatari.h"\nint main(int c, char **v) {\n'
+                   '  shmatari_client cl; int r = shmatari_attach(&cl, v[1], 0);\n'
+                   '  printf("%d %s\\n", r, cl.error); return 0; }\n')
+    cc = _cc("cc", "gcc", "clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    exe = public_dir / "attach"
+    subprocess.run([cc, "-std=gnu11", f"-I{INCLUDE}", str(src), "-o", str(exe)], check=True)
+    res = _as(other_user, [str(exe), name])
+    code, _, msg = res.stdout.partition(" ")
+    assert int(code) == _core.STATUS["untrusted"], res.stdout + res.stderr
+    assert "belongs to uid 0" in msg
+
+
+# -- a same-user shrink of a live segment ------------------------------------------------
+
+def test_server_survives_a_shrunk_segment_and_removes_it(tmp_path):
+    """Another process of the same user truncates a live pool's segment: the
+    workers may die of SIGBUS, but the server restores the size, stops them
+    and removes the segment (exit status 1), instead of dying and leaving it."""
+    from test_server import Server
+
+    s = Server(tmp_path, num_envs=2, num_workers=1)
+    try:
+        fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR | os.O_NOFOLLOW)
+        try:
+            os.ftruncate(fd, 512)  # not even the header is left
+        finally:
+            os.close(fd)
+        assert s.proc.wait(30) == 1
+        assert "was shrunk to 512 bytes" in s.stderr()
+        assert "Traceback" not in s.stderr()
+        s.assert_gone()
+    finally:
+        s.stop(signal.SIGKILL)
