@@ -57,3 +57,33 @@ def test_header_words_reads_every_member_but_the_reserved_ones():
         raw = np.frombuffer(header, dtype, count, offset).tolist()
         assert value == (raw if count > 1 else raw[0]), name
     assert words["abi_minor"] == _core.ABI_MINOR and words["num_envs"] == 3
+
+
+def test_cython_declarations_of_the_structs_are_made_from_the_lists():
+    """_core.pxd declares no struct member by hand: setup.py writes them from
+    layout.h's lists, and they agree with the offset table that the C
+    preprocessor made from the same lists (name, element type and count)."""
+    from pathlib import Path
+
+    pxi = Path(_core.__file__).with_name("_core_structs.pxi")
+    if not pxi.exists():
+        pytest.skip("an installed (non-editable) build keeps no generated .pxi")
+    declared, struct = {}, None
+    for line in pxi.read_text().splitlines():
+        if line.startswith("    ctypedef struct "):
+            struct = line.split()[-1].rstrip(":")
+            declared[struct] = {}
+        elif struct and line.startswith("        "):
+            ctype, member = line.split()
+            name, _, count = member.partition("[")
+            declared[struct][name] = (np.dtype(ctype.removesuffix("_t")),
+                                      int(count.rstrip("]") or 1))
+    assert set(declared) == {"shmatari_header", "shmatari_env_ctrl", "shmatari_worker_ctrl",
+                             "shmatari_slot_header"}
+    for struct, members in declared.items():
+        table = {name: (dtype, count) for name, (_, dtype, count) in _core.MEMBERS[struct].items()
+                 if not name.startswith("reserved")}
+        assert members == table, struct
+    assert "enum shmatari_field" in pxi.read_text()
+    assert "ctypedef struct shmatari_header" not in Path(__file__).parents[1].joinpath(
+        "src", "shmatari", "_core.pxd").read_text()
