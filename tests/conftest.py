@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -44,6 +45,21 @@ def pid_alive(pid: int) -> bool:
             return True
         except ProcessLookupError:
             return False
+
+
+#: AddressSanitizer and UBSan, stopping at the first report.
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+
+def build_sanitized(cmd: list[str]) -> bool:
+    """Runs the compiler command line ``cmd`` with :data:`SANITIZE` added,
+    so that the C client programs the tests run also check that they read
+    and write only their own memory; where the compiler has no sanitizers,
+    builds as is. Returns whether the build is sanitized."""
+    if subprocess.run(cmd + SANITIZE, capture_output=True).returncode == 0:
+        return True
+    subprocess.run(cmd, check=True)
+    return False
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from shmatari import _core
+from conftest import build_sanitized
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "csrc" / "include"
@@ -30,8 +31,8 @@ def _dump(tmp_path_factory, lang: str) -> dict:
         pytest.skip(f"no {lang} compiler on this machine")
     exe = tmp_path_factory.mktemp("layout") / "layout_dump"
     std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
-    subprocess.run([cc, *std, *STRICT, str(ROOT / "tests" / "c" / "layout_dump.c"),
-                    "-o", str(exe)], check=True)
+    build_sanitized([cc, *std, *STRICT, str(ROOT / "tests" / "c" / "layout_dump.c"),
+                     "-o", str(exe)])
     return json.loads(subprocess.run([str(exe)], check=True, capture_output=True,
                                      text=True).stdout)
 

@@ -17,6 +17,7 @@ import pytest
 
 import shmatari
 from shmatari import _core, shm
+from conftest import build_sanitized
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HDR = _core.MEMBERS["shmatari_header"]
@@ -132,9 +133,9 @@ def test_c_judges_processes_by_the_same_rule(lang, tmp_path):
         pytest.skip(f"no {lang} compiler on this machine")
     exe = tmp_path / "liveness"
     std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
-    subprocess.run([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic",
-                    f"-I{ROOT / 'csrc' / 'include'}", str(ROOT / "tests" / "c" / "liveness.c"),
-                    "-o", str(exe)], check=True)
+    build_sanitized([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic",
+                     f"-I{ROOT / 'csrc' / 'include'}", str(ROOT / "tests" / "c" / "liveness.c"),
+                     "-o", str(exe)])
     p = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     python_says = _core.process_start(p.pid)
     out, _ = p.communicate("\n", timeout=30)

@@ -19,6 +19,7 @@ import pytest
 import shmatari
 from shmatari import _core
 from shmatari.env import ShmVectorEnv
+from conftest import build_sanitized
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "csrc" / "include"
@@ -33,9 +34,9 @@ def c_client(tmp_path_factory):
     if cc is None:
         pytest.skip("no C compiler on this machine")
     exe = tmp_path_factory.mktemp("client") / "client_alternate"
-    subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic",
-                    f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "client_alternate.c"),
-                    "-o", str(exe)], check=True)
+    build_sanitized([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic",
+                     f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "client_alternate.c"),
+                     "-o", str(exe)])
     return exe
 
 
