@@ -231,6 +231,41 @@ def test_worker_error_text_is_bounded_without_a_nul():
     assert seg.worker_error(0) == "x" * (_core.ERROR_BYTES - 1)
 
 
+_WORKER_GROUP_SCRIPT = """
+import mmap, sys
+sys.path.insert(0, sys.argv[1])
+from test_trust import RENDER_GEOMETRY, _u32, segment_bytes
+from shmatari import _core
+begin, end, ncores = map(int, sys.argv[2:5])
+src = segment_bytes(RENDER_GEOMETRY)
+m = mmap.mmap(-1, len(src))
+m[:] = src
+seg = _core.Segment(memoryview(m))
+seg.set_worker_group(0, begin, end)
+h = seg.header()
+for e in range(begin, min(end, 200)):  # a RESET posted to every env of the group,
+    off = h["env_ctrl_offset"] + 64 * e  # those past num_envs included
+    if off + 8 <= len(m):
+        _u32(m, off, 1), _u32(m, off + 4, _core.CMD_RESET)
+cores = [_core.NullCore((8, 8, 3), stack_num=2) for _ in range(ncores)]
+try:
+    _core.worker_loop(seg, 0, cores, lambda *a: None, lambda: False, poll=0.01)
+except ValueError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize("group", [(0, 200, 200), (3, 2, 0), (0, 4, 2)])
+def test_worker_group_outside_the_pool_is_refused_before_use(group):
+    """A worker's env group is a segment word: a group past num_envs made the
+    worker read env words and write render areas outside the mapping
+    (SIGSEGV); a group that is not the one its cores were built for, too."""
+    res = subprocess.run([sys.executable, "-c", _WORKER_GROUP_SCRIPT, str(ROOT / "tests"),
+                          *map(str, group)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+    assert "refused: worker 0's group is envs" in res.stdout, res.stdout + res.stderr
+
+
 # -- the C client: crafted cases and the fuzz target, under ASan and UBSan -------------
 
 def test_c_client_refuses_every_crafted_segment_under_sanitizers(tmp_path):
