@@ -183,6 +183,31 @@ def test_crafted_header_is_refused_by_the_python_client(case):
         _core.Segment(buf)
 
 
+def test_words_of_a_later_minor_are_not_read_in_an_older_pool():
+    """layout.md, "Versioning": a word a minor version added is reserved in a
+    pool of a lower minor, and MUST NOT be read. A 1.1 header with 1.2 words
+    set was read as a planar RGB pool with a render area (a 1.1 client reads
+    the same bytes as channels last, without one); a 1.0 header's
+    autoreset_mode was read as 1.1's."""
+    buf = segment_bytes(dict(GEOMETRY, channels=3, obs_layout=1))
+    _u32(buf, 12, 1)  # abi_minor 1
+    assert _core.check_header(buf)[0] == _core.OK
+    assert _core.Segment(buf).header()["obs_layout"] == 0  # channels last, as 1.1 says
+    buf = segment_bytes(RENDER_GEOMETRY)
+    _u32(buf, 12, 1)
+    assert _core.check_header(buf)[0] == _core.OK
+    h = _core.Segment(buf).header()
+    assert (h["obs_layout"], h["screen_height"], h["screen_width"], h["render_offset"],
+            h["render_env_bytes"]) == (0, 0, 0, 0, 0)
+    buf = segment_bytes(dict(GEOMETRY, autoreset_mode=2))
+    _u32(buf, 12, 0)  # abi_minor 0: autoreset_mode is a reserved word
+    assert _core.Segment(buf).header()["autoreset_mode"] == 0
+    buf = segment_bytes(dict(GEOMETRY, autoreset_mode=1))  # same-step slots in a 1.0 pool
+    _u32(buf, 12, 0)
+    code, msg = _core.check_header(buf)
+    assert code == _core.STATUS["not_shmatari"] and "slot_bytes" in msg, msg
+
+
 def test_valid_segment_passes_and_its_geometry_is_copied_once():
     buf = segment_bytes()
     seg = _core.Segment(buf)
