@@ -293,6 +293,34 @@ def test_worker_group_outside_the_pool_is_refused_before_use(group):
 
 # -- the C client: crafted cases and the fuzz target, under ASan and UBSan -------------
 
+def test_c_obs_shape_follows_obs_layout_as_the_python_client(tmp_path):
+    """shmatari_obs_shape gave (stack, h, w, 3) for a planar (channels-first)
+    RGB pool, whose bytes are (3 * stack, h, w): a C client read the frames
+    of a 1.2 pool in another layout than the Python client."""
+    src = tmp_path / "obs_shape.c"
+    src.write_text('#include "shmatari/shmatari.h"\n'
+                   "int main(int argc, char **argv) {\n"
+                   "  (void)argc; FILE *f = fopen(argv[1], \"rb\"); static char buf[1 << 20];\n"
+                   "  size_t n = fread(buf, 1, sizeof buf, f); fclose(f);\n"
+                   "  static shmatari_client c; char msg[512];\n"
+                   "  if (shmatari_geom_load(buf, n, &c.geom, msg, sizeof msg)) {\n"
+                   "    puts(msg); return 1; }\n"
+                   "  uint32_t s[4]; int d = shmatari_obs_shape(&c, s);\n"
+                   "  for (int i = 0; i < d; i++) printf(\"%u \", s[i]);\n"
+                   "  return 0; }\n")
+    res = subprocess.run([_cc("cc", "gcc", "clang") or pytest.skip("no C compiler"),
+                          "-std=gnu11", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}", str(src),
+                          "-o", str(tmp_path / "obs_shape")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    for layout, want in ((0, [2, 8, 8, 3]), (1, [6, 8, 8])):
+        seg = tmp_path / f"seg{layout}"
+        seg.write_bytes(segment_bytes(dict(GEOMETRY, channels=3, obs_layout=layout)))
+        res = subprocess.run([str(tmp_path / "obs_shape"), str(seg)], capture_output=True,
+                             text=True, timeout=30)
+        assert res.returncode == 0, res.stdout
+        assert [int(x) for x in res.stdout.split()] == want, layout
+
+
 def test_c_client_refuses_every_crafted_segment_under_sanitizers(tmp_path):
     exe = _build(tmp_path, "trust_cases.c", "trust_cases")
     args = [str(exe)] + (["/dev/shm"] if LINUX and os.path.isdir("/dev/shm") else [])

@@ -829,9 +829,9 @@ typedef struct shmatari_batch {
   uint64_t index;           /* batches consumed before this one */
   uint32_t size;            /* results: batch_size */
   const uint8_t *obs;       /* size x obs_stride bytes; result i's observation
-                               at obs + i * obs_stride, laid out [stack_num]
-                               [img_height][img_width][channels] uint8,
-                               oldest frame first */
+                               at obs + i * obs_stride, uint8, oldest frame
+                               first, laid out as the pool's obs_layout says
+                               (c.geom.obs_layout; shmatari_obs_shape) */
   uint64_t obs_stride;      /* bytes: obs_env_bytes */
   const int32_t *env_id;    /* size elements */
   const float *reward;      /* size elements (clipped if reward_clip) */
@@ -1232,8 +1232,11 @@ again:;
   return r;
 }
 
-/* Observation shape of one env: writes (stack_num, img_height, img_width)
- * and, for RGB, 3 to shape; returns the number of dimensions (3 or 4). */
+/* Observation shape of one env, as the bytes are laid out (obs_layout) and
+ * as Python's client presents it: (stack_num, img_height, img_width) for
+ * grayscale, (stack_num, img_height, img_width, 3) for channels-last RGB,
+ * (stack_num * 3, img_height, img_width) for channels-first (planar) RGB.
+ * Returns the number of dimensions (3 or 4). */
 static inline int shmatari_obs_shape(const shmatari_client *c,
                                      uint32_t shape[4]) {
   const shmatari_geom *h = &c->geom;
@@ -1241,7 +1244,12 @@ static inline int shmatari_obs_shape(const shmatari_client *c,
   shape[1] = h->img_height;
   shape[2] = h->img_width;
   shape[3] = h->channels;
-  return h->channels == 1 ? 3 : 4;
+  if (h->channels == 1) return 3;
+  if (h->obs_layout == SHMATARI_OBS_CHANNELS_FIRST) {
+    shape[0] = h->stack_num * h->channels;
+    return 3;
+  }
+  return 4;
 }
 
 /* Checks a call's state: SHMATARI_OK if c->state is one of the
