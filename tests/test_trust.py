@@ -183,6 +183,31 @@ def test_crafted_header_is_refused_by_the_python_client(case):
         _core.Segment(buf)
 
 
+def test_words_of_a_later_minor_are_not_read_in_an_older_pool():
+    """layout.md, "Versioning": a word a minor version added is reserved in a
+    pool of a lower minor, and MUST NOT be read. A 1.1 header with 1.2 words
+    set was read as a planar RGB pool with a render area (a 1.1 client reads
+    the same bytes as channels last, without one); a 1.0 header's
+    autoreset_mode was read as 1.1's."""
+    buf = segment_bytes(dict(GEOMETRY, channels=3, obs_layout=1))
+    _u32(buf, 12, 1)  # abi_minor 1
+    assert _core.check_header(buf)[0] == _core.OK
+    assert _core.Segment(buf).header()["obs_layout"] == 0  # channels last, as 1.1 says
+    buf = segment_bytes(RENDER_GEOMETRY)
+    _u32(buf, 12, 1)
+    assert _core.check_header(buf)[0] == _core.OK
+    h = _core.Segment(buf).header()
+    assert (h["obs_layout"], h["screen_height"], h["screen_width"], h["render_offset"],
+            h["render_env_bytes"]) == (0, 0, 0, 0, 0)
+    buf = segment_bytes(dict(GEOMETRY, autoreset_mode=2))
+    _u32(buf, 12, 0)  # abi_minor 0: autoreset_mode is a reserved word
+    assert _core.Segment(buf).header()["autoreset_mode"] == 0
+    buf = segment_bytes(dict(GEOMETRY, autoreset_mode=1))  # same-step slots in a 1.0 pool
+    _u32(buf, 12, 0)
+    code, msg = _core.check_header(buf)
+    assert code == _core.STATUS["not_shmatari"] and "slot_bytes" in msg, msg
+
+
 def test_valid_segment_passes_and_its_geometry_is_copied_once():
     buf = segment_bytes()
     seg = _core.Segment(buf)
@@ -231,7 +256,70 @@ def test_worker_error_text_is_bounded_without_a_nul():
     assert seg.worker_error(0) == "x" * (_core.ERROR_BYTES - 1)
 
 
+_WORKER_GROUP_SCRIPT = """
+import mmap, sys
+sys.path.insert(0, sys.argv[1])
+from test_trust import RENDER_GEOMETRY, _u32, segment_bytes
+from shmatari import _core
+begin, end, ncores = map(int, sys.argv[2:5])
+src = segment_bytes(RENDER_GEOMETRY)
+m = mmap.mmap(-1, len(src))
+m[:] = src
+seg = _core.Segment(memoryview(m))
+seg.set_worker_group(0, begin, end)
+h = seg.header()
+for e in range(begin, min(end, 200)):  # a RESET posted to every env of the group,
+    off = h["env_ctrl_offset"] + 64 * e  # those past num_envs included
+    if off + 8 <= len(m):
+        _u32(m, off, 1), _u32(m, off + 4, _core.CMD_RESET)
+cores = [_core.NullCore((8, 8, 3), stack_num=2) for _ in range(ncores)]
+try:
+    _core.worker_loop(seg, 0, cores, lambda *a: None, lambda: False, poll=0.01)
+except ValueError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize("group", [(0, 200, 200), (3, 2, 0), (0, 4, 2)])
+def test_worker_group_outside_the_pool_is_refused_before_use(group):
+    """A worker's env group is a segment word: a group past num_envs made the
+    worker read env words and write render areas outside the mapping
+    (SIGSEGV); a group that is not the one its cores were built for, too."""
+    res = subprocess.run([sys.executable, "-c", _WORKER_GROUP_SCRIPT, str(ROOT / "tests"),
+                          *map(str, group)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+    assert "refused: worker 0's group is envs" in res.stdout, res.stdout + res.stderr
+
+
 # -- the C client: crafted cases and the fuzz target, under ASan and UBSan -------------
+
+def test_c_obs_shape_follows_obs_layout_as_the_python_client(tmp_path):
+    """shmatari_obs_shape gave (stack, h, w, 3) for a planar (channels-first)
+    RGB pool, whose bytes are (3 * stack, h, w): a C client read the frames
+    of a 1.2 pool in another layout than the Python client."""
+    src = tmp_path / "obs_shape.c"
+    src.write_text('#include "shmatari/shmatari.h"\n'
+                   "int main(int argc, char **argv) {\n"
+                   "  (void)argc; FILE *f = fopen(argv[1], \"rb\"); static char buf[1 << 20];\n"
+                   "  size_t n = fread(buf, 1, sizeof buf, f); fclose(f);\n"
+                   "  static shmatari_client c; char msg[512];\n"
+                   "  if (shmatari_geom_load(buf, n, &c.geom, msg, sizeof msg)) {\n"
+                   "    puts(msg); return 1; }\n"
+                   "  uint32_t s[4]; int d = shmatari_obs_shape(&c, s);\n"
+                   "  for (int i = 0; i < d; i++) printf(\"%u \", s[i]);\n"
+                   "  return 0; }\n")
+    res = subprocess.run([_cc("cc", "gcc", "clang") or pytest.skip("no C compiler"),
+                          "-std=gnu11", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}", str(src),
+                          "-o", str(tmp_path / "obs_shape")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    for layout, want in ((0, [2, 8, 8, 3]), (1, [6, 8, 8])):
+        seg = tmp_path / f"seg{layout}"
+        seg.write_bytes(segment_bytes(dict(GEOMETRY, channels=3, obs_layout=layout)))
+        res = subprocess.run([str(tmp_path / "obs_shape"), str(seg)], capture_output=True,
+                             text=True, timeout=30)
+        assert res.returncode == 0, res.stdout
+        assert [int(x) for x in res.stdout.split()] == want, layout
+
 
 def test_c_client_refuses_every_crafted_segment_under_sanitizers(tmp_path):
     exe = _build(tmp_path, "trust_cases.c", "trust_cases")

@@ -128,8 +128,19 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     seg._check()
     cdef shmatari_header *h = seg.hdr
     cdef shmatari_geom *g = &seg.geo
+    if worker >= g.num_workers:
+        raise ValueError(f"worker {worker} of a pool of {g.num_workers} workers")
     cdef shmatari_worker_ctrl *wc = shmatari_worker(g, worker)
-    cdef uint32_t begin = wc.env_begin, end = wc.env_end, e, wake, req
+    # The group is a segment word: read once and bounded before any address
+    # is computed from it (docs/layout.md, "Trust"), and it must be the group
+    # the cores were built for.
+    cdef uint32_t begin = shmatari_load_acquire(&wc.env_begin)
+    cdef uint32_t end = shmatari_load_acquire(&wc.env_end)
+    if not (begin < end <= g.num_envs) or <Py_ssize_t>(end - begin) != len(cores):
+        raise ValueError(f"worker {worker}'s group is envs [{begin}, {end}) for "
+                         f"{len(cores)} envs of a pool of {g.num_envs}: the segment "
+                         f"was written by something other than its creator")
+    cdef uint32_t e, wake, req
     cdef uint32_t n = end - begin, i, k, scan = 0, qhead = 0, qlen = 0
     cdef shmatari_env_ctrl *ec
     cdef EnvCore core

@@ -210,6 +210,10 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
         config = dataclasses.replace(config, seed=words_to_seed(seg.seed_words()))
     palette = atari.build_palette(config)
     begin, end = seg.worker_group(worker)
+    if not 0 <= begin < end <= seg.num_envs:  # a segment word: bounded before use
+        raise ValueError(f"worker {worker}'s group is envs [{begin}, {end}) of a pool of "
+                         f"{seg.num_envs}: the segment was written by something other "
+                         f"than its creator")
     cores.extend(atari.build_core(config, i, palette, restart=restart)
                  for i in range(begin, end))
     if worker == 0:

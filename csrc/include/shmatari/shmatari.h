@@ -276,10 +276,17 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   want.img_width = h.img_width;
   want.channels = h.channels;
   want.frame_skip = h.frame_skip;
-  want.autoreset_mode = h.autoreset_mode;
-  want.obs_layout = h.obs_layout;
-  want.screen_height = h.screen_height;
-  want.screen_width = h.screen_width;
+  /* A word that a minor version added is a reserved word in a pool of a
+   * lower minor, which a client MUST NOT read (docs/layout.md,
+   * "Versioning"): there it counts as 0. (1.1) autoreset_mode and
+   * slot_final_offset; */
+  const int minor11 = h.abi_minor >= 1, minor12 = h.abi_minor >= 2;
+  want.autoreset_mode = minor11 ? h.autoreset_mode : 0;
+  /* (1.2) obs_layout, the screen and the render area: a pool of 1.0 or 1.1
+   * is channels last and has no render area, whatever those words hold. */
+  want.obs_layout = minor12 ? h.obs_layout : 0;
+  want.screen_height = minor12 ? h.screen_height : 0;
+  want.screen_width = minor12 ? h.screen_width : 0;
   char why[400];
   if (shmatari_layout_compute_msg(&want, why, sizeof why) != SHMATARI_LAYOUT_OK)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
@@ -301,14 +308,17 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   SHMATARI_EXPECT("errors_offset", h.errors_offset, want.errors_offset)
   SHMATARI_EXPECT("slots_offset", h.slots_offset, want.slots_offset)
   SHMATARI_EXPECT("slot_obs_offset", h.slot_obs_offset, want.slot_obs_offset)
-  SHMATARI_EXPECT("slot_final_offset", h.slot_final_offset,
-                  want.slot_final_offset)
+  if (minor11)
+    SHMATARI_EXPECT("slot_final_offset", h.slot_final_offset,
+                    want.slot_final_offset)
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++)
     SHMATARI_EXPECT("slot_field_offset", h.slot_field_offset[f],
                     want.slot_field_offset[f])
   if (h.abi_minor <= SHMATARI_ABI_MINOR) {
     SHMATARI_EXPECT("slot_bytes", h.slot_bytes, want.slot_bytes)
     SHMATARI_EXPECT("field_count", h.field_count, want.field_count)
+  }
+  if (minor12 && h.abi_minor <= SHMATARI_ABI_MINOR) {
     SHMATARI_EXPECT("render_offset", h.render_offset, want.render_offset)
     SHMATARI_EXPECT("render_env_bytes", h.render_env_bytes,
                     want.render_env_bytes)
@@ -337,7 +347,7 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   /* (1.2) The render area, when there is one, lies after the slots, and a
    * higher minor version may only have moved it further. */
   uint64_t render_bytes, render_end;
-  if (h.screen_height != 0 &&
+  if (want.screen_height != 0 &&
       (h.render_offset < end || h.render_offset % SHMATARI_ALIGN != 0 ||
        h.render_env_bytes < want.render_env_bytes ||
        h.render_env_bytes % SHMATARI_ALIGN != 0 ||
@@ -357,7 +367,7 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
                          "%u", h.num_actions, SHMATARI_MAX_ACTIONS);
   want.slot_bytes = h.slot_bytes;
   want.total_bytes = h.total_bytes;
-  if (h.screen_height != 0) { /* checked above */
+  if (want.screen_height != 0) { /* checked above */
     want.render_offset = h.render_offset;
     want.render_env_bytes = h.render_env_bytes;
   }
@@ -819,9 +829,9 @@ typedef struct shmatari_batch {
   uint64_t index;           /* batches consumed before this one */
   uint32_t size;            /* results: batch_size */
   const uint8_t *obs;       /* size x obs_stride bytes; result i's observation
-                               at obs + i * obs_stride, laid out [stack_num]
-                               [img_height][img_width][channels] uint8,
-                               oldest frame first */
+                               at obs + i * obs_stride, uint8, oldest frame
+                               first, laid out as the pool's obs_layout says
+                               (c.geom.obs_layout; shmatari_obs_shape) */
   uint64_t obs_stride;      /* bytes: obs_env_bytes */
   const int32_t *env_id;    /* size elements */
   const float *reward;      /* size elements (clipped if reward_clip) */
@@ -1222,8 +1232,11 @@ again:;
   return r;
 }
 
-/* Observation shape of one env: writes (stack_num, img_height, img_width)
- * and, for RGB, 3 to shape; returns the number of dimensions (3 or 4). */
+/* Observation shape of one env, as the bytes are laid out (obs_layout) and
+ * as Python's client presents it: (stack_num, img_height, img_width) for
+ * grayscale, (stack_num, img_height, img_width, 3) for channels-last RGB,
+ * (stack_num * 3, img_height, img_width) for channels-first (planar) RGB.
+ * Returns the number of dimensions (3 or 4). */
 static inline int shmatari_obs_shape(const shmatari_client *c,
                                      uint32_t shape[4]) {
   const shmatari_geom *h = &c->geom;
@@ -1231,7 +1244,12 @@ static inline int shmatari_obs_shape(const shmatari_client *c,
   shape[1] = h->img_height;
   shape[2] = h->img_width;
   shape[3] = h->channels;
-  return h->channels == 1 ? 3 : 4;
+  if (h->channels == 1) return 3;
+  if (h->obs_layout == SHMATARI_OBS_CHANNELS_FIRST) {
+    shape[0] = h->stack_num * h->channels;
+    return 3;
+  }
+  return 4;
 }
 
 /* Checks a call's state: SHMATARI_OK if c->state is one of the
