@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import secrets
 import signal
 import subprocess
 import sys
@@ -727,7 +728,8 @@ def test_a_dead_fork_server_does_not_end_the_pool(tmp_path):
 def test_a_fifo_under_a_shmatari_name_does_not_hang_make(tmp_path):
     """The stale-segment sweep opened names under /dev/shm for reading, and
     a FIFO there blocked make() forever."""
-    fifo = os.path.join(SHM_DIR, "shmatari_4194303_deadbeef")  # > pid_max: no owner
+    # pid 4194303 is past pid_max: no owner; the rest keeps test runs apart
+    fifo = os.path.join(SHM_DIR, f"shmatari_4194303_{os.getpid():x}{secrets.token_hex(4)}")
     os.mkfifo(fifo)
     try:
         proc, res = run_script(tmp_path, """
