@@ -292,27 +292,7 @@ class Client:
 
     def _check_reset_options(self, seed, options) -> np.ndarray | None:
         """Validates reset()'s options; returns the reset mask or None (all envs)."""
-        if options is not None and not isinstance(options, Mapping):
-            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if options:
-            raise ValueError(f"reset() takes only the option 'reset_mask', got {sorted(options)}")
-        if mask is None:
-            return None
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask).__name__}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
-                             f"got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
-        if not mask.any():
-            raise ValueError("options['reset_mask'] must hold at least one True value")
-        if seed is not None:
-            raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
-                             "be combined with options['reset_mask']")
-        return np.ascontiguousarray(mask)
+        return check_reset_options(seed, options, self.num_envs)
 
     @_one_thread
     def recv(self, timeout: float | None = None):
@@ -408,6 +388,41 @@ class Client:
         except CallOrderError as err:
             raise CallOrderError(f"step() sends first, and {err}") from None
         return self.recv(timeout)
+
+
+def check_reset_options(seed, options, num_envs: int) -> np.ndarray | None:
+    """Validates ``reset(seed, options)`` of a pool of ``num_envs`` envs (local
+    or :mod:`shmatari.ray`): the only option is ``reset_mask``, a bool array of
+    shape (num_envs,) with at least one True, not combined with a seed.
+
+    Returns:
+        np.ndarray | None: the mask (C-contiguous), or None for every env.
+
+    Raises:
+        TypeError: options is not a mapping, or the mask not a bool array.
+        ValueError: another option, a wrong shape, no True, or a seed with a mask.
+    """
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
+    options = dict(options or {})
+    mask = options.pop("reset_mask", None)
+    if options:
+        raise ValueError(f"reset() takes only the option 'reset_mask', got {sorted(options)}")
+    if mask is None:
+        return None
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask).__name__}")
+    if mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must have shape ({num_envs},), "
+                         f"got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
+    if not mask.any():
+        raise ValueError("options['reset_mask'] must hold at least one True value")
+    if seed is not None:
+        raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
+                         "be combined with options['reset_mask']")
+    return np.ascontiguousarray(mask)
 
 
 def check_timeout(timeout) -> float | None:

@@ -855,24 +855,11 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self._needs_reset = False
 
     def _check_reset_options(self, seed, options):
-        if options is not None and not isinstance(options, Mapping):
-            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if options:
-            raise ValueError(f"reset() takes only the option 'reset_mask', got {sorted(options)}")
+        from .client import check_reset_options
+
+        mask = check_reset_options(seed, options, self.num_envs)
         if mask is None:
             return None
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
-            raise TypeError("options['reset_mask'] must be a numpy bool array")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
-                             f"got {mask.shape}")
-        if not mask.any():
-            raise ValueError("options['reset_mask'] must hold at least one True value")
-        if seed is not None:
-            raise ValueError("reset(seed=...) re-derives every env from the seed; it cannot "
-                             "be combined with options['reset_mask']")
         if self._needs_reset and not mask.all():
             raise CallOrderError("the first reset must reset every env: call reset() "
                                  "without 'reset_mask'")
