@@ -25,7 +25,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import pid_alive
+from conftest import build_sanitized, pid_alive
 from test_env import per_env_digests, rollout
 
 import shmatari
@@ -122,14 +122,10 @@ def trainer(tmp_path_factory):
     if cxx is None:
         pytest.skip("no C++ compiler (g++, c++ or clang++) on this machine")
     exe = tmp_path_factory.mktemp("trainer") / "trainer"
-    cmd = [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
-           str(TRAINER), "-o", str(exe)]
     # Under AddressSanitizer and UBSan where the compiler has them (every
     # test below then also checks the client reads and writes only its own).
-    sanitized = subprocess.run(cmd + ["-fsanitize=address,undefined",
-                                      "-fno-sanitize-recover=all"], capture_output=True)
-    if sanitized.returncode != 0:
-        subprocess.run(cmd, check=True)
+    build_sanitized([cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
+                     str(TRAINER), "-o", str(exe)])
     return exe
 
 

@@ -24,11 +24,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import shmatari
+from conftest import SANITIZE
 from shmatari import _core, cli, shm
 
 ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "csrc" / "include"
-SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 LINUX = sys.platform.startswith("linux")
 #: Seconds the fuzzer runs in the core suite (CI); longer runs by hand:
 #: SHMATARI_FUZZ_SECONDS=600 pytest tests/test_trust.py -k fuzz -s

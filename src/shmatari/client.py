@@ -29,7 +29,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _core, results, seeding
-from .errors import CallOrderError, PoolClosedError, StepTimeoutError, WorkerError
+from .errors import (CallOrderError, PoolClosedError, StepTimeoutError, WorkerError,
+                     check_usable)
 
 _WAITING = _core.CLIENT_STATES["waiting"]
 _STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
@@ -226,11 +227,7 @@ class Client:
         self._raise_for(code)
 
     def _usable(self) -> None:
-        if self.closed:
-            raise PoolClosedError("the env pool is closed")
-        if self._broken:
-            raise PoolClosedError(f"the env pool is broken: {self._broken.splitlines()[0]}; "
-                                  f"close it and make a new one")
+        check_usable(self.closed, self._broken)
 
     # -- validation ------------------------------------------------------------
     def _check_env_ids(self, env_ids) -> np.ndarray:

@@ -52,6 +52,16 @@ class PoolClosedError(ShmatariError, RuntimeError):
     """The env pool was closed, or broke after a worker failure."""
 
 
+def check_usable(closed: bool, broken: str | None) -> None:
+    """Raises PoolClosedError if a pool is closed, or broken (``broken``: the
+    failure that broke it); what every call of a local or Ray pool checks first."""
+    if closed:
+        raise PoolClosedError("the env pool is closed")
+    if broken:
+        raise PoolClosedError(f"the env pool is broken: {broken.splitlines()[0]}; "
+                              f"close it and make a new one")
+
+
 class CallOrderError(ShmatariError, RuntimeError):
     """A call came out of order (``step`` before ``reset``, ``recv`` with
     nothing pending, ``send`` to an env that is still running). The pool is

@@ -67,7 +67,8 @@ from ray.util.scheduling_strategies import (
 
 from . import config as _config
 from . import seeding
-from .errors import CallOrderError, PoolClosedError, StepTimeoutError, WorkerError
+from .errors import (CallOrderError, StepTimeoutError, WorkerError,
+                     check_usable)
 
 __all__ = ["make", "RayVectorEnv", "OP_SHIFT", "OP_FILL", "OP_KEEP", "OP_FULL"]
 
@@ -748,11 +749,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
                            worker_traceback=text)
 
     def _usable(self) -> None:
-        if self.closed:
-            raise PoolClosedError("the env pool is closed")
-        if self._broken:
-            raise PoolClosedError(f"the env pool is broken: {self._broken.splitlines()[0]}; "
-                                  f"close it and make a new one")
+        check_usable(self.closed, self._broken)
 
     def _submit(self, k: int, kind: str, args: tuple, seq: int | None = None) -> None:
         actor = self._actors[k]
