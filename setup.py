@@ -107,8 +107,7 @@ extensions = [
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         # _core.pyx includes the .pxi files beside it (one module cut into files by
         # concern) and cimports _core.pxd automatically.
-        depends=["csrc/shmatari_kernel.h", "csrc/include/shmatari/layout.h",
-                 "csrc/include/shmatari/sync.h", "csrc/include/shmatari/shmatari.h",
+        depends=["csrc/shmatari_kernel.h", *sorted(glob.glob("csrc/include/shmatari/*.h")),
                  "src/shmatari/_core.pxd", *sorted(glob.glob("src/shmatari/_core_*.pxi"))],
         extra_compile_args=compile_args,
     )

@@ -1,0 +1,201 @@
+/*
+ * shmatari/attach.h -- attach by name: the trust checks, the mapping, the claim, detach.
+ * Part of the header-only C client; include "shmatari/shmatari.h", which
+ * includes every part in order (docs/architecture.md names each part).
+ */
+#ifndef SHMATARI_ATTACH_H
+#define SHMATARI_ATTACH_H
+
+#include "shmatari/client_state.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The segment name of pool `name`: name itself if it already starts with
+ * SHMATARI_NAME_PREFIX (as `shmatari_<pid>_<hex>` names do), else the prefix
+ * + name. Returns SHMATARI_OK, or _ERR_INVALID for an empty name, a '/', or
+ * a name too long. */
+static inline int shmatari_segment_name(const char *name, char *out,
+                                        size_t out_len, char *msg,
+                                        size_t len) {
+  size_t plen = strlen(SHMATARI_NAME_PREFIX);
+  int prefixed = strncmp(name, SHMATARI_NAME_PREFIX, plen) == 0;
+  size_t n = strlen(name) + (prefixed ? 0 : plen);
+  if (name[0] == 0 || strchr(name, '/') != NULL || n + 1 > out_len)
+    return shmatari_fail(msg, len, SHMATARI_ERR_INVALID,
+                         "invalid pool name '%s': expected 1..%zu characters "
+                         "without '/'", name, out_len - 1 - plen);
+  size_t at = prefixed ? 0 : plen;
+  memcpy(out, SHMATARI_NAME_PREFIX, at);
+  memcpy(out + at, name, n - at + 1); /* with the NUL */
+  return SHMATARI_OK;
+}
+
+/* Who may attach (docs/layout.md, "Trust"): the segment MUST be a regular
+ * file, not a symbolic link (it is opened with O_NOFOLLOW), owned by this
+ * process's effective uid, with no group or other permission bits (shmatari
+ * creates it 0600), and with every byte allocated (shmatari commits every
+ * page; a sparse file would SIGBUS its reader when /dev/shm fills). There is
+ * no opt-in for sharing with a group: client and server are the same user.
+ * st: the file's fstat (or lstat, when the open failed). Returns SHMATARI_OK
+ * or _ERR_UNTRUSTED with a message that names the owner and mode and says
+ * what to do. */
+static inline int shmatari_trust_file(const char *path, const struct stat *st,
+                                      char *msg, size_t len) {
+  if (S_ISLNK(st->st_mode))
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it is a symbolic link (owner uid %u), "
+                         "and a shmatari segment is a regular file; remove "
+                         "the link and start the server again",
+                         path, (unsigned)st->st_uid);
+  if (!S_ISREG(st->st_mode))
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it is not a shared-memory segment (not "
+                         "a regular file: mode %06o, owner uid %u); remove it "
+                         "and start the server again",
+                         path, (unsigned)st->st_mode, (unsigned)st->st_uid);
+  if (st->st_uid != geteuid())
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: it belongs to uid %u, not to this "
+                         "process's uid %u (mode %04o); a client attaches "
+                         "only to a pool served by its own user: run the "
+                         "client as the server's user",
+                         path, (unsigned)st->st_uid, (unsigned)geteuid(),
+                         (unsigned)(st->st_mode & 07777));
+  if (st->st_mode & 077)
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: its mode %04o lets other users read or "
+                         "write it (shmatari creates segments 0600, owner uid "
+                         "%u); remove it and start the server again",
+                         path, (unsigned)(st->st_mode & 07777),
+                         (unsigned)st->st_uid);
+#if defined(__linux__)
+  if ((uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size)
+    return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                         "refusing %s: only %llu of its %llu bytes are "
+                         "allocated (a sparse file; shmatari commits every "
+                         "page); remove it and start the server again",
+                         path, (unsigned long long)st->st_blocks * 512,
+                         (unsigned long long)st->st_size);
+#endif
+  return SHMATARI_OK;
+}
+
+/* Releases what shmatari_attach acquired. Safe on a detached client. The
+ * commands in flight stay in the pool; the next client's attach recovers
+ * them. */
+static inline void shmatari_detach(shmatari_client *c) {
+  if (c->hdr != NULL) {
+    shmatari_unclaim(c->hdr, c->pid);
+    if (c->map_bytes != 0) munmap((void *)c->hdr, c->map_bytes);
+  }
+  shmatari_client_close(c);
+}
+
+/* Attaches to pool `name` ("demo" for `shmatari serve ... --name demo`, or a
+ * full segment name). Maps the segment, checks the magic and the ABI major
+ * version, waits up to timeout_ns (< 0: no limit) for the pool to run,
+ * claims it (one client at a time) and recovers it from any previous client.
+ * Returns SHMATARI_OK, or a status with its explanation in c->error (on
+ * SHMATARI_ERR_BUSY it names the current client's pid). c needs no
+ * initialisation; on failure it is left detached. */
+static inline int shmatari_attach(shmatari_client *c, const char *name,
+                                  int64_t timeout_ns) {
+  memset(c, 0, sizeof *c);
+  c->pid = (int32_t)getpid();
+  c->names = shmatari_call_names_c;
+  char *msg = c->error;
+  size_t len = sizeof c->error;
+  int r = shmatari_segment_name(name, c->segment, sizeof c->segment, msg, len);
+  if (r != SHMATARI_OK) return r;
+  /* A server that is still starting has no segment yet, or one whose header
+   * is still zero: look again every 20 ms until timeout_ns has passed. */
+  const int64_t deadline = shmatari_now_ns() + (timeout_ns > 0 ? timeout_ns : 0);
+  const struct timespec retry = {0, 20000000};
+#if defined(__linux__)
+  char path[SHMATARI_NAME_MAX + 16];
+  snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
+#define SHMATARI_OPEN_SEGMENT() \
+  open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+#else
+  char path[SHMATARI_NAME_MAX + 2];
+  snprintf(path, sizeof path, "/%s", c->segment);
+#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR | O_NOFOLLOW, 0)
+#endif
+again:;
+  int fd = SHMATARI_OPEN_SEGMENT();
+  while (fd < 0 && errno == ENOENT && shmatari_now_ns() < deadline) {
+    nanosleep(&retry, NULL);
+    fd = SHMATARI_OPEN_SEGMENT();
+  }
+#undef SHMATARI_OPEN_SEGMENT
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
+                           "no shmatari pool named '%s' (%s does not exist): "
+                           "start one with `shmatari serve GAME --name %s`",
+                           name, path, name);
+#if defined(__linux__)
+    struct stat lst;
+    if ((err == ELOOP || err == EACCES || err == EPERM || err == ENXIO ||
+         err == EISDIR) &&
+        lstat(path, &lst) == 0)
+      return shmatari_trust_file(path, &lst, msg, len);
+#endif
+    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot open %s: %s",
+                         path, strerror(err));
+  }
+  struct stat st;
+  void *base = MAP_FAILED;
+  int err = 0;
+  if (fstat(fd, &st) != 0) {
+    err = errno;
+    st.st_size = 0;
+  } else if ((r = shmatari_trust_file(path, &st, msg, len)) != SHMATARI_OK) {
+    close(fd);
+    return r;
+  } else if (st.st_size >= (off_t)SHMATARI_HEADER_BYTES) {
+    base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                fd, 0);
+    err = errno;
+  }
+  close(fd);
+  if (base == MAP_FAILED) {
+    if (err == 0)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                           "%s holds %lld bytes, less than a shmatari header",
+                           path, (long long)st.st_size);
+    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot map %s: %s",
+                         path, strerror(err));
+  }
+  if (((shmatari_header *)base)->magic == 0 && shmatari_now_ns() < deadline) {
+    munmap(base, (size_t)st.st_size); /* the header is still being written */
+    nanosleep(&retry, NULL);
+    goto again;
+  }
+  shmatari_geom g;
+  r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
+  int32_t holder = 0;
+  if (r == SHMATARI_OK)
+    r = shmatari_open_pool(&g, c->pid, timeout_ns, &holder, msg, len);
+  if (r != SHMATARI_OK) {
+    munmap(base, (size_t)st.st_size); /* the claim was not kept */
+    return r;
+  }
+  c->map_bytes = (uint64_t)st.st_size;
+  r = shmatari_client_open(c, &g); /* copies g; reads num_actions once */
+  if (r != SHMATARI_OK) {
+    shmatari_unclaim((shmatari_header *)base, c->pid);
+    munmap(base, (size_t)st.st_size);
+    c->map_bytes = 0;
+  }
+  return r;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHMATARI_ATTACH_H */

@@ -1,0 +1,97 @@
+/*
+ * shmatari/liveness.h -- the one liveness rule: a process by pid and start time (/proc).
+ * Part of the header-only C client; include "shmatari/shmatari.h", which
+ * includes every part in order (docs/architecture.md names each part).
+ */
+#ifndef SHMATARI_LIVENESS_H
+#define SHMATARI_LIVENESS_H
+
+#include "shmatari/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads /proc/<pid>/stat (Linux): 1 if process pid runs, with *start set
+ * to when it started (field 22, clock ticks since boot); 0 if it is a
+ * zombie; -1 if the file cannot be read or parsed (gone, or no /proc). */
+static inline int shmatari_proc_stat(int32_t pid, uint64_t *start) {
+#if defined(__linux__)
+  char path[32], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  if (p == NULL || p[1] != ' ') return -1;
+  p += 2; /* field 3, the state */
+  if (*p == 'Z' || *p == 'X') return 0;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (p == NULL) return -1;
+    p++;
+  }
+  char *end;
+  unsigned long long v = strtoull(p, &end, 10);
+  if (end == p) return -1;
+  *start = (uint64_t)v;
+  return 1;
+#else
+  (void)pid;
+  (void)start;
+  return -1;
+#endif
+}
+
+/* When process pid started, in clock ticks since boot (Linux: field 22 of
+ * /proc/<pid>/stat, as Python's shmatari reads it too); 0 if it is gone, a
+ * zombie, or unknown (no /proc). With the pid, it names one process even
+ * after the pid is reused. */
+static inline uint64_t shmatari_process_start(int32_t pid) {
+  uint64_t start = 0;
+  if (pid <= 0 || shmatari_proc_stat(pid, &start) != 1) return 0;
+  return start;
+}
+
+/* The one liveness rule, for C clients and shmatari's Python alike: process
+ * (pid, start) is alive if pid exists, is not a zombie, and, when start is
+ * not 0, started at `start` (shmatari_process_start), so that a process that
+ * took over a dead one's pid is not taken for it. A process that exists but
+ * belongs to another user counts as alive. */
+static inline int shmatari_process_alive(int32_t pid, uint64_t start) {
+  if (pid <= 0) return 0;
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+#if defined(__linux__)
+  {
+    uint64_t now = 0;
+    int r = shmatari_proc_stat(pid, &now);
+    if (r == 0) return 0;
+    if (start != 0 && (r < 0 || now != start)) return 0;
+  }
+#endif
+  return 1;
+}
+
+/* 1 if process pid exists and is not a zombie, else 0 (the rule above,
+ * without a start time: for workers and clients, which the header names by
+ * pid alone). */
+static inline int shmatari_pid_alive(int32_t pid) {
+  return shmatari_process_alive(pid, 0);
+}
+
+/* 1 if the pool's owner lives: (owner_pid, owner_start) by the rule of
+ * shmatari_process_alive. A pool of ABI 1.0 or 1.1 has no owner_start (a
+ * reserved word), and is judged by owner_pid alone. */
+static inline int shmatari_owner_alive(const shmatari_header *h) {
+  uint64_t start = h->abi_minor >= 2 ? h->owner_start : 0;
+  return shmatari_process_alive(h->owner_pid, start);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHMATARI_LIVENESS_H */

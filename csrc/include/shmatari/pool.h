@@ -1,0 +1,145 @@
+/*
+ * shmatari/pool.h -- the pool's health checks, the bounded waits on it, and the client claim.
+ * Part of the header-only C client; include "shmatari/shmatari.h", which
+ * includes every part in order (docs/architecture.md names each part).
+ */
+#ifndef SHMATARI_POOL_H
+#define SHMATARI_POOL_H
+
+#include "shmatari/geometry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* SHMATARI_OK while the owner (server) process lives
+ * (shmatari_owner_alive), else _ERR_SERVER_DEAD. */
+static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
+                                       size_t len) {
+  if (shmatari_owner_alive(h)) return SHMATARI_OK;
+  return shmatari_fail(msg, len, SHMATARI_ERR_SERVER_DEAD,
+                       "the server (pid %d) that owns the pool is gone",
+                       (int)h->owner_pid);
+}
+
+/* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
+ * worker reported failure, or, with check_pids, its process is gone),
+ * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
+ * (the owner's process is gone). check_pids costs a system call or two per
+ * process; waits do it once per SHMATARI_POLL_NS of sleep. */
+static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
+                                      char *msg, size_t len) {
+  const shmatari_header *h = g->hdr;
+  shmatari_header *hw = g->hdr;
+  if (shmatari_load_acquire(&hw->failed_workers) != 0) {
+    for (uint32_t w = 0; w < g->num_workers; w++) {
+      shmatari_worker_ctrl *wc = shmatari_worker(g, w);
+      if (shmatari_load_acquire(&wc->state) == SHMATARI_WORKER_FAILED) {
+        const char *text = shmatari_error_text(g, w);
+        return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
+                             "worker %u (pid %d, envs %u..%u) failed: %.*s", w,
+                             (int)wc->pid, wc->env_begin, wc->env_end - 1,
+                             (int)strnlen(text, SHMATARI_ERROR_BYTES), text);
+      }
+    }
+    return shmatari_fail(msg, len, SHMATARI_ERR_WORKER, "a worker failed");
+  }
+  if (shmatari_load_acquire(&hw->pool_state) == SHMATARI_POOL_CLOSING)
+    return shmatari_fail(msg, len, SHMATARI_ERR_CLOSED,
+                         "the server (pid %d) is closing the pool",
+                         (int)h->owner_pid);
+  if (!check_pids) return SHMATARI_OK;
+  int r = shmatari_owner_check(h, msg, len);
+  if (r != SHMATARI_OK) return r;
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    shmatari_worker_ctrl *wc = shmatari_worker(g, w);
+    uint32_t state = shmatari_load_acquire(&wc->state);
+    if (state != SHMATARI_WORKER_EXITED && wc->pid > 0 &&
+        !shmatari_pid_alive(wc->pid))
+      return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
+                           "worker %u (pid %d, envs %u..%u) died", w,
+                           (int)wc->pid, wc->env_begin, wc->env_end - 1);
+  }
+  return SHMATARI_OK;
+}
+
+/* Sleeps on main_seq (seen: its value read before checking the condition)
+ * for at most slice_ns and at most until deadline_ns (< 0: none), after
+ * polling it for spin_ns in spin_mode (see shmatari_wait_change). Returns
+ * SHMATARI_OK when woken or after a quiet slice in which the pool stayed
+ * alive, _ERR_TIMEOUT once the deadline has passed, _ERR_INTERRUPTED on a
+ * signal, or what shmatari_pool_check found. */
+static inline int shmatari_sleep_main(const shmatari_geom *g, uint32_t seen,
+                                      int64_t spin_ns, int spin_mode,
+                                      int64_t deadline_ns, int64_t slice_ns,
+                                      char *msg, size_t len) {
+  shmatari_header *h = g->hdr;
+  if (deadline_ns >= 0) {
+    int64_t left = deadline_ns - shmatari_now_ns();
+    if (left <= 0) return SHMATARI_ERR_TIMEOUT;
+    if (left < slice_ns) slice_ns = left;
+  }
+  int r = shmatari_wait_change(&h->main_seq, seen, &h->main_sleeping, spin_ns,
+                               spin_mode, slice_ns);
+  if (r == SHMATARI_WAIT_EINTR)
+    return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
+                         "interrupted by a signal");
+  if (r == SHMATARI_WAIT_TIMEOUT) return shmatari_pool_check(g, 1, msg, len);
+  return SHMATARI_OK;
+}
+
+static inline int64_t shmatari_deadline(int64_t timeout_ns) {
+  return timeout_ns < 0 ? -1 : shmatari_now_ns() + timeout_ns;
+}
+
+/* Waits until the pool is RUNNING (its workers are ready). */
+static inline int shmatari_wait_running(const shmatari_geom *g,
+                                        int64_t timeout_ns, char *msg,
+                                        size_t len) {
+  shmatari_header *h = g->hdr;
+  int64_t deadline = shmatari_deadline(timeout_ns);
+  for (;;) {
+    uint32_t seen = shmatari_load_acquire(&h->main_seq);
+    uint32_t state = shmatari_load_acquire(&h->pool_state);
+    if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
+    int r = shmatari_pool_check(g, 0, msg, len);
+    if (r == SHMATARI_OK)
+      r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
+                              SHMATARI_POLL_NS, msg, len);
+    if (r == SHMATARI_ERR_TIMEOUT)
+      return shmatari_fail(msg, len, r, "the pool was still starting after "
+                           "%.1f s", (double)timeout_ns / SHMATARI_SECOND);
+    if (r != SHMATARI_OK) return r;
+  }
+}
+
+/* Claims the pool for process pid: client_pid 0 -> pid, or a dead holder's
+ * pid -> pid. Returns SHMATARI_OK, or _ERR_BUSY with the live holder's pid
+ * in *holder (pid itself when this process already holds it). */
+static inline int shmatari_claim(shmatari_header *h, int32_t pid,
+                                 int32_t *holder, char *msg, size_t len) {
+  int32_t expected = 0;
+  for (;;) {
+    int32_t cur = shmatari_cas_i32(&h->client_pid, expected, pid);
+    if (cur == expected) return SHMATARI_OK;
+    if (cur == pid || shmatari_pid_alive(cur)) {
+      if (holder != NULL) *holder = cur;
+      return shmatari_fail(msg, len, SHMATARI_ERR_BUSY,
+                           "the pool already has a client: pid %d%s; one "
+                           "client at a time (detach it, or end it, first)",
+                           (int)cur, cur == pid ? " (this process)" : "");
+    }
+    expected = cur; /* its holder is dead: take it over */
+  }
+}
+
+/* Gives the pool up, if pid holds it. */
+static inline void shmatari_unclaim(shmatari_header *h, int32_t pid) {
+  shmatari_cas_i32(&h->client_pid, pid, 0);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHMATARI_POOL_H */
