@@ -174,12 +174,14 @@ def _rollout_async(env, actions: np.ndarray, streams: _Streams, tick) -> None:
             else:
                 waiting[e] = (obs[j].copy(), reward[j], terminated[j], truncated[j])
                 ended[e] = True
-        if ended.any():
-            env.async_reset(options={"reset_mask": ended})
         ids = ids[~ended[ids]]
         if ids.size:
             taken = streams.count[ids] - 1  # agent steps each of these envs has taken
             env.send(np.where(taken < steps, actions[ids, np.minimum(taken, steps - 1)], 0), ids)
+        if ended.any():
+            # After the send: a masked reset has every idle env it does not
+            # reset republish its observation (CMD_OBSERVE), and none is idle now.
+            env.async_reset(options={"reset_mask": ended})
         tick(int(streams.count.min()) - 1)
 
 
