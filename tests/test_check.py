@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import shmatari
-from shmatari.check import FIELDS, PAIRINGS, first_divergence, policy_actions
+from shmatari.check import FIELDS, PAIRINGS, first_divergence, main, policy_actions
+from shmatari.config import AUTORESET_MODES
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -58,6 +59,56 @@ def test_an_unseeded_run_fails_the_check_and_the_divergence_is_named(tmp_path):
     # The policy cannot change the reset: the first divergence follows an action.
     assert 1 <= where["step"] <= 60 and where["env"] in (0, 1) and where["field"] in FIELDS
     assert f"agent step {where['step']}, env {where['env']}, field {where['field']}" in broken
+
+
+#: A short check whose episodes end: lost lives (terminated) and a 200-frame
+#: cap (truncated, at agent step 50 or sooner) within 100 steps.
+SHORT = ["--num-envs", "2", "--steps", "100", "--quiet", "-o", "episodic_life=true",
+         "-o", "max_episode_frames=200"]
+
+
+def run_check(capsys, tmp_path, *args: str) -> dict:
+    """``shmatari-check`` through its command line; asserts exit 0 and every
+    line an agreement; returns the JSON report."""
+    out = tmp_path / "check.json"
+    code = main([*SHORT, "--json", str(out), *args])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    assert all(line.startswith("agree ") for line in lines[:-1]) and len(lines) >= 2, lines
+    report = json.loads(out.read_text())
+    assert report["ok"] is True and {p["verdict"] for p in report["pairings"]} == {"agree"}
+    return report
+
+
+def test_check_agrees_in_every_autoreset_mode(capsys, tmp_path):
+    """The rollout takes each mode's way to the next episode: next-step's reset
+    step, same-step's final_obs, disabled's masked reset (sync and async);
+    the pipe baseline does each mode its own way (Gymnasium's SyncVectorEnv)."""
+    hashes = {}
+    for mode in AUTORESET_MODES:
+        # Async batches of 2 of 3 envs mix envs that ended with envs that go on.
+        report = run_check(capsys, tmp_path, "--num-envs", "3", "--batch-size", "2",
+                           "--pairings", "async,pipe", "-o", f"autoreset_mode={mode}")
+        assert report["config"]["options"]["autoreset_mode"] == mode
+        hashes[mode] = report["runs"]["reference"]["env_hashes"]
+    # Same-step and a masked reset after the done step give the same stream
+    # (the done step's observation, then the next episode's first) ...
+    assert hashes["same_step"] == hashes["disabled"]
+    # ... and next-step's differs in every env: each env ended an episode.
+    assert all(a != b for a, b in zip(hashes["next_step"], hashes["same_step"]))
+
+
+@pytest.mark.parametrize("args", [["-o", "grayscale=false", "-o", "obs_layout=channels_first"],
+                                  ["--preset", "dqn", "-o", "autoreset_mode=same_step"]],
+                         ids=["rgb-channels-first", "dqn-preset"])
+def test_check_agrees_with_rgb_and_with_a_preset(capsys, tmp_path, args):
+    report = run_check(capsys, tmp_path, "--pairings", "async,pipe", *args)
+    options = report["config"]["options"]
+    if "--preset" in args:  # the preset's values, with -o's over them
+        assert options["reward_clip"] and options["use_fire_reset"]
+        assert options["repeat_action_probability"] == 0.0
+    else:
+        assert options["grayscale"] is False and options["obs_layout"] == "channels_first"
 
 
 def pool_trace(policy, seed: int) -> list:

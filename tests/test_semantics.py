@@ -697,11 +697,12 @@ def test_bad_reset_options_are_refused(options, exc, match):
         env.step([0, 0])
 
 
-def test_autoreset_mode_accepts_gymnasium_enum_and_pipe_refuses_others():
+def test_autoreset_mode_accepts_gymnasium_enum():
     cfg = config.build_config("Pong", 1, seed=0, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     assert cfg.autoreset_mode == "same_step"
-    with pytest.raises(ValueError, match="next_step"):
-        make_pipe("Pong", 1, seed=0, autoreset_mode="disabled")
+    # The pipe baseline implements every mode (tests/test_baselines.py) and declares it.
+    with make_pipe("Pong", 1, seed=0, autoreset_mode=gym.vector.AutoresetMode.DISABLED) as env:
+        assert env.metadata["autoreset_mode"] is gym.vector.AutoresetMode.DISABLED
 
 
 # -- presets -------------------------------------------------------------------------

@@ -21,6 +21,16 @@ The policy: env *i*'s *k*-th action is the *k*-th draw of
 ``numpy.random.default_rng(shmatari.seeding.worker_seed(policy_seed, i))``
 over the game's actions, so the action an env receives does not depend on
 the order in which results arrive.
+
+Every env option works, ``preset`` too. The autoreset mode is the pool's:
+with ``"next_step"`` the reset result is the step after a done step; with
+``"same_step"`` a done step's ``obs`` field hashes its ``final_obs`` and then
+the next episode's first observation; with ``"disabled"`` the rollout resets
+the ended envs with ``reset(options={"reset_mask": done})`` (``async_reset``
+in the async run) and hashes the same two observations, so same-step and
+disabled streams are identical. The pipe baseline implements each mode
+itself; it does not render, so its run leaves ``render_mode`` out
+(observations do not depend on it).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from . import _cli, config as _config, seeding
 
@@ -71,11 +82,18 @@ class _Streams:
         self.hashes = [hashlib.sha256() for _ in range(num_envs)]
         self.count = np.zeros(num_envs, np.int64)
 
-    def add(self, env: int, obs, reward, terminated, truncated) -> None:
+    def add(self, env: int, obs, reward, terminated, truncated, next_obs=None) -> None:
+        """One step of env ``env``. ``next_obs``: the next episode's first
+        observation when the mode delivers it with the done step (same-step
+        autoreset, or disabled's masked reset); the step's ``obs`` field then
+        covers both, the done step's observation first."""
         k = self.count[env]
         if k > self.steps:
             return  # past the budget (async keeps every env busy to the end)
-        parts = (np.ascontiguousarray(obs).tobytes(), np.float32(reward).tobytes(),
+        obs = np.ascontiguousarray(obs).tobytes()
+        if next_obs is not None:
+            obs += np.ascontiguousarray(next_obs).tobytes()
+        parts = (obs, np.float32(reward).tobytes(),
                  bytes([bool(terminated)]), bytes([bool(truncated)]))
         for f, data in enumerate(parts):
             self.hashes[env].update(data)
@@ -91,14 +109,39 @@ class _Streams:
         return [h.hexdigest() for h in self.hashes]
 
 
+def _final_obs(info: dict, j: int, env: int):
+    """Row ``j``'s final observation in a same-step result (env ``env``'s done step)."""
+    final = info.get("final_obs")
+    if final is None or not info["_final_obs"][j]:
+        raise RuntimeError(f"env {env} ended its episode with autoreset_mode 'same_step' and "
+                           f"its info has no final_obs")
+    return final[j]
+
+
 def _rollout_sync(env, actions: np.ndarray, streams: _Streams, tick) -> None:
+    """``reset``, then ``step`` with every env's next action, ``steps`` times.
+    The autoreset mode is the env's (``env.metadata["autoreset_mode"]``):
+    next-step's reset result is the step after the done step; same-step's
+    done step adds its ``final_obs``; disabled resets the done envs with a
+    mask (``reset(options={"reset_mask": done})``) before the next step."""
+    mode = env.metadata["autoreset_mode"]
     obs, _ = env.reset()
     for e in range(env.num_envs):
         streams.add_reset(e, obs[e])
     for k in range(actions.shape[1]):
-        obs, reward, terminated, truncated, _ = env.step(actions[:, k])
+        obs, reward, terminated, truncated, info = env.step(actions[:, k])
+        done = terminated | truncated
+        after = None
+        if done.any() and mode is AutoresetMode.DISABLED:
+            after, _ = env.reset(options={"reset_mask": done})
         for e in range(env.num_envs):
-            streams.add(e, obs[e], reward[e], terminated[e], truncated[e])
+            if not done[e] or mode is AutoresetMode.NEXT_STEP:
+                streams.add(e, obs[e], reward[e], terminated[e], truncated[e])
+            elif mode is AutoresetMode.SAME_STEP:
+                streams.add(e, _final_obs(info, e, e), reward[e], terminated[e], truncated[e],
+                            next_obs=obs[e])
+            else:
+                streams.add(e, obs[e], reward[e], terminated[e], truncated[e], next_obs=after[e])
         tick(k + 1)
 
 
@@ -106,19 +149,39 @@ def _rollout_async(env, actions: np.ndarray, streams: _Streams, tick) -> None:
     """``async_reset``, then ``recv``/``send`` until every env has taken its
     ``steps``; env *e* is always sent its own next action. Envs past their
     budget keep stepping (``recv`` needs ``batch_size`` running envs), and
-    their results are dropped."""
+    their results are dropped. The autoreset modes as :func:`_rollout_sync`;
+    disabled sends a done env ``async_reset`` with a mask of it instead of an
+    action, and its done step is recorded when the reset comes back."""
     steps = actions.shape[1]
+    mode = env.metadata["autoreset_mode"]
+    waiting = {}  # disabled: env -> its done step, until its reset's result comes
     env.async_reset()
     while streams.count.min() <= steps:
         obs, reward, terminated, truncated, info = env.recv()
         ids = info["env_id"]
+        ended = np.zeros(env.num_envs, bool)
         for j, e in enumerate(ids):
+            done = terminated[j] or truncated[j]
             if streams.count[e] == 0:
                 streams.add_reset(e, obs[j])
-            else:
+            elif e in waiting:
+                streams.add(e, *waiting.pop(e), next_obs=obs[j])
+            elif not done or mode is AutoresetMode.NEXT_STEP:
                 streams.add(e, obs[j], reward[j], terminated[j], truncated[j])
-        taken = streams.count[ids] - 1  # agent steps each of these envs has taken
-        env.send(np.where(taken < steps, actions[ids, np.minimum(taken, steps - 1)], 0), ids)
+            elif mode is AutoresetMode.SAME_STEP:
+                streams.add(e, _final_obs(info, j, e), reward[j], terminated[j], truncated[j],
+                            next_obs=obs[j])
+            else:
+                waiting[e] = (obs[j].copy(), reward[j], terminated[j], truncated[j])
+                ended[e] = True
+        ids = ids[~ended[ids]]
+        if ids.size:
+            taken = streams.count[ids] - 1  # agent steps each of these envs has taken
+            env.send(np.where(taken < steps, actions[ids, np.minimum(taken, steps - 1)], 0), ids)
+        if ended.any():
+            # After the send: a masked reset has every idle env it does not
+            # reset republish its observation (CMD_OBSERVE), and none is idle now.
+            env.async_reset(options={"reset_mask": ended})
         tick(int(streams.count.min()) - 1)
 
 
@@ -177,6 +240,7 @@ class _Plan:
     num_workers: int | None = None
     start_method: str | None = None
     batch_size: int | None = None
+    drop: tuple = ()  # env options this run leaves out
 
 
 @dataclasses.dataclass
@@ -320,8 +384,11 @@ class CheckReport:
         }
 
 
-def _plans(num_workers: int, batch_size: int, pairings: Sequence[str]):
+def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: dict):
     """The runs needed and the (key, title, variant) of each pairing."""
+    # The pipe baseline does not render; rendering changes no observation, so
+    # its run leaves render_mode out and the pairing still compares the streams.
+    no_render = options.get("render_mode") is not None
     default = _config.default_start_method()
     ref = _Plan("reference", f"shmatari, sync, {num_workers} workers, {default}",
                 num_workers=num_workers, start_method=default)
@@ -341,8 +408,10 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str]):
                                  f"{num_workers} workers, {default}",
                         num_workers=num_workers, start_method=default, batch_size=batch_size)),
         "pipe": ("shmatari vs pipe baseline",
-                 _Plan("pipe", f"pipe baseline, 1 process per env, {default}",
-                       backend="pipe", start_method=default)),
+                 _Plan("pipe", f"pipe baseline, 1 process per env, {default}"
+                               + (", without render_mode (it does not render)" * no_render),
+                       backend="pipe", start_method=default,
+                       drop=("render_mode",) * no_render)),
     }
     pairs = [(key, variants[key][0], variants[key][1]) for key in PAIRINGS if key in pairings]
     return [ref] + [p for _, _, p in pairs], pairs
@@ -391,6 +460,7 @@ def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
     from .env import make
 
     result = RunResult(plan.name, plan.label)
+    options = {k: v for k, v in options.items() if k not in plan.drop}
     t0 = time.perf_counter()
     try:
         if plan.backend == "pipe":
@@ -450,7 +520,12 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
             (``"rerun"``, ``"one_worker"``, ``"fork"``, ``"spawn"``, ``"async"``,
             ``"pipe"``) whose actions are drawn from NumPy's global RNG, which
             the check never seeds, so that run diverges from the reference.
-        **options: env options, as :func:`shmatari.make`.
+        **options: env options, as :func:`shmatari.make` (``preset`` too).
+            Every ``autoreset_mode`` works: the rollout resets ended envs with
+            a mask under ``"disabled"``, and with ``"same_step"`` (and
+            ``"disabled"``) a done step's ``obs`` field covers its own
+            observation and then the next episode's first one. The pipe run
+            leaves ``render_mode`` out (the baseline does not render).
 
     Returns:
         CheckReport: ``report.ok`` is True when every pairing agrees.
@@ -486,7 +561,7 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     if policy_seed is None:
         policy_seed = cfg.seed
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
-    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings)
+    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options)
     names = [p.name for p in plans]
     if unseeded_policy is not None and unseeded_policy not in names[1:]:
         raise ValueError(f"unseeded_policy must name a variant run ({', '.join(names[1:])}), "
@@ -557,6 +632,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="batch of the async run (default num_envs // 2)")
     p.add_argument("--pairings", default=None,
                    help=f"comma-separated subset of {','.join(PAIRINGS)} (default: all)")
+    p.add_argument("--preset", choices=sorted(_config.PRESETS), default=None,
+                   help="a named set of env options (docs/semantics.md); -o options override it")
     p.add_argument("-o", "--option", action="append", type=_option, default=[],
                    metavar="KEY=VALUE",
                    help="env option, repeatable, parsed by its type: -o grayscale=false "
@@ -574,13 +651,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _cli.check_output_path(parser, "--json", args.json)
+    options = dict(args.option)
+    if args.preset is not None:
+        options["preset"] = args.preset
     try:
         report = check_reproducibility(
             args.game, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
             policy_seed=args.policy_seed, num_workers=args.num_workers,
             batch_size=args.batch_size,
             pairings=[p.strip() for p in args.pairings.split(",")] if args.pairings else None,
-            progress=not args.quiet, unseeded_policy=args.unseeded_policy, **dict(args.option))
+            progress=not args.quiet, unseeded_policy=args.unseeded_policy, **options)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:  # before the first run began
