@@ -296,3 +296,41 @@ def test_envpool_adapter_xla_cleanrl_style(backend, batch_size):
         assert np.asarray(handle2).shape == np.asarray(handle).shape
     finally:
         envs.close()
+
+
+# -- refusals: clear errors, the pool unchanged ---------------------------------------
+def test_xla_refusals_leave_the_pool_usable():
+    env = shmatari.make("null", num_envs=4, batch_size=2, num_workers=2, seed=0)
+    other = shmatari.make("null", num_envs=4, num_workers=1, seed=0)
+    try:
+        env.async_reset()
+        handle, recv, send, step = env.xla()
+        other_handle = other.xla()[0]
+        with pytest.raises(ValueError, match="pass env_id"):
+            jax.jit(step)(handle, jnp.zeros(2, jnp.int32))  # batch-sized, no env_id
+        recv_j = jax.jit(recv)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="another pool"):
+            jax.block_until_ready(recv_j(other_handle))
+        handle, (_, _, _, _, info) = jax.block_until_ready(recv_j(handle))
+        ids = np.asarray(info["env_id"])
+        send_j = jax.jit(send)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="out of range"):
+            jax.block_until_ready(send_j(handle, jnp.array([0, 99]), ids))
+        # The C client refused before posting: the same envs can be sent to.
+        handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32), ids))
+        # Python and jitted calls share one client: Python collects the batch.
+        assert env.recv()[0].shape == (2,) + env.single_observation_space.shape
+    finally:
+        env.close()
+        other.close()
+    with pytest.raises(jax.errors.JaxRuntimeError, match="the pool is closed"):
+        jax.block_until_ready(recv_j(handle))
+
+
+def test_xla_refuses_same_step_pools_with_the_reason():
+    env = shmatari.make("null", num_envs=2, num_workers=1, autoreset_mode="same_step")
+    try:
+        with pytest.raises(NotImplementedError, match="final_obs"):
+            env.xla()
+    finally:
+        env.close()
