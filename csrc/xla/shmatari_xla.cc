@@ -119,16 +119,42 @@ constexpr CopyFn kCopy[SHMATARI_FIELD_COUNT] = {
     SHMATARI_RESULT_FIELDS(SHMATARI_XLA_COPY_FN)};
 #undef SHMATARI_XLA_COPY_FN
 
-// Waits for the next batch (timeout_ns < 0: no limit), copies it into
-// rets[1..] (obs, then every field) and consumes it.
-ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
-                     int64_t timeout_ns) {
-  const shmatari_geom *g = &c->geom;
+bool Convertible(ffi::DataType t) {
+  return t == ffi::DataType::PRED || t == ffi::DataType::S32 ||
+         t == ffi::DataType::S64 || t == ffi::DataType::U32 ||
+         t == ffi::DataType::F32 || t == ffi::DataType::F64;
+}
+
+// Checks rets[1..] (obs, then every field) against the pool's batch before
+// anything is taken, so that a mismatch loses no batch.
+ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
+  uint32_t n = g->batch_size;
   if (rets.size() != 2 + SHMATARI_FIELD_COUNT)
     return ffi::Error::InvalidArgument(
         "shmatari xla: recv/step return the handle, obs and " +
-        std::to_string(SHMATARI_FIELD_COUNT) + " fields; this build of "
-        "shmatari.xla does not match the handler (rebuild it)");
+        std::to_string(SHMATARI_FIELD_COUNT) + " fields; this build of the "
+        "handlers does not match shmatari.xla (rebuild it)");
+  auto obs = rets.get<ffi::AnyBuffer>(1);
+  if (!obs.has_value() ||
+      (*obs)->size_bytes() != (size_t)(g->obs_env_bytes * n))
+    return ffi::Error::InvalidArgument(
+        "shmatari xla: the obs result does not have the pool's batch shape");
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
+    auto out = rets.get<ffi::AnyBuffer>(2 + f);
+    if (!out.has_value() || (*out)->element_count() != n ||
+        !Convertible((*out)->element_type()))
+      return ffi::Error::InvalidArgument(
+          "shmatari xla: result field " + std::to_string(f) +
+          " does not have shape (batch_size,) and a supported dtype");
+  }
+  return ffi::Error::Success();
+}
+
+// Waits for the next batch (timeout_ns < 0: no limit), copies it into
+// rets[1..] (checked by CheckOutputs) and consumes it.
+ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
+                     int64_t timeout_ns) {
+  const shmatari_geom *g = &c->geom;
   int64_t deadline = timeout_ns < 0 ? -1 : shmatari_now_ns() + timeout_ns;
   for (;;) {
     int64_t wait = kPollNs;
@@ -144,25 +170,15 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
   }
   const char *slot = shmatari_slot(g, c->taken);
   uint32_t n = g->batch_size;
-  ffi::Error err = ffi::Error::Success();
-  auto obs = rets.get<ffi::AnyBuffer>(1);
-  if (!obs.has_value() ||
-      (*obs)->size_bytes() != (size_t)(g->obs_env_bytes * n))
-    err = ffi::Error::InvalidArgument("shmatari xla: the obs result does not "
-                                      "have the pool's batch shape");
-  else  // the one copy: ring slot -> XLA's buffer
-    std::memcpy((*obs)->untyped_data(), slot + g->slot_obs_offset,
-                (size_t)(g->obs_env_bytes * n));
-  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT && err.success(); f++) {
-    auto out = rets.get<ffi::AnyBuffer>(2 + f);
-    if (!out.has_value() || (*out)->element_count() != n ||
-        !kCopy[f](slot + g->slot_field_offset[f], *out, n))
-      err = ffi::Error::InvalidArgument(
-          "shmatari xla: result field " + std::to_string(f) +
-          " does not have shape (batch_size,) and a supported dtype");
+  // The one copy of the observations: ring slot -> XLA's buffer.
+  std::memcpy((*rets.get<ffi::AnyBuffer>(1))->untyped_data(),
+              slot + g->slot_obs_offset, (size_t)(g->obs_env_bytes * n));
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
+    auto out = *rets.get<ffi::AnyBuffer>(2 + f);
+    kCopy[f](slot + g->slot_field_offset[f], out, n);
   }
   shmatari_release_batch(c);
-  return err;
+  return ffi::Error::Success();
 }
 
 // Checks the handle and passes it through (its result is aliased to it).
@@ -208,7 +224,8 @@ ffi::Error RecvImpl(ffi::AnyBuffer handle, ffi::RemainingRets rets,
   ffi::Error err = ffi::Error::Success();
   shmatari_client *c = FindClient(handle, client, &err);
   if (c == nullptr) return err;
-  err = TakeBatch(c, rets, timeout_ns);
+  err = CheckOutputs(&c->geom, rets);
+  if (err.success()) err = TakeBatch(c, rets, timeout_ns);
   return err.success() ? PassHandle(handle, rets) : err;
 }
 
@@ -218,7 +235,8 @@ ffi::Error StepImpl(ffi::AnyBuffer handle, ffi::Buffer<ffi::S32> action,
   ffi::Error err = ffi::Error::Success();
   shmatari_client *c = FindClient(handle, client, &err);
   if (c == nullptr) return err;
-  err = Send(c, action, env_id, true);
+  err = CheckOutputs(&c->geom, rets);
+  if (err.success()) err = Send(c, action, env_id, true);
   if (err.success()) err = TakeBatch(c, rets, timeout_ns);
   return err.success() ? PassHandle(handle, rets) : err;
 }
