@@ -130,12 +130,20 @@ def rollout(args) -> dict:
             out[key] = {name: _quartiles(xs) for name, xs in rates.items()}
             out[key]["ratio_shmatari_over_envpool"] = (out[key]["shmatari"]["median"]
                                                       / out[key]["envpool"]["median"])
+            # Per round (two bursts of each backend, ABBA): the ratio of means.
+            per_round = [statistics.fmean(rates["shmatari"][2 * r:2 * r + 2])
+                         / statistics.fmean(rates["envpool"][2 * r:2 * r + 2])
+                         for r in range(args.rounds)]
+            out[key]["per_round_ratio"] = {"median": statistics.median(per_round),
+                                           "min": min(per_round), "max": max(per_round)}
             out[key]["raw"] = rates
             s, e = out[key]["shmatari"], out[key]["envpool"]
             print(f"{key:>13}: shmatari {s['median']:8,.0f} env steps/s "
                   f"(IQR {s['q1']:,.0f}..{s['q3']:,.0f})  envpool {e['median']:8,.0f} "
                   f"(IQR {e['q1']:,.0f}..{e['q3']:,.0f})  ratio "
-                  f"{out[key]['ratio_shmatari_over_envpool']:.2f}", flush=True)
+                  f"{out[key]['ratio_shmatari_over_envpool']:.2f} (per round "
+                  f"{out[key]['per_round_ratio']['median']:.2f}, "
+                  f"{min(per_round):.2f}..{max(per_round):.2f})", flush=True)
     return out
 
 
