@@ -637,6 +637,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         Raises:
             PoolClosedError: the pool is closed or broken.
             NotImplementedError: ``autoreset_mode="same_step"``.
+            TypeError, ValueError: a timeout that is not None or seconds >= 0.
             XlaBuildError: jax is not installed, or no C++ compiler.
         """
         from . import xla

@@ -80,6 +80,7 @@ import threading
 import numpy as np
 
 from . import _core
+from .client import check_timeout
 from .errors import ShmatariError, check_usable
 
 __all__ = ["make", "build", "XlaBuildError"]
@@ -176,16 +177,19 @@ def _load(client_bytes: int) -> dict:
             import jax
 
             path = build()
-            lib = ctypes.CDLL(str(path))
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as exc:
+                raise XlaBuildError(f"cannot load {path}: {exc} (delete it to rebuild)") from exc
             lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
-            _loaded["client_bytes"] = lib.shmatari_xla_client_bytes()
+            loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}
             for op in _TARGETS:
                 name = f"shmatari_xla_{op}"
                 jax.ffi.register_ffi_target(
                     name, jax.ffi.pycapsule(getattr(lib, f"ShmatariXla{op.title()}")),
                     platform="cpu")
-                _loaded[op] = name
-            _loaded["lib"] = lib  # keep it loaded
+                loaded[op] = name
+            _loaded.update(loaded)  # only once every target is registered
     if _loaded["client_bytes"] != client_bytes:
         raise XlaBuildError(f"the XLA handlers were built for a shmatari_client of "
                             f"{_loaded['client_bytes']} bytes and the extension has "
@@ -216,7 +220,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
     Raises:
         PoolClosedError: the pool is closed or broken.
         NotImplementedError: an ``autoreset_mode="same_step"`` pool.
-        ValueError: a negative or NaN timeout.
+        TypeError, ValueError: a timeout that is not None or seconds >= 0.
         XlaBuildError: no jax, or the handlers could not be built.
     """
     import jax
@@ -229,8 +233,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
             "xla() on an autoreset_mode='same_step' pool: its info['final_obs'] is an "
             "object array (None where no episode ended) with no fixed-shape XLA type; "
             "make the pool with autoreset_mode='next_step' (EnvPool's rule)")
-    if timeout is not None and not timeout >= 0:
-        raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+    timeout = check_timeout(timeout)
     seg = client._seg
     address, client_bytes = seg.client_address
     names = _load(client_bytes)

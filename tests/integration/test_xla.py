@@ -334,3 +334,30 @@ def test_xla_refuses_same_step_pools_with_the_reason():
             env.xla()
     finally:
         env.close()
+
+
+def test_xla_timeout_with_a_stopped_worker_loses_nothing():
+    """A worker that is alive but stopped: recv fails with DEADLINE_EXCEEDED
+    after `timeout`, the commands stay in flight, and once the worker goes
+    on, the next recv returns their results."""
+    import os
+    import signal
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla(timeout=0.3)
+        send_j, recv_j = jax.jit(send), jax.jit(recv)
+        (pid,) = env.worker_pids
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+            with pytest.raises(jax.errors.JaxRuntimeError, match="DEADLINE_EXCEEDED"):
+                jax.block_until_ready(recv_j(handle))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
+        assert np.asarray(info["env_id"]).tolist() == [0, 1]
+        assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
+    finally:
+        env.close()
