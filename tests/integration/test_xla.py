@@ -120,21 +120,15 @@ def test_ppo_shaped_loop_jits_step_inside_scan():
 
 # -- the same rollout through xla() and through the Python API ---------------------
 def _python_rollout(env, table, length):
-    """Per env: the observations and rewards of its first `length` results
-    after the reset, stepping env e with table[e, k] at its k-th step."""
-    obs, _ = env.reset()
-    count = np.zeros(env.num_envs, np.int64)
+    """Sync: per env, the observation, reward and flags of its first `length`
+    steps after the reset, stepping env e with table[e, k] at its k-th step."""
+    env.reset()
     seen = {e: [] for e in range(env.num_envs)}
-    if env.batch_size == env.num_envs:
-        for _ in range(length):
-            acts = table[np.arange(env.num_envs), count]
-            obs, rew, term, trunc, info = env.step(acts)
-            for e in range(env.num_envs):
-                seen[e].append((obs[e].copy(), rew[e], term[e], trunc[e]))
-            count += 1
-        return seen
-    env.close()
-    raise AssertionError("use _python_async_rollout")
+    for k in range(length):
+        obs, rew, term, trunc, _ = env.step(table[:, k])
+        for e in range(env.num_envs):
+            seen[e].append((obs[e].copy(), rew[e], term[e], trunc[e]))
+    return seen
 
 
 def _xla_rollout(env, table, length):
