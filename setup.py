@@ -8,6 +8,7 @@ import sys
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 compile_args = ["-O3", "-std=gnu11", "-fno-math-errno", "-Wno-unused-function"]
 # The frame kernel must match OpenCV bit for bit: no fused multiply-add.
@@ -113,4 +114,23 @@ extensions = [
     )
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))
+
+
+class BuildPyWithSources(build_py):
+    """Also copies the XLA FFI handler (csrc/xla) and the C client headers
+    (csrc/include/shmatari) into the built package as ``shmatari/_csrc``:
+    shmatari.xla compiles the handler on first use, against the installed
+    jax, which pip's isolated build does not have."""
+
+    def run(self):
+        super().run()
+        csrc = ROOT / "csrc"
+        dest = pathlib.Path(self.build_lib) / "shmatari" / "_csrc"
+        for src in [csrc / "xla" / "shmatari_xla.cc",
+                    *sorted((csrc / "include" / "shmatari").glob("*.h"))]:
+            self.mkpath(str((dest / src.relative_to(csrc)).parent))
+            self.copy_file(str(src), str(dest / src.relative_to(csrc)))
+
+
+setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}),
+      cmdclass={"build_py": BuildPyWithSources})

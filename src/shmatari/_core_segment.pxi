@@ -265,6 +265,14 @@ cdef class Segment:
         return self.cl.error.decode("utf-8", "replace")
 
     @property
+    def client_address(self):
+        """The address (int) of this process's ``shmatari_client``, and its
+        size in bytes: for native code in this process that drives the same
+        client (shmatari.xla's XLA FFI handlers). Valid while this Segment
+        lives; used by one thread at a time."""
+        return <size_t>&self.cl, sizeof(shmatari_client)
+
+    @property
     def pending(self):
         """Envs with a command whose result was not returned."""
         return self.cl.pending

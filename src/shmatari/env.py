@@ -624,6 +624,26 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         """
         return self._client.step(actions, env_id, timeout)
 
+    def xla(self, timeout: float | None = None):
+        """EnvPool's ``xla()``: ``handle, recv, send, step``, pure functions of
+        the handle for ``jax.jit`` / ``jax.lax.scan`` (CPU), which drive this
+        pool through XLA FFI handlers with no Python on the step path.
+        :mod:`shmatari.xla` documents the contract, the results and limits.
+
+        Args:
+            timeout: seconds a jitted ``recv`` / ``step`` waits for a batch
+                (None: no limit).
+
+        Raises:
+            PoolClosedError: the pool is closed or broken.
+            NotImplementedError: ``autoreset_mode="same_step"``.
+            TypeError, ValueError: a timeout that is not None or seconds >= 0.
+            XlaBuildError: jax is not installed, or no C++ compiler.
+        """
+        from . import xla
+
+        return xla.make(self, timeout=timeout)
+
     def render(self) -> tuple[np.ndarray, ...]:
         """The envs' full-size RGB frames, as ale-py's ``render()`` and
         Gymnasium's vector envs give them (so ``RecordVideo`` works).

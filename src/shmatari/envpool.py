@@ -493,12 +493,17 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
                       "envpool.make(..., seed=seed) instead.", UserWarning, stacklevel=2)
 
     def xla(self):
-        """Not supported.
+        """EnvPool's ``xla()``: ``handle, recv, send, step`` for ``jax.jit`` /
+        ``jax.lax.scan``, returning this adapter's results (as :meth:`recv`:
+        EnvPool's ``info`` keys). :mod:`shmatari.xla` documents the contract.
 
         Raises:
-            NotImplementedError: always; shmatari has no XLA ops.
+            PoolClosedError: the pool is closed.
+            XlaBuildError: jax is not installed, or no C++ compiler.
         """
-        raise NotImplementedError("shmatari.envpool has no XLA interface (EnvPool's xla())")
+        from . import xla
+
+        return xla.make(self.pool, convert=self._result)
 
     def render(self, *args, **kwargs):
         """Not supported yet.

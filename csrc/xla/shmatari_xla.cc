@@ -1,0 +1,274 @@
+// shmatari_xla.cc -- XLA FFI handlers (CPU) that drive a shmatari pool from
+// inside jax.jit / jax.lax.scan: send, recv and step, EnvPool's xla() ops.
+//
+// Built by shmatari.xla (python -m shmatari.xla --build) with the system C++
+// compiler against jax.ffi.include_dir() and csrc/include, into a cache
+// directory keyed by this file's hash and jax's version; loaded with ctypes
+// and registered with jax.ffi.register_ffi_target(platform="cpu"). No Python
+// runs on the step path: each handler calls the C client in
+// shmatari/shmatari.h (the same state machine the Python pool drives).
+//
+// Every op takes the handle first (uint8[8]: the address of the pool's
+// shmatari_client, in native byte order) and returns it as its first result,
+// aliased to the input (input_output_aliases={0: 0}): threading the handle
+// through the calls is the data dependence that orders them, as EnvPool's.
+// The ops are also marked as having side effects (has_side_effect=True), so
+// XLA neither drops nor merges them. The `client` attribute holds the same
+// address, baked into the compiled program by shmatari.xla, which keeps the
+// pool's client alive as long as the functions are; a handle that does not
+// match it (another pool's) is refused.
+//
+// Rules the caller keeps (shmatari.xla documents them):
+//   - One thread drives a pool at a time: the Python methods of a pool MUST
+//     NOT be called while a jitted call on it is still running (jax
+//     dispatches asynchronously: jax.block_until_ready its results first).
+//   - recv/step results: obs uint8 (batch_size, *obs_shape), copied once
+//     from the ring's slot into XLA's buffer; then one array of batch_size
+//     per result field (layout.h's SHMATARI_RESULT_FIELDS, in enum order),
+//     of the dtype the caller asked for (each field converts to bool, int32,
+//     int64, uint32, float32 or float64: shmatari.xla asks for 32-bit types
+//     when jax_enable_x64 is off).
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "shmatari/shmatari.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int64_t kPollNs = SHMATARI_POLL_NS;  // between liveness checks
+
+// The pool's client, found through the handle; nullptr with *err set when
+// the handle is not this op's pool.
+shmatari_client *FindClient(const ffi::AnyBuffer &handle, uint64_t client,
+                            ffi::Error *err) {
+  uint64_t from_handle = 0;
+  if (handle.size_bytes() != sizeof from_handle || client == 0) {
+    *err = ffi::Error::InvalidArgument(
+        "shmatari xla: the handle must be the uint8[8] that the pool's xla() "
+        "returned, got " + std::to_string(handle.size_bytes()) + " bytes");
+    return nullptr;
+  }
+  std::memcpy(&from_handle, handle.untyped_data(), sizeof from_handle);
+  if (from_handle != client) {
+    *err = ffi::Error::InvalidArgument(
+        "shmatari xla: this handle belongs to another pool: pass the handle "
+        "returned by this pool's xla() (or by its recv/send/step)");
+    return nullptr;
+  }
+  shmatari_client *c =
+      reinterpret_cast<shmatari_client *>(static_cast<uintptr_t>(client));
+  if (c->hdr == nullptr) {
+    *err = ffi::Error(ffi::ErrorCode::kFailedPrecondition,
+                      "shmatari xla: the pool is closed (its client is "
+                      "detached): make a new pool and call its xla()");
+    return nullptr;
+  }
+  return c;
+}
+
+// The error for a client call's status code; liveness errors break the
+// client (as shmatari_wait does), so that the Python pool refuses too.
+ffi::Error StatusError(shmatari_client *c, int code) {
+  ffi::ErrorCode kind = ffi::ErrorCode::kInternal;
+  if (code == SHMATARI_ERR_INVALID) kind = ffi::ErrorCode::kInvalidArgument;
+  if (code == SHMATARI_ERR_STATE) kind = ffi::ErrorCode::kFailedPrecondition;
+  if (code == SHMATARI_ERR_TIMEOUT) kind = ffi::ErrorCode::kDeadlineExceeded;
+  if (code == SHMATARI_ERR_SERVER_DEAD || code == SHMATARI_ERR_WORKER ||
+      code == SHMATARI_ERR_CLOSED) {
+    shmatari_client_break(c);
+    kind = ffi::ErrorCode::kUnavailable;
+  }
+  return ffi::Error(kind, std::string("shmatari xla: ") +
+                              shmatari_strerror(code) + ": " + c->error);
+}
+
+// Copies n elements of type S to out, converting to out's dtype (bools are
+// normalized to 0/1: the bytes come from a worker). False: a dtype not
+// handled.
+template <typename S>
+bool CopyField(const void *src, ffi::Result<ffi::AnyBuffer> &out, uint32_t n) {
+  const S *s = static_cast<const S *>(src);
+  void *d = out->untyped_data();
+  switch (out->element_type()) {
+    case ffi::DataType::PRED:
+      for (uint32_t i = 0; i < n; i++) static_cast<uint8_t *>(d)[i] = s[i] != 0;
+      return true;
+#define SHMATARI_XLA_CONVERT(DT, T)                                    \
+  case ffi::DataType::DT:                                             \
+    for (uint32_t i = 0; i < n; i++) static_cast<T *>(d)[i] = (T)s[i]; \
+    return true;
+      SHMATARI_XLA_CONVERT(S32, int32_t)
+      SHMATARI_XLA_CONVERT(S64, int64_t)
+      SHMATARI_XLA_CONVERT(U32, uint32_t)
+      SHMATARI_XLA_CONVERT(F32, float)
+      SHMATARI_XLA_CONVERT(F64, double)
+#undef SHMATARI_XLA_CONVERT
+    default:
+      return false;
+  }
+}
+
+using CopyFn = bool (*)(const void *, ffi::Result<ffi::AnyBuffer> &, uint32_t);
+#define SHMATARI_XLA_COPY_FN(NAME, name, type, unit, meaning) &CopyField<type>,
+constexpr CopyFn kCopy[SHMATARI_FIELD_COUNT] = {
+    SHMATARI_RESULT_FIELDS(SHMATARI_XLA_COPY_FN)};
+#undef SHMATARI_XLA_COPY_FN
+
+bool Convertible(ffi::DataType t) {
+  return t == ffi::DataType::PRED || t == ffi::DataType::S32 ||
+         t == ffi::DataType::S64 || t == ffi::DataType::U32 ||
+         t == ffi::DataType::F32 || t == ffi::DataType::F64;
+}
+
+// Checks rets[1..] (obs, then every field) against the pool's batch before
+// anything is taken, so that a mismatch loses no batch.
+ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
+  uint32_t n = g->batch_size;
+  if (rets.size() != 2 + SHMATARI_FIELD_COUNT)
+    return ffi::Error::InvalidArgument(
+        "shmatari xla: recv/step return the handle, obs and " +
+        std::to_string(SHMATARI_FIELD_COUNT) + " fields; this build of the "
+        "handlers does not match shmatari.xla (rebuild it)");
+  auto obs = rets.get<ffi::AnyBuffer>(1);
+  if (!obs.has_value() ||
+      (*obs)->size_bytes() != (size_t)(g->obs_env_bytes * n))
+    return ffi::Error::InvalidArgument(
+        "shmatari xla: the obs result does not have the pool's batch shape");
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
+    auto out = rets.get<ffi::AnyBuffer>(2 + f);
+    if (!out.has_value() || (*out)->element_count() != n ||
+        !Convertible((*out)->element_type()))
+      return ffi::Error::InvalidArgument(
+          "shmatari xla: result field " + std::to_string(f) +
+          " does not have shape (batch_size,) and a supported dtype");
+  }
+  return ffi::Error::Success();
+}
+
+// Waits for the next batch (timeout_ns < 0: no limit), copies it into
+// rets[1..] (checked by CheckOutputs) and consumes it.
+ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
+                     int64_t timeout_ns) {
+  const shmatari_geom *g = &c->geom;
+  int64_t deadline = timeout_ns < 0 ? -1 : shmatari_now_ns() + timeout_ns;
+  for (;;) {
+    int64_t wait = kPollNs;
+    if (deadline >= 0) {
+      int64_t left = deadline - shmatari_now_ns();
+      wait = left < 0 ? 0 : (left < kPollNs ? left : kPollNs);
+    }
+    int r = shmatari_next_batch(c, wait);
+    if (r == SHMATARI_OK) break;
+    bool again = r == SHMATARI_ERR_TIMEOUT || r == SHMATARI_ERR_INTERRUPTED;
+    if (!again || (deadline >= 0 && shmatari_now_ns() >= deadline))
+      return StatusError(c, r);
+  }
+  const char *slot = shmatari_slot(g, c->taken);
+  uint32_t n = g->batch_size;
+  // The one copy of the observations: ring slot -> XLA's buffer.
+  std::memcpy((*rets.get<ffi::AnyBuffer>(1))->untyped_data(),
+              slot + g->slot_obs_offset, (size_t)(g->obs_env_bytes * n));
+  for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
+    auto out = *rets.get<ffi::AnyBuffer>(2 + f);
+    kCopy[f](slot + g->slot_field_offset[f], out, n);
+  }
+  shmatari_release_batch(c);
+  return ffi::Error::Success();
+}
+
+// Checks the handle and passes it through (its result is aliased to it).
+ffi::Error PassHandle(const ffi::AnyBuffer &handle, ffi::RemainingRets &rets) {
+  auto out = rets.get<ffi::AnyBuffer>(0);
+  if (!out.has_value() || (*out)->size_bytes() != handle.size_bytes())
+    return ffi::Error::InvalidArgument("shmatari xla: bad handle result");
+  if ((*out)->untyped_data() != handle.untyped_data())
+    std::memcpy((*out)->untyped_data(), handle.untyped_data(),
+                handle.size_bytes());
+  return ffi::Error::Success();
+}
+
+ffi::Error Send(shmatari_client *c, ffi::Buffer<ffi::S32> action,
+                ffi::Buffer<ffi::S32> env_id, bool step) {
+  size_t n = action.element_count();
+  if (env_id.element_count() != n)
+    return ffi::Error::InvalidArgument(
+        "shmatari xla: " + std::to_string(n) + " actions for " +
+        std::to_string(env_id.element_count()) + " env ids");
+  if (n > c->geom.num_envs)
+    return ffi::Error::InvalidArgument(
+        "shmatari xla: " + std::to_string(n) + " actions for a pool of " +
+        std::to_string(c->geom.num_envs) + " envs");
+  int r = step ? shmatari_check_step(c, (uint32_t)n) : SHMATARI_OK;
+  if (r == SHMATARI_OK)
+    r = shmatari_send(c, action.typed_data(), env_id.typed_data(), (uint32_t)n);
+  return r == SHMATARI_OK ? ffi::Error::Success() : StatusError(c, r);
+}
+
+ffi::Error SendImpl(ffi::AnyBuffer handle, ffi::Buffer<ffi::S32> action,
+                    ffi::Buffer<ffi::S32> env_id, ffi::RemainingRets rets,
+                    uint64_t client) {
+  ffi::Error err = ffi::Error::Success();
+  shmatari_client *c = FindClient(handle, client, &err);
+  if (c == nullptr) return err;
+  err = Send(c, action, env_id, false);
+  return err.success() ? PassHandle(handle, rets) : err;
+}
+
+ffi::Error RecvImpl(ffi::AnyBuffer handle, ffi::RemainingRets rets,
+                    uint64_t client, int64_t timeout_ns) {
+  ffi::Error err = ffi::Error::Success();
+  shmatari_client *c = FindClient(handle, client, &err);
+  if (c == nullptr) return err;
+  err = CheckOutputs(&c->geom, rets);
+  if (err.success()) err = TakeBatch(c, rets, timeout_ns);
+  return err.success() ? PassHandle(handle, rets) : err;
+}
+
+ffi::Error StepImpl(ffi::AnyBuffer handle, ffi::Buffer<ffi::S32> action,
+                    ffi::Buffer<ffi::S32> env_id, ffi::RemainingRets rets,
+                    uint64_t client, int64_t timeout_ns) {
+  ffi::Error err = ffi::Error::Success();
+  shmatari_client *c = FindClient(handle, client, &err);
+  if (c == nullptr) return err;
+  err = CheckOutputs(&c->geom, rets);
+  if (err.success()) err = Send(c, action, env_id, true);
+  if (err.success()) err = TakeBatch(c, rets, timeout_ns);
+  return err.success() ? PassHandle(handle, rets) : err;
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ShmatariXlaSend, SendImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .RemainingRets()
+                                  .Attr<uint64_t>("client"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ShmatariXlaRecv, RecvImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .RemainingRets()
+                                  .Attr<uint64_t>("client")
+                                  .Attr<int64_t>("timeout_ns"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ShmatariXlaStep, StepImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .RemainingRets()
+                                  .Attr<uint64_t>("client")
+                                  .Attr<int64_t>("timeout_ns"));
+
+// The client-struct layout this build was compiled against: shmatari.xla
+// compares it with the extension's before registering the handlers.
+extern "C" uint64_t shmatari_xla_client_bytes(void) {
+  return sizeof(shmatari_client);
+}

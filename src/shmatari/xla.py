@@ -1,0 +1,335 @@
+"""EnvPool's ``xla()`` on shmatari pools: ``send`` / ``recv`` / ``step`` as
+XLA custom calls that run inside ``jax.jit`` and ``jax.lax.scan`` (CPU).
+
+``handle, recv, send, step = pool.xla()`` (:meth:`shmatari.ShmVectorEnv.xla`,
+:meth:`shmatari.envpool.EnvPoolAdapter.xla`) gives EnvPool's contract
+(``envpool/python/lax.py``, ``xla_template.py``), which CleanRL's
+``ppo_atari_envpool_xla_jax*.py`` use:
+
+- ``handle``: uint8 array, shape ``(8,)``, the address of the pool's C
+  client (``shmatari_client`` in ``shmatari/shmatari.h``).
+- ``send(handle, action, env_id=None) -> handle``
+- ``recv(handle) -> (handle, result)``
+- ``step(handle, action, env_id=None) -> (handle, result)``: one custom call
+  that sends then waits (the pool's ``step``).
+
+Each function returns the handle it was given (XLA aliases it in place), and
+calls on one pool MUST be chained through it: that data dependence is what
+orders them inside a jitted program, as in EnvPool; the custom calls are also
+marked ``has_side_effect`` so XLA never drops or merges them.
+
+How it runs: no Python on the step path. The handlers (``csrc/xla/
+shmatari_xla.cc``) are XLA FFI handlers (``jax.ffi``, api_version 1) that
+call the same C client state machine the Python pool drives, so a pool may
+be reset in Python and stepped in jitted code, and the other way round
+(once the jitted results are ready). The observations are copied once, from
+the ring's slot into XLA's output buffer. Because ``pip install`` builds
+shmatari without jax, the handlers are compiled on first use with the
+system C++ compiler (``$CXX``, else ``c++`` / ``g++`` / ``clang++``) against
+``jax.ffi.include_dir()``, into a cache directory keyed by the source's hash
+and jax's version (``$SHMATARI_XLA_CACHE``, else
+``~/.cache/shmatari/xla``); ``python -m shmatari.xla --build`` does it
+ahead of time. The library is loaded with ``ctypes`` and registered with
+``jax.ffi.register_ffi_target(..., platform="cpu")``.
+
+``result`` is the pool's own ``(obs, reward, terminated, truncated, info)``
+(the EnvPool adapter converts it to EnvPool's), shapes ``(batch_size, ...)``:
+``obs`` uint8 ``(batch_size, *obs_shape)``, ``reward`` float32,
+``terminated`` / ``truncated`` bool; ``info`` holds the Python pool's
+per-env keys (``env_id`` int32, ``lives`` int32, ``raw_reward`` float32,
+``game_over`` bool, ``elapsed_step`` int32, ``episode_frame_number``,
+``frame_number``, ``reset`` bool, ``worker_restarted`` bool) and, unless the
+pool was made with ``episode_statistics=False``, ``episode`` (``r``, ``l``,
+``frames``: zero where no game ended) and ``_episode`` (bool) in every
+batch: a jitted program needs the same keys each step.
+
+What the FFI path does not do, and why:
+
+- ``info["episode"]["t"]`` (seconds of an episode): a wall clock read per
+  step would make the compiled program impure; use ``l`` or ``frames``.
+- ``autoreset_mode="same_step"``: its ``info["final_obs"]`` is an object
+  array (None where no episode ended) that has no fixed-shape XLA type;
+  ``xla()`` raises for such pools.
+- ``restart_workers``: replacing a dead worker is the Python supervisor's
+  job; in jitted code a dead worker fails the call (``XlaRuntimeError``
+  naming it) and the pool refuses later calls, as after a ``WorkerError``.
+- 64-bit fields (``episode_frame_number``, ``frame_number``,
+  ``episode["r"]``) come as int32 / float32 unless ``jax_enable_x64`` is on.
+
+None of these needs a Python callback, so none is used.
+
+Rules: one thread drives a pool at a time. jax dispatches asynchronously,
+so call ``jax.block_until_ready`` on a jitted call's results before calling
+the pool's Python methods (``reset``, ``step``, ``close``) again. A closed
+pool's functions fail with an ``XlaRuntimeError`` (its client is detached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from . import _core
+from .client import check_timeout
+from .errors import ShmatariError, check_usable
+
+__all__ = ["make", "build", "XlaBuildError"]
+
+_HERE = pathlib.Path(__file__).resolve().parent
+#: Compiler flags of the handler library (part of the cache key).
+_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC")
+_TARGETS = ("send", "recv", "step")
+_lock = threading.Lock()
+_loaded: dict = {}
+
+
+class XlaBuildError(ShmatariError, RuntimeError):
+    """The XLA FFI handlers could not be found, built or loaded (no C++
+    compiler, no jax, or a source tree without ``csrc/xla``)."""
+
+
+def _sources() -> tuple[pathlib.Path, pathlib.Path]:
+    """(handler source, include dir): the source tree's ``csrc`` or the copy
+    that setup.py puts in the installed package (``shmatari/_csrc``)."""
+    for root in (_HERE.parents[1] / "csrc", _HERE / "_csrc"):
+        src, inc = root / "xla" / "shmatari_xla.cc", root / "include"
+        if src.is_file() and (inc / "shmatari" / "shmatari.h").is_file():
+            return src, inc
+    raise XlaBuildError(f"the XLA handler source (csrc/xla/shmatari_xla.cc) is not beside "
+                        f"{_HERE}: reinstall shmatari from its source tree")
+
+
+def _compiler() -> str:
+    for cxx in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if cxx and shutil.which(cxx):
+            return cxx
+    raise XlaBuildError("xla() compiles its XLA handlers on first use and needs a C++17 "
+                        "compiler: install g++ or clang++ (or set $CXX)")
+
+
+def _cache_dir() -> pathlib.Path:
+    env = os.environ.get("SHMATARI_XLA_CACHE")
+    if env:
+        return pathlib.Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(base) / "shmatari" / "xla"
+
+
+def build(force: bool = False) -> pathlib.Path:
+    """Compiles the XLA FFI handlers unless a build for this source and jax
+    version is cached; returns the shared library's path.
+
+    The key hashes the handler, every ``shmatari/*.h`` header, the flags, the
+    compiler's name and jax/jaxlib's versions. The library is written to a
+    temporary file and renamed into place, so concurrent builds are safe.
+
+    Raises:
+        XlaBuildError: no jax, no compiler, or the compiler failed (its
+            output is in the message).
+    """
+    try:
+        import jax
+        import jaxlib
+    except ImportError as exc:
+        raise XlaBuildError("xla() needs jax: pip install 'shmatari[jax]'") from exc
+    src, inc = _sources()
+    cxx = _compiler()
+    key = hashlib.sha256()
+    for path in [src, *sorted((inc / "shmatari").glob("*.h"))]:
+        key.update(path.name.encode() + b"\0" + path.read_bytes())
+    key.update(repr((_FLAGS, cxx, jax.__version__, jaxlib.__version__)).encode())
+    out_dir = _cache_dir() / key.hexdigest()[:24]
+    lib = out_dir / "libshmatari_xla.so"
+    if lib.is_file() and not force:
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
+    os.close(fd)
+    cmd = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), "-I", str(inc), str(src),
+           "-o", tmp]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise XlaBuildError(f"building shmatari's XLA handlers failed ({' '.join(cmd)}):\n"
+                                f"{proc.stderr[-4000:]}")
+        os.replace(tmp, lib)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return lib
+
+
+def _load(client_bytes: int) -> dict:
+    """Builds (if needed), loads and registers the handlers once per process;
+    returns ``{op: target name}``."""
+    with _lock:
+        if not _loaded:
+            import jax
+
+            path = build()
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as exc:
+                raise XlaBuildError(f"cannot load {path}: {exc} (delete it to rebuild)") from exc
+            lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
+            loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}
+            for op in _TARGETS:
+                name = f"shmatari_xla_{op}"
+                jax.ffi.register_ffi_target(
+                    name, jax.ffi.pycapsule(getattr(lib, f"ShmatariXla{op.title()}")),
+                    platform="cpu")
+                loaded[op] = name
+            _loaded.update(loaded)  # only once every target is registered
+    if _loaded["client_bytes"] != client_bytes:
+        raise XlaBuildError(f"the XLA handlers were built for a shmatari_client of "
+                            f"{_loaded['client_bytes']} bytes and the extension has "
+                            f"{client_bytes}: rebuild both from one source tree")
+    return _loaded
+
+
+def make(pool, *, convert=None, timeout: float | None = None):
+    """EnvPool's ``xla()`` for a :class:`shmatari.ShmVectorEnv` (see the module
+    docstring for the contract and its limits).
+
+    Args:
+        pool: a local or attached pool, open, with ``autoreset_mode``
+            ``"next_step"`` or ``"disabled"``.
+        convert: None, or a function of the pool's ``(obs, reward,
+            terminated, truncated, info)`` (jax arrays) returning what
+            ``recv`` / ``step`` should return as ``result`` (the EnvPool
+            adapter's conversion); it is traced, so it must use jax-traceable
+            operations.
+        timeout: seconds a ``recv`` / ``step`` waits for its batch before it
+            fails (None: no limit; dead workers or a dead server fail it
+            within 0.1 s either way).
+
+    Returns:
+        (handle, recv, send, step): ``handle`` uint8 ``(8,)``; the three
+        functions are pure functions of the handle (jit-able).
+
+    Raises:
+        PoolClosedError: the pool is closed or broken.
+        NotImplementedError: an ``autoreset_mode="same_step"`` pool.
+        TypeError, ValueError: a timeout that is not None or seconds >= 0.
+        XlaBuildError: no jax, or the handlers could not be built.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    client = pool._client
+    check_usable(client.closed, client._broken)
+    if client.autoreset == "same_step":
+        raise NotImplementedError(
+            "xla() on an autoreset_mode='same_step' pool: its info['final_obs'] is an "
+            "object array (None where no episode ended) with no fixed-shape XLA type; "
+            "make the pool with autoreset_mode='next_step' (EnvPool's rule)")
+    timeout = check_timeout(timeout)
+    seg = client._seg
+    address, client_bytes = seg.client_address
+    names = _load(client_bytes)
+    timeout_ns = np.int64(-1 if timeout is None else int(timeout * 1e9))
+    num_envs, batch_size = client.num_envs, client.batch_size
+    batch_obs_shape = client._batch_obs_shape
+    all_ids = np.arange(num_envs, dtype=np.int32)
+    stats = client._episode_statistics
+    handle = np.frombuffer(int(address).to_bytes(8, sys.byteorder), np.uint8).copy()
+    attrs = {"client": np.uint64(address)}
+
+    def result_types():
+        wide = jax.config.jax_enable_x64
+        types = [jax.ShapeDtypeStruct(handle.shape, np.uint8),
+                 jax.ShapeDtypeStruct(batch_obs_shape, np.uint8)]
+        for _, dtype in _core.FIELDS:
+            if dtype == np.uint8:  # shmatari_bool8
+                dtype = np.dtype(bool)
+            elif dtype.itemsize == 8 and not wide:
+                dtype = np.dtype(np.float32 if dtype.kind == "f" else np.int32)
+            types.append(jax.ShapeDtypeStruct((batch_size,), dtype))
+        return types
+
+    def to_result(outs):
+        new_handle, obs, *values = outs
+        f = dict(zip((name for name, _ in _core.FIELDS), values))
+        flags = f["flags"]
+        info = {"env_id": f["env_id"], "lives": f["lives"], "raw_reward": f["raw_reward"],
+                "game_over": f["game_over"], "elapsed_step": f["elapsed_step"],
+                "episode_frame_number": f["episode_frames"],
+                "frame_number": f["frame_number"],
+                "reset": (flags & _core.FLAG_RESET) != 0,
+                "worker_restarted": (flags & _core.FLAG_RESTARTED) != 0}
+        if stats:
+            done = f["episode_done"]
+            info["episode"] = {"r": jnp.where(done, f["episode_return"], 0),
+                               "l": jnp.where(done, f["elapsed_step"], 0),
+                               "frames": jnp.where(done, f["episode_frames"], 0)}
+            info["_episode"] = done
+        out = (obs, f["reward"], f["terminated"], f["truncated"], info)
+        return new_handle, (convert(out) if convert is not None else out)
+
+    def actions(action, env_id):
+        action = jnp.asarray(action)
+        if not jnp.issubdtype(action.dtype, jnp.integer) or action.ndim != 1:
+            raise TypeError(f"action must be a 1-D array of ints, got {action.dtype} "
+                            f"shape {action.shape}")
+        if env_id is None:
+            if action.shape[0] != num_envs:
+                raise ValueError(
+                    f"{action.shape[0]} actions without env_id: in xla(), actions without "
+                    f"env_id go to every env ({num_envs}); pass env_id (info['env_id'] "
+                    f"of the last recv) to address a batch")
+            env_id = all_ids
+        env_id = jnp.asarray(env_id)
+        if not jnp.issubdtype(env_id.dtype, jnp.integer) or env_id.shape != action.shape:
+            raise ValueError(f"env_id must be ints of the actions' shape {action.shape}, "
+                             f"got {env_id.dtype} shape {env_id.shape}")
+        return action.astype(jnp.int32), env_id.astype(jnp.int32)
+
+    def send(handle, action, env_id=None):
+        action, env_id = actions(action, env_id)
+        call = jax.ffi.ffi_call(names["send"], (jax.ShapeDtypeStruct(handle.shape, np.uint8),),
+                                has_side_effect=True, input_output_aliases={0: 0})
+        return call(handle, action, env_id, **attrs)[0]
+
+    def recv(handle):
+        call = jax.ffi.ffi_call(names["recv"], result_types(), has_side_effect=True,
+                                input_output_aliases={0: 0})
+        return to_result(call(handle, timeout_ns=timeout_ns, **attrs))
+
+    def step(handle, action, env_id=None):
+        action, env_id = actions(action, env_id)
+        call = jax.ffi.ffi_call(names["step"], result_types(), has_side_effect=True,
+                                input_output_aliases={0: 0})
+        return to_result(call(handle, action, env_id, timeout_ns=timeout_ns, **attrs))
+
+    # The functions hold `pool` (and so its client struct) alive as long as
+    # any jitted program that calls them can run.
+    send.pool = recv.pool = step.pool = pool
+    return handle, recv, send, step
+
+
+def main(argv=None) -> int:
+    """``python -m shmatari.xla --build``: compiles the handlers now."""
+    parser = argparse.ArgumentParser(prog="python -m shmatari.xla",
+                                     description="Build shmatari's XLA FFI handlers.")
+    parser.add_argument("--build", action="store_true", help="compile (if not cached)")
+    parser.add_argument("--force", action="store_true", help="recompile even if cached")
+    args = parser.parse_args(argv)
+    if not (args.build or args.force):
+        parser.print_help()
+        return 2
+    print(build(force=args.force))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""``xla()`` (shmatari.xla): jitted ``step`` inside ``jax.lax.scan`` on CPU,
+the same rollout as the Python API (sync and async), and the EnvPool
+adapter in CleanRL's ``ppo_atari_envpool_xla_jax*.py`` style, beside EnvPool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shmatari
+import shmatari.envpool as shm_envpool
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+GAME = "Breakout-v5"
+OPTIONS = dict(seed=7, num_workers=2, noop_max=1, repeat_action_probability=0.0)
+
+
+def _actions(num_envs: int, length: int, n_actions: int) -> np.ndarray:
+    """int32 (num_envs, length): env e's k-th action, fixed in advance."""
+    return np.random.default_rng(11).integers(0, n_actions, (num_envs, length), dtype=np.int32)
+
+
+# -- a PPO-shaped loop, written in CleanRL's shape (not its file) ----------------
+def _policy_init(key, obs_dim: int, n_actions: int) -> dict:
+    k1, k2 = jax.random.split(key)
+    return {"pi": jax.random.normal(k1, (obs_dim, n_actions)) * 0.01,
+            "v": jax.random.normal(k2, (obs_dim,)) * 0.01}
+
+
+def _features(obs):
+    # (B, 4, 84, 84) uint8 -> (B, 4 * 21 * 21): 4x4 mean pooling, scaled to 0..1
+    b = obs.shape[0]
+    x = obs.astype(jnp.float32).reshape(b, 4, 21, 4, 21, 4).mean(axis=(3, 5)) / 255.0
+    return x.reshape(b, -1)
+
+
+def test_ppo_shaped_loop_jits_step_inside_scan():
+    num_envs, num_steps, iterations = 4, 64, 4
+    env = shmatari.make(GAME, num_envs=num_envs, **OPTIONS)
+    try:
+        obs, _ = env.reset()
+        handle, recv, send, step = env.xla()
+        n_actions = env.single_action_space.n
+        params = _policy_init(jax.random.PRNGKey(0), 4 * 21 * 21, n_actions)
+
+        def rollout_step(carry, _):
+            params, handle, obs, key, ep_return, returns = carry
+            key, sub = jax.random.split(key)
+            feats = _features(obs)
+            logits = feats @ params["pi"]
+            action = jax.random.categorical(sub, logits)
+            logp = jax.nn.log_softmax(logits)[jnp.arange(num_envs), action]
+            handle, (next_obs, reward, term, trunc, info) = step(handle, action)
+            done = term | trunc
+            ep_return = ep_return + info["raw_reward"]
+            returns = jnp.where(done, ep_return, returns)
+            ep_return = jnp.where(done, 0.0, ep_return)
+            out = (feats, action, logp, feats @ params["v"], reward, done, info["elapsed_step"])
+            return (params, handle, next_obs, key, ep_return, returns), out
+
+        def gae(rewards, values, dones, last_value, gamma=0.99, lam=0.95):
+            def back(adv, xs):
+                r, v, nv, d = xs
+                delta = r + gamma * nv * (1.0 - d) - v
+                adv = delta + gamma * lam * (1.0 - d) * adv
+                return adv, adv
+            next_values = jnp.concatenate([values[1:], last_value[None]], axis=0)
+            _, adv = jax.lax.scan(back, jnp.zeros_like(last_value),
+                                  (rewards, values, next_values, dones.astype(jnp.float32)),
+                                  reverse=True)
+            return adv
+
+        def loss_fn(params, feats, actions, old_logp, adv, returns):
+            logits = feats @ params["pi"]
+            logp = jax.nn.log_softmax(logits)[jnp.arange(actions.shape[0]), actions]
+            ratio = jnp.exp(logp - old_logp)
+            pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 0.8, 1.2) * adv).mean()
+            return pg + 0.5 * ((feats @ params["v"] - returns) ** 2).mean()
+
+        @jax.jit
+        def iteration(params, handle, obs, key, ep_return, returns):
+            carry = (params, handle, obs, key, ep_return, returns)
+            carry, (feats, actions, logp, values, rewards, dones, steps) = jax.lax.scan(
+                rollout_step, carry, None, length=num_steps)
+            params, handle, obs, key, ep_return, returns = carry
+            adv = gae(rewards, values, dones, _features(obs) @ params["v"])
+            flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+            loss, grads = jax.value_and_grad(loss_fn)(
+                params, flat(feats), flat(actions), flat(logp), flat(adv), flat(adv + values))
+            params = jax.tree.map(lambda p, g: p - 1e-3 * g, params, grads)
+            return (params, handle, obs, key, ep_return, returns), (loss, rewards, steps)
+
+        carry = (params, handle, jnp.asarray(obs), jax.random.PRNGKey(1),
+                 jnp.zeros(num_envs), jnp.zeros(num_envs))
+        losses, all_steps, total_reward = [], [], 0.0
+        for _ in range(iterations):
+            carry, (loss, rewards, steps) = iteration(*carry)
+            losses.append(float(loss))
+            all_steps.append(np.asarray(steps))
+            total_reward += float(rewards.sum())
+        assert np.isfinite(losses).all()
+        assert np.array_equal(np.asarray(carry[1]), handle)  # threaded through, unchanged
+        # Each env's elapsed_step counts every jitted step (1, 2, ... within an episode).
+        steps = np.concatenate(all_steps)  # (iterations * num_steps, num_envs)
+        assert steps.shape == (iterations * num_steps, num_envs)
+        assert (np.diff(steps, axis=0)[steps[1:] != 0] == 1).all()
+        assert total_reward > 0  # Breakout under a near-random policy scores in 256 steps
+        # The Python API goes on from where the jitted steps left off.
+        jax.block_until_ready(carry)
+        elapsed = env.step(np.zeros(num_envs, np.int64))[4]["elapsed_step"]
+        assert ((elapsed == steps[-1] + 1) | (elapsed == 0)).all()  # 0: an autoreset
+        assert (elapsed == steps[-1] + 1).any()
+    finally:
+        env.close()
+
+
+# -- the same rollout through xla() and through the Python API ---------------------
+def _python_rollout(env, table, length):
+    """Sync: per env, the observation, reward and flags of its first `length`
+    steps after the reset, stepping env e with table[e, k] at its k-th step."""
+    env.reset()
+    seen = {e: [] for e in range(env.num_envs)}
+    for k in range(length):
+        obs, rew, term, trunc, _ = env.step(table[:, k])
+        for e in range(env.num_envs):
+            seen[e].append((obs[e].copy(), rew[e], term[e], trunc[e]))
+    return seen
+
+
+def _xla_rollout(env, table, length):
+    obs, _ = env.reset()
+    handle, recv, send, step = env.xla()
+    table_j = jnp.asarray(table)
+
+    def body(carry, _):
+        handle, count = carry
+        action = table_j[jnp.arange(env.num_envs), count]
+        handle, (obs, rew, term, trunc, info) = step(handle, action)
+        return (handle, count + 1), (obs, rew, term, trunc, info["env_id"])
+
+    run = jax.jit(lambda h: jax.lax.scan(body, (h, jnp.zeros(env.num_envs, jnp.int32)), None,
+                                         length=length))
+    _, (obs, rew, term, trunc, ids) = jax.block_until_ready(run(handle))
+    seen = {e: [] for e in range(env.num_envs)}
+    for t in range(length):
+        for i, e in enumerate(np.asarray(ids[t])):
+            seen[int(e)].append((np.asarray(obs[t, i]), rew[t, i], term[t, i], trunc[t, i]))
+    return seen
+
+
+def _assert_same(a, b, length):
+    for e in a:
+        assert len(a[e]) >= length and len(b[e]) >= length, (e, len(a[e]), len(b[e]))
+        for k in range(length):
+            oa, ra, ta, ua = a[e][k]
+            ob, rb, tb, ub = b[e][k]
+            assert np.array_equal(oa, ob), f"env {e} step {k}: observations differ"
+            assert (float(ra), bool(ta), bool(ua)) == (float(rb), bool(tb), bool(ub)), (e, k)
+
+
+def test_xla_rollout_is_the_python_rollout_sync():
+    num_envs, length = 4, 150
+    table = None
+    seen = []
+    for how in ("python", "xla"):
+        env = shmatari.make(GAME, num_envs=num_envs, **OPTIONS)
+        try:
+            if table is None:
+                table = _actions(num_envs, length, env.single_action_space.n)
+            roll = _python_rollout if how == "python" else _xla_rollout
+            seen.append(roll(env, table, length))
+        finally:
+            env.close()
+    _assert_same(*seen, length)
+    rewards = sum(float(r) for e in seen[0] for _, r, _, _ in seen[0][e])
+    assert rewards > 0  # the comparison covered scoring steps
+
+
+def _async_rollout(env, table, batches, use_xla):
+    """Async: each batch's envs step again with their next table action.
+    Which envs come in a batch depends on timing; each env's own sequence
+    does not (it depends on the seed, its index and its actions)."""
+    B = env.batch_size
+    seen = {e: [] for e in range(env.num_envs)}
+    env.async_reset()
+    if not use_xla:
+        count = np.zeros(env.num_envs, np.int64)
+        obs, rew, term, trunc, info = env.recv()
+        for _ in range(batches):
+            ids = info["env_id"]
+            env.send(table[ids, count[ids]], ids)
+            count[ids] += 1
+            obs, rew, term, trunc, info = env.recv()
+            for i, e in enumerate(ids := info["env_id"]):
+                seen[int(e)].append((obs[i].copy(), rew[i], term[i], trunc[i]))
+        return seen
+    handle, recv, send, step = env.xla()
+    table_j = jnp.asarray(table)
+
+    def body(carry, _):
+        handle, count, ids = carry
+        handle = send(handle, table_j[ids, count[ids]], ids)
+        count = count.at[ids].add(1)
+        handle, (obs, rew, term, trunc, info) = recv(handle)
+        ids = info["env_id"]
+        return (handle, count, ids), (obs, rew, term, trunc, ids)
+
+    @jax.jit
+    def run(handle):
+        handle, (_, _, _, _, info) = recv(handle)
+        carry = (handle, jnp.zeros(env.num_envs, jnp.int32), info["env_id"])
+        return jax.lax.scan(body, carry, None, length=batches)[1]
+
+    obs, rew, term, trunc, ids = jax.block_until_ready(run(handle))
+    for t in range(batches):
+        for i in range(B):
+            seen[int(ids[t, i])].append((np.asarray(obs[t, i]), rew[t, i], term[t, i],
+                                         trunc[t, i]))
+    return seen
+
+
+def test_xla_rollout_is_the_python_rollout_async():
+    num_envs, batch_size, batches = 4, 2, 240
+    seen = []
+    for use_xla in (False, True):
+        env = shmatari.make(GAME, num_envs=num_envs, batch_size=batch_size, **OPTIONS)
+        try:
+            table = _actions(num_envs, batches + 1, env.single_action_space.n)
+            seen.append(_async_rollout(env, table, batches, use_xla))
+        finally:
+            env.close()
+    # Every env has a result in at least every other batch window of the ring;
+    # compare the prefix both runs reached for every env.
+    length = min(len(s[e]) for s in seen for e in s)
+    assert length >= 20, [len(s[e]) for s in seen for e in s]
+    _assert_same(*seen, length)
+
+
+# -- the EnvPool adapter, used as CleanRL's xla scripts use EnvPool ----------------
+@pytest.mark.parametrize("backend", ["shmatari.envpool", "envpool"])
+@pytest.mark.parametrize("batch_size", [0, 2])
+def test_envpool_adapter_xla_cleanrl_style(backend, batch_size):
+    """The shape of ``ppo_atari_envpool_xla_jax.py``'s rollout (episode
+    statistics from ``info["reward"]`` / ``info["terminated"]``) and of the
+    async scripts (``send(handle, action, info["env_id"])``), on either backend."""
+    mod = shm_envpool if backend == "shmatari.envpool" else pytest.importorskip("envpool")
+    num_envs = 4
+    envs = mod.make(GAME, env_type="gymnasium", num_envs=num_envs, batch_size=batch_size,
+                    episodic_life=True, reward_clip=True, seed=1)
+    try:
+        B = batch_size or num_envs
+        n_actions = envs.single_action_space.n
+        if batch_size:
+            envs.async_reset()
+        else:
+            envs.reset()
+        handle, recv, send, step_env = envs.xla()
+
+        def step_and_record(carry, key):
+            handle, returns, returned, env_id = carry
+            action = jax.random.randint(key, (B,), 0, n_actions)
+            if batch_size:
+                handle, (obs, reward, term, trunc, info) = step_env(handle, action, env_id)
+            else:
+                handle, (obs, reward, term, trunc, info) = step_env(handle, action)
+            env_id = info["env_id"]
+            new = returns[env_id] + info["reward"]
+            over = info["terminated"] + trunc
+            returned = returned.at[env_id].set(jnp.where(over, new, returned[env_id]))
+            returns = returns.at[env_id].set(new * (1 - over))
+            return (handle, returns, returned, env_id), (obs.shape[0], reward.sum())
+
+        @jax.jit
+        def rollout(handle, keys):
+            env_id = jnp.arange(B, dtype=jnp.int32)
+            if batch_size:
+                handle, (_, _, _, _, info) = recv(handle)
+                env_id = info["env_id"]
+            carry = (handle, jnp.zeros(num_envs), jnp.zeros(num_envs), env_id)
+            return jax.lax.scan(step_and_record, carry, keys)
+
+        (handle2, returns, returned, _), (sizes, rewards) = jax.block_until_ready(
+            rollout(handle, jax.random.split(jax.random.PRNGKey(0), 300)))
+        assert (np.asarray(sizes) == B).all()
+        assert float(rewards.sum()) > 0 and float(np.asarray(returns).sum()) >= 0
+        assert np.asarray(handle2).shape == np.asarray(handle).shape
+    finally:
+        envs.close()
+
+
+# -- refusals: clear errors, the pool unchanged ---------------------------------------
+def test_xla_refusals_leave_the_pool_usable():
+    env = shmatari.make("null", num_envs=4, batch_size=2, num_workers=2, seed=0)
+    other = shmatari.make("null", num_envs=4, num_workers=1, seed=0)
+    try:
+        env.async_reset()
+        handle, recv, send, step = env.xla()
+        other_handle = other.xla()[0]
+        with pytest.raises(ValueError, match="pass env_id"):
+            jax.jit(step)(handle, jnp.zeros(2, jnp.int32))  # batch-sized, no env_id
+        recv_j = jax.jit(recv)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="another pool"):
+            jax.block_until_ready(recv_j(other_handle))
+        handle, (_, _, _, _, info) = jax.block_until_ready(recv_j(handle))
+        ids = np.asarray(info["env_id"])
+        send_j = jax.jit(send)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="out of range"):
+            jax.block_until_ready(send_j(handle, jnp.array([0, 99]), ids))
+        # The C client refused before posting: the same envs can be sent to.
+        handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32), ids))
+        # Python and jitted calls share one client: Python collects the batch.
+        assert env.recv()[0].shape == (2,) + env.single_observation_space.shape
+    finally:
+        env.close()
+        other.close()
+    with pytest.raises(jax.errors.JaxRuntimeError, match="the pool is closed"):
+        jax.block_until_ready(recv_j(handle))
+
+
+def test_xla_refuses_same_step_pools_with_the_reason():
+    env = shmatari.make("null", num_envs=2, num_workers=1, autoreset_mode="same_step")
+    try:
+        with pytest.raises(NotImplementedError, match="final_obs"):
+            env.xla()
+    finally:
+        env.close()
+
+
+def test_xla_timeout_with_a_stopped_worker_loses_nothing():
+    """A worker that is alive but stopped: recv fails with DEADLINE_EXCEEDED
+    after `timeout`, the commands stay in flight, and once the worker goes
+    on, the next recv returns their results."""
+    import os
+    import signal
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla(timeout=0.3)
+        send_j, recv_j = jax.jit(send), jax.jit(recv)
+        (pid,) = env.worker_pids
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+            with pytest.raises(jax.errors.JaxRuntimeError, match="DEADLINE_EXCEEDED"):
+                jax.block_until_ready(recv_j(handle))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
+        assert np.asarray(info["env_id"]).tolist() == [0, 1]
+        assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
+    finally:
+        env.close()
