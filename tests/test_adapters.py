@@ -128,9 +128,13 @@ def test_envpool_gym_api_is_the_gym_02x_contract_cleanrl_scripts_use():
             assert np.array_equal(done, trunc) and not info["terminated"].any()
             seen_done |= done
         assert seen_done.all()
-    with envpool.make_gym("Pong-v5", num_envs=2, gym_reset_return_info=True) as env:
+    with envpool.make_gym("Pong-v5", num_envs=2, gym_reset_return_info=True,
+                          ram_info=True) as env:
         obs, info = env.reset()
         assert obs.shape == (2, 4, 84, 84) and info["TimeLimit.truncated"].tolist() == [0, 0]
+        assert info["ram"].shape == (2, 128) and info["ram"].dtype == np.uint8  # EnvPool's key
+        *_, info = env.step(np.zeros(2, np.int64))
+        assert info["ram"].shape == (2, 128)
 
 
 def test_envpool_gym_api_async_recv_reports_truncation():

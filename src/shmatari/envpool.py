@@ -70,7 +70,7 @@ DEFAULT_CONFIG = {
 _GYM_DEFAULTS = {"gym_reset_return_info": False}
 
 #: shmatari's own make() arguments that the adapter also accepts.
-_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers")
+_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers", "ram_info")
 
 #: EnvPool make() keywords with no shmatari rule, and what to use instead.
 _REFUSED = {
@@ -309,7 +309,9 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
               -1 only; ``gym_reset_return_info`` True only, except with
               ``env_type="gym"`` (default False there);
             - shmatari's ``num_workers``, ``start_method``, ``zero_copy``,
-              ``restart_workers`` are accepted too.
+              ``restart_workers`` are accepted too, and ``ram_info=True``:
+              EnvPool's ``info["ram"]`` (uint8, ``(batch, 128)``), which
+              EnvPool always gives and shmatari on request.
 
     Returns:
         EnvPoolAdapter (``GymEnvPoolAdapter`` with ``env_type="gym"``): call
@@ -366,8 +368,8 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     rewards float32, flags bool, shape ``(batch,)``; ``info`` per env:
     ``env_id`` int32, ``players`` ``{"env_id": int32}``, ``lives`` int32,
     ``reward`` float32 (unclipped), ``terminated`` int32 (the game is over),
-    ``elapsed_step`` int32 (agent steps since the game began). EnvPool's
-    ``info["ram"]`` is not given. ``terminated`` excludes ``truncated``, as
+    ``elapsed_step`` int32 (agent steps since the game began); ``ram`` uint8
+    ``(batch, 128)`` when made with ``ram_info=True``. ``terminated`` excludes ``truncated``, as
     EnvPool (``done & ~trunc``).
 
     It is a ``gymnasium.Env`` too, as EnvPool's class, so ``gymnasium.Wrapper``
@@ -430,6 +432,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             "reward": info["raw_reward"],
             "terminated": info["game_over"].astype(np.int32),
             "elapsed_step": info["elapsed_step"],
+            **({"ram": info["ram"]} if "ram" in info else {}),
         }
 
     def _result(self, out):
