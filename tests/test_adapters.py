@@ -111,7 +111,7 @@ def test_envpool_gym_api_is_the_gym_02x_contract_cleanrl_scripts_use():
                       max_episode_steps=15) as env:
         assert isinstance(env, envpool.GymEnvPoolAdapter)
         assert env.config["gym_reset_return_info"] is False
-        assert isinstance(env.action_space, gymnasium.spaces.Discrete)  # gym not installed
+        assert env.action_space.n == 4  # gym's Discrete when gym is installed, else Gymnasium's
         env.num_envs = 3
         env.single_action_space = env.action_space
         obs = env.reset()
@@ -135,6 +135,14 @@ def test_envpool_gym_api_is_the_gym_02x_contract_cleanrl_scripts_use():
         assert info["ram"].shape == (2, 128) and info["ram"].dtype == np.uint8  # EnvPool's key
         *_, info = env.step(np.zeros(2, np.int64))
         assert info["ram"].shape == (2, 128)
+
+
+def test_envpool_gym_api_has_gym_spaces_when_gym_is_installed():
+    gym = pytest.importorskip("gym")
+    with envpool.make("Pong-v5", env_type="gym", num_envs=1) as env:
+        assert isinstance(env.action_space, gym.spaces.Discrete) and env.action_space.n == 6
+        assert isinstance(env.observation_space, gym.spaces.Box)
+        assert env.observation_space.shape == (4, 84, 84)
 
 
 def test_envpool_gym_api_async_recv_reports_truncation():

@@ -1,7 +1,7 @@
 """EnvPool's Atari API on a shmatari pool: ``import shmatari.envpool as envpool``.
 
-A script written for EnvPool's Gymnasium API (CleanRL's ``ppo_atari_envpool.py``
-and the like) runs with only its import changed. :func:`make` takes EnvPool's
+A script written for EnvPool's Gymnasium API (``examples/cleanrl_ppo_envpool.py``)
+runs with only its import changed. :func:`make` takes EnvPool's
 task ids (``"Breakout-v5"``), option names, units and **defaults** (EnvPool
 1.2.5: ``envpool/atari/atari_env.h`` ``AtariEnvFns::DefaultConfig`` and
 ``envpool/core/env_spec.h``), and returns :class:`EnvPoolAdapter`, which has
@@ -9,6 +9,12 @@ EnvPool's single-env ``action_space`` / ``observation_space``, its ``info``
 keys (``env_id``, ``players``, ``lives``, ``reward``, ``terminated``,
 ``elapsed_step``), ``reset(env_id)``, ``send`` / ``recv`` / ``async_reset``
 and the ``config`` / ``spec`` dicts. Underneath is a :class:`shmatari.ShmVectorEnv`.
+
+``make(..., env_type="gym")`` gives EnvPool 0.6-0.8's gym 0.2x API instead
+(:class:`GymEnvPoolAdapter`: obs-only ``reset``, 4-tuple ``step`` with
+``dones``, ``info["TimeLimit.truncated"]``), which CleanRL's EnvPool scripts
+(``ppo_atari_envpool.py``, ``pqn_atari_envpool.py``, ``ppo_rnd_envpool.py``,
+the async JAX ones) are written for: they too run with only the import changed.
 
 Where shmatari's frame-level rules differ from EnvPool's (the FIRE reset, the
 continuation after a lost life, the frame a done step shows, random streams),
