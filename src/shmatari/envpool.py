@@ -652,3 +652,32 @@ class GymEnvPoolAdapter(EnvPoolAdapter):
         if reset:
             return (obs, info) if return_info else obs
         return obs, reward, done, info
+
+    def xla(self):
+        """EnvPool 0.x's ``xla()`` for the gym API: :meth:`EnvPoolAdapter.xla`'s
+        ``(handle, recv, send, step)`` (EnvPool's contract), with ``recv`` and
+        ``step`` returning ``(handle, (obs, reward, done, info))`` as
+        CleanRL's ``ppo_atari_envpool_xla_jax*.py`` unpack them: ``done =
+        terminated | truncated`` and ``info["TimeLimit.truncated"]`` added.
+        Pure functions of their arguments, as the underlying ones, so they
+        can be jitted and scanned.
+
+        Raises:
+            As :meth:`EnvPoolAdapter.xla`.
+        """
+        handle, recv, send, step = super().xla()
+
+        def gym_result(out):
+            obs, reward, terminated, truncated, info = out
+            return obs, reward, terminated | truncated, dict(info, **{"TimeLimit.truncated":
+                                                                      truncated})
+
+        def gym_recv(handle):
+            handle, out = recv(handle)
+            return handle, gym_result(out)
+
+        def gym_step(handle, action, env_id=None):
+            handle, out = step(handle, action, env_id)
+            return handle, gym_result(out)
+
+        return handle, gym_recv, send, gym_step
