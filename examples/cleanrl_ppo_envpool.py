@@ -117,7 +117,7 @@ class Agent(nn.Module):
 
 
 def make_envs(args: Args):
-    envs = envpool.make(args.env_id, env_type="gym", num_envs=args.num_envs,
+    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs,
                         episodic_life=True, reward_clip=True, seed=args.seed)
     envs = EpisodeReturns(envs)
     assert isinstance(envs.action_space, gym.spaces.Discrete), "discrete actions only"

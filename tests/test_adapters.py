@@ -43,7 +43,7 @@ def test_envpool_noop_max_1_with_fire_reset_means_no_noop():
 
 
 def test_envpool_spaces_info_keys_and_cleanrl_assignments():
-    with envpool.make("Breakout-v5", env_type="gym", num_envs=3, seed=1) as env:
+    with envpool.make("Breakout-v5", env_type="gymnasium", num_envs=3, seed=1) as env:
         assert env.action_space == gymnasium.spaces.Discrete(4)
         assert env.observation_space.shape == (4, 84, 84)
         # CleanRL's EnvPool scripts assign these; the single space stays single.
@@ -96,11 +96,75 @@ def test_envpool_thread_affinity_offset_pins_workers():
     ({"render_mode": "rgb_array"}, "render"),
     ({"mode": 2}, "mode"),
     ({"noop_max": 0}, "noop_max"),
-    ({"gym_reset_return_info": False}, "reset"),
+    ({"gym_reset_return_info": False}, "env_type='gym'"),
 ])
 def test_envpool_options_without_a_shmatari_rule_name_the_alternative(kwargs, match):
     with pytest.raises(ValueError, match=match):
         envpool.make("Breakout-v5", num_envs=1, **kwargs)
+
+
+def test_envpool_gym_api_is_the_gym_02x_contract_cleanrl_scripts_use():
+    # EnvPool 0.6-0.8's env_type="gym": obs-only reset, a 4-tuple step whose
+    # dones include truncation, info["TimeLimit.truncated"]; next-step autoreset.
+    # 60 frames at most, no-ops and FIRE included: every game is cut short.
+    with envpool.make("Breakout-v5", env_type="gym", num_envs=3, seed=1,
+                      max_episode_steps=15) as env:
+        assert isinstance(env, envpool.GymEnvPoolAdapter)
+        assert env.config["gym_reset_return_info"] is False
+        assert env.action_space.n == 4  # gym's Discrete when gym is installed, else Gymnasium's
+        env.num_envs = 3
+        env.single_action_space = env.action_space
+        obs = env.reset()
+        assert isinstance(obs, np.ndarray) and obs.shape == (3, 4, 84, 84)
+        seen_done = np.zeros(3, bool)
+        for _ in range(16):
+            out = env.step(np.zeros(3, np.int64))
+            assert len(out) == 4
+            obs, reward, done, info = out
+            assert done.dtype == bool and reward.dtype == np.float32
+            trunc = info["TimeLimit.truncated"]
+            assert trunc.dtype == bool and trunc.shape == (3,)
+            # No game ends by NOOPs within 15 steps: every done is the cap.
+            assert np.array_equal(done, trunc) and not info["terminated"].any()
+            seen_done |= done
+        assert seen_done.all()
+    with envpool.make_gym("Pong-v5", num_envs=2, gym_reset_return_info=True,
+                          ram_info=True) as env:
+        obs, info = env.reset()
+        assert obs.shape == (2, 4, 84, 84) and info["TimeLimit.truncated"].tolist() == [0, 0]
+        assert info["ram"].shape == (2, 128) and info["ram"].dtype == np.uint8  # EnvPool's key
+        *_, info = env.step(np.zeros(2, np.int64))
+        assert info["ram"].shape == (2, 128)
+
+
+def test_envpool_gym_api_has_gym_spaces_when_gym_is_installed():
+    gym = pytest.importorskip("gym")
+    with envpool.make("Pong-v5", env_type="gym", num_envs=1) as env:
+        assert isinstance(env.action_space, gym.spaces.Discrete) and env.action_space.n == 6
+        assert isinstance(env.observation_space, gym.spaces.Box)
+        assert env.observation_space.shape == (4, 84, 84)
+
+
+def test_envpool_gym_api_async_recv_reports_truncation():
+    # CleanRL's async JAX script: async_reset, then recv() -> 4-tuple, send by env_id.
+    with envpool.make("Pong-v5", env_type="gym", num_envs=4, batch_size=2, seed=0,
+                      noop_max=1, max_episode_steps=5) as env:
+        env.async_reset()
+        truncated = np.zeros(4, bool)
+        for _ in range(14):
+            obs, reward, done, info = env.recv()
+            assert obs.shape == (2, 4, 84, 84) and done.shape == (2,)
+            assert np.array_equal(done, info["TimeLimit.truncated"])
+            truncated[info["env_id"]] |= info["TimeLimit.truncated"]
+            env.send(np.zeros(2, np.int64), info["env_id"])
+        env.recv()
+        assert truncated.all()
+
+
+def test_envpool_adapter_declares_next_step_autoreset():
+    # What TorchRL's GymWrapper reads to refuse it with its own clear error.
+    with envpool.make("Pong-v5", num_envs=1) as env:
+        assert env.autoreset_mode == gymnasium.vector.AutoresetMode.NEXT_STEP
 
 
 def test_envpool_unknown_task_and_option():

@@ -263,7 +263,7 @@ def test_check_runs_with_typed_options_and_one_env_for_rerun(tmp_path):
     (["-o", "noop_max=-1"], ["noop_max must be >= 0"]),
     (["-o", "render_mode=human"], ["render_mode must be one of", "'rgb_array'", "'human'"]),
     (["--num-envs", "1"], ["num_envs must be >= 2 for the workers and async pairings"]),
-    (["--game", "Breakout-ram-v5"], ["RAM observations are not supported (only pixels)"]),
+    (["--game", "Breakout-ram-v5"], ["observations are pixels", "ram_info=True"]),
 ])
 def test_check_refuses_bad_options_naming_the_cause(args, needles):
     assert_usage_error(run("shmatari-check", *args, timeout=60), *needles)
@@ -279,16 +279,16 @@ def test_render_mode_says_what_exists():
 
 @pytest.mark.parametrize("env_id", ["Breakout-ram-v5", "ALE/Breakout-ram-v5",
                                     "Breakout-ramNoFrameskip-v4"])
-def test_ram_game_names_say_ram_is_not_supported(env_id):
-    with pytest.raises(ValueError, match=r"RAM observations are not supported \(only "
-                                         r"pixels\); use 'Breakout-v5'") as info:
+def test_ram_game_names_say_where_the_ram_is(env_id):
+    with pytest.raises(ValueError, match=r"observations are pixels; use 'Breakout-v5' with "
+                                         r"ram_info=True for the RAM in info\['ram'\]") as info:
         shmatari.make(env_id, 2)
     assert "did you mean" not in str(info.value)
 
 
 def test_serve_ram_game_is_a_usage_error():
     assert_usage_error(run("shmatari serve", "Breakout-ram-v5", timeout=60),
-                       "RAM observations are not supported")
+                       "observations are pixels", "ram_info=True")
 
 
 # -- shmatari serve --------------------------------------------------------------------

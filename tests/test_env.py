@@ -302,3 +302,66 @@ def test_script_without_main_guard_gets_told_what_to_do(tmp_path):
                           timeout=120)
     assert proc.returncode != 0
     assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1]
+
+
+def test_ram_info_is_ale_pys_ram_observation_step_for_step():
+    # ale-py's obs_type="ram" env, with no randomness on either side (no
+    # sticky actions, no no-ops): the same actions give the same RAM.
+    import ale_py
+
+    gym.register_envs(ale_py)
+    ref = gym.make("ALE/Breakout-v5", obs_type="ram", frameskip=4, repeat_action_probability=0.0)
+    opts = dict(seed=0, noop_max=0, repeat_action_probability=0.0, ram_info=True)
+    try:
+        ram, _ = ref.reset(seed=0)
+        with shmatari.make("Breakout", 2, num_workers=1, **opts) as env:
+            _, info = env.reset()
+            assert info["ram"].dtype == np.uint8 and info["ram"].shape == (2, 128)
+            assert np.array_equal(info["ram"][0], ram) and np.array_equal(info["ram"][1], ram)
+            rng = np.random.default_rng(0)
+            for _ in range(150):
+                a = int(rng.integers(4))
+                ram, *_ = ref.step(a)
+                _, _, terminated, _, info = env.step(np.array([a, 0]))
+                assert np.array_equal(info["ram"][0], ram)
+                assert not terminated[0]
+            assert not np.array_equal(info["ram"][0], info["ram"][1])  # each env its own
+    finally:
+        ref.close()
+    with shmatari.make("Breakout", 2, num_workers=1, seed=0) as env:
+        assert "ram" not in env.reset()[1]                # only on request
+
+
+def test_ram_info_follows_each_row_in_async_and_same_step_pools():
+    # Async: each row's RAM is its own env's (envs in lockstep on NOOP stay equal).
+    with shmatari.make("Pong", 3, batch_size=1, num_workers=3, seed=0, noop_max=0,
+                       repeat_action_probability=0.0, ram_info=True) as env:
+        env.async_reset()
+        rams = {}
+        for _ in range(3):
+            *_, info = env.recv()
+            rams[int(info["env_id"][0])] = info["ram"][0]
+        assert sorted(rams) == [0, 1, 2]
+        assert all(np.array_equal(rams[0], r) for r in rams.values())
+    # Same step: a done row's RAM is the reset's, as its observation.
+    with shmatari.make("Pong", 1, seed=0, noop_max=0, repeat_action_probability=0.0,
+                       autoreset_mode="same_step", max_episode_frames=40, ram_info=True) as env:
+        _, first = env.reset()
+        for _ in range(10):
+            *_, truncated, info = env.step(np.zeros(1, np.int64))
+        assert truncated[0] and np.array_equal(info["ram"], first["ram"])
+
+
+def test_gymnasium_make_obs_type_ram_gives_ram_observations():
+    import shmatari.registration  # noqa: F401
+
+    env = gym.make("shmatari/Breakout-v5", obs_type="ram", noop_max=0,
+                   repeat_action_probability=0.0)
+    try:
+        assert env.observation_space == gym.spaces.Box(0, 255, (128,), np.uint8)
+        obs, info = env.reset(seed=0)
+        assert obs.shape == (128,) and np.array_equal(obs, info["ram"])
+        obs, *_ = env.step(1)
+        assert env.observation_space.contains(obs)
+    finally:
+        env.close()

@@ -62,3 +62,77 @@ def test_call_get_attr_set_attr_answer_what_the_envs_have():
             env.set_attr("frame_skip", [2, 2, 2])
         with pytest.raises(AttributeError, match="no attributes to set"):
             env.set_attr("note", "x")
+
+
+def test_gymnasium_make_gives_one_env_with_the_pools_per_env_semantics():
+    import gymnasium
+
+    import shmatari.registration  # noqa: F401  (registers shmatari/<Game>-v5)
+
+    # A 100-frame cap without no-ops truncates at step 25, as env 0 of a pool.
+    opts = dict(noop_max=0, max_episode_frames=100, repeat_action_probability=0.0)
+    env = gymnasium.make("shmatari/Breakout-v5", **opts)
+    try:
+        assert isinstance(env.unwrapped, shmatari.registration.ShmAtariEnv)
+        assert env.observation_space.shape == (4, 84, 84) and env.action_space.n == 4
+        obs, info = env.reset(seed=5)
+        assert obs.shape == (4, 84, 84) and info["lives"] == 5 and "env_id" not in info
+        with shmatari.make("Breakout", 1, seed=5, **opts) as pool:
+            pool_obs, _ = pool.reset()
+            assert np.array_equal(obs, pool_obs[0])
+            for t in range(1, 26):
+                obs, reward, terminated, truncated, info = env.step(t % 4)
+                p_obs, p_reward, *_ = pool.step(np.array([t % 4]))
+                assert np.array_equal(obs, p_obs[0]) and reward == p_reward[0]
+                assert isinstance(reward, float) and isinstance(truncated, bool)
+                assert truncated == (t == 25) and not terminated
+        # No autoreset, as Gymnasium's single envs: reset() after a done step.
+        with pytest.raises(shmatari.CallOrderError):
+            env.step(0)
+        obs, info = env.reset()
+        assert info["elapsed_step"] == 0
+    finally:
+        env.close()
+    assert env.unwrapped.pool.closed
+
+
+def test_ale_py_argument_names_are_aliases_where_they_mean_the_same():
+    from shmatari.registration import ale_kwargs
+
+    opts, ram = ale_kwargs({"frameskip": 3, "max_num_frames_per_episode": 500,
+                            "reward_clipping": True, "num_threads": 0, "obs_type": "rgb",
+                            "mode": None, "continuous": False}, single=False)
+    assert opts == {"frame_skip": 3, "max_episode_frames": 500, "reward_clip": True,
+                    "num_workers": None, "grayscale": False} and not ram
+    assert ale_kwargs({"obs_type": "ram"}, single=True) == ({}, True)
+    for kwargs, error, match in [
+            ({"frameskip": (2, 5)}, ValueError, "random frame skip"),
+            ({"frameskip": 2, "frame_skip": 2}, TypeError, "give one of them"),
+            ({"continuous": True}, ValueError, "discrete actions"),
+            ({"mode": 1}, ValueError, "default mode"),
+            ({"life_loss_info": True}, ValueError, "episodic_life"),
+            ({"obs_type": "ram"}, ValueError, "ram_info"),
+            ({"obs_type": "pixels"}, ValueError, "obs_type must be")]:
+        with pytest.raises(error, match=match):
+            ale_kwargs(kwargs, single=False)
+    with pytest.raises(TypeError, match="num_threads"):
+        ale_kwargs({"num_threads": 2}, single=True)
+
+
+def test_gymnasium_make_takes_ale_py_names_and_refuses_pool_options():
+    import gymnasium
+
+    import shmatari.registration  # noqa: F401
+
+    env = gymnasium.make("shmatari/Pong-v5", frameskip=2, obs_type="grayscale",
+                         max_num_frames_per_episode=1000, render_mode="rgb_array")
+    try:
+        pool = env.unwrapped.pool
+        assert pool.config.frame_skip == 2 and pool.config.max_episode_frames == 1000
+        env.reset(seed=0)
+        assert env.render().shape == (210, 160, 3)
+        assert env.metadata["render_fps"] == 30
+    finally:
+        env.close()
+    with pytest.raises(TypeError, match="apply to pools"):
+        gymnasium.make("shmatari/Pong-v5", autoreset_mode="same_step")

@@ -38,6 +38,8 @@ GEOMETRY = dict(num_envs=4, num_workers=2, batch_size=4, ring_depth=2, stack_num
                 img_height=8, img_width=8, channels=1, frame_skip=4)
 #: ABI 1.2: RGB planar, and a render area of 10 x 12 screens.
 RENDER_GEOMETRY = dict(GEOMETRY, channels=3, obs_layout=1, screen_height=10, screen_width=12)
+#: ABI 1.3: a RAM area after the render area.
+RAM_GEOMETRY = dict(RENDER_GEOMETRY, ram_bytes=128)
 SEED_GEOMETRIES = [
     GEOMETRY,
     dict(num_envs=6, num_workers=3, batch_size=2, ring_depth=4, stack_num=1, img_height=5,
@@ -45,6 +47,7 @@ SEED_GEOMETRIES = [
     dict(num_envs=3, num_workers=1, batch_size=1, ring_depth=4, stack_num=4, img_height=84,
          img_width=84, channels=1, frame_skip=4, autoreset_mode=2),
     RENDER_GEOMETRY,
+    RAM_GEOMETRY,
 ]
 
 
@@ -148,6 +151,18 @@ def _craft_render(name):
         _u32(buf, 504, 2**31)
     elif name == "obs_layout_unknown":
         _u32(buf, 388, 7)
+    elif name.startswith("ram_"):
+        buf = segment_bytes(RAM_GEOMETRY)
+        if name == "ram_area_over_the_render_area":
+            _u64(buf, 408, _word(buf, 488))  # ram_offset = render_offset
+        elif name == "ram_offset_wraps":
+            _u64(buf, 408, 2**64 - 64)
+        elif name == "ram_area_past_the_segment":
+            _u64(buf, 408, _word(buf, 24) - 64)
+        elif name == "ram_bytes_not_128":
+            _u32(buf, 416, 64)
+        else:
+            raise KeyError(name)
     else:
         raise KeyError(name)
     return buf
@@ -155,7 +170,9 @@ def _craft_render(name):
 
 RENDER_CRAFTED = ["render_area_over_the_slots", "render_env_bytes_wraps",
                   "screen_without_a_render_area", "screen_height_without_width",
-                  "screen_beyond_the_maximum", "obs_layout_unknown"]
+                  "screen_beyond_the_maximum", "obs_layout_unknown",
+                  "ram_area_over_the_render_area", "ram_offset_wraps",
+                  "ram_area_past_the_segment", "ram_bytes_not_128"]
 
 
 def test_render_geometry_passes_and_is_taken_from_the_check():
@@ -171,6 +188,25 @@ def test_render_geometry_passes_and_is_taken_from_the_check():
     after = seg.header()
     for key in ("render_offset", "render_env_bytes", "screen_height", "screen_width"):
         assert after[key] == before[key], key
+
+
+def test_ram_geometry_passes_and_is_taken_from_the_check():
+    buf = segment_bytes(RAM_GEOMETRY)
+    seg = _core.Segment(buf)
+    before = seg.header()
+    assert before["ram_bytes"] == _core.RAM_BYTES == 128
+    assert before["ram_offset"] == before["render_offset"] + 4 * before["render_env_bytes"]
+    assert before["ram_offset"] + 4 * 128 == before["total_bytes"] == len(buf)
+    _u64(buf, 408, 2**64 - 64), _u32(buf, 416, 2**32 - 1)
+    after = seg.header()
+    assert (after["ram_offset"], after["ram_bytes"]) == (before["ram_offset"], 128)
+    # A 1.2 pool has no RAM area, whatever those (then reserved) words hold.
+    buf = segment_bytes(RENDER_GEOMETRY)
+    _u64(buf, 408, 1024), _u32(buf, 416, 128)
+    _u32(buf, 12, 2)
+    assert _core.check_header(buf)[0] == _core.OK
+    assert (_core.Segment(buf).header()["ram_offset"], _core.Segment(buf).header()["ram_bytes"]) \
+        == (0, 0)
 
 
 @pytest.mark.parametrize("case", CRAFTED + RENDER_CRAFTED)

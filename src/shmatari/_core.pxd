@@ -31,6 +31,7 @@ cdef extern from "shmatari/layout.h" nogil:
     const unsigned SHMATARI_MAX_FIELDS
     const unsigned SHMATARI_SEED_WORDS
     const unsigned SHMATARI_RENDER_PALETTE_BYTES
+    const unsigned SHMATARI_RAM_BYTES
     const unsigned SHMATARI_FLAG_RESET
     const unsigned SHMATARI_FLAG_RESTARTED
     const unsigned SHMATARI_FLAG_FINAL
@@ -78,6 +79,8 @@ cdef extern from "shmatari/layout.h" nogil:
         uint64_t slot_obs_offset, slot_final_offset
         uint64_t slot_field_offset[16]
         uint64_t render_offset, render_env_bytes
+        uint64_t ram_offset
+        uint32_t ram_bytes
 
     const uint64_t SHMATARI_MAX_ENVS
     const uint64_t SHMATARI_MAX_RING_DEPTH
@@ -93,6 +96,7 @@ cdef extern from "shmatari/layout.h" nogil:
     char *shmatari_error_text(const shmatari_geom *g, uint32_t worker)
     char *shmatari_slot(const shmatari_geom *g, uint64_t slot)
     uint8_t *shmatari_render_area(const shmatari_geom *g, uint32_t env)
+    uint8_t *shmatari_ram_area(const shmatari_geom *g, uint32_t env)
     int32_t *shmatari_row_env_id(const shmatari_geom *g, uint64_t pos)
     void shmatari_clear_rows(const shmatari_geom *g, uint64_t slot)
 

@@ -13,6 +13,7 @@ ERROR_BYTES = SHMATARI_ERROR_BYTES
 MAX_ACTIONS = SHMATARI_MAX_ACTIONS
 SEED_WORDS = SHMATARI_SEED_WORDS
 RENDER_PALETTE_BYTES = SHMATARI_RENDER_PALETTE_BYTES
+RAM_BYTES = SHMATARI_RAM_BYTES
 FLAG_RESET = SHMATARI_FLAG_RESET
 FLAG_RESTARTED = SHMATARI_FLAG_RESTARTED
 FLAG_FINAL = SHMATARI_FLAG_FINAL
@@ -241,13 +242,15 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
                    uint32_t img_width, uint32_t channels, uint32_t frame_skip,
                    uint32_t autoreset_mode=SHMATARI_AUTORESET_NEXT_STEP,
                    uint32_t obs_layout=SHMATARI_OBS_CHANNELS_LAST,
-                   uint32_t screen_height=0, uint32_t screen_width=0):
+                   uint32_t screen_height=0, uint32_t screen_width=0,
+                   uint32_t ram_bytes=0):
     """Lays out a segment with ``shmatari_layout_compute``.
 
     ``autoreset_mode`` is a value of ``AUTORESET_MODES``; same-step pools get
     room for final records in every slot. ``obs_layout`` is a value of
     ``OBS_LAYOUTS``. ``screen_height`` / ``screen_width`` (pixels, both or
     neither 0) add the render area, each env's last full-size screen.
+    ``ram_bytes`` (0 or ``RAM_BYTES``) adds the RAM area, each env's console RAM.
 
     Returns:
         bytes: the 1024-byte header image to copy to offset 0 of the segment;
@@ -274,13 +277,14 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.obs_layout = obs_layout
     h.screen_height = screen_height
     h.screen_width = screen_width
+    h.ram_bytes = ram_bytes
     if shmatari_layout_compute_msg(&h, msg, sizeof(msg)) != 0:
         raise ValueError(msg.decode("utf-8", "replace") + ": " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
             img_width=img_width, channels=channels, frame_skip=frame_skip,
             autoreset_mode=autoreset_mode, obs_layout=obs_layout,
-            screen_height=screen_height, screen_width=screen_width)))
+            screen_height=screen_height, screen_width=screen_width, ram_bytes=ram_bytes)))
     return (<char *>&h)[:sizeof(h)]
 
 

@@ -196,6 +196,12 @@ cdef class EnvCore:
         memset(out, 0, SHMATARI_RENDER_PALETTE_BYTES + <size_t>height * width)
         return 0
 
+    cdef int write_ram(self, uint8_t *out) except -1:
+        """Writes the env's console RAM (layout.h, ``shmatari_ram_area``):
+        zeros for an env with no console."""
+        memset(out, 0, SHMATARI_RAM_BYTES)
+        return 0
+
     def obs_into(self, out):
         """Copies the stacked observation, oldest frame first, into ``out``
         (uint8, C-contiguous, stack_num * frame bytes)."""
@@ -374,6 +380,12 @@ cdef class AtariCore(EnvCore):
         self.render_palette.ensure_known(self.ale, self.raw[self.cur], NULL)
         memcpy(out, self.render_palette.lut, SHMATARI_RENDER_PALETTE_BYTES)
         memcpy(out + SHMATARI_RENDER_PALETTE_BYTES, self.raw[self.cur], <size_t>height * width)
+        return 0
+
+    cdef int write_ram(self, uint8_t *out) except -1:
+        """ALE's RAM (``getRAM``, 128 bytes) after the env's last result."""
+        cdef uint8_t[::1] ram = self.ale.getRAM()
+        memcpy(out, &ram[0], SHMATARI_RAM_BYTES)
         return 0
 
     cdef inline int _capture(self) except -1:

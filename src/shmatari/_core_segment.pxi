@@ -140,6 +140,7 @@ cdef class Segment:
             autoreset_mode=g.autoreset_mode, obs_layout=g.obs_layout,
             screen_height=g.screen_height, screen_width=g.screen_width,
             render_offset=g.render_offset, render_env_bytes=g.render_env_bytes,
+            ram_offset=g.ram_offset, ram_bytes=g.ram_bytes,
             slot_field_offset=[g.slot_field_offset[i]
                                for i in range(<int>SHMATARI_FIELD_COUNT)])
         out["action_set"] = out["action_set"][:min(out["num_actions"], SHMATARI_MAX_ACTIONS)]

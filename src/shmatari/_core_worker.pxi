@@ -196,6 +196,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 if g.render_offset != 0:
                     core.write_render(shmatari_render_area(g, e), g.screen_height,
                                       g.screen_width)
+                if g.ram_offset != 0:
+                    core.write_ram(shmatari_ram_area(g, e))
                 with nogil:
                     _publish(g, e, core, ordered, first[i])
                     first[i] = -2

@@ -167,10 +167,18 @@ class Client:
             self._render_area = np.frombuffer(
                 readonly, np.uint8, self.num_envs * hdr["render_env_bytes"],
                 hdr["render_offset"]).reshape(self.num_envs, hdr["render_env_bytes"])
+        # ram_info: each env's console RAM (layout.h's RAM area, ABI 1.3)
+        self._ram_area = None
+        if hdr.get("ram_offset"):
+            self._ram_area = np.frombuffer(
+                readonly, np.uint8, self.num_envs * hdr["ram_bytes"],
+                hdr["ram_offset"]).reshape(self.num_envs, hdr["ram_bytes"])
         readonly.release()
         res.views.append(self._ring_obs)
         if self._render_area is not None:
             res.views.append(self._render_area)
+        if self._ram_area is not None:
+            res.views.append(self._ram_area)
 
     @property
     def _pending(self) -> int:
@@ -337,6 +345,8 @@ class Client:
         self._last_ids = f["env_id"]
         info = results.build_info(f, final, final_obs, any_done=bool(bits & 1),
                                   episode_statistics=self._episode_statistics)
+        if self._ram_area is not None:  # a copy, taken before anything is sent again
+            info["ram"] = self._ram_area[f["env_id"]]
         if bits & 7 and self._episode_statistics:
             self._time_episodes(info, f["env_id"], bits)
         return obs, f["reward"], f["terminated"], f["truncated"], info

@@ -41,6 +41,7 @@ OPTION_DEFAULTS = {
     "episode_statistics": True,
     "obs_layout": "channels_last",
     "render_mode": None,
+    "ram_info": False,
 }
 
 #: The ``render_mode`` values (None: no rendering).
@@ -207,14 +208,15 @@ OPTION_TYPES = {
     "episode_statistics": (bool,),
     "obs_layout": (str, OBS_LAYOUTS),
     "render_mode": (str, RENDER_MODES),
+    "ram_info": (bool,),
 }
 assert set(OPTION_TYPES) == set(OPTION_DEFAULTS)
 
 #: Arguments that Gymnasium's or EnvPool's Atari envs take and shmatari does
 #: not, with what to do instead (rather than a "did you mean" guess).
 _NOT_OPTIONS = {
-    "obs_type": "obs_type is not supported: observations are pixels only (RAM "
-                "observations are not supported); grayscale=False gives RGB",
+    "obs_type": "obs_type is not an option: observations are pixels (grayscale=False gives "
+                "RGB); ram_info=True adds each env's console RAM as info['ram']",
     "frameskip": "frameskip is Gymnasium's spelling: use frame_skip",
     "gray_scale": "gray_scale is EnvPool's spelling: use grayscale",
     "screen_size": "screen_size is AtariPreprocessing's: use img_height and img_width",

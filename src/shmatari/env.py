@@ -196,6 +196,11 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
               return each env's full-size RGB screen (workers keep the
               last screen of each env in the segment, about 34 KB copied
               per result); None: nothing kept, no cost.
+            - ``ram_info=False``: True adds ``info["ram"]``, uint8 ``(n, 128)``:
+              each row's console RAM (ALE's ``getRAM``) at the state its
+              observation shows (after the reset in a same-step done row),
+              as EnvPool's ``info["ram"]`` and ale-py's ``obs_type="ram"``;
+              workers copy 128 bytes per result into the segment.
             - ``episode_statistics=True``: when an env ends a game (not a
               life), ``info["episode"]`` holds ``r`` (float64, raw score),
               ``l`` (int32, agent steps), ``t`` (float64, seconds since the

@@ -1,7 +1,7 @@
 """EnvPool's Atari API on a shmatari pool: ``import shmatari.envpool as envpool``.
 
-A script written for EnvPool's Gymnasium API (CleanRL's ``ppo_atari_envpool.py``
-and the like) runs with only its import changed. :func:`make` takes EnvPool's
+A script written for EnvPool's Gymnasium API (``examples/cleanrl_ppo_envpool.py``)
+runs with only its import changed. :func:`make` takes EnvPool's
 task ids (``"Breakout-v5"``), option names, units and **defaults** (EnvPool
 1.2.5: ``envpool/atari/atari_env.h`` ``AtariEnvFns::DefaultConfig`` and
 ``envpool/core/env_spec.h``), and returns :class:`EnvPoolAdapter`, which has
@@ -9,6 +9,12 @@ EnvPool's single-env ``action_space`` / ``observation_space``, its ``info``
 keys (``env_id``, ``players``, ``lives``, ``reward``, ``terminated``,
 ``elapsed_step``), ``reset(env_id)``, ``send`` / ``recv`` / ``async_reset``
 and the ``config`` / ``spec`` dicts. Underneath is a :class:`shmatari.ShmVectorEnv`.
+
+``make(..., env_type="gym")`` gives EnvPool 0.6-0.8's gym 0.2x API instead
+(:class:`GymEnvPoolAdapter`: obs-only ``reset``, 4-tuple ``step`` with
+``dones``, ``info["TimeLimit.truncated"]``), which CleanRL's EnvPool scripts
+(``ppo_atari_envpool.py``, ``pqn_atari_envpool.py``, ``ppo_rnd_envpool.py``,
+the async JAX ones) are written for: they too run with only the import changed.
 
 Where shmatari's frame-level rules differ from EnvPool's (the FIRE reset, the
 continuation after a lost life, the frame a done step shows, random streams),
@@ -33,7 +39,7 @@ from . import games
 from .env import make as _make
 
 __all__ = ["make", "make_gymnasium", "make_gym", "make_dm", "make_spec", "list_all_envs",
-           "EnvPoolAdapter", "EnvSpec", "DEFAULT_CONFIG"]
+           "EnvPoolAdapter", "GymEnvPoolAdapter", "EnvSpec", "DEFAULT_CONFIG"]
 
 #: EnvPool 1.2.5's defaults for an Atari task: the core's (env_spec.h), the
 #: Atari env's (atari_env.h) and the registration's (``max_episode_steps``).
@@ -65,8 +71,12 @@ DEFAULT_CONFIG = {
     "gray_scale": True,
 }
 
+#: EnvPool 0.6-0.8's defaults for ``env_type="gym"`` where they differ:
+#: ``reset()`` returns the observations alone.
+_GYM_DEFAULTS = {"gym_reset_return_info": False}
+
 #: shmatari's own make() arguments that the adapter also accepts.
-_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers")
+_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers", "ram_info")
 
 #: EnvPool make() keywords with no shmatari rule, and what to use instead.
 _REFUSED = {
@@ -166,12 +176,14 @@ class EnvSpec:
         return f"EnvSpec({self.task_id!r}, {self.config})"
 
 
-def _build(task_id: str, kwargs: dict) -> tuple[EnvSpec, dict, dict]:
+def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
+           ) -> tuple[EnvSpec, dict, dict]:
     """Validates EnvPool options; returns the spec, shmatari's make() keywords
     and the adapter's own settings."""
     _check_keywords(kwargs)
     rom = _resolve_task(task_id)
-    config = dict(DEFAULT_CONFIG, **{k: v for k, v in kwargs.items() if k in DEFAULT_CONFIG})
+    defaults = dict(DEFAULT_CONFIG, **(_GYM_DEFAULTS if env_type == "gym" else {}))
+    config = dict(defaults, **{k: v for k, v in kwargs.items() if k in DEFAULT_CONFIG})
     config["task"] = rom
     num_envs = _int("num_envs", config["num_envs"])
     batch_size = _int("batch_size", config["batch_size"])
@@ -188,9 +200,12 @@ def _build(task_id: str, kwargs: dict) -> tuple[EnvSpec, dict, dict]:
     seed = _int("seed", seed)
     if not -2**31 <= seed < 2**31:
         raise ValueError(f"seed must be an int32 as in EnvPool, got {seed}")
-    if config["gym_reset_return_info"] is not True:
+    if not isinstance(config["gym_reset_return_info"], bool):
+        raise TypeError(f"gym_reset_return_info must be a bool, got "
+                        f"{config['gym_reset_return_info']!r}")
+    if config["gym_reset_return_info"] is not True and env_type != "gym":
         raise ValueError("gym_reset_return_info=False is gone from EnvPool 1.2 too: reset() "
-                         "returns (obs, info)")
+                         "returns (obs, info); env_type='gym' (the gym 0.2x API) takes it")
     if _int("max_num_players", config["max_num_players"]) != 1:
         raise ValueError("Atari tasks have one player: max_num_players must be 1")
     for name in ("mode", "difficulty"):
@@ -245,7 +260,8 @@ def _build(task_id: str, kwargs: dict) -> tuple[EnvSpec, dict, dict]:
 
 
 def make_spec(task_id: str, **kwargs) -> EnvSpec:
-    """EnvPool's ``make_spec``: the spec of a pool, without starting one.
+    """EnvPool's ``make_spec``: the spec of a pool, without starting one
+    (its Gymnasium spaces; EnvPool's ``make_spec`` takes no env_type either).
 
     Raises:
         As :func:`make`.
@@ -259,8 +275,16 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
     Args:
         task_id: an EnvPool Atari task id, ``"Breakout-v5"`` (any spelling
             :func:`shmatari.resolve_game` takes).
-        env_type: ``"gymnasium"`` or ``"gym"`` (the same in EnvPool 1.2:
-            Gymnasium's 5-tuple step); ``"dm"`` raises.
+        env_type: ``"gymnasium"`` (Gymnasium's API: :class:`EnvPoolAdapter`)
+            or ``"gym"``: the gym 0.2x API that EnvPool 0.6-0.8 served and
+            CleanRL's EnvPool scripts (``ppo_atari_envpool.py``,
+            ``pqn_atari_envpool.py``, ``ppo_rnd_envpool.py``, the async JAX
+            ones) are written for: :class:`GymEnvPoolAdapter`, a 4-tuple
+            ``step`` with ``dones``, ``reset()`` giving the observations
+            alone (``gym_reset_return_info=False``, EnvPool 0.x's default),
+            ``info["TimeLimit.truncated"]``, and ``gym.spaces`` when ``gym``
+            is installed. (EnvPool 1.2's "gym" is Gymnasium's API instead.)
+            ``"dm"`` raises.
         **kwargs: EnvPool's options, with its defaults (``DEFAULT_CONFIG``)
             and units. In short (docs/migration.md has every difference):
 
@@ -288,12 +312,16 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
             - ``zero_discount_on_life_loss``: accepted; it changes only
               dm_env's ``discount``, which the Gymnasium API does not return;
             - ``use_inter_area_resize=True`` only; ``mode``, ``difficulty``
-              -1 only; ``gym_reset_return_info`` True only;
+              -1 only; ``gym_reset_return_info`` True only, except with
+              ``env_type="gym"`` (default False there);
             - shmatari's ``num_workers``, ``start_method``, ``zero_copy``,
-              ``restart_workers`` are accepted too.
+              ``restart_workers`` are accepted too, and ``ram_info=True``:
+              EnvPool's ``info["ram"]`` (uint8, ``(batch, 128)``), which
+              EnvPool always gives and shmatari on request.
 
     Returns:
-        EnvPoolAdapter: call ``reset()`` (or ``async_reset()``) first.
+        EnvPoolAdapter (``GymEnvPoolAdapter`` with ``env_type="gym"``): call
+        ``reset()`` (or ``async_reset()``) first.
 
     Raises:
         TypeError: an unknown option or one of the wrong type.
@@ -306,10 +334,11 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
                          "env_type='gymnasium'")
     if env_type not in ("gym", "gymnasium"):
         raise ValueError(f"env_type must be 'gymnasium' or 'gym', got {env_type!r}")
-    spec, make_kwargs, extra = _build(task_id, kwargs)
+    spec, make_kwargs, extra = _build(task_id, kwargs, env_type)
     pool = _make(spec.config.task, spec.config.num_envs, **make_kwargs)
+    cls = GymEnvPoolAdapter if env_type == "gym" else EnvPoolAdapter
     try:
-        return EnvPoolAdapter(pool, spec, thread_affinity_offset=extra["affinity"])
+        return cls(pool, spec, thread_affinity_offset=extra["affinity"])
     except BaseException:
         pool.close()
         raise
@@ -320,9 +349,9 @@ def make_gymnasium(task_id: str, **kwargs) -> "EnvPoolAdapter":
     return make(task_id, "gymnasium", **kwargs)
 
 
-def make_gym(task_id: str, **kwargs) -> "EnvPoolAdapter":
-    """``make(task_id, "gym", **kwargs)``: the same as :func:`make_gymnasium`,
-    as in EnvPool 1.2 (its gym API follows Gymnasium's reset and step)."""
+def make_gym(task_id: str, **kwargs) -> "GymEnvPoolAdapter":
+    """``make(task_id, "gym", **kwargs)``: the gym 0.2x API of EnvPool 0.6-0.8
+    (:class:`GymEnvPoolAdapter`)."""
     return make(task_id, "gym", **kwargs)
 
 
@@ -345,8 +374,8 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     rewards float32, flags bool, shape ``(batch,)``; ``info`` per env:
     ``env_id`` int32, ``players`` ``{"env_id": int32}``, ``lives`` int32,
     ``reward`` float32 (unclipped), ``terminated`` int32 (the game is over),
-    ``elapsed_step`` int32 (agent steps since the game began). EnvPool's
-    ``info["ram"]`` is not given. ``terminated`` excludes ``truncated``, as
+    ``elapsed_step`` int32 (agent steps since the game began); ``ram`` uint8
+    ``(batch, 128)`` when made with ``ram_info=True``. ``terminated`` excludes ``truncated``, as
     EnvPool (``done & ~trunc``).
 
     It is a ``gymnasium.Env`` too, as EnvPool's class, so ``gymnasium.Wrapper``
@@ -363,6 +392,9 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         self.batch_size = pool.batch_size
         self.action_space = self.single_action_space = spec.action_space
         self.observation_space = self.single_observation_space = spec.observation_space
+        # What TorchRL's GymWrapper reads: NEXT_STEP, which it refuses with
+        # its own clear error, as for a plain next-step pool.
+        self.autoreset_mode = AutoresetMode.NEXT_STEP
         self.all_env_ids = np.arange(self.num_envs, dtype=np.int32)
         self._was_reset = False
         if thread_affinity_offset >= 0:
@@ -406,6 +438,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             "reward": info["raw_reward"],
             "terminated": info["game_over"].astype(np.int32),
             "elapsed_step": info["elapsed_step"],
+            **({"ram": info["ram"]} if "ram" in info else {}),
         }
 
     def _result(self, out):
@@ -537,3 +570,119 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         return f"EnvPoolAdapter({self.spec.task_id!r}, {cfg})"
 
     __str__ = __repr__
+
+
+def _gym_spaces(spec: EnvSpec) -> tuple:
+    """One env's (action_space, observation_space) as ``gym.spaces`` when
+    ``gym`` is installed (so ``isinstance(space, gym.spaces.Discrete)``
+    holds in scripts that ``import gym``), else Gymnasium's."""
+    try:
+        import gym as legacy_gym
+    except ImportError:
+        return spec.action_space, spec.observation_space
+    obs = spec.observation_space
+    return (legacy_gym.spaces.Discrete(int(spec.action_space.n)),
+            legacy_gym.spaces.Box(0, 255, obs.shape, np.uint8))
+
+
+class GymEnvPoolAdapter(EnvPoolAdapter):
+    """A shmatari pool with the gym 0.2x API of EnvPool 0.6-0.8's
+    ``env_type="gym"``, which CleanRL's EnvPool scripts use.
+
+    - ``reset()`` returns ``obs`` alone (``(obs, info)`` when made with
+      ``gym_reset_return_info=True``); ``reset(env_id)`` as
+      :meth:`EnvPoolAdapter.reset`.
+    - ``step(action, env_id=None)`` and ``recv()`` return ``(obs, reward,
+      done, info)``: ``done = terminated | truncated`` (bool, shape
+      ``(batch,)``), ``info`` has :class:`EnvPoolAdapter`'s keys plus
+      ``"TimeLimit.truncated"`` (bool, ``(batch,)``: the episode hit
+      ``max_episode_steps``), as gym's ``TimeLimit`` and EnvPool 0.x.
+      ``info["terminated"]`` (int32) is the game being over, so CleanRL's
+      ``RecordEpisodeStatistics`` counts whole games under ``episodic_life``.
+    - ``recv(reset=True)`` returns ``(obs, info)`` (``obs`` alone with
+      ``return_info=False``), EnvPool 0.x's signature.
+    - ``action_space`` / ``observation_space`` are ``gym.spaces`` when
+      ``gym`` is installed, else Gymnasium's.
+
+    Autoreset is next-step, as EnvPool's: the step after a done step
+    returns the reset observation (reward 0, done False) and ignores its
+    action.
+    """
+
+    def __init__(self, pool, spec: EnvSpec, thread_affinity_offset: int = -1):
+        """Wraps ``pool`` (a next-step :class:`shmatari.ShmVectorEnv`)."""
+        super().__init__(pool, spec, thread_affinity_offset)
+        self.action_space, self.observation_space = _gym_spaces(spec)
+        self.single_action_space = self.action_space
+        self.single_observation_space = self.observation_space
+        self._reset_info = bool(spec.config.gym_reset_return_info)
+
+    def _gym_result(self, out):
+        obs, reward, terminated, truncated, info = out
+        info = self._info(info)
+        info["TimeLimit.truncated"] = truncated
+        return obs, reward, terminated | truncated, info
+
+    def reset(self, env_id=None, *, seed=None, options=None):
+        """Resets envs (as :meth:`EnvPoolAdapter.reset`); returns ``obs``
+        (uint8, ``(n, stack_num, H, W)``), or ``(obs, info)`` if made with
+        ``gym_reset_return_info=True``.
+
+        Raises:
+            As :meth:`EnvPoolAdapter.reset`.
+        """
+        obs, info = super().reset(env_id, seed=seed, options=options)
+        if self._reset_info:
+            info["TimeLimit.truncated"] = np.zeros(len(obs), bool)
+            return obs, info
+        return obs
+
+    def step(self, action, env_id=None):
+        """``send(action, env_id)`` then ``recv()``: ``(obs, reward, done,
+        info)``, shapes ``(batch_size, ...)``.
+
+        Raises:
+            As :meth:`shmatari.ShmVectorEnv.step`.
+        """
+        return self._gym_result(self.pool.step(action, env_id))
+
+    def recv(self, reset: bool = False, return_info: bool = True):
+        """The next ``batch_size`` results: ``(obs, reward, done, info)``;
+        with ``reset=True``, ``(obs, info)`` (``obs`` with ``return_info=False``).
+
+        Raises:
+            As :meth:`shmatari.ShmVectorEnv.recv`.
+        """
+        obs, reward, done, info = self._gym_result(self.pool.recv())
+        if reset:
+            return (obs, info) if return_info else obs
+        return obs, reward, done, info
+
+    def xla(self):
+        """EnvPool 0.x's ``xla()`` for the gym API: :meth:`EnvPoolAdapter.xla`'s
+        ``(handle, recv, send, step)`` (EnvPool's contract), with ``recv`` and
+        ``step`` returning ``(handle, (obs, reward, done, info))`` as
+        CleanRL's ``ppo_atari_envpool_xla_jax*.py`` unpack them: ``done =
+        terminated | truncated`` and ``info["TimeLimit.truncated"]`` added.
+        Pure functions of their arguments, as the underlying ones, so they
+        can be jitted and scanned.
+
+        Raises:
+            As :meth:`EnvPoolAdapter.xla`.
+        """
+        handle, recv, send, step = super().xla()
+
+        def gym_result(out):
+            obs, reward, terminated, truncated, info = out
+            return obs, reward, terminated | truncated, dict(info, **{"TimeLimit.truncated":
+                                                                      truncated})
+
+        def gym_recv(handle):
+            handle, out = recv(handle)
+            return handle, gym_result(out)
+
+        def gym_step(handle, action, env_id=None):
+            handle, out = step(handle, action, env_id)
+            return handle, gym_result(out)
+
+        return handle, gym_recv, send, gym_step

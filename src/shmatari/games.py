@@ -121,9 +121,11 @@ def resolve_game(env_id: str) -> str:
     if ram and _key(name) not in _rom_ids():
         game = name[:ram.start()]
         raise ValueError(
-            f"{env_id!r} names the RAM observations of {game or 'a game'}: RAM observations "
-            f"are not supported (only pixels); use "
-            f"{repr(game + '-v5') if game else 'the game name'} for its screen")
+            f"{env_id!r} names the RAM observations of {game or 'a game'}: shmatari's "
+            f"observations are pixels; use "
+            f"{repr(game + '-v5') if game else 'the game name'} with ram_info=True for the RAM "
+            f"in info['ram'] (or gymnasium.make('shmatari/<Game>-v5', obs_type='ram') for one "
+            f"env whose observation is its RAM)")
     legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
     name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
     ids = _rom_ids()

@@ -20,13 +20,15 @@ counts games, not lives.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.monitor import Monitor, ResultsWriter
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from .env import ShmVectorEnv
@@ -50,6 +52,9 @@ class ShmatariVecEnv(VecEnv):
     Observations are uint8, channels first: ``(num_envs, stack_num, H, W)``
     in grayscale, ``(num_envs, 3 * stack_num, H, W)`` in RGB (frame i in
     channels 3i..3i+2), as SB3's ``CnnPolicy`` and ``VecFrameStack`` expect.
+    With ``obs_layout="channels_last"``: ``(num_envs, H, W, stack_num)``
+    and ``(num_envs, H, W, 3 * stack_num)``, the layout of SB3's own
+    ``make_atari_env``, which ``VecTransposeImage`` requires.
     Rewards float32, dones bool, shape ``(num_envs,)``; ``infos`` a list of
     ``num_envs`` dicts with ``lives``, ``raw_reward`` (unclipped),
     ``game_over``, and on done steps ``terminal_observation`` (the done
@@ -61,7 +66,9 @@ class ShmatariVecEnv(VecEnv):
     not from ``s + i`` as SB3's own VecEnvs.
     """
 
-    def __init__(self, env: str | ShmVectorEnv, num_envs: int = 8, **make_kwargs):
+    def __init__(self, env: str | ShmVectorEnv, num_envs: int = 8, *,
+                 monitor_dir: str | None = None, monitor_kwargs: dict | None = None,
+                 **make_kwargs):
         """Makes a pool (or takes one) for SB3.
 
         Args:
@@ -69,15 +76,32 @@ class ShmatariVecEnv(VecEnv):
                 autoreset_mode="same_step", obs_layout="channels_first",
                 **make_kwargs)`` is made and owned: RGB frames come planar
                 from the workers), or a synchronous pool made with
-                ``autoreset_mode="same_step"`` (then ``close()`` closes it).
+                ``autoreset_mode="same_step"`` (then ``close()`` closes it;
+                observations are channels first).
             num_envs: envs, when ``env`` is a name.
-            **make_kwargs: :func:`shmatari.make`'s options.
+            monitor_dir: a folder where env i's finished games go to
+                ``<monitor_dir>/<i>.monitor.csv``, written by SB3's own
+                ``ResultsWriter`` (what its ``Monitor`` writes, so
+                ``load_results`` and ``plot_results`` read it): ``r`` the
+                raw score, ``l`` the game's emulator frames (no-ops
+                included; SB3's Monitor wraps the NoFrameskip env and counts
+                them), ``t`` seconds since the VecEnv was made. Needs
+                ``episode_statistics`` (the default).
+            monitor_kwargs: ``Monitor``'s ``info_keywords`` (info keys
+                written as extra columns), ``override_existing`` and
+                ``allow_early_resets`` (no effect); ``reset_keywords``
+                must be empty (``reset()`` takes no keywords).
+            **make_kwargs: :func:`shmatari.make`'s options; ``obs_layout``
+                is the layout of this VecEnv's observations (see the class).
 
         Raises:
             ValueError: a pool that is asynchronous or not same-step, or an
-                ``autoreset_mode`` other than ``"same_step"``.
-            TypeError, SharedMemorySpaceError, WorkerError: as :func:`shmatari.make`.
+                ``autoreset_mode`` other than ``"same_step"``; a
+                ``monitor_dir`` without ``episode_statistics``.
+            TypeError: an unknown ``monitor_kwargs`` key.
+            SharedMemorySpaceError, WorkerError: as :func:`shmatari.make`.
         """
+        layout = "channels_first"
         if isinstance(env, ShmVectorEnv):
             if make_kwargs:
                 raise TypeError(f"options {sorted(make_kwargs)} apply only when a game name "
@@ -88,7 +112,7 @@ class ShmatariVecEnv(VecEnv):
             if mode != "same_step":
                 raise ValueError(f"SB3's VecEnv resets done envs in the same step: "
                                  f"autoreset_mode must be 'same_step', got {mode!r}")
-            make_kwargs.setdefault("obs_layout", "channels_first")
+            layout = make_kwargs.setdefault("obs_layout", "channels_first")
             pool = _make(env, num_envs, autoreset_mode="same_step", **make_kwargs)
         if pool.batch_size != pool.num_envs:
             raise ValueError(f"SB3 steps every env at once: the pool must be synchronous "
@@ -101,16 +125,57 @@ class ShmatariVecEnv(VecEnv):
         # A channels-last RGB pool given by the caller: transposed here
         # (a pool made here is channels first: the kernel writes it so).
         self._rgb = len(shape) == 4
+        self._channels_last = layout == "channels_last"
         if self._rgb:
             s, h, w, c = shape
-            shape = (s * c, h, w)
+            shape = (h, w, s * c) if self._channels_last else (s * c, h, w)
+        elif self._channels_last:
+            s, h, w = shape
+            shape = (h, w, s)
         self._env_attrs: list[dict] = [{} for _ in range(pool.num_envs)]
         self._t_start = time.time()
+        self._monitors: list[ResultsWriter] = []
+        self._info_keywords: tuple = ()
+        try:
+            if monitor_dir is not None:
+                self._open_monitors(monitor_dir, monitor_kwargs or {},
+                                    env if isinstance(env, str) else None)
+            elif monitor_kwargs:
+                raise ValueError("monitor_kwargs apply only with monitor_dir")
+        except BaseException:
+            if not isinstance(env, ShmVectorEnv):
+                pool.close()
+            raise
         super().__init__(pool.num_envs, gym.spaces.Box(0, 255, shape, np.uint8),
                          pool.single_action_space)
 
+    def _open_monitors(self, monitor_dir: str, kwargs: dict, env_id: str | None) -> None:
+        """One SB3 ``ResultsWriter`` per env: ``<monitor_dir>/<i>.monitor.csv``."""
+        unknown = sorted(set(kwargs) - {"info_keywords", "override_existing",
+                                        "allow_early_resets", "reset_keywords"})
+        if unknown:
+            raise TypeError(f"unknown monitor_kwargs {unknown}; Monitor's info_keywords, "
+                            f"override_existing, allow_early_resets are taken")
+        if kwargs.get("reset_keywords"):
+            raise ValueError("monitor_kwargs reset_keywords must be empty: reset() takes no "
+                             "keywords")
+        if self.pool.config is not None and not self.pool.config.episode_statistics:
+            raise ValueError("monitor_dir needs the pool's episode statistics: leave "
+                             "episode_statistics=True")
+        self._info_keywords = tuple(kwargs.get("info_keywords", ()))
+        header = {"t_start": self._t_start, "env_id": str(env_id)}
+        for i in range(self.pool.num_envs):
+            self._monitors.append(ResultsWriter(
+                os.path.join(monitor_dir, str(i)), header=header,
+                extra_keys=self._info_keywords,
+                override_existing=kwargs.get("override_existing", True)))
+
     # -- observations and infos -------------------------------------------------
     def _obs(self, obs: np.ndarray) -> np.ndarray:
+        if self._channels_last:  # the pool's (b, s, h, w[, c]) -> (b, h, w, s * c)
+            b, s, h, w = obs.shape[:4]
+            order = (0, 2, 3, 1, 4) if self._rgb else (0, 2, 3, 1)
+            return np.ascontiguousarray(obs.transpose(order)).reshape(b, h, w, -1)
         if self._rgb:
             b, s, h, w, c = obs.shape
             obs = np.ascontiguousarray(obs.transpose(0, 1, 4, 2, 3)).reshape(b, s * c, h, w)
@@ -133,6 +198,10 @@ class ShmatariVecEnv(VecEnv):
             for i in np.flatnonzero(info["_episode"]):
                 infos[i]["episode"] = {"r": round(float(ep["r"][i]), 6), "l": int(ep["l"][i]),
                                        "t": t}
+                if self._monitors:
+                    row = {"r": infos[i]["episode"]["r"], "l": int(ep["frames"][i]), "t": t}
+                    row.update({k: infos[i].get(k) for k in self._info_keywords})
+                    self._monitors[i].write_row(row)
         return infos
 
     # -- the VecEnv API -----------------------------------------------------------
@@ -160,7 +229,10 @@ class ShmatariVecEnv(VecEnv):
                 self._infos(info, terminated, truncated))
 
     def close(self) -> None:
-        """Closes the pool (idempotent)."""
+        """Closes the pool and the monitor files (idempotent)."""
+        for writer in self._monitors:
+            writer.close()
+        self._monitors = []
         self.pool.close()
 
     def _indices(self, indices) -> list[int]:
@@ -250,33 +322,53 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
     ends the episode, FIRE reset, clipped rewards) and ``stack_num=1``: add
     ``VecFrameStack(env, n_stack=4)`` as with SB3's. Only the game is taken
     from ``env_id`` (``"BreakoutNoFrameskip-v4"``, ``"Breakout"``).
+    Observations are channels first, ``(n_envs, 1, 84, 84)``, unless
+    ``obs_layout="channels_last"`` asks for SB3's own layout,
+    ``(n_envs, 84, 84, 1)``, which ``VecTransposeImage`` requires.
 
     Args:
         env_id: the game.
         n_envs: envs in the pool.
         seed: the pool seed (env i: ``SeedSequence(seed, spawn_key=(i,))``).
         start_index: 0 only.
-        monitor_dir: None only (the infos carry Monitor's ``episode`` dicts;
-            no CSV is written).
+        monitor_dir: where SB3's ``monitor.csv`` files go, one per env
+            (``<i>.monitor.csv``; see :class:`ShmatariVecEnv`); None: none
+            written (the infos carry Monitor's ``episode`` dicts either way).
         wrapper_kwargs: ``AtariWrapper``'s ``noop_max``, ``frame_skip``,
             ``screen_size``, ``terminal_on_life_loss``, ``clip_reward``,
             ``action_repeat_probability``.
-        env_kwargs: ``repeat_action_probability``, ``full_action_space``.
-        vec_env_cls, vec_env_kwargs, monitor_kwargs: None only.
-        **options: any other :func:`shmatari.make` argument (``num_workers``, ...).
+        env_kwargs: what SB3 passes to ale-py's ``AtariEnv``, by ale-py's
+            names or shmatari's (:func:`shmatari.registration.ale_kwargs`):
+            ``repeat_action_probability``, ``full_action_space``,
+            ``render_mode`` (``"rgb_array"``: ``get_images()`` and
+            ``VecVideoRecorder`` work), ``max_num_frames_per_episode``, ...
+        vec_env_cls: None, ``DummyVecEnv`` or ``SubprocVecEnv``: the pool is
+            one VecEnv whose envs run in worker processes either way.
+        vec_env_kwargs: ``SubprocVecEnv``'s ``start_method`` (the workers'
+            start method); nothing else.
+        monitor_kwargs: ``Monitor``'s, with ``monitor_dir`` (see
+            :class:`ShmatariVecEnv`).
+        **options: any other :func:`shmatari.make` argument (``num_workers``,
+            ``obs_layout``, ...).
 
     Raises:
         ValueError: an argument with no shmatari meaning, named.
         TypeError: an unknown keyword.
     """
-    for name, value in (("monitor_dir", monitor_dir), ("vec_env_cls", vec_env_cls),
-                        ("vec_env_kwargs", vec_env_kwargs), ("monitor_kwargs", monitor_kwargs)):
-        if value:
-            raise ValueError(f"{name} is not supported: the pool is its own VecEnv and its "
-                             f"infos carry Monitor's episode dicts")
+    from .registration import ale_kwargs
+
+    if vec_env_cls not in (None, DummyVecEnv, SubprocVecEnv):
+        raise ValueError(f"vec_env_cls must be None, DummyVecEnv or SubprocVecEnv (the pool is "
+                         f"one VecEnv of worker processes), got {vec_env_cls!r}")
+    vec_env_kwargs = dict(vec_env_kwargs or {})
+    if vec_env_kwargs and (vec_env_cls is not SubprocVecEnv or set(vec_env_kwargs) - {"start_method"}):
+        raise ValueError(f"vec_env_kwargs {sorted(vec_env_kwargs)} are not supported: only "
+                         f"SubprocVecEnv's start_method (the workers' start method)")
     if start_index:
         raise ValueError("start_index must be 0: env i's seed comes from (seed, i)")
     opts: dict[str, Any] = {"preset": "dqn", "stack_num": 1}
+    if "start_method" in vec_env_kwargs:
+        opts["start_method"] = vec_env_kwargs["start_method"]
     for key, value in (wrapper_kwargs or {}).items():
         if key == "screen_size":
             opts["img_height"] = opts["img_width"] = value
@@ -285,14 +377,19 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
         else:
             raise TypeError(f"unknown AtariWrapper keyword {key!r}; known: "
                             f"{sorted(_WRAPPER_KWARGS) + ['screen_size']}")
-    for key, value in (env_kwargs or {}).items():
-        if key not in ("repeat_action_probability", "full_action_space"):
-            raise TypeError(f"env_kwargs {key!r} is not supported (repeat_action_probability, "
-                            f"full_action_space are)")
-        opts[key] = value
+    env_kwargs = dict(env_kwargs or {})
+    if "frameskip" in env_kwargs or "frame_skip" in env_kwargs:
+        raise ValueError("env_kwargs frameskip: SB3's NoFrameskip env emulates one frame per "
+                         "step and AtariWrapper skips; set wrapper_kwargs={'frame_skip': k}")
+    env_opts, ram_obs = ale_kwargs(env_kwargs, single=True)
+    if ram_obs:
+        raise ValueError("env_kwargs obs_type='ram' is not supported by make_atari_env (its "
+                         "wrappers take screens); pass ram_info=True for info['ram']")
+    opts.update(env_opts)
     opts.update(options)
     with warnings.catch_warnings():
         # The legacy-name warning says shmatari's options are ALE v5's; here
         # they are set to SB3's conventions explicitly.
         warnings.filterwarnings("ignore", message=".*names Gym's legacy conventions.*")
-        return ShmatariVecEnv(env_id, n_envs, seed=seed, **opts)
+        return ShmatariVecEnv(env_id, n_envs, seed=seed, monitor_dir=monitor_dir,
+                              monitor_kwargs=monitor_kwargs, **opts)

@@ -228,7 +228,8 @@ class Supervisor:
             autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode],
             obs_layout=_core.OBS_LAYOUTS[cfg.obs_layout],
             **(dict(zip(("screen_height", "screen_width"), cfg.screen_shape))
-               if cfg.render_mode == "rgb_array" else {}))
+               if cfg.render_mode == "rgb_array" else {}),
+            ram_bytes=_core.RAM_BYTES if cfg.ram_info else 0)
         total = _core.header_words(header)["total_bytes"]
         shm.sweep_stale()
         segment = shm.create(segment_name, total)

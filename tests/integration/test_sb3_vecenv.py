@@ -93,3 +93,54 @@ def test_get_images_gives_the_full_size_frames():
         assert env.render(mode="rgb_array").shape[-1] == 3  # SB3 tiles them
     finally:
         env.close()
+
+
+def test_monitor_dir_channels_last_and_env_kwargs_as_sb3s_make_atari_env(tmp_path):
+    import csv
+    import json
+
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecTransposeImage
+
+    # SB3's recipe: VecTransposeImage(VecFrameStack(make_atari_env(...))) needs
+    # channels last. A 200-frame cap ends each game within 60 steps.
+    env = make_atari_env("BreakoutNoFrameskip-v4", n_envs=2, seed=0, num_workers=1,
+                         obs_layout="channels_last", monitor_dir=str(tmp_path),
+                         monitor_kwargs={"info_keywords": ("lives",)},
+                         env_kwargs={"render_mode": "rgb_array",
+                                     "max_num_frames_per_episode": 200},
+                         vec_env_cls=SubprocVecEnv, vec_env_kwargs={"start_method": "spawn"})
+    assert env.observation_space.shape == (84, 84, 1)
+    assert env.pool.config.start_method == "spawn"
+    wrapped = VecTransposeImage(VecFrameStack(env, n_stack=4))
+    try:
+        assert wrapped.observation_space.shape == (4, 84, 84)
+        obs = wrapped.reset()
+        assert obs.shape == (2, 4, 84, 84)
+        raw = env.pool.step(np.zeros(2, np.int64))[0]      # (2, 1, 84, 84) from the pool
+        assert np.array_equal(env._obs(raw)[..., 0], raw[:, 0])
+        games = 0
+        for _ in range(60):
+            obs, _, dones, infos = wrapped.step(np.ones(2, np.int64))
+            games += sum("episode" in info for info in infos)
+        assert games >= 2
+        assert wrapped.get_images()[0].shape == (210, 160, 3)
+    finally:
+        wrapped.close()
+    for i in range(2):
+        with open(tmp_path / f"{i}.monitor.csv") as f:
+            header = json.loads(f.readline()[1:])
+            rows = list(csv.DictReader(f))
+        assert header["env_id"] == "BreakoutNoFrameskip-v4" and "t_start" in header
+        assert rows and all(int(r["l"]) == 200 for r in rows)   # frames, as SB3's Monitor
+        assert all(set(r) == {"r", "l", "t", "lives"} for r in rows)
+
+
+def test_make_atari_env_refuses_what_has_no_meaning_here():
+    from stable_baselines3.common.vec_env import VecEnv
+
+    with pytest.raises(ValueError, match="vec_env_cls"):
+        make_atari_env("Pong", n_envs=1, vec_env_cls=VecEnv)
+    with pytest.raises(ValueError, match="wrapper_kwargs"):
+        make_atari_env("Pong", n_envs=1, env_kwargs={"frameskip": 1})
+    with pytest.raises(ValueError, match="episode_statistics"):
+        make_atari_env("Pong", n_envs=1, monitor_dir="/tmp/x", episode_statistics=False)

@@ -46,3 +46,35 @@ def test_gym_wrapper_refuses_next_step_and_says_which_modes_work():
     with shmatari.make("Pong", num_envs=2, num_workers=1) as pool:
         with pytest.raises(RuntimeError, match="SAME_STEP or DISABLED"):
             GymWrapper(pool)
+
+
+def test_gym_env_on_the_single_env_id_collects_across_episode_ends():
+    from torchrl.envs import GymEnv
+
+    # TorchRL passes frameskip (ale-py's name) to gymnasium.make, and runs
+    # num_envs single envs in Gymnasium's AsyncVectorEnv, whose processes it
+    # spawns: the "module:id" form registers the ids there too (a script
+    # that imports shmatari.registration at its top gets them anyway).
+    # 100 frames at 4 a step, no no-ops: every game is truncated at step 25.
+    env = GymEnv("shmatari.registration:shmatari/Breakout-v5", num_envs=4, frame_skip=4,
+                 noop_max=0,
+                 max_num_frames_per_episode=100)
+    try:
+        assert tuple(env.batch_size) == (4,)
+        td = env.rollout(30, break_when_any_done=False)
+        assert tuple(td["next", "observation"].shape) == (4, 30, 4, 84, 84)
+        done = td["next", "done"].squeeze(-1)
+        assert done[:, 24].all() and int(done.sum()) == 4
+    finally:
+        env.close()
+
+
+def test_gym_wrapper_on_the_envpool_adapter_gives_torchrls_clear_error():
+    import shmatari.envpool as envpool
+
+    # The adapter is next-step, as EnvPool's; it says so, and TorchRL refuses
+    # it with the same message as a plain next-step pool (not AttributeError).
+    with envpool.make("Breakout-v5", num_envs=4) as adapter:
+        assert adapter.autoreset_mode == adapter.pool.autoreset_mode
+        with pytest.raises(RuntimeError, match="SAME_STEP or DISABLED"):
+            GymWrapper(adapter)

@@ -76,6 +76,9 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   want.obs_layout = minor12 ? h.obs_layout : 0;
   want.screen_height = minor12 ? h.screen_height : 0;
   want.screen_width = minor12 ? h.screen_width : 0;
+  /* (1.3) the RAM area: none in an older pool. */
+  const int minor13 = h.abi_minor >= 3;
+  want.ram_bytes = minor13 ? h.ram_bytes : 0;
   char why[400];
   if (shmatari_layout_compute_msg(&want, why, sizeof why) != SHMATARI_LAYOUT_OK)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
@@ -112,6 +115,8 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
     SHMATARI_EXPECT("render_env_bytes", h.render_env_bytes,
                     want.render_env_bytes)
   }
+  if (minor13 && h.abi_minor <= SHMATARI_ABI_MINOR)
+    SHMATARI_EXPECT("ram_offset", h.ram_offset, want.ram_offset)
 #undef SHMATARI_EXPECT
   if (bad != NULL)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
@@ -150,6 +155,21 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
                          (unsigned long long)h.render_offset,
                          (unsigned long long)h.render_env_bytes,
                          (unsigned long long)h.total_bytes);
+  if (want.screen_height != 0) end = render_end;
+  /* (1.3) The RAM area, when there is one, lies after the slots and the
+   * render area; a higher minor version may only have moved it further. */
+  uint64_t ram_total, ram_end;
+  if (want.ram_bytes != 0 &&
+      (h.ram_offset < end || h.ram_offset % SHMATARI_ALIGN != 0 ||
+       shmatari_mul_u64(h.num_envs, want.ram_bytes, &ram_total) ||
+       shmatari_add_u64(h.ram_offset, ram_total, &ram_end) ||
+       ram_end > h.total_bytes))
+    return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari segment: its RAM area (offset %llu, "
+                         "%u bytes per env) does not fit its %llu bytes after "
+                         "the slots and the render area",
+                         (unsigned long long)h.ram_offset, want.ram_bytes,
+                         (unsigned long long)h.total_bytes);
   if (h.num_actions > SHMATARI_MAX_ACTIONS)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "not a shmatari segment: num_actions %u is more than "
@@ -160,6 +180,7 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
     want.render_offset = h.render_offset;
     want.render_env_bytes = h.render_env_bytes;
   }
+  if (want.ram_bytes != 0) want.ram_offset = h.ram_offset; /* checked above */
   shmatari_geom_set(g, base, &want);
   return SHMATARI_OK;
 }

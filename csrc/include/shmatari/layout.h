@@ -24,6 +24,8 @@
  *   [slots:       ring_depth  x slot_bytes] results, one batch per slot
  *   [render:      num_envs    x render_env_bytes] (1.2, only when
  *                 screen_height is not 0) each env's last screen
+ *   [ram:         num_envs    x ram_bytes] (1.3, only when ram_bytes is
+ *                 not 0) each env's console RAM at its last result
  *
  * A slot holds one batch of batch_size results:
  *   [slot header: 64 bytes, done_count first]
@@ -61,10 +63,10 @@ extern "C" {
 #endif
 
 #define SHMATARI_ABI_MAJOR 1u
-#define SHMATARI_ABI_MINOR 2u /* 1.1: autoreset_mode, slot_final_offset,
+#define SHMATARI_ABI_MINOR 3u /* 1.1: autoreset_mode, slot_final_offset,
                                   CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED;
                                   1.2: obs_layout, the render area,
-                                  owner_start */
+                                  owner_start; 1.3: the RAM area */
 /* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
 #define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
 
@@ -76,6 +78,7 @@ extern "C" {
 #define SHMATARI_MAX_FIELDS 16u
 #define SHMATARI_SEED_WORDS 4u
 #define SHMATARI_RENDER_PALETTE_BYTES 768u /* (1.2) uint8 [256][3] */
+#define SHMATARI_RAM_BYTES 128u /* (1.3) the Atari 2600's RAM, uint8 [128] */
 
 /* Commands a client posts for one env (shmatari_env_ctrl.cmd). */
 enum shmatari_cmd {
@@ -302,7 +305,14 @@ typedef struct shmatari_result {
                                 field 22 of /proc/<owner_pid>/stat); 0 if     \
                                 unknown. With owner_pid it names the owner:   \
                                 shmatari_owner_alive */                       \
-  X(uint64_t, reserved0, [10]) /* 408..487 */                                 \
+  X(uint64_t, ram_offset, ) /* 408: (1.3) from the segment's start: the RAM  \
+                                area, num_envs x ram_bytes; 0 when ram_bytes  \
+                                is 0 */                                       \
+  X(uint32_t, ram_bytes, ) /* 416: (1.3) bytes of console RAM per env in the  \
+                                RAM area, and its stride: 0 (no RAM area) or  \
+                                SHMATARI_RAM_BYTES. An input of               \
+                                shmatari_layout_compute */                    \
+  X(uint32_t, reserved0, [17]) /* 420..487 */                                 \
   X(uint64_t, render_offset, ) /* 488: (1.2) from the segment's start: the    \
                                 render area, num_envs x render_env_bytes; 0   \
                                 when the pool does not render (screen_height  \
@@ -414,6 +424,10 @@ SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, render_offset) == 488,
                        "render_offset");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, owner_start) == 400,
                        "owner_start");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, ram_offset) == 408 &&
+                           offsetof(shmatari_header, ram_bytes) == 416,
+                       "ram");
+SHMATARI_STATIC_ASSERT(SHMATARI_RAM_BYTES % SHMATARI_ALIGN == 0, "ram stride");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, main_seq) == 512, "main_seq");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, alloc_pos) == 576, "alloc");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, consumed_batches) == 640,
@@ -473,7 +487,7 @@ enum { SHMATARI_LAYOUT_OK = 0, SHMATARI_LAYOUT_INVALID = -1,
 /* Fills in every size and offset of h from its primary parameters
  * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
  * img_width, channels, frame_skip, autoreset_mode, obs_layout, screen_height,
- * screen_width), and the identity words.
+ * screen_width, ram_bytes), and the identity words.
  * Every parameter is bounded (SHMATARI_MAX_*) and every sum and product is
  * checked for overflow. Returns SHMATARI_LAYOUT_OK, or _INVALID /
  * _TOO_LARGE, writing the reason (with the byte count when too large) to
@@ -496,14 +510,15 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
       h->obs_layout > SHMATARI_OBS_CHANNELS_FIRST ||
       h->screen_height > SHMATARI_MAX_IMG_SIDE ||
       h->screen_width > SHMATARI_MAX_IMG_SIDE ||
-      (h->screen_height == 0) != (h->screen_width == 0)) {
+      (h->screen_height == 0) != (h->screen_width == 0) ||
+      (h->ram_bytes != 0 && h->ram_bytes != SHMATARI_RAM_BYTES)) {
     if (msg != NULL)
       snprintf(msg, len, "invalid geometry: num_envs %u (1..%u), num_workers "
                "%u (1..num_envs), batch_size %u (1..num_envs), ring_depth %u "
                "(%u..%u), stack_num %u (1..%u), image %ux%u (1..%u a side), "
                "channels %u (1 or 3), frame_skip %u (1..%u), autoreset_mode "
                "%u (0..2), obs_layout %u (0..1), screen %ux%u (both 0, or 1..%u a "
-               "side)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
+               "side), ram_bytes %u (0 or %u)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
                h->batch_size, h->ring_depth,
                h->batch_size ? shmatari_min_ring_depth(h->num_envs,
                                                        h->batch_size) : 0,
@@ -511,7 +526,7 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
                h->img_height, h->img_width, SHMATARI_MAX_IMG_SIDE, h->channels,
                h->frame_skip, SHMATARI_MAX_FRAME_SKIP, h->autoreset_mode,
                h->obs_layout, h->screen_height, h->screen_width,
-               SHMATARI_MAX_IMG_SIDE);
+               SHMATARI_MAX_IMG_SIDE, h->ram_bytes, SHMATARI_RAM_BYTES);
     return SHMATARI_LAYOUT_INVALID;
   }
   h->magic = SHMATARI_MAGIC;
@@ -562,6 +577,12 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
     over |= shmatari_mul_u64(h->num_envs, h->render_env_bytes, &t);
     over |= shmatari_add_u64(off, t, &off);
   }
+  h->ram_offset = 0;
+  if (h->ram_bytes != 0) { /* (1.3) the RAM area; off is 64-aligned here */
+    h->ram_offset = off;
+    over |= shmatari_mul_u64(h->num_envs, h->ram_bytes, &t);
+    over |= shmatari_add_u64(off, t, &off);
+  }
   h->total_bytes = off;
   if (over || h->total_bytes > SHMATARI_MAX_SEGMENT_BYTES) {
     if (msg != NULL) {
@@ -603,6 +624,8 @@ typedef struct shmatari_geom {
   uint64_t slot_obs_offset, slot_final_offset;
   uint64_t slot_field_offset[SHMATARI_MAX_FIELDS];
   uint64_t render_offset, render_env_bytes; /* (1.2) */
+  uint64_t ram_offset; /* (1.3) 0: no RAM area */
+  uint32_t ram_bytes;  /* (1.3) 0 or SHMATARI_RAM_BYTES */
 } shmatari_geom;
 
 /* Copies the geometry of `checked` (a header already checked, or computed by
@@ -626,6 +649,8 @@ static inline void shmatari_geom_set(shmatari_geom *g, void *base,
   g->screen_width = checked->screen_width;
   g->render_offset = checked->render_offset;
   g->render_env_bytes = checked->render_env_bytes;
+  g->ram_offset = checked->ram_offset;
+  g->ram_bytes = checked->ram_bytes;
   g->obs_frame_bytes = checked->obs_frame_bytes;
   g->obs_env_bytes = checked->obs_env_bytes;
   g->slot_bytes = checked->slot_bytes;
@@ -670,6 +695,16 @@ static inline uint8_t *shmatari_render_area(const shmatari_geom *g,
                                             uint32_t env) {
   return (uint8_t *)g->hdr + g->render_offset +
          (uint64_t)env * g->render_env_bytes;
+}
+
+/* (1.3) Env env's part of the RAM area: its console RAM, uint8 [ram_bytes].
+ * The worker writes it before it publishes each result of the env (with the
+ * render area), so a client that has taken the env's latest result, and
+ * posted it nothing since, reads the RAM of that result's state (after the
+ * reset, in a same-step pool's done row). Only when ram_offset is not 0. */
+static inline uint8_t *shmatari_ram_area(const shmatari_geom *g,
+                                         uint32_t env) {
+  return (uint8_t *)g->hdr + g->ram_offset + (uint64_t)env * g->ram_bytes;
 }
 
 /* The env_id element of the row of result position pos. */
