@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import shmatari
-from conftest import SANITIZE
+from conftest import SANITIZE, build_sanitized
 from shmatari import _core, cli, shm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,6 +331,7 @@ def test_c_client_refuses_every_crafted_segment_under_sanitizers(tmp_path):
         assert case in passed, res.stdout
     if len(args) > 1:
         for case in ("symlink_is_not_followed", "mode_0666_is_refused", "sparse_file_is_refused",
+                     "hole_padded_past_the_end_is_refused",
                      "fifo_is_refused_without_blocking", "own_0600_segment_passes_the_open_checks"):
             assert case in passed, res.stdout
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"shmatari_trust{os.getpid()}")]
@@ -468,6 +469,53 @@ def test_sparse_file_is_refused(shm_name):
     _write(path, bytes(segment_bytes()), sparse=True)
     err = _attach_error(name)
     assert err.code == "untrusted" and "sparse" in str(err)
+
+
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, mode, offset, length) != 0:
+        err = ctypes.get_errno()
+        pytest.skip(f"fallocate(mode {mode}) on /dev/shm: {os.strerror(err)}")
+
+
+def test_hole_padded_past_the_end_is_refused_by_both_clients(shm_name, tmp_path):
+    """Issue 25: a hole inside the segment, padded with as many bytes
+    allocated past its end (FALLOC_FL_KEEP_SIZE), passed the "every byte
+    allocated" check (st_blocks x 512 >= st_size). Both clients look for
+    holes (lseek SEEK_HOLE: the first hole is at the file's size)."""
+    name, path = shm_name
+    data = bytes(segment_bytes())
+    assert len(data) > 2 * 4096
+    _write(path, data)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        _fallocate(fd, 0x02 | 0x01, 4096, 4096)  # PUNCH_HOLE | KEEP_SIZE: page 1
+        _fallocate(fd, 0x01, len(data), 8192)  # KEEP_SIZE: two pages past the end
+        st = os.fstat(fd)
+        assert st.st_blocks * 512 >= st.st_size  # what the old check compared
+        assert os.lseek(fd, 0, os.SEEK_HOLE) == 4096
+    finally:
+        os.close(fd)
+    err = _attach_error(name)
+    assert err.code == "untrusted" and "hole at byte 4096" in str(err), str(err)
+    with pytest.raises(shm.UntrustedSegmentError, match="sparse"):
+        shm.attach(f"shmatari_{name}")
+    # ... and the C client, with the same message (one policy, in attach.h).
+    src = tmp_path / "attach.c"
+    src.write_text('#include "shmatari/shmatari.h"\nint main(int c, char **v) {\n'
+                   '  (void)c; shmatari_client cl; int r = shmatari_attach(&cl, v[1], 0);\n'
+                   '  printf("%d %s\\n", r, cl.error); return 0; }\n')
+    exe = tmp_path / "attach"
+    cc = _cc("cc", "gcc", "clang") or pytest.skip("no C compiler")
+    build_sanitized([cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}", str(src),
+                     "-o", str(exe)])
+    res = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=60)
+    code, _, msg = res.stdout.partition(" ")
+    assert int(code) == _core.STATUS["untrusted"], res.stdout + res.stderr
+    assert msg.strip() == str(err).partition(": ")[2], (msg, str(err))
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
