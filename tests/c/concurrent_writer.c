@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
   uint64_t rs = seed ^ UINT64_C(0x5eed);
   int32_t *acts = (int32_t *)calloc(c.geom.num_envs, sizeof(int32_t));
   if (acts == NULL) return 1;
-  int attached = 1;
+  int attached = 1, waited = 0;
   r = shmatari_reset_envs(&c, SHMATARI_CMD_RESET, NULL, SHMATARI_SECOND);
   while (shmatari_now_ns() < end) {
     if (!attached) {
@@ -205,7 +205,10 @@ int main(int argc, char **argv) {
       continue;
     }
     shmatari_batch b;
-    r = shmatari_wait(&c, &b, SHMATARI_SECOND / 5);
+    r = shmatari_wait(&c, &b, SHMATARI_SECOND / 2);
+    if (r == SHMATARI_ERR_TIMEOUT && ++waited < 4)
+      continue; /* a loaded machine: wait on, and reset after 2 s */
+    waited = 0;
     if (r == SHMATARI_OK) {
       steps += b.size;
       for (uint32_t i = 0; i < b.size; i++)

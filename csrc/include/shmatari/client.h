@@ -137,14 +137,12 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
   /* Read once: env_ids (b.env_id of a batch) and actions may point into the
    * segment, which another process may change under us; the copies are
    * checked, then posted. */
-  const int32_t *ids = NULL;
-  if (env_ids != NULL && n > 0) {
+  const int32_t *ids = NULL; /* NULL: every env */
+  if (env_ids != NULL) {
     memcpy(c->call_env_ids, env_ids, (size_t)n * sizeof(int32_t));
     ids = c->call_env_ids;
-  } else if (env_ids != NULL) {
-    ids = c->call_env_ids; /* no envs: a list of none, not every env */
   }
-  if (n > 0) memcpy(c->call_actions, actions, (size_t)n * sizeof(int32_t));
+  memcpy(c->call_actions, actions, (size_t)n * sizeof(int32_t));
   r = shmatari_check_envs(c, SHMATARI_CALL_SEND, ids, n, c->call_actions,
                           SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
   if (r == SHMATARI_OK)
