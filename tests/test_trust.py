@@ -756,12 +756,11 @@ while time.monotonic() < end:
     a = ids[rng.randrange(len(ids))]
     i = rng.randrange(a.size)
     old = int(a[i])
-    a[i] = rng.choice(bad)
-    if rng.random() < 0.95:  # mostly a toggle: bad for a moment, then back
-        a[i] = old
+    a[i] = rng.choice(bad)  # a toggle: bad for a moment, then back
+    a[i] = old
     flips += 1
-    if flips % 64 == 0:
-        time.sleep(0.0005)
+    if flips % 16 == 0:
+        time.sleep(0.001)
 del ids, a
 m.close()
 print("flips", flips)
