@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import shmatari
-from conftest import SANITIZE
+from conftest import SANITIZE, build_sanitized
 from shmatari import _core, cli, shm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,6 +367,7 @@ def test_c_client_refuses_every_crafted_segment_under_sanitizers(tmp_path):
         assert case in passed, res.stdout
     if len(args) > 1:
         for case in ("symlink_is_not_followed", "mode_0666_is_refused", "sparse_file_is_refused",
+                     "hole_padded_past_the_end_is_refused",
                      "fifo_is_refused_without_blocking", "own_0600_segment_passes_the_open_checks"):
             assert case in passed, res.stdout
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"shmatari_trust{os.getpid()}")]
@@ -504,6 +505,63 @@ def test_sparse_file_is_refused(shm_name):
     _write(path, bytes(segment_bytes()), sparse=True)
     err = _attach_error(name)
     assert err.code == "untrusted" and "sparse" in str(err)
+
+
+def test_the_trust_policy_is_written_once():
+    """Issue 21: the policy and its messages were written twice (shm.py and
+    attach.h) and could drift; Python now calls the C check (_core.trust_fd,
+    _core.trust_path) and words none of it itself."""
+    source = Path(shm.__file__).read_text()
+    for text in ("refusing", "st_blocks", "S_ISLNK", "geteuid", "0o077"):
+        assert text not in source, text
+    assert "_core.trust_fd(" in source and "_core.trust_path(" in source
+
+
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, mode, offset, length) != 0:
+        err = ctypes.get_errno()
+        pytest.skip(f"fallocate(mode {mode}) on /dev/shm: {os.strerror(err)}")
+
+
+def test_hole_padded_past_the_end_is_refused_by_both_clients(shm_name, tmp_path):
+    """Issue 25: a hole inside the segment, padded with as many bytes
+    allocated past its end (FALLOC_FL_KEEP_SIZE), passed the "every byte
+    allocated" check (st_blocks x 512 >= st_size). Both clients look for
+    holes (lseek SEEK_HOLE: the first hole is at the file's size)."""
+    name, path = shm_name
+    data = bytes(segment_bytes())
+    assert len(data) > 2 * 4096
+    _write(path, data)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        _fallocate(fd, 0x02 | 0x01, 4096, 4096)  # PUNCH_HOLE | KEEP_SIZE: page 1
+        _fallocate(fd, 0x01, len(data), 8192)  # KEEP_SIZE: two pages past the end
+        st = os.fstat(fd)
+        assert st.st_blocks * 512 >= st.st_size  # what the old check compared
+        assert os.lseek(fd, 0, os.SEEK_HOLE) == 4096
+    finally:
+        os.close(fd)
+    err = _attach_error(name)
+    assert err.code == "untrusted" and "hole at byte 4096" in str(err), str(err)
+    with pytest.raises(shm.UntrustedSegmentError, match="sparse"):
+        shm.attach(f"shmatari_{name}")
+    # ... and the C client, with the same message (one policy, in attach.h).
+    src = tmp_path / "attach.c"
+    src.write_text('#include "shmatari/shmatari.h"\nint main(int c, char **v) {\n'
+                   '  (void)c; shmatari_client cl; int r = shmatari_attach(&cl, v[1], 0);\n'
+                   '  printf("%d %s\\n", r, cl.error); return 0; }\n')
+    exe = tmp_path / "attach"
+    cc = _cc("cc", "gcc", "clang") or pytest.skip("no C compiler")
+    build_sanitized([cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}", str(src),
+                     "-o", str(exe)])
+    res = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=60)
+    code, _, msg = res.stdout.partition(" ")
+    assert int(code) == _core.STATUS["untrusted"], res.stdout + res.stderr
+    assert msg.strip() == str(err).partition(": ")[2], (msg, str(err))
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
@@ -687,6 +745,123 @@ def test_two_users_another_users_segment_is_refused_by_the_c_client(other_user, 
     code, _, msg = res.stdout.partition(" ")
     assert int(code) == _core.STATUS["untrusted"], res.stdout + res.stderr
     assert "belongs to uid 0" in msg
+
+
+# -- a concurrent writer (issue 25: double fetch) ------------------------------------------
+
+@pytest.mark.parametrize("batch_size", [None, 4], ids=["sync", "async"])
+def test_concurrent_writer_cannot_make_the_c_client_overflow(tmp_path, batch_size):
+    """Issue 25: a process of the same user toggling a ring row's env_id
+    while the C client calls shmatari_send(&c, acts, b.env_id, b.size) (b.env_id
+    points into the segment) made it index its own arrays with the new,
+    unchecked value (ASan: heap-buffer-overflow in shmatari_client_post). A
+    thread flips env_id rows, flags, done counts, header and worker words of
+    a real pool while the client steps it (tests/c/concurrent_writer.c), under
+    ASan and UBSan: refusals, timeouts and re-attaches are fine, an access
+    outside the client's memory aborts. Longer runs: SHMATARI_FUZZ_SECONDS."""
+    from test_server import Server
+
+    exe = _build(tmp_path, "concurrent_writer.c", "concurrent_writer", extra=["-pthread"])
+    args = ["--batch-size", str(batch_size)] if batch_size else []
+    s = Server(tmp_path, *args, num_envs=8, num_workers=2)
+    try:
+        res = subprocess.run([str(exe), s.name, str(FUZZ_SECONDS), "1"], capture_output=True,
+                             text=True, timeout=FUZZ_SECONDS + 120)
+        print(f"concurrent writer ({FUZZ_SECONDS} s): {res.stdout.strip()}")
+        assert res.returncode == 0, res.stdout + res.stderr[-4000:]
+        m = re.search(r"^steps (\d+) .* flips (\d+)$", res.stdout, re.M)
+        assert m and int(m[1]) > 0 and int(m[2]) > 0, res.stdout
+    finally:
+        s.stop()
+    s.assert_gone()
+
+
+_PY_FLIPPER = """
+import mmap, os, random, sys, time
+import numpy as np
+path, seconds, num_envs = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+rows = [tuple(map(int, r.split(":"))) for r in sys.argv[4:]]  # offset:count
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, 0)
+ids = [np.frombuffer(m, np.int32, n, off) for off, n in rows]
+rng = random.Random(1)
+bad = [num_envs, num_envs + 7, 2**31 - 1, -1, -2**31, 0]
+flips, end = 0, time.monotonic() + seconds
+print("flipping", flush=True)
+while time.monotonic() < end:
+    a = ids[rng.randrange(len(ids))]
+    i = rng.randrange(a.size)
+    old = int(a[i])
+    a[i] = rng.choice(bad)  # a toggle: bad for a moment, then back
+    a[i] = old
+    flips += 1
+    if flips % 16 == 0:
+        time.sleep(0.001)
+del ids, a
+m.close()
+print("flips", flips)
+"""
+
+_PY_CLIENT = """
+import sys
+import numpy as np
+import shmatari
+from shmatari.errors import ShmatariError
+seconds = float(sys.argv[1])
+flipper = sys.argv[2:]
+import subprocess, time
+env = shmatari.make("Pong", num_envs=8, batch_size=4, seed=1)
+h = env._client._seg.header()
+rows = [f"{env._client._seg.slot_offset(s) + h['slot_field_offset'][0]}:{h['batch_size']}"
+        for s in range(h["ring_depth"])]
+proc = subprocess.Popen([sys.executable, "-c", flipper[0], "/dev/shm/" + env.segment_name,
+                         str(seconds), str(h["num_envs"]), *rows], stdout=subprocess.PIPE,
+                        text=True)
+assert proc.stdout.readline().strip() == "flipping"
+steps = errors = remade = 0
+kinds = set()
+end = time.monotonic() + seconds
+fresh = True
+while time.monotonic() < end:
+    try:
+        if fresh:
+            obs, info = env.reset(seed=1)
+            fresh = False
+        else:
+            obs, reward, term, trunc, info = env.recv(timeout=2.0)
+        steps += len(info["env_id"])
+        env.send(np.zeros(len(info["env_id"]), np.int64), info["env_id"])
+    except (ShmatariError, ValueError) as exc:  # ours, or collect's row check
+        errors += 1
+        kinds.add(type(exc).__name__)
+        fresh = True
+        if env._client._broken or isinstance(exc, (shmatari.PoolClosedError,
+                                                   shmatari.WorkerError)):
+            env.close()
+            env = shmatari.make("Pong", num_envs=8, batch_size=4, seed=1)
+            remade += 1
+out, _ = proc.communicate(timeout=60)
+env.close()
+import os
+left = [n for n in os.listdir("/dev/shm") if n.startswith(f"shmatari_{os.getpid()}_")]
+assert not left, left
+print("steps", steps, "errors", errors, "remade", remade, "kinds", sorted(kinds), out.strip())
+"""
+
+
+def test_concurrent_writer_gives_the_python_client_clean_errors(tmp_path):
+    """Issue 25, the Python client: another process flips the env_id rows of
+    the ring while the pool steps (recv, then send to info["env_id"]): each
+    refusal is an exception of shmatari's (or a ValueError naming the row),
+    after which reset() goes on; no crash, nothing left in /dev/shm."""
+    res = subprocess.run([sys.executable, "-c", _PY_CLIENT, str(FUZZ_SECONDS), _PY_FLIPPER],
+                         capture_output=True, text=True, timeout=FUZZ_SECONDS + 240,
+                         cwd=tmp_path)
+    print(res.stdout.strip())
+    assert res.returncode == 0, res.stdout + res.stderr[-4000:]
+    m = re.search(r"steps (\d+) errors (\d+) .* flips (\d+)", res.stdout)
+    assert m and int(m[3]) > 0, res.stdout
+    assert int(m[1]) > 0 or int(m[2]) > 0, res.stdout
 
 
 # -- a same-user shrink of a live segment ------------------------------------------------

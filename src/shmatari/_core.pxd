@@ -9,6 +9,7 @@ from libc.stddef cimport ptrdiff_t
 
 cimport numpy as cnp
 from cpython.object cimport PyObject
+from posix.stat cimport struct_stat
 
 
 cdef extern from "numpy/arrayobject.h":
@@ -161,6 +162,9 @@ cdef extern from "shmatari/shmatari.h" nogil:
     void shmatari_consume_batch(const shmatari_geom *g, uint64_t batch)
     int shmatari_segment_name(const char *name, char *out, size_t out_len,
                               char *msg, size_t len)
+    # Who may attach: the one statement of the trust policy (attach.h).
+    int shmatari_trust_fd(const char *path, int fd, struct_stat *st, char *msg, size_t len)
+    int shmatari_trust_path(const char *path, char *msg, size_t len)
 
     # The client state machine (one per process and pool).
     enum shmatari_client_state:

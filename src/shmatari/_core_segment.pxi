@@ -210,9 +210,11 @@ cdef class Segment:
     def worker_error(self, uint32_t worker):
         """The error text a failed worker left (str, empty when none)."""
         self._check()
-        cdef char *text = shmatari_error_text(&self.geo, worker)
-        cdef size_t n = strlen(text) if text[SHMATARI_ERROR_BYTES - 1] == 0 else SHMATARI_ERROR_BYTES - 1
-        return text[:n].decode("utf-8", "replace")
+        # Copied once (a slice: one memcpy), then bounded: a NUL tested, then
+        # looked for again in the segment, could be gone by the second read.
+        cdef bytes data = shmatari_error_text(&self.geo, worker)[:SHMATARI_ERROR_BYTES - 1]
+        cdef Py_ssize_t n = data.find(b"\0")
+        return (data if n < 0 else data[:n]).decode("utf-8", "replace")
 
     def counts(self):
         """(ready_workers, failed_workers)."""
@@ -578,3 +580,48 @@ cdef class Segment:
         """Byte offset of slot ``slot`` (mod ring_depth) in the segment."""
         self._check()
         return <uint64_t>(shmatari_slot(&self.geo, slot) - self.base)
+
+
+# --------------------------------------------------------------------------
+# Who may attach: the C client's policy (shmatari_trust_fd / _path in
+# shmatari/attach.h), its one statement, for shmatari.shm too.
+
+def trust_fd(path, int fd):
+    """Checks an open segment as ``shmatari_attach`` does
+    (``shmatari_trust_fd``, docs/layout.md "Trust"): one ``fstat`` of ``fd``,
+    then a regular file of this process's effective uid, mode 0600 or less,
+    every byte allocated and (Linux) no hole before its end.
+
+    Args:
+        path: the segment's path, for the message (str).
+        fd: a descriptor of it, open (its offset is left at 0).
+
+    Returns:
+        (int, str, int): ``OK``, ``STATUS["untrusted"]`` or
+        ``STATUS["system"]`` (``fstat`` failed); the message; the size
+        ``fstat`` gave (bytes; 0 unless ``OK``), which is the size to map.
+    """
+    cdef bytes p = path.encode("utf-8", "surrogateescape")
+    cdef struct_stat st
+    cdef char msg[512]
+    cdef int r
+    msg[0] = 0
+    r = shmatari_trust_fd(p, fd, &st, msg, sizeof(msg))
+    return r, msg.decode("utf-8", "replace"), (st.st_size if r == SHMATARI_OK else 0)
+
+
+def trust_path(path):
+    """Checks what is at ``path`` from its ``lstat``, as ``shmatari_attach``
+    does when opening it failed (``shmatari_trust_path``): a symbolic link,
+    another user's file, a FIFO or socket, a mode open to others.
+
+    Returns:
+        (int, str): ``OK`` (nothing wrong with it: the open failed for
+        another reason), ``STATUS["untrusted"]`` or ``STATUS["system"]``
+        (``lstat`` failed), and the message.
+    """
+    cdef bytes p = path.encode("utf-8", "surrogateescape")
+    cdef char msg[512]
+    msg[0] = 0
+    r = shmatari_trust_path(p, msg, sizeof(msg))
+    return r, msg.decode("utf-8", "replace")

@@ -34,13 +34,16 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     cdef shmatari_header *h = g.hdr
     cdef shmatari_env_ctrl *ec = shmatari_env(g, env)
     cdef uint64_t pos, batch
+    # Read once: the position written and the count published come from the
+    # same value (another process may change the word in between).
+    cdef uint64_t results = shmatari_load_acquire64(&ec.results)
     cdef uint32_t idx
     cdef char *slot
     cdef char *final
     if reserved >= 0:
         pos = <uint64_t>reserved
     elif ordered:
-        pos = ec.results * g.num_envs + env
+        pos = results * g.num_envs + env
     else:
         pos = shmatari_fetch_add64(&h.alloc_pos, 1)
     batch = pos / g.batch_size
@@ -54,7 +57,7 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
         (<int32_t *>(final + g.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID]))[idx] = env
         memcpy(final + g.slot_obs_offset + idx * g.obs_env_bytes, core.final_obs,
                g.obs_env_bytes)
-    shmatari_store_release64(&ec.results, ec.results + 1)
+    shmatari_store_release64(&ec.results, results + 1)
     shmatari_store_release(<uint32_t *>shmatari_row_env_id(g, pos), env)
     if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == g.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
@@ -66,8 +69,10 @@ cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, re
     was replaced, which a STEP or OBSERVE answers with the restart's
     result, ignoring the action: a command that killed the previous worker
     does not kill its replacement)."""
-    cdef uint32_t cmd = ec.cmd
-    cdef int32_t action = ec.action
+    # Read once (atomic loads, which the compiler may not repeat): the
+    # command and action checked are the ones run.
+    cdef uint32_t cmd = shmatari_load_acquire(&ec.cmd)
+    cdef int32_t action = <int32_t>shmatari_load_acquire(<uint32_t *>&ec.action)
     cdef bint reset = cmd == SHMATARI_CMD_RESET or cmd == SHMATARI_CMD_RESEED
     if restarted and not reset:
         core.restart_result()

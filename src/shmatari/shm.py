@@ -83,53 +83,35 @@ class NotASegmentError(ValueError):
 class UntrustedSegmentError(PermissionError):
     """A segment this process must not map: a symbolic link, not a regular
     file, another user's, readable or writable by group or others, or sparse
-    (docs/layout.md, "Trust"). The message names the owner and the mode and
-    says what to do."""
+    (docs/layout.md, "Trust"). The message, the C client's own
+    (``shmatari_trust_fd``), names the owner and the mode and says what to do."""
 
 
-def check_trusted(path: str, st: os.stat_result) -> None:
-    """Who may attach (the C client's ``shmatari_trust_file``): ``st`` (an
-    ``fstat``, or an ``lstat`` when the open failed) must be a regular file,
-    not a symbolic link, owned by this process's effective uid, with no group
-    or other permission bits, and with every byte allocated. There is no
+def _refuse(code: int, msg: str, exc: BaseException | None = None) -> None:
+    """Raises what a trust check's status says (nothing for ``OK``)."""
+    if code == _core.STATUS["untrusted"]:
+        raise UntrustedSegmentError(msg)
+    if code != _core.OK:
+        raise exc if exc is not None else OSError(msg)
+
+
+def _open_trusted(name: str) -> tuple[int, int]:
+    """Opens segment ``name`` read-write without following a symbolic link and
+    checks it with the C client's policy (``shmatari_trust_fd`` in
+    ``shmatari/attach.h``, through ``_core.trust_fd``: the one statement of
+    who may attach, docs/layout.md "Trust"): a regular file, not a symbolic
+    link, owned by this process's effective uid, with no group or other
+    permission bits, with every byte allocated and no hole. There is no
     opt-in for sharing a pool with a group: client and server are one user.
 
-    Raises:
-        UntrustedSegmentError: any of these does not hold.
-    """
-    uid, mode = st.st_uid, stat.S_IMODE(st.st_mode)
-    if stat.S_ISLNK(st.st_mode):
-        raise UntrustedSegmentError(
-            f"refusing {path}: it is a symbolic link (owner uid {uid}), and a shmatari "
-            f"segment is a regular file; remove the link and start the server again")
-    if not stat.S_ISREG(st.st_mode):
-        raise UntrustedSegmentError(
-            f"refusing {path}: it is not a shared-memory segment (not a regular file: mode "
-            f"{st.st_mode:06o}, owner uid {uid}); remove it and start the server again")
-    if uid != os.geteuid():
-        raise UntrustedSegmentError(
-            f"refusing {path}: it belongs to uid {uid}, not to this process's uid "
-            f"{os.geteuid()} (mode {mode:04o}); a client attaches only to a pool served by "
-            f"its own user: run the client as the server's user")
-    if mode & 0o077:
-        raise UntrustedSegmentError(
-            f"refusing {path}: its mode {mode:04o} lets other users read or write it "
-            f"(shmatari creates segments 0600, owner uid {uid}); remove it and start the "
-            f"server again")
-    if sys.platform.startswith("linux") and st.st_blocks * 512 < st.st_size:
-        raise UntrustedSegmentError(
-            f"refusing {path}: only {st.st_blocks * 512} of its {st.st_size} bytes are "
-            f"allocated (a sparse file; shmatari commits every page); remove it and start "
-            f"the server again")
-
-
-def _open_trusted(name: str) -> int:
-    """Opens segment ``name`` read-write without following a symbolic link and
-    checks it (:func:`check_trusted`); returns the descriptor.
+    Returns:
+        (int, int): the descriptor, and the size to map (from the ``fstat``
+        the check judged).
 
     Raises:
         FileNotFoundError: no such segment.
-        UntrustedSegmentError: see :func:`check_trusted`.
+        UntrustedSegmentError: the check refused it (the message names the
+            owner and the mode and says what to do).
         OSError: another failure to open it.
     """
     if sys.platform.startswith("linux"):
@@ -141,11 +123,8 @@ def _open_trusted(name: str) -> int:
             raise
         except OSError as exc:
             # ELOOP: a symbolic link; EACCES: another user's; ENXIO: a socket.
-            try:
-                lst = os.lstat(path)
-            except OSError:
-                raise exc from None
-            check_trusted(path, lst)
+            code, msg = _core.trust_path(path)
+            _refuse(code, msg, exc)
             raise
     else:
         import _posixshmem  # the module SharedMemory itself is built on
@@ -153,11 +132,12 @@ def _open_trusted(name: str) -> int:
         path = "/" + name
         fd = _posixshmem.shm_open(path, os.O_RDWR | os.O_NONBLOCK, mode=0o600)
     try:
-        check_trusted(path, os.fstat(fd))
+        code, msg, size = _core.trust_fd(path, fd)
+        _refuse(code, msg)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, size
 
 
 class _Attached:
@@ -169,17 +149,15 @@ class _Attached:
     (``KeyError`` noise, or an unlink by a process that only attached); and it
     follows symbolic links and maps whatever it finds. This maps the segment
     the way ``SharedMemory`` does (open, then ``mmap``) without the tracker,
-    after the checks of :func:`check_trusted`.
+    after the checks of :func:`_open_trusted`.
     """
 
     def __init__(self, name: str):
         import mmap
 
-        fd = _open_trusted(name)
+        fd, size = _open_trusted(name)  # the size the trust check judged
         try:
-            st = os.fstat(fd)
-            size = st.st_size
-            if not stat.S_ISREG(st.st_mode) or size == 0:
+            if size == 0:
                 raise NotASegmentError(f"{SHM_DIR}/{name} is not a shared-memory segment "
                                        f"(an empty or special file)")
             self._mmap = mmap.mmap(fd, size)
@@ -253,12 +231,37 @@ def free_bytes(path: str = SHM_DIR) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+def _write_every_page(fd: int, size: int) -> None:
+    """Writes zeros over the whole file. On tmpfs a page that was only
+    fallocated reads as a hole (``lseek(SEEK_HOLE)``), and a client refuses a
+    segment with a hole (``shmatari_trust_fd``: a hole padded with blocks past
+    the end of the file passes a count of allocated blocks)."""
+    chunk = memoryview(bytes(min(size, 1 << 20)))
+    off = 0
+    while off < size:
+        off += os.pwrite(fd, chunk[:min(len(chunk), size - off)], off)
+
+
+def _publish(shm: shared_memory.SharedMemory, name: str) -> None:
+    """Gives the segment ``shm`` (created under a name of this process) the
+    name ``name``, which must be free (``FileExistsError`` otherwise), and
+    drops its first name."""
+    staged = shm.name
+    os.link(os.path.join(SHM_DIR, staged), os.path.join(SHM_DIR, name))
+    shm._name = "/" + name  # noqa: SLF001 - what SharedMemory unlinks and reports
+    _unlink_name(staged)
+
+
 def create(name: str, size: int) -> shared_memory.SharedMemory:
-    """Creates a segment of ``size`` bytes with every page committed, and
-    takes its in-use lock (held until ``close()``).
+    """Creates a segment of ``size`` bytes with every page committed and
+    written, and takes its in-use lock (held until ``close()``).
 
     Pages are reserved up front (``posix_fallocate``), so that a full
-    ``/dev/shm`` shows here and not later as a SIGBUS in a worker.
+    ``/dev/shm`` shows here and not later as a SIGBUS in a worker, and then
+    written once (zeros), so that the file has no hole (what a client checks,
+    docs/layout.md "Trust"). On Linux this happens under a fresh name of this
+    process (``new_name()``), linked to ``name`` once done: no client can see
+    ``name`` with pages still unwritten.
 
     Raises:
         SharedMemorySpaceError: too little room; nothing is left behind.
@@ -270,11 +273,20 @@ def create(name: str, size: int) -> shared_memory.SharedMemory:
             f"/dev/shm has {free:,} bytes free but the pool needs {size:,}: "
             f"use fewer envs or a smaller observation, or enlarge /dev/shm "
             f"(docker run --shm-size=...)", needed=size, free=free)
-    shm = _open(name, True, size)
+    staged = sys.platform.startswith("linux") and os.path.isdir(SHM_DIR) and \
+        not _NAME.fullmatch(name)
+    shm = _open(new_name() if staged else name, True, size)
     try:
         fd = getattr(shm, "_fd", -1)
         if fd >= 0 and hasattr(os, "posix_fallocate"):
             os.posix_fallocate(fd, 0, size)
+        if fd >= 0:
+            _write_every_page(fd, size)
+        if staged:
+            _publish(shm, name)
+    except FileExistsError:
+        _destroy(shm)
+        raise
     except OSError as exc:
         _destroy(shm)
         free = free_bytes() or 0
@@ -305,7 +317,7 @@ def attach(name: str):
     Raises:
         FileNotFoundError: no segment of that name.
         UntrustedSegmentError: a symbolic link, another user's file, a file
-            others may read or write, or a sparse file (:func:`check_trusted`).
+            others may read or write, or a sparse file (:func:`_open_trusted`).
         NotASegmentError: an empty or special file.
     """
     return _open(name, False, 0)

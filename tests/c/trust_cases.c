@@ -12,9 +12,13 @@
  * Prints one line per case ("ok NAME" or "FAIL NAME: why") and exits 0 when
  * every case passed.
  */
+#define _GNU_SOURCE 1 /* fallocate and its FALLOC_FL_* flags */
 #include "shmatari/shmatari.h"
 
 #include <sys/stat.h>
+#if defined(__linux__)
+#include <linux/falloc.h>
+#endif
 
 static int failures = 0;
 
@@ -168,16 +172,42 @@ static void header_cases(void) {
          r == SHMATARI_LAYOUT_TOO_LARGE && strstr(msg, "bytes") != NULL, msg);
 }
 
-/* Writes a valid segment file at path (mode 0600, every page allocated
- * unless sparse); returns 0 or -1. */
-static int write_segment(const char *path, int sparse, mode_t mode) {
+enum { WRITTEN, SPARSE, HOLE_PADDED };
+
+/* Writes a valid segment file at path, as shmatari's creator does (mode
+ * 0600, every page allocated and written), or SPARSE (only the header
+ * written), or HOLE_PADDED (issue 25: every page written but the second,
+ * punched out, and as many bytes allocated past the end of the file
+ * (FALLOC_FL_KEEP_SIZE), so that st_blocks x 512 still covers st_size);
+ * returns 0, or -1 (HOLE_PADDED where fallocate cannot do that). */
+static int write_segment(const char *path, int kind, mode_t mode) {
   shmatari_header h = valid_header();
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
-  int ok = ftruncate(fd, (off_t)h.total_bytes) == 0 &&
-           (sparse || posix_fallocate(fd, 0, (off_t)h.total_bytes) == 0) &&
-           pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-           fchmod(fd, mode) == 0;
+  int ok = ftruncate(fd, (off_t)h.total_bytes) == 0;
+  if (ok && kind != SPARSE) {
+    static const char zeros[4096];
+    for (uint64_t at = 0; ok && at < h.total_bytes; at += sizeof zeros) {
+      size_t n = h.total_bytes - at < sizeof zeros ? (size_t)(h.total_bytes - at)
+                                                  : sizeof zeros;
+      ok = pwrite(fd, zeros, n, (off_t)at) == (ssize_t)n;
+    }
+  }
+#if defined(__linux__)
+  if (ok && kind == HOLE_PADDED) {
+    struct stat st;
+    ok = h.total_bytes > 8192 &&
+         fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096,
+                   4096) == 0 &&
+         fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)h.total_bytes, 8192) == 0 &&
+         fstat(fd, &st) == 0 &&
+         (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
+  }
+#else
+  if (kind == HOLE_PADDED) ok = 0;
+#endif
+  ok = ok && pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+       fchmod(fd, mode) == 0;
   close(fd);
   return ok ? 0 : -1;
 }
@@ -199,7 +229,7 @@ static void open_cases(const char *dir) {
   /* A good file of ours gets past every open check: its pool never runs. */
   snprintf(pool, sizeof pool, "trust%d_good", pid);
   snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
-  if (write_segment(path, 0, 0600) == 0)
+  if (write_segment(path, WRITTEN, 0600) == 0)
     open_case("own_0600_segment_passes_the_open_checks", pool,
               SHMATARI_ERR_TIMEOUT, "still starting");
   snprintf(target, sizeof target, "%s", path);
@@ -213,21 +243,28 @@ static void open_cases(const char *dir) {
 
   snprintf(pool, sizeof pool, "trust%d_open", pid);
   snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
-  if (write_segment(path, 0, 0666) == 0)
+  if (write_segment(path, WRITTEN, 0666) == 0)
     open_case("mode_0666_is_refused", pool, SHMATARI_ERR_UNTRUSTED, "0666");
   unlink(path);
 
   snprintf(pool, sizeof pool, "trust%d_group", pid);
   snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
-  if (write_segment(path, 0, 0640) == 0)
+  if (write_segment(path, WRITTEN, 0640) == 0)
     open_case("mode_0640_is_refused", pool, SHMATARI_ERR_UNTRUSTED, "0640");
   unlink(path);
 
   snprintf(pool, sizeof pool, "trust%d_sparse", pid);
   snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
-  if (write_segment(path, 1, 0600) == 0)
+  if (write_segment(path, SPARSE, 0600) == 0)
     open_case("sparse_file_is_refused", pool, SHMATARI_ERR_UNTRUSTED,
               "sparse");
+  unlink(path);
+
+  snprintf(pool, sizeof pool, "trust%d_hole", pid);
+  snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
+  if (write_segment(path, HOLE_PADDED, 0600) == 0)
+    open_case("hole_padded_past_the_end_is_refused", pool,
+              SHMATARI_ERR_UNTRUSTED, "hole at byte 4096");
   unlink(path);
 
   snprintf(pool, sizeof pool, "trust%d_fifo", pid);
@@ -247,7 +284,7 @@ static void open_cases(const char *dir) {
   if (geteuid() == 0) { /* root: a file of another uid (65534, nobody) */
     snprintf(pool, sizeof pool, "trust%d_other", pid);
     snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
-    if (write_segment(path, 0, 0600) == 0 && chown(path, 65534, 65534) == 0)
+    if (write_segment(path, WRITTEN, 0600) == 0 && chown(path, 65534, 65534) == 0)
       open_case("another_users_segment_is_refused", pool,
                 SHMATARI_ERR_UNTRUSTED, "belongs to uid 65534");
     unlink(path);

@@ -40,7 +40,10 @@ static inline int shmatari_segment_name(const char *name, char *out,
  * no opt-in for sharing with a group: client and server are the same user.
  * st: the file's fstat (or lstat, when the open failed). Returns SHMATARI_OK
  * or _ERR_UNTRUSTED with a message that names the owner and mode and says
- * what to do. */
+ * what to do. This is the one statement of the policy: shmatari's Python
+ * opens segments through shmatari_trust_fd and shmatari_trust_path too. The
+ * allocated-bytes test here cannot see a hole padded with blocks allocated
+ * past the end of the file; shmatari_trust_fd also looks for holes. */
 static inline int shmatari_trust_file(const char *path, const struct stat *st,
                                       char *msg, size_t len) {
   if (S_ISLNK(st->st_mode))
@@ -80,6 +83,66 @@ static inline int shmatari_trust_file(const char *path, const struct stat *st,
                          (unsigned long long)st->st_size);
 #endif
   return SHMATARI_OK;
+}
+
+#if defined(__linux__)
+#if defined(SEEK_HOLE)
+#define SHMATARI_SEEK_HOLE SEEK_HOLE
+#else
+#define SHMATARI_SEEK_HOLE 4 /* Linux's value; glibc names it for _GNU_SOURCE */
+#endif
+#endif
+
+/* The checks of shmatari_trust_file on an open segment, from one fstat of fd
+ * (into *st: its size is the size the caller maps), and one more: no hole
+ * anywhere in it (Linux: lseek SEEK_HOLE from 0 finds the first hole at the
+ * file's size). st_blocks counts blocks allocated past the end too
+ * (fallocate FALLOC_FL_KEEP_SIZE), which can pad a hole inside the file to
+ * "every byte allocated". On tmpfs a page that was only fallocated and never
+ * written also reads as a hole: the creator writes every page once (Python:
+ * shmatari.shm.create). Leaves fd's offset at 0. Returns SHMATARI_OK,
+ * _ERR_UNTRUSTED, or _ERR_SYSTEM (fstat failed: errno), with a message. */
+static inline int shmatari_trust_fd(const char *path, int fd, struct stat *st,
+                                    char *msg, size_t len) {
+  if (fstat(fd, st) != 0)
+    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot stat %s: %s",
+                         path, strerror(errno));
+  int r = shmatari_trust_file(path, st, msg, len);
+  if (r != SHMATARI_OK) return r;
+#if defined(__linux__)
+  if (st->st_size > 0) {
+    off_t hole = lseek(fd, 0, SHMATARI_SEEK_HOLE);
+    int err = errno;
+    (void)lseek(fd, 0, SEEK_SET);
+    /* EINVAL: a kernel without SEEK_HOLE (before 3.1); st_blocks only then. */
+    if (hole < 0 && err != EINVAL)
+      return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM,
+                           "cannot look for holes in %s: %s", path,
+                           strerror(err));
+    if (hole >= 0 && hole < st->st_size)
+      return shmatari_fail(msg, len, SHMATARI_ERR_UNTRUSTED,
+                           "refusing %s: it has a hole at byte %lld of its "
+                           "%lld bytes (a sparse file; shmatari commits and "
+                           "writes every page); remove it and start the "
+                           "server again",
+                           path, (long long)hole, (long long)st->st_size);
+  }
+#endif
+  return SHMATARI_OK;
+}
+
+/* The checks of shmatari_trust_file on what is at path, from its lstat
+ * (after opening it failed: a link, another user's file, a socket...).
+ * Returns SHMATARI_OK (nothing wrong with it: the open failed for another
+ * reason), _ERR_UNTRUSTED, or _ERR_SYSTEM (lstat failed: errno), with a
+ * message. */
+static inline int shmatari_trust_path(const char *path, char *msg,
+                                      size_t len) {
+  struct stat lst;
+  if (lstat(path, &lst) != 0)
+    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot stat %s: %s",
+                         path, strerror(errno));
+  return shmatari_trust_file(path, &lst, msg, len);
 }
 
 /* Releases what shmatari_attach acquired. Safe on a detached client. The
@@ -138,11 +201,10 @@ again:;
                            "start one with `shmatari serve GAME --name %s`",
                            name, path, name);
 #if defined(__linux__)
-    struct stat lst;
     if ((err == ELOOP || err == EACCES || err == EPERM || err == ENXIO ||
          err == EISDIR) &&
-        lstat(path, &lst) == 0)
-      return shmatari_trust_file(path, &lst, msg, len);
+        shmatari_trust_path(path, msg, len) == SHMATARI_ERR_UNTRUSTED)
+      return SHMATARI_ERR_UNTRUSTED;
 #endif
     return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot open %s: %s",
                          path, strerror(err));
@@ -150,10 +212,7 @@ again:;
   struct stat st;
   void *base = MAP_FAILED;
   int err = 0;
-  if (fstat(fd, &st) != 0) {
-    err = errno;
-    st.st_size = 0;
-  } else if ((r = shmatari_trust_file(path, &st, msg, len)) != SHMATARI_OK) {
+  if ((r = shmatari_trust_fd(path, fd, &st, msg, len)) != SHMATARI_OK) {
     close(fd);
     return r;
   } else if (st.st_size >= (off_t)SHMATARI_HEADER_BYTES) {

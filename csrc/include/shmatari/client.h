@@ -49,8 +49,10 @@ static inline int shmatari_check_state(shmatari_client *c, int call,
 /* Checks n env ids (envs 0..n-1 when env_ids is NULL; then n MUST be
  * num_envs) and n actions (NULL: none): every env in range, listed once,
  * without a bit of `forbid` (SHMATARI_ENV_*), every action in
- * 0..num_actions-1. Returns SHMATARI_OK, _ERR_INVALID or _ERR_STATE; changes
- * nothing. */
+ * 0..num_actions-1. env_ids and actions MUST be private memory, which
+ * nothing changes between this check and their use (shmatari_send copies
+ * the caller's first: they may point into the segment). Returns
+ * SHMATARI_OK, _ERR_INVALID or _ERR_STATE; changes nothing. */
 static inline int shmatari_check_envs(shmatari_client *c, int call,
                                       const int32_t *env_ids, uint32_t n,
                                       const int32_t *actions, uint8_t forbid) {
@@ -125,11 +127,26 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                          "actions is NULL");
   int r = shmatari_check_state(c, SHMATARI_CALL_SEND, SHMATARI_ACTIVE);
+  if (r != SHMATARI_OK) return r;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  if (n > c->geom.num_envs)
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                         "%s: %u commands for %u envs: each env is listed at "
+                         "most once", k[SHMATARI_CALL_SEND], n,
+                         c->geom.num_envs);
+  /* Read once: env_ids (b.env_id of a batch) and actions may point into the
+   * segment, which another process may change under us; the copies are
+   * checked, then posted. */
+  const int32_t *ids = NULL; /* NULL: every env */
+  if (env_ids != NULL) {
+    memcpy(c->call_env_ids, env_ids, (size_t)n * sizeof(int32_t));
+    ids = c->call_env_ids;
+  }
+  memcpy(c->call_actions, actions, (size_t)n * sizeof(int32_t));
+  r = shmatari_check_envs(c, SHMATARI_CALL_SEND, ids, n, c->call_actions,
+                          SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
   if (r == SHMATARI_OK)
-    r = shmatari_check_envs(c, SHMATARI_CALL_SEND, env_ids, n, actions,
-                            SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
-  if (r == SHMATARI_OK)
-    shmatari_client_post(c, SHMATARI_CMD_STEP, actions, env_ids, n);
+    shmatari_client_post(c, SHMATARI_CMD_STEP, c->call_actions, ids, n);
   return r;
 }
 
@@ -179,8 +196,7 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
     if (c->pending != 0) {
       r = shmatari_drain(h, timeout_ns, 1, c->error, sizeof c->error);
       if (r != SHMATARI_OK) return r;
-      shmatari_drop_results(h);
-      c->taken = shmatari_load_acquire64(&c->hdr->consumed_batches);
+      c->taken = shmatari_drop_results(h);
     }
     memset(c->env_flags, 0, h->num_envs);
     c->pending = 0;
@@ -188,6 +204,10 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
     shmatari_client_post(c, cmd, NULL, NULL, h->num_envs);
     return SHMATARI_OK;
   }
+  /* Read once: the mask may point into shared memory; both passes below
+   * and the checks use this copy. */
+  memcpy(c->call_mask, mask, h->num_envs);
+  mask = c->call_mask;
   uint32_t masked = 0, first_running = h->num_envs;
   for (uint32_t e = 0; e < h->num_envs; e++) {
     if (!mask[e]) continue;
@@ -268,14 +288,19 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
       (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TRUNCATED]);
   int disabled = h->autoreset_mode == SHMATARI_AUTORESET_DISABLED;
   for (uint32_t i = 0; i < h->batch_size; i++) {
-    int32_t e = env_id[i];
+    /* Worker-written words, each read once (an atomic load: the compiler
+     * may not load it again), then bounded before it indexes anything. */
+    int32_t e = (int32_t)shmatari_load_acquire((const uint32_t *)&env_id[i]);
     if (e < 0 || (uint32_t)e >= h->num_envs ||
         !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
       continue;
     uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
-    if (disabled && !(flags[i] & SHMATARI_FLAG_OBSERVED))
+    if (disabled && !(shmatari_load_acquire(&flags[i]) & SHMATARI_FLAG_OBSERVED))
       fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
-                     (term[i] || trunc[i] ? SHMATARI_ENV_ENDED : 0));
+                     (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
+                              __atomic_load_n(&trunc[i], __ATOMIC_RELAXED)
+                          ? SHMATARI_ENV_ENDED
+                          : 0));
     c->env_flags[e] = fl;
     c->pending--;
   }

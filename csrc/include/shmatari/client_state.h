@@ -102,6 +102,13 @@ typedef struct shmatari_client {
   uint8_t *env_flags;   /* per env: SHMATARI_ENV_* bits */
   uint32_t *env_worker; /* per env: the worker that owns it */
   uint8_t *touched;     /* scratch: one byte per worker */
+  /* Private copies of a call's arguments, num_envs entries each: env ids,
+   * actions and reset masks may point into the segment (b.env_id of a
+   * batch), where another process may change them between the check and the
+   * use; each call copies them here once, then checks and uses the copy. */
+  int32_t *call_env_ids;
+  int32_t *call_actions;
+  uint8_t *call_mask;
   const char *const *names; /* call names in refusals (shmatari_call_names_c) */
   char segment[SHMATARI_NAME_MAX]; /* the segment's name */
   char error[SHMATARI_MESSAGE_BYTES]; /* the last failure, in words */
@@ -195,12 +202,18 @@ static inline void shmatari_client_close(shmatari_client *c) {
   free(c->env_flags);
   free(c->env_worker);
   free(c->touched);
+  free(c->call_env_ids);
+  free(c->call_actions);
+  free(c->call_mask);
   c->hdr = NULL;
   memset(&c->geom, 0, sizeof c->geom);
   c->num_actions = 0;
   c->env_flags = NULL;
   c->env_worker = NULL;
   c->touched = NULL;
+  c->call_env_ids = NULL;
+  c->call_actions = NULL;
+  c->call_mask = NULL;
   c->pending = 0;
   c->holding = 0;
   c->state = SHMATARI_CLIENT_DETACHED;
@@ -225,8 +238,12 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->env_flags = (uint8_t *)calloc(g->num_envs, 1);
   c->env_worker = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->touched = (uint8_t *)calloc(g->num_workers, 1);
+  c->call_env_ids = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
+  c->call_actions = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
+  c->call_mask = (uint8_t *)calloc(g->num_envs, 1);
   int r = SHMATARI_OK;
-  if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL)
+  if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL ||
+      c->call_env_ids == NULL || c->call_actions == NULL || c->call_mask == NULL)
     r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
                       "out of memory");
   else

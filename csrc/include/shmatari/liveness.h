@@ -82,12 +82,23 @@ static inline int shmatari_pid_alive(int32_t pid) {
   return shmatari_process_alive(pid, 0);
 }
 
+/* Reads the owner's words once each, into *pid and *start: owner_start
+ * only in a pool of ABI 1.2 or later (before, a reserved word: 0). */
+static inline void shmatari_owner_words(const shmatari_header *h, int32_t *pid,
+                                        uint64_t *start) {
+  uint32_t minor = shmatari_load_acquire(&h->abi_minor);
+  *pid = (int32_t)shmatari_load_acquire((const uint32_t *)&h->owner_pid);
+  *start = minor >= 2 ? shmatari_load_acquire64(&h->owner_start) : 0;
+}
+
 /* 1 if the pool's owner lives: (owner_pid, owner_start) by the rule of
  * shmatari_process_alive. A pool of ABI 1.0 or 1.1 has no owner_start (a
  * reserved word), and is judged by owner_pid alone. */
 static inline int shmatari_owner_alive(const shmatari_header *h) {
-  uint64_t start = h->abi_minor >= 2 ? h->owner_start : 0;
-  return shmatari_process_alive(h->owner_pid, start);
+  int32_t pid;
+  uint64_t start;
+  shmatari_owner_words(h, &pid, &start);
+  return shmatari_process_alive(pid, start);
 }
 
 #ifdef __cplusplus

@@ -16,10 +16,13 @@ extern "C" {
  * (shmatari_owner_alive), else _ERR_SERVER_DEAD. */
 static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
                                        size_t len) {
-  if (shmatari_owner_alive(h)) return SHMATARI_OK;
+  int32_t pid; /* read once: the pid judged is the pid named */
+  uint64_t start;
+  shmatari_owner_words(h, &pid, &start);
+  if (shmatari_process_alive(pid, start)) return SHMATARI_OK;
   return shmatari_fail(msg, len, SHMATARI_ERR_SERVER_DEAD,
                        "the server (pid %d) that owns the pool is gone",
-                       (int)h->owner_pid);
+                       (int)pid);
 }
 
 /* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
@@ -35,11 +38,14 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
     for (uint32_t w = 0; w < g->num_workers; w++) {
       shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       if (shmatari_load_acquire(&wc->state) == SHMATARI_WORKER_FAILED) {
-        const char *text = shmatari_error_text(g, w);
+        /* The text is copied once, then bounded: a writer cannot move its
+         * end while it is measured and printed. */
+        char text[SHMATARI_ERROR_BYTES];
+        memcpy(text, shmatari_error_text(g, w), sizeof text);
         return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                              "worker %u (pid %d, envs %u..%u) failed: %.*s", w,
                              (int)wc->pid, wc->env_begin, wc->env_end - 1,
-                             (int)strnlen(text, SHMATARI_ERROR_BYTES), text);
+                             (int)strnlen(text, sizeof text), text);
       }
     }
     return shmatari_fail(msg, len, SHMATARI_ERR_WORKER, "a worker failed");
@@ -54,11 +60,12 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
   for (uint32_t w = 0; w < g->num_workers; w++) {
     shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     uint32_t state = shmatari_load_acquire(&wc->state);
-    if (state != SHMATARI_WORKER_EXITED && wc->pid > 0 &&
-        !shmatari_pid_alive(wc->pid))
+    /* Read once: the pid tested is the pid judged and named. */
+    int32_t pid = (int32_t)shmatari_load_acquire((const uint32_t *)&wc->pid);
+    if (state != SHMATARI_WORKER_EXITED && pid > 0 && !shmatari_pid_alive(pid))
       return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                            "worker %u (pid %d, envs %u..%u) died", w,
-                           (int)wc->pid, wc->env_begin, wc->env_end - 1);
+                           (int)pid, wc->env_begin, wc->env_end - 1);
   }
   return SHMATARI_OK;
 }

@@ -154,14 +154,16 @@ static inline int shmatari_drain(const shmatari_geom *g, int64_t timeout_ns,
  * any env), it sets alloc_pos = T * batch_size (asynchronous) or every env's
  * `results` = T (synchronous), clears every slot's done_count and rows
  * (shmatari_clear_rows) and sets consumed_batches = T. No worker touches
- * these words while no command is in flight. */
-static inline void shmatari_drop_results(const shmatari_geom *g) {
+ * these words while no command is in flight. Returns T (the caller's next
+ * batch: not read back from the segment). */
+static inline uint64_t shmatari_drop_results(const shmatari_geom *g) {
   shmatari_header *h = g->hdr;
   uint64_t batches = shmatari_load_acquire64(&h->consumed_batches);
   if (g->batch_size == g->num_envs) {
-    for (uint32_t e = 0; e < g->num_envs; e++)
-      if (shmatari_env(g, e)->results > batches)
-        batches = shmatari_env(g, e)->results;
+    for (uint32_t e = 0; e < g->num_envs; e++) {
+      uint64_t results = shmatari_load_acquire64(&shmatari_env(g, e)->results);
+      if (results > batches) batches = results;
+    }
     for (uint32_t e = 0; e < g->num_envs; e++)
       shmatari_env(g, e)->results = batches;
   } else {
@@ -176,6 +178,7 @@ static inline void shmatari_drop_results(const shmatari_geom *g) {
         &((shmatari_slot_header *)shmatari_slot(g, s))->done_count, 0);
   }
   shmatari_store_release64(&h->consumed_batches, batches);
+  return batches;
 }
 
 /* Makes the pool consistent for a new client (the caller holds the claim):
@@ -218,9 +221,12 @@ static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
  * that own them: for each env, cmd and action first, then req_seq + 1
  * (release); then each touched worker's wake_seq (shmatari_notify).
  * env_ids: n env indices, or NULL for envs 0..n-1; actions: n action indices
- * (STEP), or NULL for 0. The caller has checked that every env is in range,
- * listed once, and has no command in flight. env_worker: from
- * shmatari_env_workers; touched: num_workers bytes of zeros (left zero). */
+ * (STEP), or NULL for 0. Both MUST be private memory (never the segment:
+ * shmatari_send copies them first), which the caller has checked: every env
+ * in range, listed once, and with no command in flight; an env id out of
+ * range is skipped all the same (nothing is written outside the pool).
+ * env_worker: from shmatari_env_workers; touched: num_workers bytes of zeros
+ * (left zero). */
 static inline void shmatari_post(const shmatari_geom *g,
                                  const uint32_t *env_worker,
                                  uint8_t *touched, const uint32_t *env_ids,
@@ -228,6 +234,7 @@ static inline void shmatari_post(const shmatari_geom *g,
                                  uint32_t cmd) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t e = env_ids != NULL ? env_ids[i] : i;
+    if (e >= g->num_envs) continue;
     shmatari_env_ctrl *ec = shmatari_env(g, e);
     ec->cmd = cmd;
     ec->action = actions != NULL ? actions[i] : 0;

@@ -52,6 +52,10 @@
  *     shmatari_owner_alive), so client and server MUST share a PID
  *     namespace (and /dev/shm).
  *   - A shmatari_client is used by one thread at a time.
+ *   - Read once: any process of the user may write the segment at any time.
+ *     Every value the client takes from it, or from a caller's pointer that
+ *     may point into it (b.env_id above), is copied to private memory once,
+ *     then checked, then used from the copy (docs/layout.md, "Trust").
  */
 #ifndef SHMATARI_H
 #define SHMATARI_H
