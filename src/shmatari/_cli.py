@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 
-__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "positive_int",
+__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
            "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
            "write_json", "EXIT_INTERRUPTED"]
 
@@ -74,6 +74,12 @@ def _number(kind, low: float, strict: bool, text: str):
         raise argparse.ArgumentTypeError(
             f"must be {'>' if strict else '>='} {low}, got {text}")
     return value
+
+
+def integer(text: str) -> int:
+    """argparse type: any int; the command checks the range (where the
+    minimum depends on other arguments, so that the message names it)."""
+    return _number(int, float("-inf"), False, text)
 
 
 def positive_int(text: str) -> int:
