@@ -3,7 +3,9 @@
 ``pytest`` do: usage errors are one line on stderr with exit status 2
 (argparse's own error path), ``--help`` is plain text with every default,
 ``--version`` exists everywhere, output paths are checked before any work
-starts, and Ctrl-C ends with status 130 and no traceback.
+starts, and Ctrl-C ends with status 130 and no traceback; except for
+``shmatari serve``, whose normal way to stop is Ctrl-C or SIGTERM: it exits
+0 then, once its workers are stopped and its segment removed.
 """
 
 from __future__ import annotations

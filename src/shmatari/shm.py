@@ -260,6 +260,8 @@ class _Attached:
                                    mmap.ACCESS_DEFAULT)
             _lock_shared(fd, lock_timeout, f"{SHM_DIR}/{name}")
         except BaseException:
+            if getattr(self, "_mmap", None) is not None:
+                self._mmap.close()
             os.close(fd)
             raise
         self._fd = fd  # kept open: it holds the in-use lock
