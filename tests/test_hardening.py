@@ -117,6 +117,12 @@ def test_attach_timeout_is_checked_before_anything(timeout, error):
         shmatari.attach("nosuchpool", timeout=timeout)
 
 
+@pytest.mark.parametrize("start_timeout", [0, -1, math.nan, math.inf])
+def test_make_start_timeout_must_be_finite_and_positive(start_timeout):
+    with pytest.raises(ValueError, match="start_timeout must be a finite number"):
+        shmatari.make("null", 1, start_timeout=start_timeout)
+
+
 @pytest.mark.parametrize("timeout", [-1, math.nan, True, "1"])
 def test_step_recv_reset_timeouts_are_checked(timeout):
     with shmatari.make("null", 2, num_workers=1) as env:
