@@ -6,6 +6,7 @@ import os
 import random
 import signal
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,6 +103,25 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "all_games: plays every game in list_games() (about a minute on 2 cores; "
                    "part of the core suite, deselect with -m 'not integration and not all_games')")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/integration is not even collected by the core command (``python3
+    -m pytest``: its modules import torch, SB3, ... and would only print
+    SKIPPED lines): only when a path under it is given, or a ``-m``
+    expression that selects ``integration``."""
+    here = Path(__file__).resolve().parent / "integration"
+    path = Path(collection_path).resolve()
+    if path != here and here not in path.parents:
+        return None
+    for arg in config.args:
+        target = Path(str(arg).split("::")[0]).resolve()
+        if target == here or here in target.parents:
+            return None
+    markexpr = (config.getoption("markexpr", "") or "").replace(" ", "")
+    if "integration" in markexpr and "notintegration" not in markexpr:
+        return None
+    return True
 
 
 def pytest_collection_modifyitems(config, items):

@@ -52,10 +52,11 @@ def _wait_until(cond, timeout: float, what: str) -> None:
 class Server:
     """A ``shmatari serve`` process, as a user would start it."""
 
-    def __init__(self, tmp_path, *args: str, num_envs: int = 4, num_workers: int = 2):
-        self.name = f"t{os.getpid()}x{next(_names)}"
+    def __init__(self, tmp_path, *args: str, num_envs: int = 4, num_workers: int = 2,
+                 name: str | None = None):
+        self.name = name or f"t{os.getpid()}x{next(_names)}"
         self.segment = _core.segment_name(self.name)
-        self.log = tmp_path / f"{self.name}.err"
+        self.log = tmp_path / f"{self.name}.{next(_names)}.err"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", self.name,
              "--num-envs", str(num_envs), "--num-workers", str(num_workers), *args],
@@ -64,7 +65,8 @@ class Server:
         m = re.fullmatch(r"ready name=(\S+) segment=(\S+) pid=(\d+)\n", line)
         assert m, f"unexpected first line {line!r}; server log:\n{self.stderr()}"
         assert m.groups() == (self.name, self.segment, str(self.proc.pid))
-        with contextlib.closing(shm.attach(self.segment)) as mapped:
+        # Read-only: the server counts read-write opens as clients (_OpenWatch).
+        with contextlib.closing(shm.attach(self.segment, readonly=True)) as mapped:
             seg = _core.Segment(mapped.buf)
             self.worker_pids = [seg.worker_pid(w) for w in range(seg.num_workers)]
             seg.release()

@@ -3,7 +3,9 @@
 ``pytest`` do: usage errors are one line on stderr with exit status 2
 (argparse's own error path), ``--help`` is plain text with every default,
 ``--version`` exists everywhere, output paths are checked before any work
-starts, and Ctrl-C ends with status 130 and no traceback.
+starts, and Ctrl-C ends with status 130 and no traceback; except for
+``shmatari serve``, whose normal way to stop is Ctrl-C or SIGTERM: it exits
+0 then, once its workers are stopped and its segment removed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import re
 import tempfile
 
-__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "positive_int",
+__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
            "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
            "write_json", "EXIT_INTERRUPTED"]
 
@@ -74,6 +76,12 @@ def _number(kind, low: float, strict: bool, text: str):
         raise argparse.ArgumentTypeError(
             f"must be {'>' if strict else '>='} {low}, got {text}")
     return value
+
+
+def integer(text: str) -> int:
+    """argparse type: any int; the command checks the range (where the
+    minimum depends on other arguments, so that the message names it)."""
+    return _number(int, float("-inf"), False, text)
 
 
 def positive_int(text: str) -> int:

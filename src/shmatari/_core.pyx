@@ -21,6 +21,7 @@ One compiled module, cut into files by concern (the worker loop calls
 """
 
 from cpython.exc cimport PyErr_CheckSignals
+from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset, strlen
 

@@ -296,6 +296,21 @@ def status_name(int code):
     return "unknown"
 
 
+cpdef int64_t timeout_to_ns(double seconds) except? -2:
+    """Seconds -> the ``timeout_ns`` of shmatari.h's waits: nanoseconds, or
+    -1 (no limit) for inf and for anything past 2**63 ns (292 years).
+
+    Raises:
+        ValueError: NaN (converting it to int64 is undefined behaviour in C)
+            or a negative number (which the C waits would read as no limit).
+    """
+    if seconds != seconds or seconds < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0, got {seconds!r}")
+    if seconds >= 9.2e9:
+        return -1
+    return <int64_t>(seconds * 1e9)
+
+
 def pid_alive(int32_t pid):
     """True if process ``pid`` exists and is not a zombie (``shmatari_pid_alive``)."""
     return bool(shmatari_pid_alive(pid))

@@ -237,7 +237,7 @@ cdef class Segment:
         cdef char msg[512]
         cdef int32_t holder = 0
         cdef int r
-        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        cdef int64_t timeout_ns = timeout_to_ns(timeout)
         msg[0] = 0
         with nogil:
             r = shmatari_open_pool(&self.geo, pid, timeout_ns, &holder, msg, sizeof(msg))
@@ -304,24 +304,31 @@ cdef class Segment:
             ids = &env_ids[0] if n else <const int32_t *>&n
         return shmatari_send(&self.cl, &actions[0] if n else <const int32_t *>&n, ids, n)
 
-    def client_reset(self, uint32_t cmd, const uint8_t[::1] mask):
+    def client_reset(self, uint32_t cmd, const uint8_t[::1] mask, double timeout=INFINITY):
         """``shmatari_reset_envs``: resets every env (``mask`` None: first
-        dropping what is in flight) or the envs of a uint8 ``mask``. Returns
-        the status code (a signal during the drain raises its exception,
-        with nothing dropped).
+        dropping what is in flight, waiting up to ``timeout`` seconds, inf:
+        no limit, for the commands in flight) or the envs of a uint8
+        ``mask``. Returns the status code (``STATUS["timeout"]``: nothing
+        was dropped; a signal during the drain raises its exception, with
+        nothing dropped).
 
         Raises:
             KeyboardInterrupt (or any signal handler's exception).
+            ValueError: ``timeout`` NaN or negative.
         """
         cdef const uint8_t *m = NULL
         cdef int r
+        cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
+        cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
         if mask is not None:
             if self.cl.hdr == NULL or <uint32_t>mask.shape[0] != self.cl.geom.num_envs:
                 raise ValueError("the mask needs one byte per env")
             m = &mask[0]
         while True:
+            if deadline >= 0:  # one deadline across the signals that interrupt the drain
+                left = max(<int64_t>0, deadline - shmatari_now_ns())
             with nogil:
-                r = shmatari_reset_envs(&self.cl, cmd, m, -1)
+                r = shmatari_reset_envs(&self.cl, cmd, m, left)
             if r != SHMATARI_ERR_INTERRUPTED:
                 return r
             PyErr_CheckSignals()  # raises, or the handler returned: drain on
@@ -341,7 +348,7 @@ cdef class Segment:
             arrived while waiting (nothing changed).
         """
         cdef int r
-        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        cdef int64_t timeout_ns = timeout_to_ns(timeout)
         with nogil:
             r = shmatari_next_batch(&self.cl, timeout_ns)
         if r == SHMATARI_ERR_INTERRUPTED:
@@ -398,7 +405,7 @@ cdef class Segment:
         cdef shmatari_geom *g = &self.geo
         cdef uint32_t seen
         cdef int r
-        cdef int64_t timeout_ns = <int64_t>(timeout * 1e9)
+        cdef int64_t timeout_ns = timeout_to_ns(timeout)
         while True:
             with nogil:
                 seen = shmatari_load_acquire(&h.main_seq)

@@ -540,7 +540,11 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     if unknown:
         raise ValueError(f"unknown pairing(s) {unknown}; choose from {', '.join(PAIRINGS)}")
     varying = [p for p in ("workers", "async") if p in pairings]
-    num_envs = _config._int("num_envs", num_envs, 1)
+    # The minimum depends on the pairings: checked here, once, so that the
+    # message gives the minimum that applies (2 with workers or async).
+    num_envs = _config._int("num_envs", num_envs, 1 - 2**63)
+    if num_envs < 1 and not varying:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if num_envs < 2 and varying:
         raise ValueError(f"num_envs must be >= 2 for the {' and '.join(varying)} pairing"
                          f"{'s' * (len(varying) > 1)} (so that num_workers and batch_size can "
@@ -620,7 +624,7 @@ def _parser() -> argparse.ArgumentParser:
                "130 after Ctrl-C (the pairings that finished are printed).")
     _cli.add_version(p)
     p.add_argument("--game", default="Breakout", help="game")
-    p.add_argument("--num-envs", type=_cli.positive_int, default=4,
+    p.add_argument("--num-envs", type=_cli.integer, default=4,
                    help="envs per run (>= 2, or 1 with --pairings rerun)")
     p.add_argument("--steps", type=_cli.positive_int, default=300, help="agent steps per env")
     p.add_argument("--seed", type=_cli.nonnegative_int, default=0, help="pool seed")

@@ -77,7 +77,9 @@ def _free_name(segment: str) -> None:
     """
     path = f"{shm.SHM_DIR}/{segment}"
     try:
-        mapped = shm.attach(segment)
+        # Read-only: a live server counts the read-write opens of its file as
+        # clients (_OpenWatch), and this look is none.
+        mapped = shm.attach(segment, readonly=True)
     except FileNotFoundError:
         return
     except shm.UntrustedSegmentError as exc:
@@ -86,11 +88,16 @@ def _free_name(segment: str) -> None:
     except (ValueError, OSError) as exc:  # an empty or special file, EINVAL, ...
         if isinstance(exc, ValueError):  # an empty file: a server being created, or debris
             owner, alive = 0, False
+            try:
+                st = os.lstat(path)
+                ident = (st.st_dev, st.st_ino)
+            except FileNotFoundError:
+                return
         else:
             raise SystemExit(f"shmatari serve: cannot use {path} "
                              f"({exc.strerror or exc}); choose another --name") from None
     else:
-        seg = None
+        seg, ident = None, shm.identity(mapped)
         try:
             try:
                 seg = _core.Segment(mapped.buf)
@@ -120,7 +127,7 @@ def _free_name(segment: str) -> None:
             raise SystemExit(f"shmatari serve: the name is taken: pid {owner} already "
                              f"serves {path}; choose another --name or stop it")
     _log(f"removing {path}, left by a server that is gone (pid {owner})")
-    shm.unlink(segment)
+    shm.unlink_own(segment, ident)  # the file judged above, not one created since
 
 
 def _options_line(cfg: _config.EnvConfig, preset: str | None) -> str:
@@ -433,6 +440,7 @@ def _parser() -> argparse.ArgumentParser:
                         "then up to 19 letters, digits, _ or -); default: an automatic "
                         "shmatari_<pid>_<hex>, printed")
     _option_flags(s)
+    p.serve_parser = s  # main() reports its usage errors as serve's
     return p
 
 
@@ -440,6 +448,7 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     opts = vars(args)
+    parser = parser.serve_parser  # the only command
     if args.name is not None and not NAME_RE.fullmatch(args.name):
         parser.error(f"--name must be a letter then up to 19 letters, digits, '_' or '-', "
                      f"got {args.name!r}")

@@ -38,6 +38,12 @@ _STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
 _COLLECTED = tuple(name for name, _ in _core.FIELDS) + ("_reset", "_restarted")
 #: Seconds between liveness checks while waiting for a batch.
 _POLL = 0.1
+#: Seconds ``reset()`` waits by default, in all, for the commands in flight
+#: to finish and for the first observations: far above an honest reset
+#: (ALE v5's noop_max=30 takes milliseconds; noop_max in the millions of
+#: frames takes tens of seconds, and needs ``timeout=None``), so that only a
+#: stuck worker (stopped, or looping) reaches it.
+RESET_TIMEOUT = 60.0
 _now = time.monotonic
 #: The header's autoreset_mode word -> the option's name.
 AUTORESET_NAMES = {v: k for k, v in _core.AUTORESET_MODES.items()}
@@ -145,6 +151,15 @@ class Client:
         self.obs_shape = obs_shape
         self.action_set = hdr["action_set"]
         self.n_actions = len(self.action_set)
+        # Worker-written words of this one snapshot: checked before use (the
+        # header's own check bounds num_actions above only; 0 is a pool whose
+        # workers never reported). ALE's actions are 0..17 (ale_py.Action).
+        bad = [a for a in self.action_set if not 0 <= a < _core.MAX_ACTIONS]
+        if self.n_actions == 0 or bad or len(set(self.action_set)) != self.n_actions:
+            raise ValueError(
+                f"the segment's action set {list(self.action_set)} is not 1 to "
+                f"{_core.MAX_ACTIONS} distinct ALE action ids (0..{_core.MAX_ACTIONS - 1}): it "
+                f"was written by something other than the pool's workers")
         B = hdr["batch_size"]
         # Same-step pools: each slot also holds the final records (layout.h).
         self._has_final = hdr["slot_final_offset"] != 0
@@ -270,6 +285,12 @@ class Client:
                     f"batch received, and none was: pass env_id, or reset() first")
         if env_id is None:
             ids = None
+            if self.batch_size < self.num_envs and np.ndim(actions) == 1 and \
+                    np.shape(actions)[0] != self.num_envs:
+                raise ValueError(
+                    f"actions must have shape ({self.num_envs},) (every env) or "
+                    f"({self.batch_size},) (the envs of the last batch received), "
+                    f"got {np.shape(actions)}")
             acts = _core.check_actions(actions, self.num_envs, self.n_actions)
         else:
             ids = self._check_env_ids(env_id)
@@ -279,21 +300,49 @@ class Client:
             self._refused(code)
 
     @_one_thread
-    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+    def async_reset(self, seed: int | None = None, options: dict | None = None,
+                    timeout: float | None = RESET_TIMEOUT) -> None:
         """See :meth:`ShmVectorEnv.async_reset`."""
+        timeout = check_timeout(timeout)
         self._usable()
         mask = self._check_reset_options(seed, options)
-        cmd = _core.CMD_RESET
+        cmd, before = _core.CMD_RESET, None
         if seed is not None:
             seed = seeding.check_seed(seed)
             # A reset of every env is refused only by a closed or broken pool
-            # (checked above): the seed words can be written first.
+            # (checked above), or times out waiting for the commands in
+            # flight (the words are then put back): written first.
+            before = (self._seg.seed_words(), self.seed_entropy)
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
             cmd = _core.CMD_RESEED
-        code = self._seg.client_reset(cmd, None if mask is None else mask.view(np.uint8))
+        code = self._seg.client_reset(cmd, None if mask is None else mask.view(np.uint8),
+                                      math.inf if timeout is None else timeout)
+        if code == _core.ERR_TIMEOUT:
+            if before is not None:
+                self._seg.set_seed_words(before[0])
+                self.seed_entropy = before[1]
+            raise StepTimeoutError(
+                f"reset() waited {timeout:g} s for the commands in flight to finish, and "
+                f"{self._stuck()}; nothing was dropped or reset: reset() again to wait "
+                f"longer (timeout=None: no limit), or close() the pool")
         if code != _core.OK:
             self._refused(code)
+
+    def _stuck(self) -> str:
+        """Which workers have commands not answered, by index, pid and envs:
+        what a timeout names (alive, since a dead worker is reported as one)."""
+        seg = self._seg
+        running = np.flatnonzero(seg.in_flight())
+        parts = []
+        for w in range(seg.num_workers):
+            begin, end = seg.worker_group(w)
+            envs = running[(running >= begin) & (running < end)].tolist()
+            if envs:
+                parts.append(f"worker {w} (pid {seg.worker_pid(w)}) has not answered "
+                             f"env{'s' * (len(envs) > 1)} {', '.join(map(str, envs))}")
+        return ("; ".join(parts) + " (alive, but stopped or busy: a long noop_max, or a "
+                "stuck emulator)") if parts else "no env has a command in flight"
 
     def _check_reset_options(self, seed, options) -> np.ndarray | None:
         """Validates reset()'s options; returns the reset mask or None (all envs)."""
@@ -326,7 +375,7 @@ class Client:
                 why = (f"recv(timeout=0): no batch of {self.batch_size} result(s) is ready yet"
                        if timeout == 0 else
                        f"recv() got no batch of {self.batch_size} result(s) within {timeout:g} s "
-                       f"with every worker alive (one may be stuck, or the timeout is too short)")
+                       f"with every worker alive: {self._stuck()}")
                 raise StepTimeoutError(f"{why}; the pool is unchanged: recv() again to go on "
                                        f"waiting, or reset() to drop the commands in flight")
         batch = seg.taken
@@ -375,10 +424,19 @@ class Client:
         return tuple(out)
 
     @_one_thread
-    def reset(self, seed, options):
+    def reset(self, seed, options, timeout=RESET_TIMEOUT):
         """See :meth:`ShmVectorEnv.reset`."""
-        self.async_reset(seed=seed, options=options)
-        obs, _, _, _, info = self.recv()
+        timeout = check_timeout(timeout)
+        deadline = None if timeout is None else _now() + timeout
+        self.async_reset(seed=seed, options=options, timeout=timeout)
+        try:
+            obs, _, _, _, info = self.recv(None if deadline is None
+                                           else max(0.0, deadline - _now()))
+        except StepTimeoutError:
+            raise StepTimeoutError(
+                f"reset() got no first observations within {timeout:g} s: {self._stuck()}; "
+                f"the resets are in flight: recv() collects them, reset() again waits for "
+                f"them and resets anew (timeout=None: no limit), or close() the pool") from None
         return obs, info
 
     @_one_thread
@@ -387,6 +445,11 @@ class Client:
         timeout = check_timeout(timeout)  # every argument checked before anything is sent
         self._usable()
         if env_id is not None:
+            # A bad argument is a ValueError before any call-order check (as
+            # send() would find it): one action per env id.
+            if np.ndim(env_id) == 1 and np.shape(actions) != np.shape(env_id):
+                raise ValueError(f"actions must have shape ({np.size(env_id)},), one per env "
+                                 f"id, got {np.shape(actions)}")
             code = self._seg.client_check_step(np.size(env_id))
             if code != _core.OK:
                 self._refused(code)

@@ -8,7 +8,7 @@ import numbers
 import os
 import sys
 
-from . import games, seeding
+from . import _core, games, seeding
 
 __all__ = ["EnvConfig", "build_config", "parse_option", "OPTION_DEFAULTS", "OPTION_TYPES",
            "PRESETS", "AUTORESET_MODES", "available_cores", "default_start_method",
@@ -180,7 +180,9 @@ def mp_start_method(start_method: str) -> str:
 
 
 #: Upper bounds of the integer options: what the layout's and the core's C
-#: types hold (uint32 counts, int frame counts), far above any real use.
+#: types hold (uint32 counts, int frame counts), far above any real use, or
+#: the layout's own limits (``SHMATARI_MAX_*`` of layout.h, read from the
+#: extension), so that a value the layout refuses is refused here, by name.
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
@@ -190,10 +192,10 @@ _INT64_MAX = 2**63 - 1
 #: (``high`` None: the C type's bound), ``(bool,)``, ``(str, choices)``.
 #: ``max_episode_frames`` also takes None (no cap).
 OPTION_TYPES = {
-    "frame_skip": (int, 1, _INT32_MAX),
+    "frame_skip": (int, 1, _core.MAX_FRAME_SKIP),
     "repeat_action_probability": (float, 0.0, 1.0),
     "noop_max": (int, 0, _INT32_MAX),
-    "stack_num": (int, 1, _INT32_MAX),
+    "stack_num": (int, 1, _core.MAX_STACK),
     # at most the game's own screen: build_config checks it (_image_side)
     "img_height": (int, 1, _INT32_MAX),
     "img_width": (int, 1, _INT32_MAX),
@@ -377,7 +379,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         opts.update(PRESETS[preset])
     opts.update(options)
     game = NULL_ENV if env_id == NULL_ENV else games.resolve_game(env_id)
-    num_envs = _int("num_envs", num_envs, 1)
+    num_envs = _int("num_envs", num_envs, 1, _core.MAX_ENVS)
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:
         raise ValueError(f"batch_size must be <= num_envs ({num_envs}), got {batch_size}")

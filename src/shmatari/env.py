@@ -13,6 +13,8 @@ wires the two parts a pool is made of:
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import os
 import time
 import weakref
@@ -22,7 +24,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from . import _core, config as _config, seeding, shm
-from .client import Client, status_error
+from .client import RESET_TIMEOUT, Client, status_error
 from .errors import AttachError
 from .spin import spin_policy
 from .supervisor import START_TIMEOUT, Supervisor, _deferred_sigint, _Resources
@@ -232,8 +234,9 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)):
             raise TypeError(f"start_timeout must be a number of seconds or None, got "
                             f"{type(start_timeout).__name__}")
-        if not start_timeout > 0:
-            raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout!r}")
+        if not 0 < start_timeout < math.inf:  # NaN fails both
+            raise ValueError(f"start_timeout must be a finite number of seconds > 0, or "
+                             f"None, got {start_timeout!r}")
     # Checking the game imports ale-py and loads its ROM: a KeyboardInterrupt
     # raised inside ale-py's native code aborts the process (C++ terminate),
     # so a Ctrl-C then is raised once that is done.
@@ -265,9 +268,12 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
         name: the pool's name (``"demo"`` for ``shmatari serve ... --name
             demo``, whose segment is ``/dev/shm/shmatari_demo``), or a full
             segment name such as ``env.segment_name``.
-        timeout: seconds to wait for a pool that is still starting (a
-            warning to the ``"shmatari"`` logger says so once, when there is
-            no such segment yet), or for a previous client's last commands.
+        timeout: seconds to wait in all (a finite number >= 0): for a pool
+            that is still starting (a warning to the ``"shmatari"`` logger
+            says so once, when there is no such segment yet), for the
+            segment's in-use lock while another process holds it exclusively
+            (only a sweep or a starting server takes it, for microseconds),
+            and for a previous client's last commands.
         zero_copy: as :func:`make`'s.
 
     Returns:
@@ -277,13 +283,23 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
         AttachError: no such pool (``code="not_found"``), not a shmatari
             segment, another layout ABI major version (``"abi"``), another
             live client (``"busy"``, with its pid in ``client_pid``), a pool
-            still starting after ``timeout`` (``"timeout"``), or a server or
-            worker that died or is closing.
-        TypeError: ``name`` is not a str.
-        ValueError: an empty name, or one with ``/`` or NUL.
+            still starting, or a segment locked by another process, after
+            ``timeout`` (``"timeout"``), or a server or worker that died or
+            is closing.
+        TypeError: ``name`` is not a str, or ``timeout`` not a number
+            (None, bool and str are refused).
+        ValueError: an empty name, or one with ``/`` or NUL; a ``timeout``
+            that is negative, NaN or infinite.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str such as 'demo', got {type(name).__name__}")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds (attach waits at most that "
+                        f"long), got {type(timeout).__name__} {timeout!r}")
+    if not 0 <= float(timeout) < math.inf:  # NaN fails both
+        raise ValueError(f"timeout must be a finite number of seconds >= 0 (attach waits "
+                         f"at most that long), got {timeout!r}")
+    timeout = float(timeout)
     if "\0" in name:
         raise ValueError(f"name must not contain NUL characters, got {name!r}")
     return ShmVectorEnv._attach(name, timeout, bool(zero_copy))
@@ -383,7 +399,10 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 # A server that is still starting has no segment yet, or one
                 # whose header is still zero: wait for it, up to the timeout.
                 try:
-                    segment = shm.attach(seg_name)
+                    segment = shm.attach(seg_name, lock_timeout=max(0.0, deadline - _now()))
+                except shm.SegmentLockedError as exc:
+                    raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                      code="timeout") from None
                 except shm.UntrustedSegmentError as exc:
                     raise AttachError(f"cannot attach to {name!r}: {exc}",
                                       code="untrusted") from None
@@ -426,7 +445,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                                   code="not_shmatari") from None
             self._res.seg = seg
             self._seg = seg
-            code, holder, msg = seg.open_client(os.getpid(), timeout)
+            code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()))
             if code != _core.OK:
                 raise AttachError(f"cannot attach to {name!r}: {msg}",
                                   code=_core.status_name(code), client_pid=holder or None)
@@ -436,8 +455,12 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             except ValueError as exc:
                 raise AttachError(f"cannot attach to {name!r}: {exc}",
                                   code="not_shmatari") from None
-            client = Client(segment, seg, self._res, zero_copy=zero_copy,
-                            seed_entropy=seeding.words_to_seed(seg.seed_words()))
+            try:
+                client = Client(segment, seg, self._res, zero_copy=zero_copy,
+                                seed_entropy=seeding.words_to_seed(seg.seed_words()))
+            except ValueError as exc:  # header words its workers would not write
+                raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                  code="not_shmatari") from None
             seg.spin_ns, seg.spin_mode = spin_policy(
                 client.num_workers, _config.available_cores())["client"]
             self._attached_pids = [seg.worker_pid(w) for w in range(client.num_workers)]
@@ -521,16 +544,21 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         """
         self._client.send(actions, env_id)
 
-    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        """Resets envs without waiting; collect the results with :meth:`recv`.
+    def async_reset(self, seed: int | None = None, options: dict | None = None,
+                    timeout: float | None = RESET_TIMEOUT) -> None:
+        """Resets envs without waiting for their observations; collect them
+        with :meth:`recv`.
 
         Args:
             seed, options: as :meth:`reset`.
+            timeout: seconds to wait at most for the commands in flight to
+                finish (a reset without a mask waits for them first); None:
+                no limit. Default :data:`shmatari.client.RESET_TIMEOUT` (60 s).
 
         Raises:
             As :meth:`reset`.
         """
-        self._client.async_reset(seed, options)
+        self._client.async_reset(seed, options, timeout)
 
     def recv(self, timeout: float | None = None):
         """Waits for the next batch of ``batch_size`` results.
@@ -564,7 +592,8 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         return self._client.recv(timeout)
 
     # -- the Gymnasium API -----------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None,
+              timeout: float | None = RESET_TIMEOUT):
         """Resets every env.
 
         Args:
@@ -581,6 +610,11 @@ class ShmVectorEnv(gym.vector.VectorEnv):
                 ``seed``. Without a mask, the commands in flight (after an
                 interrupted ``recv()``, or ``send()`` without ``recv()``) are
                 waited for and their results dropped first.
+            timeout: seconds the whole reset may take at most: waiting for the
+                commands in flight, then for the first observations. Default
+                :data:`shmatari.client.RESET_TIMEOUT`, 60 s, far above an
+                honest reset (noop_max=30: milliseconds); a ``noop_max`` of
+                millions of frames needs more, or None (no limit).
 
         Returns:
             (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
@@ -595,10 +629,16 @@ class ShmVectorEnv(gym.vector.VectorEnv):
             CallOrderError: a ``reset_mask`` holding an env still running, or
                 before the first full reset; the message names the pool's
                 state and the call that leaves it.
-            TypeError, ValueError: a bad seed or options.
+            TypeError, ValueError: a bad seed or options, or a ``timeout``
+                that is not None or a number >= 0 (NaN is refused).
+            StepTimeoutError: ``timeout`` passed with every worker alive; the
+                message names the workers (index, pid) and envs that did not
+                answer. Waiting for the commands in flight, nothing was
+                dropped or reset; waiting for the first observations, the
+                resets are in flight (``recv()`` or ``reset()`` again).
             WorkerError, PoolClosedError: as :meth:`recv`.
         """
-        return self._client.reset(seed, options)
+        return self._client.reset(seed, options, timeout)
 
     def step(self, actions, env_id=None, timeout: float | None = None):
         """Steps the envs once.
@@ -678,10 +718,13 @@ class ShmVectorEnv(gym.vector.VectorEnv):
     # -- per-env attributes (Gymnasium's call / get_attr / set_attr) ------------------
     def get_action_meanings(self) -> list[str]:
         """ALE's name of each action index (``"NOOP"``, ``"FIRE"``, ...), as
-        ale-py's ``AtariEnv.get_action_meanings``."""
+        ale-py's ``AtariEnv.get_action_meanings``; an id that ALE does not
+        know (never from shmatari's workers: an attached pool's action ids
+        are checked at attach) reads ``"UNKNOWN_<id>"``."""
         from ale_py import Action
 
-        return [Action(a).name for a in self.action_set]
+        known = {a.value: a.name for a in Action}
+        return [known.get(int(a), f"UNKNOWN_{int(a)}") for a in self.action_set]
 
     def _env_attributes(self) -> dict:
         """What every env of the pool answers to ``get_attr`` / ``call``."""

@@ -877,12 +877,17 @@ class RayVectorEnv(gym.vector.VectorEnv):
 
         Raises:
             StepTimeoutError: ``timeout`` passed; nothing was taken.
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0
+                (NaN is refused).
             CallOrderError: fewer than ``batch_size`` envs are running.
             WorkerError: a node's actor died (as soon as Ray reports it), or
                 its pool failed, naming the node and its envs; with
                 ``restart_workers`` only if its restart fails.
             PoolClosedError: the pool is closed or broken.
         """
+        from .client import check_timeout
+
+        timeout = check_timeout(timeout)  # NaN would never pass, a negative at once
         self._usable()
         if self._pending < self.batch_size:
             raise CallOrderError(f"recv() needs {self.batch_size} running env(s), "

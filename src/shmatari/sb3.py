@@ -205,6 +205,23 @@ class ShmatariVecEnv(VecEnv):
         return infos
 
     # -- the VecEnv API -----------------------------------------------------------
+    def seed(self, seed: int | None = None) -> list[int]:
+        """Sets the pool seed for the next :meth:`reset` (SB3's ``VecEnv.seed``).
+
+        Args:
+            seed: the pool seed; None draws one, as SB3 does.
+
+        Returns:
+            list[int]: ``[seed] * num_envs``: every env derives from the one
+            pool seed, env i from ``SeedSequence(seed, spawn_key=(i,))``
+            (:mod:`shmatari.seeding`); SB3's own VecEnvs return
+            ``seed + i``, which is not what seeds env i here.
+        """
+        if seed is None:
+            seed = int(np.random.randint(0, np.iinfo(np.uint32).max, dtype=np.uint32))
+        self._seeds = [seed] * self.num_envs
+        return list(self._seeds)
+
     def reset(self) -> np.ndarray:
         """Resets every env (with the seed given to :meth:`seed`, if any).
 

@@ -382,10 +382,23 @@ def _seed_all(seed, deterministic_torch: bool, warn_hashseed: bool) -> SeedRecor
             f"PYTHONHASHSEED {problem}: hashes of str and bytes, and so the iteration order "
             f"of sets and anything built from it, change from run to run and differ between "
             f"spawned workers. Python reads it only at start-up, so it cannot be set from "
-            f"here: launch the program as `PYTHONHASHSEED=0 python train.py` (or export it "
-            f"in the job script).", ReproducibilityWarning, stacklevel=3)
+            f"here: launch the program as `PYTHONHASHSEED=0 {_launch_command()}` (or export "
+            f"it in the job script).", ReproducibilityWarning, stacklevel=3)
     return SeedRecord(seed=seed, library_seed=lib, calls=calls, environ=environ,
                       absent=tuple(absent), pythonhashseed=os.environ.get("PYTHONHASHSEED"))
+
+
+def _launch_command() -> str:
+    """How this program was started, for the PYTHONHASHSEED advice:
+    ``python <script> <args>`` from ``sys.argv`` (its first 6 words), or
+    ``python your_script.py`` when there is no script (``-c``, a REPL)."""
+    import shlex
+
+    argv = list(getattr(sys, "argv", None) or [])
+    if not argv or argv[0] in ("", "-c", "-"):
+        return "python your_script.py"
+    words = [argv[0]] + argv[1:6] + (["..."] if len(argv) > 6 else [])
+    return "python " + shlex.join(words).replace("'...'", "...")
 
 
 def seed_everything(seed: int | None, *, deterministic_torch: bool = True) -> SeedRecord:

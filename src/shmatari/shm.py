@@ -44,8 +44,8 @@ from multiprocessing import shared_memory
 from . import _core
 from .errors import SharedMemorySpaceError
 
-__all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "free_bytes", "sweep_stale",
-           "SHM_DIR"]
+__all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "unlink_own", "identity",
+           "free_bytes", "sweep_stale", "SHM_DIR", "LOCK_TIMEOUT", "SegmentLockedError"]
 
 PREFIX = _core.NAME_PREFIX  # "shmatari_" (SHMATARI_NAME_PREFIX)
 SHM_DIR = "/dev/shm"
@@ -54,13 +54,85 @@ _NAME = re.compile(re.escape(PREFIX) + r"(\d+)_[0-9a-f]+")
 _log = logging.getLogger("shmatari")
 
 
-def _lock_shared(fd: int) -> None:
-    """Takes the shared lock that marks a segment as in use (see above)."""
+#: Seconds :func:`attach` waits by default for the shared lock while another
+#: process holds an exclusive one. Only a sweep or a starting server takes
+#: it, for microseconds (a non-blocking try); held longer, it is a process
+#: of this user that keeps the segment from being used.
+LOCK_TIMEOUT = 2.0
+#: Seconds between tries of the shared lock (``flock`` has no timed wait).
+_LOCK_RETRY = 0.005
+
+
+class SegmentLockedError(TimeoutError):
+    """Another process has held an exclusive lock on a segment for longer
+    than the lock timeout (see :func:`attach`)."""
+
+
+def _lock_shared(fd: int, timeout: float | None = None, path: str = "") -> None:
+    """Takes the shared lock that marks a segment as in use (see above),
+    waiting up to ``timeout`` seconds (None: without waiting more than a
+    first try) while another process holds an exclusive one.
+
+    Raises:
+        SegmentLockedError: the lock stayed exclusive for ``timeout`` s.
+    """
     try:
         import fcntl
     except ImportError:  # Windows: no sweep there
         return
-    fcntl.flock(fd, fcntl.LOCK_SH)
+    import time
+
+    deadline = time.monotonic() + (timeout or 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise SegmentLockedError(
+                    f"{path or 'the segment'} is locked exclusively by another process of "
+                    f"this user (waited {timeout or 0.0:g} s for the shared lock that every "
+                    f"process mapping a segment holds); stop that process, or serve the "
+                    f"pool under another name") from None
+            time.sleep(_LOCK_RETRY)
+
+
+def identity(segment) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the segment file that ``segment`` (a
+    ``SharedMemory`` or an attached segment) holds open, or None when its
+    descriptor is closed or there is none (not Linux/POSIX)."""
+    fd = getattr(segment, "_fd", -1)
+    if fd is None or fd < 0:
+        return None
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def unlink_own(name: str, ident: tuple[int, int] | None) -> bool:
+    """Removes segment ``name`` only if the file the name points to now is
+    the one this process holds (``ident``, from :func:`identity`): a stale
+    process must never remove a segment that a new server created under
+    the same name. True if it was removed.
+
+    Where segments are not files under ``/dev/shm`` (macOS), there is no
+    name to compare, and the name is removed (the old behaviour). With
+    ``ident`` None (the descriptor is closed), it is left alone.
+    """
+    if not sys.platform.startswith("linux"):
+        return unlink(name)
+    if ident is None:
+        return False
+    try:
+        st = os.lstat(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        return False
+    if (st.st_dev, st.st_ino) != tuple(ident):
+        _log.info("left %s alone: it is no longer the segment this process created "
+                  "(another pool took the name)", name)
+        return False
+    # A new segment created between this check and the unlink below would
+    # still be removed: the window is this one call; sweep_stale has it too.
+    return unlink(name)
 
 
 def new_name(pid: int | None = None) -> str:
@@ -95,7 +167,7 @@ def _refuse(code: int, msg: str, exc: BaseException | None = None) -> None:
         raise exc if exc is not None else OSError(msg)
 
 
-def _open_trusted(name: str) -> tuple[int, int]:
+def _open_trusted(name: str, readonly: bool = False) -> tuple[int, int]:
     """Opens segment ``name`` read-write without following a symbolic link and
     checks it with the C client's policy (``shmatari_trust_fd`` in
     ``shmatari/attach.h``, through ``_core.trust_fd``: the one statement of
@@ -103,6 +175,10 @@ def _open_trusted(name: str) -> tuple[int, int]:
     link, owned by this process's effective uid, with no group or other
     permission bits, with every byte allocated and no hole. There is no
     opt-in for sharing a pool with a group: client and server are one user.
+
+    Args:
+        name: the segment's name under ``/dev/shm``.
+        readonly: open it read-only (a look at the header only).
 
     Returns:
         (int, int): the descriptor, and the size to map (from the ``fstat``
@@ -116,7 +192,8 @@ def _open_trusted(name: str) -> tuple[int, int]:
     """
     if sys.platform.startswith("linux"):
         path = os.path.join(SHM_DIR, name)
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        flags = (os.O_RDONLY if readonly else os.O_RDWR) | os.O_NOFOLLOW | os.O_CLOEXEC | \
+            os.O_NONBLOCK
         try:
             fd = os.open(path, flags)
         except FileNotFoundError:
@@ -130,7 +207,8 @@ def _open_trusted(name: str) -> tuple[int, int]:
         import _posixshmem  # the module SharedMemory itself is built on
 
         path = "/" + name
-        fd = _posixshmem.shm_open(path, os.O_RDWR | os.O_NONBLOCK, mode=0o600)
+        fd = _posixshmem.shm_open(path, (os.O_RDONLY if readonly else os.O_RDWR) |
+                                  os.O_NONBLOCK, mode=0o600)
     try:
         code, msg, size = _core.trust_fd(path, fd)
         _refuse(code, msg)
@@ -152,17 +230,20 @@ class _Attached:
     after the checks of :func:`_open_trusted`.
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, lock_timeout: float = LOCK_TIMEOUT, readonly: bool = False):
         import mmap
 
-        fd, size = _open_trusted(name)  # the size the trust check judged
+        fd, size = _open_trusted(name, readonly)  # the size the trust check judged
         try:
             if size == 0:
                 raise NotASegmentError(f"{SHM_DIR}/{name} is not a shared-memory segment "
                                        f"(an empty or special file)")
-            self._mmap = mmap.mmap(fd, size)
-            _lock_shared(fd)
+            self._mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else
+                                   mmap.ACCESS_DEFAULT)
+            _lock_shared(fd, lock_timeout, f"{SHM_DIR}/{name}")
         except BaseException:
+            if getattr(self, "_mmap", None) is not None:
+                self._mmap.close()
             os.close(fd)
             raise
         self._fd = fd  # kept open: it holds the in-use lock
@@ -206,16 +287,18 @@ def close_mapping(segment) -> bool:
         return False
 
 
-def _open(name: str, create: bool, size: int):
+def _open(name: str, create: bool, size: int, lock_timeout: float = LOCK_TIMEOUT,
+          readonly: bool = False):
     if not create:
-        return _Attached(name)
+        return _Attached(name, lock_timeout, readonly)
     if _TRACK_KW:
         shm = shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
     else:
         shm = shared_memory.SharedMemory(name=name, create=True, size=size)
         _untrack(shm)
     try:
-        _lock_shared(shm._fd)  # noqa: SLF001 - SharedMemory keeps its fd open on POSIX
+        # noqa: SLF001 - SharedMemory keeps its fd open on POSIX
+        _lock_shared(shm._fd, LOCK_TIMEOUT, f"{SHM_DIR}/{name}")  # noqa: SLF001
     except BaseException:
         _destroy(shm) if create else shm.close()
         raise
@@ -300,27 +383,35 @@ def create(name: str, size: int) -> shared_memory.SharedMemory:
 
 
 def _destroy(shm: shared_memory.SharedMemory) -> None:
+    ident = identity(shm)
     try:
         shm.close()
     finally:
-        try:
-            shm.unlink() if _TRACK_KW else _unlink_name(shm.name)
-        except FileNotFoundError:
-            pass
+        unlink_own(shm.name, ident)
 
 
-def attach(name: str):
+def attach(name: str, lock_timeout: float = LOCK_TIMEOUT, readonly: bool = False):
     """Maps an existing segment without taking ownership of it (and without
     the resource tracker), and holds its in-use lock until ``close()``. The
     result has ``name``, ``size``, ``buf`` and ``close()``, like ``SharedMemory``.
 
+    Args:
+        name: the segment's name under ``/dev/shm``.
+        lock_timeout: seconds to wait for the shared in-use lock while
+            another process holds it exclusively (default
+            :data:`LOCK_TIMEOUT`, 2 s).
+        readonly: open and map it read-only (a look at its header that a
+            server watching its file does not count as a client: see
+            ``shmatari.cli._OpenWatch``).
+
     Raises:
+        SegmentLockedError: the lock stayed exclusive for ``lock_timeout`` s.
         FileNotFoundError: no segment of that name.
         UntrustedSegmentError: a symbolic link, another user's file, a file
             others may read or write, or a sparse file (:func:`_open_trusted`).
         NotASegmentError: an empty or special file.
     """
-    return _open(name, False, 0)
+    return _open(name, False, 0, lock_timeout, readonly)
 
 
 def _unlink_name(name: str) -> None:

@@ -59,6 +59,7 @@ class _Resources:
         self.owner = owner   # the creator: stops the workers and unlinks
         self.pid = os.getpid()  # the process these resources belong to
         self.segment = None  # SharedMemory
+        self.ident = None    # (st_dev, st_ino) of the segment file it created
         self.seg = None      # _core.Segment
         self.views = []      # NumPy arrays over the segment
         self.processes = []
@@ -106,7 +107,9 @@ class _Resources:
         if segment is not None and self.owner:
             # The name goes first: if this process dies from here on, nothing
             # is left in /dev/shm (the workers still have their mappings).
-            shm.unlink(segment.name)
+            # Only if it still names this pool's file: another server may
+            # have taken the name (shmatari serve --name) after removing ours.
+            shm.unlink_own(segment.name, self.ident or shm.identity(segment))
         if seg is not None:
             try:
                 if self.client_pid:
@@ -234,6 +237,7 @@ class Supervisor:
         shm.sweep_stale()
         segment = shm.create(segment_name, total)
         self.res.segment = segment
+        self.res.ident = shm.identity(segment)
         segment.buf[:len(header)] = header
         seg = _core.Segment(segment.buf)
         self.res.seg = seg

@@ -23,7 +23,9 @@ How it ends:
   server's "alive" pipe); there, and on other systems, the worker notices
   within ``poll`` (0.2) seconds, busy or idle, that the owner's pid is gone
   or its parent pid changed. An orphaned worker removes the segment, so a
-  killed trainer leaves nothing in ``/dev/shm``.
+  killed trainer leaves nothing in ``/dev/shm``; but only the file it maps
+  (same device and inode): a new server that took the name meanwhile keeps
+  its segment.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 time.sleep(0.01)
         return False
 
-    segment = seg = None
+    segment = seg = ident = None
     status, exitcode, cores, holder = "failed", 1, [], []
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -158,9 +160,12 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             seg.release()
             del seg
         if segment is not None:
+            # The file this worker maps: a new server may have taken the name
+            # since the owner died, and its segment is not this one's to remove.
+            ident = shm.identity(segment)
             segment.close()
         if status == "orphaned":
-            shm.unlink(shm_name)
+            shm.unlink_own(shm_name, ident)
     if status == "terminated":
         # Killed by someone else while the pool runs: die of the signal, so
         # that the parent's error names it.

@@ -112,6 +112,9 @@ def test_api_placement_and_spaces(cluster):
             env.step(np.full(5, 9))
         with pytest.raises(shmatari.CallOrderError):
             env.recv()
+        for bad in (float("nan"), -1):  # checked first: NaN would wait forever
+            with pytest.raises(ValueError, match="timeout must be"):
+                env.recv(timeout=bad)
         # per byte: the newest frame, not the stack
         assert env.wire_bytes / env.wire_rows < 7056 + 100
     with pytest.raises(ValueError, match="num_nodes=4"):

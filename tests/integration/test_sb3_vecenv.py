@@ -59,7 +59,8 @@ def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
         with pytest.raises(AttributeError, match="fixed"):
             env.set_attr("frame_skip", 2)
         assert env.env_method("get_action_meanings", indices=0)[0][:2] == ["NOOP", "FIRE"]
-        env.seed(7)
+        # the one pool seed every env derives from, not SB3's seed + i (issue 25)
+        assert env.seed(7) == [7, 7]
         first = env.reset()
         assert first.shape == (2, 6, 84, 84)
         for step in range(1, 31):

@@ -138,8 +138,8 @@ static inline void shmatari_state_text(const shmatari_client *c, char *out,
                k[SHMATARI_CALL_ATTACH]);
       break;
     case SHMATARI_CLIENT_NEEDS_RESET:
-      snprintf(out, len, "; the pool has not been reset since this client "
-               "attached: %s (every env) leaves that state",
+      snprintf(out, len, "; the pool has not been reset yet by this client "
+               "(made or attached): %s (every env) leaves that state",
                k[SHMATARI_CALL_RESET]);
       break;
     case SHMATARI_CLIENT_IDLE:

@@ -1,0 +1,129 @@
+"""The docs run: every code block of README.md and docs/*.md is run or
+checked, unless the Markdown marks it as not meant to run (the directives
+are in tests/docs_blocks.py). Python blocks that need only the core run
+here, each in a fresh interpreter; shell blocks are checked (each command
+exists and takes its flags); ``shmatari serve`` and its client block run
+together. Blocks that need torch, SB3, TorchRL or Ray run in
+tests/integration/test_docs_integration.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+
+import pytest
+from conftest import shm_entries
+
+import docs_blocks
+from docs_blocks import ROOT
+
+BLOCKS = docs_blocks.blocks()
+SHELL = ("bash", "sh", "shell")
+
+
+def run_script(code: str, tmp_path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs ``code`` as a script in a fresh interpreter, in a scratch folder;
+    fails on a non-zero exit or a traceback, and on a segment left behind."""
+    path = tmp_path / "snippet.py"
+    path.write_text(code)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=timeout)  # a hang guard, not a timing check
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "Traceback" not in err, f"{code}\n--- stderr ---\n{err}"
+    assert not shm_entries(proc.pid), f"segments left by the snippet: {shm_entries(proc.pid)}"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def check_commands(block, run_help: bool = True) -> None:
+    """Each command of a shell block exists and takes every flag it is given:
+    its ``--help`` lists them (a script that needs the integration extras is
+    read instead, when ``run_help`` is False)."""
+    for cmd in docs_blocks.commands(block):
+        helper = docs_blocks.help_command(cmd)
+        if helper is None:
+            problem = docs_blocks.check_other(cmd)
+            assert problem is None, f"{block.id}: {problem}"
+            continue
+        if run_help:
+            proc = subprocess.run(helper, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, f"{block.id}: {' '.join(helper)}: {proc.stderr}"
+            text = proc.stdout
+        else:
+            text = (ROOT / cmd[1]).read_text()
+        for flag in docs_blocks.flags(cmd):
+            assert flag in text, f"{block.id}: {' '.join(cmd[:2])} has no {flag}"
+
+
+def test_every_block_is_run_or_marked_not_to_run():
+    problems = [p for b in BLOCKS for p in docs_blocks.problems(b)]
+    assert not problems, "\n".join(problems)
+    assert sum(b.suite == "core" for b in BLOCKS) >= 10  # the parser finds the blocks
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python" and
+                                   b.suite == "core" and not b.has("client")],
+                         ids=lambda b: b.id)
+def test_python_block_runs(block, tmp_path):
+    run_script(block.script(str(tmp_path)), tmp_path)
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if (b.language in SHELL or
+                                                         b.has("transcript")) and
+                                   b.suite != "skip" and not b.has("server")],
+                         ids=lambda b: b.id)
+def test_shell_block_commands_exist_with_their_flags(block):
+    check_commands(block, run_help=block.suite == "core")
+
+
+def _pairs():
+    """(server block, client block) pairs: a client follows its server."""
+    servers = [b for b in BLOCKS if b.has("server")]
+    out = []
+    for s in servers:
+        client = next((b for b in BLOCKS if b.has("client") and b.path == s.path and
+                       b.line > s.line), None)
+        assert client is not None, f"{s.id}: a server block without its client block"
+        out.append((s, client))
+    return out
+
+
+@pytest.mark.parametrize("pair", _pairs(), ids=lambda p: p[0].id)
+def test_served_pool_and_its_client_block_run(pair, tmp_path):
+    """The serve command really serves (under a name of this test's), the
+    client block attaches to it and runs, and Ctrl-C stops the server with
+    exit status 0 and nothing left (README: by design)."""
+    server, client = pair
+    (cmd,) = docs_blocks.commands(server)
+    assert cmd[:2] == ["shmatari", "serve"], cmd
+    demo = cmd[cmd.index("--name") + 1]
+    name = f"docs{os.getpid()}"
+    cmd = [name if w == demo else w for w in cmd]
+    log = (tmp_path / "serve.err").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "shmatari.cli", *cmd[1:]],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 300)  # a hang guard
+        line = proc.stdout.readline() if ready else ""
+        assert re.fullmatch(rf"ready name={name} segment=shmatari_{name} pid={proc.pid}\n",
+                            line), (line, (tmp_path / "serve.err").read_text())
+        code = client.script(str(tmp_path)).replace(f'"{demo}"', f'"{name}"')
+        assert name in code
+        run_script(code, tmp_path)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, (tmp_path / "serve.err").read_text()
+        assert not os.path.exists(f"/dev/shm/shmatari_{name}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
