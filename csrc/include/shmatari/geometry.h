@@ -76,6 +76,8 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   want.obs_layout = minor12 ? h.obs_layout : 0;
   want.screen_height = minor12 ? h.screen_height : 0;
   want.screen_width = minor12 ? h.screen_width : 0;
+  /* (1.3) batch_order: a pool of 1.2 or lower serves batches first ready. */
+  want.batch_order = h.abi_minor >= 3 ? h.batch_order : 0;
   char why[400];
   if (shmatari_layout_compute_msg(&want, why, sizeof why) != SHMATARI_LAYOUT_OK)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
