@@ -66,7 +66,8 @@ DEFAULT_CONFIG = {
 }
 
 #: shmatari's own make() arguments that the adapter also accepts.
-_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers")
+_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers",
+                    "batch_order")
 
 #: EnvPool make() keywords with no shmatari rule, and what to use instead.
 _REFUSED = {
@@ -290,7 +291,11 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
             - ``use_inter_area_resize=True`` only; ``mode``, ``difficulty``
               -1 only; ``gym_reset_return_info`` True only;
             - shmatari's ``num_workers``, ``start_method``, ``zero_copy``,
-              ``restart_workers`` are accepted too.
+              ``restart_workers`` are accepted too, and ``batch_order``:
+              ``"first_ready"`` (default: EnvPool's async contract, whichever
+              ``batch_size`` envs finish first) or ``"fixed"`` (groups in a
+              documented order, so that an async training run replays; see
+              :func:`shmatari.make`).
 
     Returns:
         EnvPoolAdapter: call ``reset()`` (or ``async_reset()``) first.
