@@ -11,17 +11,25 @@ are the raw scores of whole games (``info["episode"]["r"]``).
 
 **Double-buffered sampling** (the default). The pool is made with
 ``batch_size = num_envs // 2``: while the policy computes actions for one
-batch, the other half of the envs is stepping in the workers. ``recv()``
-returns whichever half-batch is ready first, so the envs of a batch change
-from one call to the next; every result is stored at its env's own position
-(``info["env_id"]``), each env keeping its own timeline. A rollout ends after
-``num_steps * num_envs`` transitions in all (an env may hold a few more or
-fewer than ``num_steps``; GAE runs along each env's own timeline). When it
-ends, the half still stepping has one transition in flight, chosen by the
-policy before the update: it becomes the first transition of the next
-rollout, with its behaviour log-probability, which is what PPO's ratio needs.
-``--sync`` makes a synchronous pool (``batch_size = num_envs``): exactly
-CleanRL's loop, for comparison.
+batch, the other half of the envs is stepping in the workers. The pool serves
+its batches in a fixed order (``batch_order="fixed"``): envs 0, 2, 4, ...,
+then envs 1, 3, 5, ..., and so on, each half striped over the workers, so
+which envs share a policy batch, the order of the policy's random draws and
+where a rollout ends never depend on timing: **the same seed replays bit for
+bit** (losses, parameters, game returns), whatever ``--num-workers``, the
+start method or the load on the machine (docs/reproducibility.md; torch
+itself must be deterministic too: ``--torch-threads`` fixed, its
+deterministic flags on, as here). Every result is stored at its env's own
+position (``info["env_id"]``), each env keeping its own timeline. A rollout
+ends after ``num_steps * num_envs`` transitions in all (GAE runs along each
+env's own timeline). When it ends, the half still stepping has one
+transition in flight, chosen by the policy before the update: it becomes the
+first transition of the next rollout, with its behaviour log-probability,
+which is what PPO's ratio needs. ``--batch-order first_ready`` serves
+whichever half is ready first instead (EnvPool's async contract, the
+previous default): as fast, but a run no longer replays. ``--sync`` makes a
+synchronous pool (``batch_size = num_envs``): exactly CleanRL's loop, for
+comparison.
 
 **Host-to-device hand-off.** Observations come as read-only views into the
 shared ring (``zero_copy=True``). On CPU the policy reads the view directly and
@@ -35,13 +43,15 @@ Run::
 
 It prints each finished game and each update, and writes into ``--out-dir``:
 ``episodes.csv`` (agent step, return, length), ``updates.csv`` (losses, SPS),
-``summary.json`` and ``curve.png``.
+``summary.json`` (with ``params_sha256``, a hash of the final parameters,
+and each update's losses, to compare two runs) and ``curve.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import signal
@@ -67,6 +77,9 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--sync", action="store_true", help="one synchronous batch of all envs (no overlap)")
     p.add_argument("--num-workers", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument("--batch-order", default="fixed", choices=("fixed", "first_ready"),
+                   help="double buffering: halves in a fixed order (replays) or first ready")
+    p.add_argument("--start-method", default=None, help="how workers start (shmatari.make)")
     p.add_argument("--max-episode-frames", type=int, default=108_000,
                    help="truncate a game after this many emulator frames (EnvPool's 27,000 steps)")
     p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -297,6 +310,16 @@ def ppo_update(agent, optimizer, args, ro: Rollout, device):
             "approx_kl": approx_kl.item(), "clipfrac": clipfrac.item(), "transitions": n}
 
 
+def params_sha256(agent) -> str:
+    """SHA-256 of every parameter's bytes, in ``state_dict`` order: two runs
+    with equal hashes ended with bit-identical models."""
+    h = hashlib.sha256()
+    for name, tensor in agent.state_dict().items():
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 def plot_curve(episodes, path, title):
     import matplotlib
     matplotlib.use("Agg")
@@ -318,13 +341,20 @@ def plot_curve(episodes, path, title):
     plt.close(fig)
 
 
-def write_outputs(args, episodes, last20, global_step, elapsed) -> dict:
+LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+
+def write_outputs(args, episodes, last20, global_step, elapsed, agent=None, losses=()) -> dict:
     """Writes summary.json and curve.png (also during the run, so a stopped run leaves them)."""
     summary = {"env_id": args.env_id, "num_envs": args.num_envs,
-               "mode": "sync" if args.sync else "double-buffered", "seed": args.seed,
+               "mode": "sync" if args.sync else "double-buffered",
+               "batch_order": "fixed" if args.sync else args.batch_order, "seed": args.seed,
                "device": args.device, "agent_steps": global_step, "seconds": round(elapsed, 1),
                "sps": round(global_step / elapsed, 1) if elapsed else None, "games": len(episodes),
                "mean_return_last20": float(np.mean(last20)) if last20 else None,
+               "params_sha256": params_sha256(agent) if agent is not None else None,
+               "update_losses": [list(u) for u in losses],
+               "returns": [r for _, r in episodes],
                "args": vars(args)}
     with open(os.path.join(args.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
@@ -346,7 +376,8 @@ def main(argv=None):
 
     env = shmatari.make(args.env_id, args.num_envs, batch_size=batch_size, num_workers=args.num_workers,
                         seed=args.seed, zero_copy=True, preset="dqn", autoreset_mode="same_step",
-                        max_episode_frames=args.max_episode_frames)
+                        max_episode_frames=args.max_episode_frames, batch_order=args.batch_order,
+                        start_method=args.start_method)
     obs_shape = env.single_observation_space.shape
     agent = Agent(obs_shape[0], env.single_action_space.n).to(device, memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -354,7 +385,7 @@ def main(argv=None):
     to_device = HostToDevice(batch_size, obs_shape, device)
     num_updates = args.total_timesteps // args.rollout_size
 
-    episodes, last20 = [], deque(maxlen=20)
+    episodes, last20, losses = [], deque(maxlen=20), []
     ep_file = open(os.path.join(args.out_dir, "episodes.csv"), "w", newline="")
     up_file = open(os.path.join(args.out_dir, "updates.csv"), "w", newline="")
     ep_csv, up_csv = csv.writer(ep_file), None
@@ -381,6 +412,7 @@ def main(argv=None):
             global_step += collected
             t1 = time.perf_counter()
             stats = ppo_update(agent, optimizer, args, ro, device)
+            losses.append(tuple(stats[k] for k in LOSS_KEYS))
             stats.update(collect_s=round(t1 - t0, 2), update_s=round(time.perf_counter() - t1, 2))
             ro.restart()
             waiting = np.flatnonzero(~ro.acted)   # the last batch's envs: act with the new policy
@@ -402,7 +434,7 @@ def main(argv=None):
             up_file.flush()
             ep_file.flush()
             if update % args.write_every == 0:
-                write_outputs(args, episodes, last20, global_step, elapsed)
+                write_outputs(args, episodes, last20, global_step, elapsed, agent, losses)
             print(f"update {update}/{num_updates} global_step={global_step} SPS={row['sps']:.0f} "
                   f"pg_loss={stats['policy_loss']:.4f} v_loss={stats['value_loss']:.4f} "
                   f"entropy={stats['entropy']:.3f} collect={stats['collect_s']}s update={stats['update_s']}s "
@@ -415,8 +447,10 @@ def main(argv=None):
         ep_file.close()
         up_file.close()
 
-    summary = write_outputs(args, episodes, last20, global_step, time.perf_counter() - start)
-    print(json.dumps({k: v for k, v in summary.items() if k != "args"}), flush=True)
+    summary = write_outputs(args, episodes, last20, global_step, time.perf_counter() - start,
+                            agent, losses)
+    print(json.dumps({k: v for k, v in summary.items()
+                      if k not in ("args", "update_losses", "returns")}), flush=True)
     return summary
 
 

@@ -177,6 +177,14 @@ def test_invalid_geometry_is_refused():
         _core.compute_layout(**_geometry(num_workers=9))
     with pytest.raises(ValueError, match="geometry"):
         _core.compute_layout(**_geometry(autoreset_mode=3))
+    with pytest.raises(ValueError, match="batch_order"):
+        _core.compute_layout(**_geometry(batch_order=2))
+    # (1.3) fixed order: batch_size divides num_envs
+    _core.compute_layout(**_geometry(num_envs=8, batch_size=4, ring_depth=3,
+                                     batch_order=_core.BATCH_ORDERS["fixed"]))
+    with pytest.raises(ValueError, match="batch_order"):
+        _core.compute_layout(**_geometry(num_envs=8, batch_size=3, ring_depth=4,
+                                         batch_order=_core.BATCH_ORDERS["fixed"]))
 
 
 def test_segment_refuses_foreign_headers():

@@ -22,8 +22,11 @@ __all__ = ["BACKENDS", "POLICY_BACKENDS", "OPTIONS", "Runner", "Ceiling", "open_
 BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "envpool-async",
             "ale_vector", "gymnasium")
 #: Backends of ``--policy``: ``shmatari-double`` is shmatari's async pool
-#: with batch_size num_envs / 2 (double-buffered sampling).
-POLICY_BACKENDS = ("shmatari", "shmatari-double", "envpool", "envpool-async")
+#: with batch_size num_envs / 2 (double-buffered sampling), the halves served
+#: first ready; ``shmatari-ordered`` the same with ``batch_order="fixed"``
+#: (the halves alternate in a fixed order: a training run replays).
+POLICY_BACKENDS = ("shmatari", "shmatari-double", "shmatari-ordered", "envpool",
+                   "envpool-async")
 PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
 #: ALE v5's options, set explicitly on every backend so that all do the same work.
@@ -125,9 +128,16 @@ def _n_actions(env) -> int:
 
 def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
     n, seed = cfg.num_envs, 0
-    if name in ("shmatari", "shmatari-async", "shmatari-double"):
+    if name in ("shmatari", "shmatari-async", "shmatari-double", "shmatari-ordered"):
         from .env import ShmVectorEnv
 
+        if name == "shmatari-ordered":
+            if n % batch_size:
+                raise ValueError(f"shmatari-ordered needs batch_size {batch_size} to divide "
+                                 f"num_envs {n} (batch_order='fixed')")
+            env = ShmVectorEnv(dataclasses.replace(cfg, batch_size=batch_size,
+                                                   batch_order="fixed"))
+            return Runner(env, n, sync=False)
         if name != "shmatari":
             env = ShmVectorEnv(dataclasses.replace(cfg, batch_size=batch_size))
             return Runner(env, n, sync=False)
@@ -189,7 +199,9 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
 def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
     s = plural(cfg.num_envs, "env")
     if name == "shmatari-double":
-        s += f", 2 halves of {batch_size}"
+        s += f", 2 halves of {batch_size}, first ready"
+    elif name == "shmatari-ordered":
+        s += f", 2 halves of {batch_size}, fixed order"
     elif name.endswith("-async"):
         s += f", batch {batch_size}"
     if name.startswith("shmatari"):

@@ -52,6 +52,9 @@ cdef extern from "shmatari/layout.h" nogil:
     enum shmatari_obs_layout:
         SHMATARI_OBS_CHANNELS_LAST
         SHMATARI_OBS_CHANNELS_FIRST
+    enum shmatari_batch_order:
+        SHMATARI_BATCH_FIRST_READY
+        SHMATARI_BATCH_FIXED
     enum shmatari_worker_state:
         SHMATARI_WORKER_STARTING
         SHMATARI_WORKER_READY
@@ -82,6 +85,7 @@ cdef extern from "shmatari/layout.h" nogil:
         uint64_t render_offset, render_env_bytes
         uint64_t ram_offset
         uint32_t ram_bytes
+        uint32_t batch_order
 
     const uint64_t SHMATARI_MAX_ENVS
     const uint64_t SHMATARI_MAX_RING_DEPTH
@@ -100,6 +104,9 @@ cdef extern from "shmatari/layout.h" nogil:
     uint8_t *shmatari_ram_area(const shmatari_geom *g, uint32_t env)
     int32_t *shmatari_row_env_id(const shmatari_geom *g, uint64_t pos)
     void shmatari_clear_rows(const shmatari_geom *g, uint64_t slot)
+    int shmatari_ordered(const shmatari_geom *g)
+    uint32_t shmatari_groups(const shmatari_geom *g)
+    uint32_t shmatari_env_rank(const shmatari_geom *g, uint32_t e)
 
 
 cdef extern from "shmatari/sync.h" nogil:

@@ -30,6 +30,9 @@ AUTORESET_MODES = {"next_step": SHMATARI_AUTORESET_NEXT_STEP,
 #: ``obs_layout`` option value -> the header's enum shmatari_obs_layout.
 OBS_LAYOUTS = {"channels_last": SHMATARI_OBS_CHANNELS_LAST,
                "channels_first": SHMATARI_OBS_CHANNELS_FIRST}
+#: ``batch_order`` option value -> the header's enum shmatari_batch_order (1.3).
+BATCH_ORDERS = {"first_ready": SHMATARI_BATCH_FIRST_READY,
+                "fixed": SHMATARI_BATCH_FIXED}
 WORKER_STARTING = SHMATARI_WORKER_STARTING
 WORKER_READY = SHMATARI_WORKER_READY
 WORKER_FAILED = SHMATARI_WORKER_FAILED
@@ -243,7 +246,8 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
                    uint32_t autoreset_mode=SHMATARI_AUTORESET_NEXT_STEP,
                    uint32_t obs_layout=SHMATARI_OBS_CHANNELS_LAST,
                    uint32_t screen_height=0, uint32_t screen_width=0,
-                   uint32_t ram_bytes=0):
+                   uint32_t ram_bytes=0,
+                   uint32_t batch_order=SHMATARI_BATCH_FIRST_READY):
     """Lays out a segment with ``shmatari_layout_compute``.
 
     ``autoreset_mode`` is a value of ``AUTORESET_MODES``; same-step pools get
@@ -251,6 +255,8 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     ``OBS_LAYOUTS``. ``screen_height`` / ``screen_width`` (pixels, both or
     neither 0) add the render area, each env's last full-size screen.
     ``ram_bytes`` (0 or ``RAM_BYTES``) adds the RAM area, each env's console RAM.
+    ``batch_order`` is a value of ``BATCH_ORDERS`` (``fixed`` needs
+    ``batch_size`` to divide ``num_envs``).
 
     Returns:
         bytes: the 1024-byte header image to copy to offset 0 of the segment;
@@ -278,13 +284,15 @@ def compute_layout(*, uint32_t num_envs, uint32_t num_workers, uint32_t batch_si
     h.screen_height = screen_height
     h.screen_width = screen_width
     h.ram_bytes = ram_bytes
+    h.batch_order = batch_order
     if shmatari_layout_compute_msg(&h, msg, sizeof(msg)) != 0:
         raise ValueError(msg.decode("utf-8", "replace") + ": " + repr(dict(
             num_envs=num_envs, num_workers=num_workers, batch_size=batch_size,
             ring_depth=ring_depth, stack_num=stack_num, img_height=img_height,
             img_width=img_width, channels=channels, frame_skip=frame_skip,
             autoreset_mode=autoreset_mode, obs_layout=obs_layout,
-            screen_height=screen_height, screen_width=screen_width, ram_bytes=ram_bytes)))
+            screen_height=screen_height, screen_width=screen_width, ram_bytes=ram_bytes,
+            batch_order=batch_order)))
     return (<char *>&h)[:sizeof(h)]
 
 

@@ -138,7 +138,7 @@ cdef class Segment:
             errors_offset=g.errors_offset, slots_offset=g.slots_offset,
             slot_obs_offset=g.slot_obs_offset, slot_final_offset=g.slot_final_offset,
             autoreset_mode=g.autoreset_mode, obs_layout=g.obs_layout,
-            screen_height=g.screen_height, screen_width=g.screen_width,
+            batch_order=g.batch_order, screen_height=g.screen_height, screen_width=g.screen_width,
             render_offset=g.render_offset, render_env_bytes=g.render_env_bytes,
             ram_offset=g.ram_offset, ram_bytes=g.ram_bytes,
             slot_field_offset=[g.slot_field_offset[i]

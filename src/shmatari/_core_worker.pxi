@@ -43,7 +43,8 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     if reserved >= 0:
         pos = <uint64_t>reserved
     elif ordered:
-        pos = results * g.num_envs + env
+        # synchronous, or batch_order FIXED: batch r * G + env % G
+        pos = results * g.num_envs + shmatari_env_rank(g, env)
     else:
         pos = shmatari_fetch_add64(&h.alloc_pos, 1)
     batch = pos / g.batch_size
@@ -149,7 +150,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef uint32_t n = end - begin, i, k, scan = 0, qhead = 0, qlen = 0
     cdef shmatari_env_ctrl *ec
     cdef EnvCore core
-    cdef bint busy, ordered = g.batch_size == g.num_envs
+    cdef bint busy, ordered = shmatari_ordered(g)
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef int64_t next_check = shmatari_now_ns() + poll_ns, now

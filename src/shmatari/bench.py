@@ -30,8 +30,11 @@ in the same rotation.
 (Mnih et al., 2015) forward pass on CPU (torch, one thread) on every batch of
 observations, sampling the actions from its logits. It compares shmatari sync,
 shmatari double-buffered (``batch_size`` = num_envs / 2: while the policy runs
-on one half's batch, the other half steps), EnvPool sync and EnvPool async
-(the same halves), and reports env steps/s and the policy's share of the time.
+on one half's batch, the other half steps) with the halves served first ready
+(``shmatari-double``) and in a fixed order (``shmatari-ordered``,
+``batch_order="fixed"``: a training run replays), EnvPool sync and EnvPool
+async (the same halves), and reports env steps/s and the policy's share of
+the time.
 
 ``--env null`` measures the round trip alone: a built-in env that emulates
 nothing and only writes a frame, stepped synchronously through shmatari and
@@ -261,6 +264,8 @@ _GOALS = (("shmatari_vs_envpool_sync", "shmatari", "envpool"),
           ("shmatari_vs_ceiling", "shmatari", "ceiling"),
           ("shmatari_async_vs_ceiling", "shmatari-async", "ceiling"))
 _POLICY_GOALS = (("shmatari_double_vs_envpool_sync", "shmatari-double", "envpool"),
+                 ("shmatari_ordered_vs_double", "shmatari-ordered", "shmatari-double"),
+                 ("shmatari_ordered_vs_envpool_sync", "shmatari-ordered", "envpool"),
                  ("shmatari_double_vs_envpool_async", "shmatari-double", "envpool-async"),
                  ("shmatari_vs_envpool_sync", "shmatari", "envpool"))
 
@@ -324,8 +329,10 @@ _LEGEND = (
 
 _POLICY_LEGEND = (
     "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, CPU, 1 thread) on "
-    "each batch; policy share: the loop's time spent in it.\nshmatari-double and "
-    "envpool-async: two halves, one steps while the policy runs on the other's batch.")
+    "each batch; policy share: the loop's time spent in it.\nshmatari-double, "
+    "shmatari-ordered and envpool-async: two halves, one steps while the policy runs on the "
+    "other's batch (shmatari-ordered: batch_order='fixed', the halves alternate, so a "
+    "training run replays).")
 
 _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("env steps/s", "env_steps_per_s", "{:,.0f}"),

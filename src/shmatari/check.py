@@ -644,6 +644,16 @@ def _parser() -> argparse.ArgumentParser:
                         "-o repeat_action_probability=0 -o max_episode_frames=none")
     p.add_argument("--json", metavar="FILE", default=None, help="write the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--train", action="store_true",
+                   help="instead: train a short PPO (needs torch) with 1 worker, N workers, and "
+                        "N workers beside a busy loop, and compare each update's losses and "
+                        "the final parameters (shmatari.train_check)")
+    p.add_argument("--train-updates", type=_cli.positive_int, default=3,
+                   help="--train: PPO updates per run")
+    p.add_argument("--train-batch-order", default="fixed", choices=("fixed", "first_ready"),
+                   help="--train: the pool's batch order (first_ready shows a failure)")
+    p.add_argument("--torch-threads", type=_cli.positive_int, default=1,
+                   help="--train: torch.set_num_threads in every run")
     p.add_argument("--unseeded-policy", metavar="RUN", default=None,
                    help="test only: RUN (rerun, one_worker, fork, spawn, async, pipe) draws "
                         "its actions from the unseeded global NumPy RNG, to show a failure")
@@ -655,6 +665,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _cli.check_output_path(parser, "--json", args.json)
+    if args.train:
+        return _main_train(parser, args)
     options = dict(args.option)
     if args.preset is not None:
         options["preset"] = args.preset
@@ -677,6 +689,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.interrupted:
         print("shmatari-check: interrupted", file=sys.stderr)
         return _cli.EXIT_INTERRUPTED
+    return 0 if report.ok else 1
+
+
+def _main_train(parser, args) -> int:
+    """``shmatari-check --train``: see :mod:`shmatari.train_check`."""
+    from . import train_check
+
+    def progress(name):
+        if not args.quiet:
+            print(f"train: {name} run ...", file=sys.stderr, flush=True)
+
+    try:
+        report = train_check.check_training(
+            args.game, num_envs=args.num_envs, updates=args.train_updates, seed=args.seed,
+            num_workers=args.num_workers, batch_order=args.train_batch_order,
+            torch_threads=args.torch_threads, progress=progress)
+    except ImportError as exc:
+        print(f"shmatari-check: {exc}", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    except KeyboardInterrupt:
+        print("shmatari-check: interrupted", file=sys.stderr)
+        return _cli.EXIT_INTERRUPTED
+    for line in report.lines():
+        print(line, flush=True)
+    if args.json:
+        _cli.write_json(args.json, report.as_dict())
     return 0 if report.ok else 1
 
 

@@ -140,6 +140,9 @@ class Client:
         self.num_workers = hdr["num_workers"]
         self.frame_skip = hdr["frame_skip"]
         self.autoreset = AUTORESET_NAMES[hdr["autoreset_mode"]]
+        #: ``"fixed"`` or ``"first_ready"`` (layout.h's batch_order, 1.3)
+        self.batch_order = ("fixed" if hdr["batch_order"] == _core.BATCH_ORDERS["fixed"]
+                            else "first_ready")
         # When each env's episode began (time.perf_counter), for info["episode"]["t"].
         self._episode_start = np.zeros(self.num_envs)
         obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])

@@ -100,6 +100,9 @@ PRESETS = {
 #: ``env_id`` of the built-in null env (no emulation; for measuring IPC).
 NULL_ENV = "null"
 START_METHODS = ("zygote", "fork", "forkserver", "spawn")
+#: ``batch_order`` values (layout.h's enum shmatari_batch_order): which envs
+#: an asynchronous pool's batch holds. See :func:`shmatari.make`.
+BATCH_ORDERS = ("first_ready", "fixed")
 
 
 class _EnvConfigMethods:
@@ -150,6 +153,7 @@ EnvConfig = dataclasses.make_dataclass(
     [("game", str), ("num_envs", int), ("batch_size", int), ("num_workers", int),
      ("seed", int), ("start_method", str), ("screen_shape", tuple[int, int]),
      ("zero_copy", bool, False), ("restart_workers", bool, False),
+     ("batch_order", str, "first_ready"),
      *((name, str | None if default is None else type(default), default)
        for name, default in OPTION_DEFAULTS.items()),
      ("env_index_offset", int, 0), ("pool_generation", int, 0)],
@@ -344,7 +348,8 @@ def parse_option(name: str, text: str):
 
 def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=None,
                  start_method=None, zero_copy=False, restart_workers=False, preset=None,
-                 env_index_offset=0, pool_generation=0, **options) -> EnvConfig:
+                 env_index_offset=0, pool_generation=0, batch_order="first_ready",
+                 **options) -> EnvConfig:
     """Validates :func:`shmatari.make`'s arguments; see there for their meaning.
 
     Options come from ``OPTION_DEFAULTS``, then ``PRESETS[preset]``, then
@@ -383,6 +388,12 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:
         raise ValueError(f"batch_size must be <= num_envs ({num_envs}), got {batch_size}")
+    if batch_order not in BATCH_ORDERS:
+        raise ValueError(f"batch_order must be one of {BATCH_ORDERS}, got {batch_order!r}")
+    if batch_order == "fixed" and num_envs % batch_size:
+        raise ValueError(f"batch_order='fixed' serves num_envs / batch_size groups of "
+                         f"batch_size envs each: batch_size must divide num_envs "
+                         f"({num_envs}), got {batch_size}")
     if num_workers is None:
         num_workers = min(num_envs, available_cores())
     num_workers = _int("num_workers", num_workers, 1)
@@ -413,6 +424,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         screen_shape=screen,
         zero_copy=_bool("zero_copy", zero_copy),
         restart_workers=_bool("restart_workers", restart_workers),
+        batch_order=batch_order,
         env_index_offset=env_index_offset,
         pool_generation=pool_generation,
         **opts,

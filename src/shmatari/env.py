@@ -47,7 +47,8 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
          num_workers: int | None = None, seed: int | None = None,
          start_method: str | None = None, zero_copy: bool = False,
          restart_workers: bool = False, preset: str | None = None,
-         start_timeout: float | None = None, **options) -> "ShmVectorEnv":
+         start_timeout: float | None = None, batch_order: str = "first_ready",
+         **options) -> "ShmVectorEnv":
     """Creates a pool of Atari envs served by worker processes through shared memory.
 
     It first removes the segments that pools killed outright left in
@@ -65,6 +66,29 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         num_envs: envs in the pool (>= 1).
         batch_size: results per :meth:`ShmVectorEnv.recv` (1..num_envs; default
             num_envs, which makes the pool synchronous).
+        batch_order: which envs a batch of an asynchronous pool
+            (``batch_size < num_envs``) holds. ``"first_ready"`` (default):
+            the first ``batch_size`` results to finish, as EnvPool's async
+            mode; timing decides which envs share a batch, so a policy's
+            random draws and a rollout's end depend on it (a training run
+            does not replay bit for bit). ``"fixed"``: ``batch_size`` must
+            divide ``num_envs``; with ``G = num_envs // batch_size`` groups,
+            the k-th batch since the last full reset holds exactly envs
+            ``k % G, k % G + G, k % G + 2G, ...`` (``info["env_id"]``, in
+            that order), whatever the workers' timing: groups served
+            round-robin, each one striped over the workers (which own
+            contiguous envs), so every worker steps while the policy runs on
+            another group. ``recv()`` waits for that group only, and refuses
+            (CallOrderError) when one of its envs was not sent a command.
+            Still zero-copy and as fast as first ready when every group is
+            sent each round (docs/reproducibility.md). A synchronous pool is
+            fixed either way. The default stays first ready because it
+            accepts any send pattern (some envs, any subset, a batch_size
+            that does not divide num_envs) and is the async contract of
+            EnvPool and Gymnasium users' code; make's default pool is
+            synchronous, hence reproducible, anyway. Double-buffered
+            training that must replay (examples/ppo_atari.py) asks for
+            ``"fixed"``.
         num_workers: worker processes (1..num_envs; default: the cores this
             process may use, at most num_envs). Each owns a contiguous group
             of envs.
@@ -244,7 +268,8 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         cfg = _config.build_config(env_id, num_envs, batch_size=batch_size,
                                    num_workers=num_workers, seed=seed,
                                    start_method=start_method, zero_copy=zero_copy,
-                                   restart_workers=restart_workers, preset=preset, **options)
+                                   restart_workers=restart_workers, preset=preset,
+                                   batch_order=batch_order, **options)
     return ShmVectorEnv(cfg, start_timeout=start_timeout)
 
 
@@ -480,6 +505,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         """Sizes, modes and spaces, all from the segment's header (through the client)."""
         self._client = client
         self.num_envs, self.batch_size = client.num_envs, client.batch_size
+        self.batch_order = client.batch_order
         self.num_workers = client.num_workers
         self.metadata = dict(type(self).metadata,
                              autoreset_mode=_GYM_AUTORESET[client.autoreset],

@@ -76,7 +76,8 @@ DEFAULT_CONFIG = {
 _GYM_DEFAULTS = {"gym_reset_return_info": False}
 
 #: shmatari's own make() arguments that the adapter also accepts.
-_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers", "ram_info")
+_SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers", "ram_info",
+                    "batch_order")
 
 #: EnvPool make() keywords with no shmatari rule, and what to use instead.
 _REFUSED = {
@@ -315,9 +316,13 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
               -1 only; ``gym_reset_return_info`` True only, except with
               ``env_type="gym"`` (default False there);
             - shmatari's ``num_workers``, ``start_method``, ``zero_copy``,
-              ``restart_workers`` are accepted too, and ``ram_info=True``:
+              ``restart_workers`` are accepted too; ``ram_info=True``:
               EnvPool's ``info["ram"]`` (uint8, ``(batch, 128)``), which
-              EnvPool always gives and shmatari on request.
+              EnvPool always gives and shmatari on request; and ``batch_order``:
+              ``"first_ready"`` (default: EnvPool's async contract, whichever
+              ``batch_size`` envs finish first) or ``"fixed"`` (groups in a
+              documented order, so that an async training run replays; see
+              :func:`shmatari.make`).
 
     Returns:
         EnvPoolAdapter (``GymEnvPoolAdapter`` with ``env_type="gym"``): call

@@ -230,6 +230,7 @@ class Supervisor:
             img_width=cfg.img_width, channels=cfg.channels, frame_skip=cfg.frame_skip,
             autoreset_mode=_core.AUTORESET_MODES[cfg.autoreset_mode],
             obs_layout=_core.OBS_LAYOUTS[cfg.obs_layout],
+            batch_order=_core.BATCH_ORDERS[cfg.batch_order],
             **(dict(zip(("screen_height", "screen_width"), cfg.screen_shape))
                if cfg.render_mode == "rgb_array" else {}),
             ram_bytes=_core.RAM_BYTES if cfg.ram_info else 0)

@@ -26,7 +26,8 @@ def test_policy_bench_measures_every_backend_with_the_policy_in_the_loop(tmp_pat
     report = json.loads(out.read_text())
     assert report["kind"] == "policy" and report["config"]["policy"] is True
     rows = {r["backend"]: r for r in report["results"]}
-    assert list(rows) == ["shmatari", "shmatari-double", "envpool", "envpool-async"]
+    assert list(rows) == ["shmatari", "shmatari-double", "shmatari-ordered", "envpool",
+                          "envpool-async"]
     for row in rows.values():
         assert "skipped" not in row, row
         assert len(row["bursts"]) == 2 and row["env_steps_per_s"] > 0
@@ -34,10 +35,12 @@ def test_policy_bench_measures_every_backend_with_the_policy_in_the_loop(tmp_pat
         assert all(0 < b["policy_seconds"] < b["seconds"] for b in row["bursts"])
         assert 0 < row["policy_share"] < 1
         assert "Nature CNN" in row["setting"]
-    assert "2 halves of 2" in rows["shmatari-double"]["setting"]
+    assert "2 halves of 2, first ready" in rows["shmatari-double"]["setting"]
+    assert "2 halves of 2, fixed order" in rows["shmatari-ordered"]["setting"]
     assert "batch 2" in rows["envpool-async"]["setting"]
     summary = report["summary"]
     assert summary["shmatari_double_vs_envpool_sync"]["ratio_of_medians"] == pytest.approx(
         rows["shmatari-double"]["env_steps_per_s"] / rows["envpool"]["env_steps_per_s"],
         rel=1e-2)
+    assert summary["shmatari_ordered_vs_double"]["per_round"]["rounds"] == 2
     assert "policy share" in proc.stdout

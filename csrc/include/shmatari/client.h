@@ -260,18 +260,41 @@ static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
                          c->geom.batch_size, c->pending + n);
 }
 
+/* (1.3) In a pool of batch_order FIXED, the next batch (index c->taken) is
+ * group taken % G, envs g, g + G, g + 2G, ... (G = num_envs / batch_size):
+ * SHMATARI_OK if every one of them is running, else _ERR_STATE naming the
+ * first that is not (a wait would never end). Always OK in other pools. */
+static inline int shmatari_check_group(shmatari_client *c) {
+  uint32_t e = shmatari_group_idle(c);
+  if (e == c->geom.num_envs) return SHMATARI_OK;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  uint32_t G = c->geom.num_envs / c->geom.batch_size;
+  uint32_t group = (uint32_t)(c->taken % G);
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
+                       "%s refused: batches come in a fixed order "
+                       "(batch_order 'fixed'), and the next, batch %llu, is "
+                       "envs %u, %u, ... (from %u in steps of %u); env %u of "
+                       "it was not sent a command: %s to it first",
+                       k[SHMATARI_CALL_WAIT], (unsigned long long)c->taken,
+                       group, group + G, group, G, e, k[SHMATARI_CALL_SEND]);
+}
+
 /* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
  * the next one (index c->taken, held until the next wait, reset or
  * shmatari_release_batch) and marks its envs no longer running (under
  * autoreset_mode DISABLED, an env whose step ended its episode ENDED).
- * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, or
+ * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, a
+ * fixed-order pool's next group not all running: shmatari_check_group, or
  * not IDLE/PARTIAL/WAITING); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
  * go on waiting: nothing changed); or _ERR_SERVER_DEAD / _ERR_WORKER /
  * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS. */
 static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   shmatari_release_batch(c);
-  int r = shmatari_check_state(c, SHMATARI_CALL_WAIT,
-                               1u << SHMATARI_CLIENT_WAITING);
+  int r = SHMATARI_OK;
+  if (c->state == SHMATARI_CLIENT_PARTIAL && c->pending >= c->geom.batch_size)
+    r = shmatari_check_group(c); /* fixed order: the reason it is not WAITING */
+  if (r == SHMATARI_OK)
+    r = shmatari_check_state(c, SHMATARI_CALL_WAIT, 1u << SHMATARI_CLIENT_WAITING);
   if (r != SHMATARI_OK) return r;
   const shmatari_geom *h = &c->geom;
   r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, timeout_ns,

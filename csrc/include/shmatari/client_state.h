@@ -18,7 +18,8 @@ extern "C" {
 
 /* One batch of results, pointing into the segment. Valid until the next
  * shmatari_wait or shmatari_detach. Element i of every array belongs to env
- * env_id[i]; in a synchronous pool (batch_size == num_envs) env_id[i] == i. */
+ * env_id[i]; in a synchronous pool (batch_size == num_envs) env_id[i] == i,
+ * and with batch_order FIXED (G groups) env_id[i] == index % G + i * G. */
 typedef struct shmatari_batch {
   uint64_t index;           /* batches consumed before this one */
   uint32_t size;            /* results: batch_size */
@@ -50,9 +51,11 @@ enum shmatari_client_state {
   SHMATARI_CLIENT_NEEDS_RESET = 1, /* attached, not reset yet: only a reset
                                       of every env leaves it */
   SHMATARI_CLIENT_IDLE = 2,        /* no env running: send or reset */
-  SHMATARI_CLIENT_PARTIAL = 3,     /* 1..batch_size-1 envs running: send to
-                                      more envs; a reset of every env drops
-                                      the commands in flight */
+  SHMATARI_CLIENT_PARTIAL = 3,     /* 1..batch_size-1 envs running (or, with
+                                      batch_order FIXED, not every env of the
+                                      next batch's group): send to more envs;
+                                      a reset of every env drops the commands
+                                      in flight */
   SHMATARI_CLIENT_WAITING = 4,     /* batch_size or more envs running: wait
                                       takes a batch; send to the envs not
                                       running; a reset of every env drops the
@@ -182,13 +185,31 @@ static inline int shmatari_refuse(shmatari_client *c, int code,
   return code;
 }
 
-/* After a change of c->pending: IDLE, PARTIAL or WAITING. */
+/* (1.3) In a pool of batch_order FIXED (asynchronous), the first env of the
+ * next batch's group (index c->taken + holding, group that % G, envs group,
+ * group + G, ...) that is not running; num_envs when all are, and in every
+ * other pool. */
+static inline uint32_t shmatari_group_idle(const shmatari_client *c) {
+  const shmatari_geom *h = &c->geom;
+  if (h->batch_order != SHMATARI_BATCH_FIXED || h->batch_size == h->num_envs)
+    return h->num_envs;
+  uint32_t G = h->num_envs / h->batch_size;
+  uint32_t group = (uint32_t)((c->taken + (c->holding ? 1 : 0)) % G);
+  for (uint32_t e = group; e < h->num_envs; e += G)
+    if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING)) return e;
+  return h->num_envs;
+}
+
+/* After a change of c->pending: IDLE, PARTIAL or WAITING (batch_order
+ * FIXED: WAITING only when every env of the next batch's group runs). */
 static inline void shmatari_settle(shmatari_client *c) {
   if (c->state == SHMATARI_CLIENT_IDLE || c->state == SHMATARI_CLIENT_PARTIAL ||
       c->state == SHMATARI_CLIENT_WAITING)
     c->state = c->pending == 0                   ? SHMATARI_CLIENT_IDLE
                : c->pending < c->geom.batch_size ? SHMATARI_CLIENT_PARTIAL
-                                                 : SHMATARI_CLIENT_WAITING;
+               : shmatari_group_idle(c) != c->geom.num_envs
+                   ? SHMATARI_CLIENT_PARTIAL
+                   : SHMATARI_CLIENT_WAITING;
 }
 
 /* Marks the pool broken (after a liveness error): only detach leaves it. */

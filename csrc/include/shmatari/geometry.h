@@ -76,9 +76,11 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   want.obs_layout = minor12 ? h.obs_layout : 0;
   want.screen_height = minor12 ? h.screen_height : 0;
   want.screen_width = minor12 ? h.screen_width : 0;
-  /* (1.3) the RAM area: none in an older pool. */
+  /* (1.3) the RAM area and batch_order: none in an older pool (whose
+   * batches are served first ready). */
   const int minor13 = h.abi_minor >= 3;
   want.ram_bytes = minor13 ? h.ram_bytes : 0;
+  want.batch_order = minor13 ? h.batch_order : 0;
   char why[400];
   if (shmatari_layout_compute_msg(&want, why, sizeof why) != SHMATARI_LAYOUT_OK)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,

@@ -66,7 +66,8 @@ extern "C" {
 #define SHMATARI_ABI_MINOR 3u /* 1.1: autoreset_mode, slot_final_offset,
                                   CMD_OBSERVE, FLAG_FINAL, FLAG_OBSERVED;
                                   1.2: obs_layout, the render area,
-                                  owner_start; 1.3: the RAM area */
+                                  owner_start; 1.3: the RAM area,
+                                  batch_order */
 /* "SHMATARI" as 8 ASCII bytes, read as a little-endian uint64. */
 #define SHMATARI_MAGIC UINT64_C(0x49524154414D4853)
 
@@ -124,6 +125,23 @@ enum shmatari_obs_layout {
                                      [stack_num * channels][img_height]
                                      [img_width] as EnvPool's and SB3's CNNs
                                      take it */
+};
+
+/* Which results an asynchronous pool's batch holds
+ * (shmatari_header.batch_order, ABI 1.3). A synchronous pool (batch_size ==
+ * num_envs) is fixed whatever the word holds: every batch is every env. */
+enum shmatari_batch_order {
+  SHMATARI_BATCH_FIRST_READY = 0, /* the first batch_size results to finish,
+                                     in any order (EnvPool's async contract):
+                                     timing decides which envs share a batch */
+  SHMATARI_BATCH_FIXED = 1        /* (1.3) num_envs % batch_size == 0, and with
+                                     G = num_envs / batch_size groups, batch k
+                                     holds exactly the envs e with e % G ==
+                                     k % G, in increasing order (env e at
+                                     index e / G): groups served round-robin,
+                                     whatever the workers' timing. Result r of
+                                     env e has position r * num_envs +
+                                     shmatari_env_rank(e) */
 };
 
 /* Worker states (shmatari_worker_ctrl.state). */
@@ -312,7 +330,11 @@ typedef struct shmatari_result {
                                 RAM area, and its stride: 0 (no RAM area) or  \
                                 SHMATARI_RAM_BYTES. An input of               \
                                 shmatari_layout_compute */                    \
-  X(uint32_t, reserved0, [17]) /* 420..487 */                                 \
+  X(uint32_t, batch_order, ) /* 420: (1.3) enum shmatari_batch_order;        \
+                                written by the creator; an input of           \
+                                shmatari_layout_compute. A pool of ABI 1.2    \
+                                has 0 here: first ready */                    \
+  X(uint32_t, reserved0, [16]) /* 424..487 */                                 \
   X(uint64_t, render_offset, ) /* 488: (1.2) from the segment's start: the    \
                                 render area, num_envs x render_env_bytes; 0   \
                                 when the pool does not render (screen_height  \
@@ -428,6 +450,8 @@ SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, ram_offset) == 408 &&
                            offsetof(shmatari_header, ram_bytes) == 416,
                        "ram");
 SHMATARI_STATIC_ASSERT(SHMATARI_RAM_BYTES % SHMATARI_ALIGN == 0, "ram stride");
+SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, batch_order) == 420,
+                       "batch_order");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, main_seq) == 512, "main_seq");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, alloc_pos) == 576, "alloc");
 SHMATARI_STATIC_ASSERT(offsetof(shmatari_header, consumed_batches) == 640,
@@ -486,8 +510,8 @@ enum { SHMATARI_LAYOUT_OK = 0, SHMATARI_LAYOUT_INVALID = -1,
 
 /* Fills in every size and offset of h from its primary parameters
  * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
- * img_width, channels, frame_skip, autoreset_mode, obs_layout, screen_height,
- * screen_width, ram_bytes), and the identity words.
+ * img_width, channels, frame_skip, autoreset_mode, obs_layout, batch_order,
+ * screen_height, screen_width, ram_bytes), and the identity words.
  * Every parameter is bounded (SHMATARI_MAX_*) and every sum and product is
  * checked for overflow. Returns SHMATARI_LAYOUT_OK, or _INVALID /
  * _TOO_LARGE, writing the reason (with the byte count when too large) to
@@ -508,6 +532,9 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
       h->frame_skip > SHMATARI_MAX_FRAME_SKIP ||
       h->autoreset_mode > SHMATARI_AUTORESET_DISABLED ||
       h->obs_layout > SHMATARI_OBS_CHANNELS_FIRST ||
+      h->batch_order > SHMATARI_BATCH_FIXED ||
+      (h->batch_order == SHMATARI_BATCH_FIXED &&
+       h->num_envs % h->batch_size != 0) ||
       h->screen_height > SHMATARI_MAX_IMG_SIDE ||
       h->screen_width > SHMATARI_MAX_IMG_SIDE ||
       (h->screen_height == 0) != (h->screen_width == 0) ||
@@ -517,15 +544,16 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
                "%u (1..num_envs), batch_size %u (1..num_envs), ring_depth %u "
                "(%u..%u), stack_num %u (1..%u), image %ux%u (1..%u a side), "
                "channels %u (1 or 3), frame_skip %u (1..%u), autoreset_mode "
-               "%u (0..2), obs_layout %u (0..1), screen %ux%u (both 0, or 1..%u a "
-               "side), ram_bytes %u (0 or %u)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
+               "%u (0..2), obs_layout %u (0..1), batch_order %u (0..1; fixed "
+               "needs batch_size to divide num_envs), screen %ux%u (both 0, or "
+               "1..%u a side), ram_bytes %u (0 or %u)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
                h->batch_size, h->ring_depth,
                h->batch_size ? shmatari_min_ring_depth(h->num_envs,
                                                        h->batch_size) : 0,
                SHMATARI_MAX_RING_DEPTH, h->stack_num, SHMATARI_MAX_STACK,
                h->img_height, h->img_width, SHMATARI_MAX_IMG_SIDE, h->channels,
                h->frame_skip, SHMATARI_MAX_FRAME_SKIP, h->autoreset_mode,
-               h->obs_layout, h->screen_height, h->screen_width,
+               h->obs_layout, h->batch_order, h->screen_height, h->screen_width,
                SHMATARI_MAX_IMG_SIDE, h->ram_bytes, SHMATARI_RAM_BYTES);
     return SHMATARI_LAYOUT_INVALID;
   }
@@ -626,6 +654,7 @@ typedef struct shmatari_geom {
   uint64_t render_offset, render_env_bytes; /* (1.2) */
   uint64_t ram_offset; /* (1.3) 0: no RAM area */
   uint32_t ram_bytes;  /* (1.3) 0 or SHMATARI_RAM_BYTES */
+  uint32_t batch_order; /* (1.3) enum shmatari_batch_order; 0 in older pools */
 } shmatari_geom;
 
 /* Copies the geometry of `checked` (a header already checked, or computed by
@@ -645,6 +674,7 @@ static inline void shmatari_geom_set(shmatari_geom *g, void *base,
   g->frame_skip = checked->frame_skip;
   g->autoreset_mode = checked->autoreset_mode;
   g->obs_layout = checked->obs_layout;
+  g->batch_order = checked->batch_order;
   g->screen_height = checked->screen_height;
   g->screen_width = checked->screen_width;
   g->render_offset = checked->render_offset;
@@ -705,6 +735,27 @@ static inline uint8_t *shmatari_render_area(const shmatari_geom *g,
 static inline uint8_t *shmatari_ram_area(const shmatari_geom *g,
                                          uint32_t env) {
   return (uint8_t *)g->hdr + g->ram_offset + (uint64_t)env * g->ram_bytes;
+}
+
+/* 1 if the pool's batches are fixed groups of envs, whatever the timing:
+ * a synchronous pool, or batch_order FIXED (1.3). Then result r of env e has
+ * position r * num_envs + shmatari_env_rank(g, e), and no worker touches
+ * alloc_pos. */
+static inline int shmatari_ordered(const shmatari_geom *g) {
+  return g->batch_size == g->num_envs || g->batch_order == SHMATARI_BATCH_FIXED;
+}
+
+/* Groups of an ordered pool: batch k holds group k % G. */
+static inline uint32_t shmatari_groups(const shmatari_geom *g) {
+  return shmatari_ordered(g) ? g->num_envs / g->batch_size : 0;
+}
+
+/* Where env e's results go in an ordered pool, 0..num_envs-1: group e % G,
+ * index e / G, i.e. rank (e % G) * batch_size + e / G (e itself in a
+ * synchronous pool). */
+static inline uint32_t shmatari_env_rank(const shmatari_geom *g, uint32_t e) {
+  uint32_t G = g->num_envs / g->batch_size;
+  return (e % G) * g->batch_size + e / G;
 }
 
 /* The env_id element of the row of result position pos. */

@@ -54,7 +54,11 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
   shmatari_header *h = g->hdr;
   const uint64_t B = g->batch_size, N = g->num_envs;
   const uint64_t consumed = shmatari_load_acquire64(&h->consumed_batches);
-  const int ordered = B == N;
+  /* Ordered pools (synchronous, or batch_order FIXED): the client waits for
+   * batch `consumed`, and every env's next result lies in one of the G
+   * batches from there (the one of its group), N positions in all. */
+  const int ordered = shmatari_ordered(g);
+  const uint64_t G = ordered ? shmatari_groups(g) : 1;
   const uint64_t begin = consumed * B;
   uint64_t end = ordered ? begin + N : shmatari_load_acquire64(&h->alloc_pos);
   /* Read from the segment: bounded to the ring, so that a bad counter cannot
@@ -87,13 +91,16 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
     int was_answered = plan[e] == answered;
     plan[e] = -2;
     if (req == ec->ack_seq) continue; /* no command in flight */
+    /* Ordered: the batch of env e's group among the G from `consumed`; its
+     * result r has position r * num_envs + rank, i.e. batch r * G + group. */
+    const uint64_t round =
+        ordered ? (consumed + (e % G + G - consumed % G) % G) / G : 0;
     if (was_answered) {
-      if (ordered) shmatari_store_release64(&ec->results, consumed + 1);
+      if (ordered) shmatari_store_release64(&ec->results, round + 1);
       shmatari_store_release(&ec->ack_seq, req);
     } else if (ordered) {
-      /* Result r of env e has position r * num_envs + e: the replacement
-       * rewrites this round's row. */
-      shmatari_store_release64(&ec->results, consumed);
+      /* The replacement rewrites this round's row. */
+      shmatari_store_release64(&ec->results, round);
       plan[e] = -1;
     } else {
       while (hole < end && *shmatari_row_env_id(g, hole) >= 0) hole++;
@@ -149,23 +156,27 @@ static inline int shmatari_drain(const shmatari_geom *g, int64_t timeout_ns,
 }
 
 /* Drops every result not taken, once no command is in flight
- * (shmatari_drain): with T the number of batches begun (asynchronous pools:
- * ceil(alloc_pos / batch_size); synchronous pools: the largest `results` of
- * any env), it sets alloc_pos = T * batch_size (asynchronous) or every env's
- * `results` = T (synchronous), clears every slot's done_count and rows
- * (shmatari_clear_rows) and sets consumed_batches = T. No worker touches
- * these words while no command is in flight. Returns T (the caller's next
- * batch: not read back from the segment). */
+ * (shmatari_drain): with T the number of batches begun (first-ready pools:
+ * ceil(alloc_pos / batch_size); ordered pools, synchronous or batch_order
+ * FIXED with G groups: G times R, R the largest `results` of any env, or
+ * ceil(consumed_batches / G) if more), it sets alloc_pos = T * batch_size
+ * (first ready) or every env's `results` = R (ordered: the next batch is
+ * group 0's), clears every slot's done_count and rows (shmatari_clear_rows)
+ * and sets consumed_batches = T. No worker touches these words while no
+ * command is in flight. Each word is read once. Returns T (the caller's
+ * next batch: not read back from the segment). */
 static inline uint64_t shmatari_drop_results(const shmatari_geom *g) {
   shmatari_header *h = g->hdr;
   uint64_t batches = shmatari_load_acquire64(&h->consumed_batches);
-  if (g->batch_size == g->num_envs) {
+  if (shmatari_ordered(g)) {
+    uint64_t G = shmatari_groups(g), rounds = (batches + G - 1) / G;
     for (uint32_t e = 0; e < g->num_envs; e++) {
       uint64_t results = shmatari_load_acquire64(&shmatari_env(g, e)->results);
-      if (results > batches) batches = results;
+      if (results > rounds) rounds = results;
     }
     for (uint32_t e = 0; e < g->num_envs; e++)
-      shmatari_env(g, e)->results = batches;
+      shmatari_env(g, e)->results = rounds;
+    batches = rounds * G;
   } else {
     uint64_t pos = shmatari_load_acquire64(&h->alloc_pos);
     uint64_t begun = (pos + g->batch_size - 1) / g->batch_size;
