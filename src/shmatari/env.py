@@ -35,7 +35,7 @@ _ATTACH_TIMEOUT = 30.0
 #: Seconds between looks for the segment of a server that is still starting.
 _ATTACH_RETRY = 0.02
 #: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
-_GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
 _now = time.monotonic
 _log = logging.getLogger("shmatari")
@@ -454,7 +454,7 @@ class ShmVectorEnv(gym.vector.VectorEnv):
         self.num_envs, self.batch_size = client.num_envs, client.batch_size
         self.num_workers = client.num_workers
         self.metadata = dict(type(self).metadata,
-                             autoreset_mode=_GYM_AUTORESET[client.autoreset],
+                             autoreset_mode=GYM_AUTORESET[client.autoreset],
                              # ALE emulates 60 frames a second; one frame per step
                              render_fps=max(1, round(60 / client.frame_skip)))
         self.autoreset_mode = self.metadata["autoreset_mode"]
