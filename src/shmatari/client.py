@@ -277,16 +277,13 @@ class Client:
         self._async_reset(seed, options)
 
     def _async_reset(self, seed, options) -> None:
-        mask = check_reset_options(seed, options, self.num_envs)
-        cmd = _core.CMD_RESET
+        cmd, mask, seed = reset_args(seed, options, self.num_envs)
         if seed is not None:
-            seed = seeding.check_seed(seed)
             # A reset of every env is refused only by a closed or broken pool
             # (checked above): the seed words can be written first.
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
-            cmd = _core.CMD_RESEED
-        code = self._seg.client_reset(cmd, None if mask is None else mask.view(np.uint8))
+        code = self._seg.client_reset(cmd, mask)
         if code != _core.OK:
             self._refused(code)
 
@@ -375,6 +372,24 @@ class Client:
         self._usable()
         self._send(actions, env_id, step=True)
         return self._recv(timeout)
+
+
+def reset_args(seed, options, num_envs: int):
+    """Converts ``reset(seed, options)``'s arguments for the C client
+    (:func:`check_reset_options`, ``seeding.check_seed``).
+
+    Returns:
+        (cmd, mask, seed): ``CMD_RESET``, or ``CMD_RESEED`` with a seed; the
+        reset mask as uint8, shape (num_envs,), or None (every env); the
+        checked seed or None.
+
+    Raises:
+        As :func:`check_reset_options` and ``seeding.check_seed``.
+    """
+    mask = check_reset_options(seed, options, num_envs)
+    if seed is not None:
+        return _core.CMD_RESEED, None, seeding.check_seed(seed)
+    return _core.CMD_RESET, None if mask is None else mask.view(np.uint8), None
 
 
 def check_reset_options(seed, options, num_envs: int) -> np.ndarray | None:

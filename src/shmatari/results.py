@@ -12,7 +12,7 @@ from . import _core
 __all__ = ["build_info"]
 
 #: Fields that make up an episode's statistics.
-_EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frames")
+_EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frame_number")
 
 
 def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
@@ -22,7 +22,7 @@ def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
         "raw_reward": fields["raw_reward"],
         "game_over": fields["game_over"].view(bool),
         "elapsed_step": fields["elapsed_step"],
-        "episode_frame_number": fields["episode_frames"],
+        "episode_frame_number": fields["episode_frame_number"],
         "frame_number": fields["frame_number"],
         "reset": fields["_reset"],
         "worker_restarted": fields["_restarted"],
@@ -35,7 +35,7 @@ def _add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | 
         info["episode"] = {
             "r": np.where(done, fields["episode_return"], 0.0),
             "l": np.where(done, fields["elapsed_step"], 0).astype(np.int32),
-            "frames": np.where(done, fields["episode_frames"], 0).astype(np.int64),
+            "frames": np.where(done, fields["episode_frame_number"], 0).astype(np.int64),
         }
         info["_episode"] = done
 

@@ -322,7 +322,7 @@ def test_ray_pool_answers_every_call_sequence_as_the_local_client(cluster):
 
     pools = {}
 
-    def make_pool(batch_size, autoreset):
+    def ray_pool(batch_size, autoreset):
         key = (batch_size, autoreset)
         if key not in pools:
             pools[key] = sray.make("Breakout", tcm.N, num_nodes=2, batch_size=batch_size,
@@ -331,7 +331,7 @@ def test_ray_pool_answers_every_call_sequence_as_the_local_client(cluster):
 
     class RayMachine(tcm.ClientMachine):
         CONFIGS = RAY_CONFIGS
-        make_pool = staticmethod(make_pool)
+        make_pool = staticmethod(ray_pool)
         INTERRUPTIBLE = False
 
     RayMachine.TestCase.settings = settings(

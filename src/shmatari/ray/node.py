@@ -70,7 +70,6 @@ class Node:
         shape = self.env.single_observation_space.shape
         self.prev = np.zeros((self.count,) + shape, np.uint8)
         self.has_prev = np.zeros(self.count, bool)
-        self.waiting = np.zeros(self.count, bool)  # sent a step, not answered yet
         self.last = {k: np.zeros(self.count, np.int64) for k in KEPT_FIELDS}
         self.dtypes: dict = {}
         self.phase = np.full(self.count, _FRESH if generation else _LIVE, np.int8)
@@ -120,11 +119,7 @@ class Node:
         live = mask & (self.phase == _LIVE)
         if live.any():
             local = self._merged(self._reset_local(None if live.all() else live))
-            # The rows of envs sent a step and not answered come too (a
-            # synchronous pool's subset, see step); the others are dropped.
-            keep = live | self.waiting
-            parts.append(take(local, np.flatnonzero(keep[local["ids"]])))
-            self.waiting[:] = False
+            parts.append(take(local, np.flatnonzero(live[local["ids"]])))
         pre = np.flatnonzero(mask & (self.phase != _LIVE))
         if pre.size:
             rows = take(self.rows_b, pre)
@@ -140,26 +135,20 @@ class Node:
         ids = np.asarray(ids, np.int64)
         actions = np.asarray(actions)
         phase = self.phase[ids]
-        parts = []
         live = phase == _LIVE
+        parts = []
         if live.any():
-            sync = self.env.batch_size == self.count
-            if live.all() and ids.size == self.count and sync:
+            if live.all() and ids.size == self.count and self.env.batch_size == self.count:
                 self.env.send(actions[np.argsort(ids)])  # a synchronous pool steps every env
             else:
                 self.env.send(actions[live], ids[live])
-            self.waiting[ids[live]] = True
-            # A synchronous pool answers once every env was sent: the rows of
-            # a subset come with the call that completes the batch.
-            if not sync or self.env._pending >= self.count:
-                parts += self._collect(int(self.waiting.sum()))
-                self.waiting[:] = False
+            parts += self._collect(int(live.sum()))
         parts += self._restart_rows(ids[phase == _FRESH])
         done_b = ids[phase == _AFTER_RESTART_ROW]
         if done_b.size:
             parts.append(take(self.rows_b, done_b))
             self.phase[done_b] = _LIVE
-        return self._reply(parts)
+        return self._reply(parts, ids)
 
     # -- helpers -----------------------------------------------------------------
     def _collect(self, n: int) -> list:
@@ -230,13 +219,18 @@ class Node:
         bc["_final_info"] = np.ones(ids.size, bool)
         return [{"ids": ids, "obs": b["obs"], "fobs": rows["obs"], "cols": bc}]
 
-    def _reply(self, parts: list) -> dict:
-        """The packet of ``parts``' rows, in env order (none: an empty packet)."""
+    def _reply(self, parts: list, ids=None) -> dict:
+        """The packet of ``parts``' rows: those of ``ids`` first, in its order,
+        then the others in env order (none: an empty packet)."""
         if not parts:
             return {"env_id": np.empty(0, np.int32), "~op": np.empty(0, np.uint8),
                     "~frames": np.empty((0,) + self.prev.shape[2:], np.uint8)}
         part = self._merged(parts)
-        return self._encode(order(part, np.sort(part["ids"])))
+        rows = np.sort(part["ids"])
+        if ids is not None:
+            ids = ids[np.isin(ids, rows)]
+            rows = np.concatenate([ids, rows[~np.isin(rows, ids)]])
+        return self._encode(order(part, rows))
 
     def _encode(self, part: dict) -> dict:
         """The packet for ``part``'s rows; remembers what the trainer now holds."""

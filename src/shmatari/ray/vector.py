@@ -11,9 +11,9 @@ import numpy as np
 import ray
 from gymnasium.vector import AutoresetMode
 
-from .. import _core, seeding
+from .. import _core
 from .. import config as _config
-from ..client import check_reset_options, check_timeout, refusal, send_args
+from ..client import check_timeout, refusal, reset_args, send_args
 from ..env import GYM_AUTORESET
 from ..errors import StepTimeoutError, WorkerError, check_usable
 from . import cluster
@@ -151,16 +151,16 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self.autoreset_mode = self.metadata["autoreset_mode"]
         bounds = np.cumsum([0] + sizes)
         self._bounds = bounds
-        sync = cfg.batch_size == cfg.num_envs and not cfg.restart_workers
         remote = ray.remote(Node)
         try:
             for k, (strategy, n) in enumerate(zip(strategies, sizes)):
                 args = dict(options, game=cfg.game, seed=cfg.seed,
                             restart_workers=cfg.restart_workers,
-                            # A node answers a call only when all its envs in
-                            # it are done; a synchronous pool steps them in one
-                            # batch, else it takes them as they come.
-                            batch_size=n if sync else 1,
+                            # A node answers a call when all its envs in it
+                            # are done, taking them as they come: any subset
+                            # of a node's envs may be sent (a local pool
+                            # accepts every call sequence, so must a node).
+                            batch_size=1,
                             num_workers=None if num_workers is None else min(num_workers, n))
                 self._actors.append(remote.options(
                     num_cpus=num_cpus, scheduling_strategy=strategy,
@@ -290,13 +290,9 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self._async_reset(seed, options)
 
     def _async_reset(self, seed, options) -> None:
-        mask = check_reset_options(seed, options, self.num_envs)
-        cmd = _core.CMD_RESET
-        if seed is not None:
-            seed = seeding.check_seed(seed)
-            cmd = _core.CMD_RESEED
-        bits = None if mask is None else mask.view(np.uint8)
+        cmd, bits, seed = reset_args(seed, options, self.num_envs)
         self._refused(self._machine.check_reset(cmd, bits))
+        mask = None if bits is None else bits.view(bool)
         if mask is None:
             self._drain()
             idle = np.ones(self.num_envs, bool)
@@ -411,7 +407,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
     def _decode(self, packet: dict, kind: str, args: tuple) -> None:
         ids = packet.pop("env_id").astype(np.int64)
         if not ids.size:
-            return  # a synchronous node holds a subset's step until its batch is sent
+            return  # a reply with no rows
         # A node's envs in order (every synchronous reply): a view, no gather.
         where = ids
         if ids.size and ids[-1] - ids[0] + 1 == ids.size and (np.diff(ids) == 1).all():
