@@ -93,9 +93,10 @@ def summary(values):
 
 def serialized_reply(game: str, num_envs: int) -> dict:
     """One node's step reply for ``num_envs`` envs, as Ray serializes it."""
-    from shmatari.ray import _Node, wire_bytes
+    from shmatari.ray import wire_bytes
+    from shmatari.ray.node import Node
 
-    node = _Node(0, 0, num_envs, dict(game=game, seed=0, num_workers=1, batch_size=num_envs))
+    node = Node(0, 0, num_envs, dict(game=game, seed=0, num_workers=1, batch_size=num_envs))
     node.start(0)
     try:
         node.reset(None, None)
@@ -115,9 +116,9 @@ def serialized_reply(game: str, num_envs: int) -> dict:
 
 def codec_cost(num_envs: int = 32, repeats: int = 200) -> dict:
     """Microseconds per env step to code a batch of Breakout-sized stacks on
-    the actor (``_delta``: compare with the last stacks, pick the code) and
-    to rebuild them on the trainer (``_apply``), median of ``repeats``."""
-    from shmatari.ray import _apply, _delta
+    the actor (``delta``: compare with the last stacks, pick the code) and
+    to rebuild them on the trainer (``apply``), median of ``repeats``."""
+    from shmatari.ray.wire import apply, delta
 
     rng = np.random.default_rng(0)
     old = rng.integers(0, 256, (num_envs, 4, 84, 84), dtype=np.uint8)
@@ -127,9 +128,9 @@ def codec_cost(num_envs: int = 32, repeats: int = 200) -> dict:
     enc, dec = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        op, frames, full = _delta(new, old, has)
+        op, frames, full = delta(new, old, has)
         t1 = time.perf_counter()
-        out = _apply(op, frames, full, old)
+        out = apply(op, frames, full, old)
         t2 = time.perf_counter()
         enc.append((t1 - t0) / num_envs * 1e6)
         dec.append((t2 - t1) / num_envs * 1e6)

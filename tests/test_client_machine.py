@@ -2,7 +2,9 @@
 state has a way out"): random sequences of reset / async_reset / masked
 resets / send / recv / step / zero timeouts / sends left without a recv (an
 interrupted step), on synchronous and asynchronous pools, in all three
-autoreset modes, zero_copy on and off, owned and attached pools.
+autoreset modes, zero_copy on and off, owned and attached pools (and, in
+tests/integration/test_ray_pool.py, shmatari.ray pools: a subclass that makes
+them).
 
 Invariants:
 - a refused call changes nothing (the C client's state, its running count
@@ -30,6 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import shmatari
 from shmatari import _core
+from shmatari.client import STATE_NAMES
 from shmatari.env import ShmVectorEnv
 
 N = 3
@@ -91,14 +94,24 @@ def _row(obs, reward, term, trunc, i):
 
 class ClientMachine(RuleBasedStateMachine):
     """A model of the client: which envs run, which ended (disabled
-    autoreset), and each env's commands with the rows they returned."""
+    autoreset), and each env's commands with the rows they returned.
 
-    @initialize(cfg=st.sampled_from(CONFIGS))
-    def start(self, cfg):
+    A subclass may test other pools: ``CONFIGS`` (its first two items are
+    batch_size and autoreset_mode), ``make_pool(*config)`` and ``INTERRUPTIBLE``
+    (whether a signal inside recv() leaves the pool as the C wait does)."""
+
+    CONFIGS = CONFIGS
+    make_pool = staticmethod(_pool)
+    INTERRUPTIBLE = True
+
+    @initialize(data=st.data())
+    def start(self, data):
+        cfg = data.draw(st.sampled_from(self.CONFIGS), label="config")
         self.cfg = cfg
         self.B, self.autoreset = cfg[0], cfg[1]
-        self.env = _pool(*cfg)
-        self.seg = self.env._client._seg
+        self.env = self.make_pool(*cfg)
+        # The client state machine (_core.ClientMachine) the pool drives.
+        self.seg = getattr(self.env, "_machine", None) or self.env._client._seg
         self.ended = set()
         # reset(seed) drains what an earlier example left and re-derives
         # every env: each env's log ([cmd, action, row or None]) starts here.
@@ -228,7 +241,7 @@ class ClientMachine(RuleBasedStateMachine):
         recv() runs. Inside the C wait nothing changes; once the batch was
         taken, its rows are lost to the caller (as after Ctrl-C), and the
         model follows the client's bits."""
-        if len(self.running) < self.B:
+        if not self.INTERRUPTIBLE or len(self.running) < self.B:
             return
         before = self._snapshot()
         old = signal.signal(signal.SIGALRM, _raise_interrupt)
@@ -287,7 +300,7 @@ class ClientMachine(RuleBasedStateMachine):
         assert set(np.flatnonzero(flags & _core.ENV_RUNNING).tolist()) == self.running
         assert set(np.flatnonzero(flags & _core.ENV_ENDED).tolist()) == self.ended
         want = "idle" if pending == 0 else "partial" if pending < self.B else "waiting"
-        assert self.env._client.state == want
+        assert STATE_NAMES[self.seg.client_state] == want
         # A way out that drops nothing: waiting -> recv(); otherwise send() to
         # an env that may be stepped, or a masked reset of the ended envs
         # (legal while others run); reset() is never refused.

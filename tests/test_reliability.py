@@ -207,10 +207,17 @@ if __name__ == "__main__":
     env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0, restart_workers=restart)
     out = dict(pids=list(env.worker_pids), segment=env.segment_name)
     env.reset()
-    # Another process writes the segment without checking (a buggy C client).
+    # Another process writes the segment without checking (a buggy C client):
+    # env 1's command words (layout.h's shmatari_env_ctrl), action 1000; the
+    # worker sees the new req_seq when it next wakes (its poll).
     other = shm.attach(env.segment_name)
     seg = _core.Segment(other.buf)
-    seg.post(np.array([1], np.uint32), np.array([1000], np.int32), _core.CMD_STEP)
+    ctrl = _core.struct_layout()["shmatari_env_ctrl"]
+    words = np.ndarray(ctrl["sizeof"] // 4, np.uint32, other.buf,
+                       seg.header()["env_ctrl_offset"] + 1 * ctrl["sizeof"])
+    words[ctrl["cmd"] // 4], words[ctrl["action"] // 4] = _core.CMD_STEP, 1000
+    words[ctrl["req_seq"] // 4] += 1
+    del words
     while seg.worker_state(0) != _core.WORKER_FAILED:
         time.sleep(0.01)
     seg.release()

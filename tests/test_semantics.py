@@ -178,7 +178,7 @@ def test_episode_ending_mid_skip_pools_the_last_frames_emulated():
             screens.append(screen)
         assert core.raw_reward == reward
         assert (core.terminated, core.truncated) == (False, step == 100)
-    assert core.episode_frames == 402 == len(screens) - 1
+    assert core.episode_frame_number == 402 == len(screens) - 1
     core.obs_into(out)
     np.testing.assert_array_equal(out[-1], resize(np.maximum(screens[-2], screens[-1])))
     np.testing.assert_array_equal(out[-2], resize(np.maximum(screens[-4], screens[-3])))
@@ -197,12 +197,12 @@ def test_life_lost_mid_skip_pools_the_frames_of_that_step_only():
     rng = np.random.default_rng(2)
     seen = set()
     while seen != {1, 2, 3, 4} and core.frame_number < 60_000:
-        state, before = core.ale.cloneState(), core.episode_frames
+        state, before = core.ale.cloneState(), core.episode_frame_number
         a = int(rng.integers(core.num_actions))
         core.step(a)
         if not core.terminated:
             continue
-        k = core.episode_frames - before
+        k = core.episode_frame_number - before
         replay.ale.restoreState(state)
         screens = [replay.frame(a)[1] for _ in range(k)]
         expected = resize(screens[0] if k == 1 else np.maximum(screens[-2], screens[-1]))
@@ -490,7 +490,7 @@ def test_frame_count_includes_the_starting_frames_of_a_games_reset():
         start = int(info["episode_frame_number"][0])
     core, _ = build_core("AirRaid", noop_max=0, repeat_action_probability=0.0)
     core.reset()
-    assert start == core.episode_frames == core.ale.getEpisodeFrameNumber() > 0
+    assert start == core.episode_frame_number == core.ale.getEpisodeFrameNumber() > 0
     with make1("AirRaid", noop_max=0, repeat_action_probability=0.0,
                max_episode_frames=start + 4) as env:
         env.reset()

@@ -204,11 +204,24 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_client_open(shmatari_client *c, const shmatari_geom *g)
     void shmatari_client_close(shmatari_client *c)
     void shmatari_client_break(shmatari_client *c)
-    int shmatari_send(shmatari_client *c, const int32_t *actions,
-                      const int32_t *env_ids, uint32_t n)
+    int shmatari_machine_open(shmatari_client *c, uint32_t num_envs, uint32_t batch_size,
+                              uint32_t num_actions, uint32_t autoreset_mode)
+    enum shmatari_call:
+        SHMATARI_CALL_SEND
+        SHMATARI_CALL_WAIT
+        SHMATARI_CALL_STEP
+    int shmatari_check_state(shmatari_client *c, int call, unsigned allowed)
+    int shmatari_accept_send(shmatari_client *c, int call, const int32_t *actions,
+                             const int32_t *env_ids, uint32_t n)
+    int shmatari_check_reset(shmatari_client *c, uint32_t cmd, const uint8_t *mask)
+    void shmatari_accept_reset(shmatari_client *c, const uint8_t *mask)
+    void shmatari_accept_rows(shmatari_client *c, const int32_t *env_id, const uint32_t *flags,
+                              const uint8_t *term, const uint8_t *trunc, uint32_t n)
+    int shmatari_obs_shape(const shmatari_client *c, uint32_t shape[4])
+    int shmatari_send_call(shmatari_client *c, int call, const int32_t *actions,
+                           const int32_t *env_ids, uint32_t n)
     int shmatari_reset_envs(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
                             int64_t timeout_ns)
-    int shmatari_check_step(shmatari_client *c, uint32_t n)
     int shmatari_recover_workers(const shmatari_geom *g, const uint8_t *dead_env, int64_t *plan,
                                  char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)

@@ -136,6 +136,9 @@ FIELD_SPECS = tuple([
     for _i in range(<int>SHMATARI_FIELD_COUNT)])
 #: The per-result fields of a slot: (name, NumPy dtype), in enum order.
 FIELDS = tuple((spec[0], spec[1]) for spec in FIELD_SPECS)
+#: Names of the arrays ``Segment.collect`` returns, in order: the fields,
+#: then the rows' FLAG_RESET, FLAG_RESTARTED and FLAG_FINAL bits.
+COLLECTED = tuple(spec[0] for spec in FIELD_SPECS) + ("_reset", "_restarted", "_final")
 #: Segment name prefix (``SHMATARI_NAME_PREFIX``): ``shmatari_<name>``.
 NAME_PREFIX = SHMATARI_NAME_PREFIX.decode()
 

@@ -106,7 +106,7 @@ cdef class EnvCore:
 
     cdef inline void _clear_episode(self):
         self.res.elapsed_step = 0
-        self.res.episode_frames = 0
+        self.res.episode_frame_number = 0
         self.res.episode_return = 0.0
 
     cdef inline void _clear_result(self):
@@ -116,7 +116,7 @@ cdef class EnvCore:
         memset(&self.res, 0, sizeof(self.res))
         self.res.lives = kept.lives
         self.res.elapsed_step = kept.elapsed_step
-        self.res.episode_frames = kept.episode_frames
+        self.res.episode_frame_number = kept.episode_frame_number
         self.res.frame_number = kept.frame_number
         self.res.episode_return = kept.episode_return
 
@@ -217,7 +217,7 @@ cdef class EnvCore:
     def result(self):
         """The last result as a tuple, in the order of ``RESULT_FIELDS``:
         (reward, terminated, truncated, lives, raw_reward, game_over,
-        elapsed_step, episode_frames, frame_number, episode_return,
+        elapsed_step, episode_frame_number, frame_number, episode_return,
         episode_done, flags)."""
         return shmatari_py_result_tuple(&self.res)
 
@@ -251,7 +251,7 @@ cdef class NullCore(EnvCore):
     cpdef int step(self, int action) except -1:
         self._clear_result()
         self.res.elapsed_step += 1
-        self.res.episode_frames += 1
+        self.res.episode_frame_number += 1
         self.res.frame_number += 1
         memset(self._next_frame(), <uint8_t>(self.res.frame_number & 0xFF), self.frame_bytes)
         return 0
@@ -417,11 +417,11 @@ cdef class AtariCore(EnvCore):
         """Emulates one frame, counting it; returns the raw reward."""
         cdef int r = self._act(ale_action)
         self.res.frame_number += 1
-        self.res.episode_frames += 1
+        self.res.episode_frame_number += 1
         return r
 
     cdef inline bint _capped(self):
-        return self.max_episode_frames > 0 and self.res.episode_frames >= self.max_episode_frames
+        return self.max_episode_frames > 0 and self.res.episode_frame_number >= self.max_episode_frames
 
     cdef bint _ended(self) except -1:
         """The game is over or has reached the frame cap."""
@@ -448,7 +448,7 @@ cdef class AtariCore(EnvCore):
         Game): they count, as in ALE's ``getEpisodeFrameNumber`` and its cap."""
         self._reset_game()
         self._clear_episode()
-        self.res.episode_frames = self._episode_frame_number()
+        self.res.episode_frame_number = self._episode_frame_number()
         return 0
 
     cdef int _press_fire(self) except -1:

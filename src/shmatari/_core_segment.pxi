@@ -3,7 +3,7 @@
 # --------------------------------------------------------------------------
 # A mapped segment
 
-cdef class Segment:
+cdef class Segment(ClientMachine):
     """Typed access to a mapped shmatari segment.
 
     Args:
@@ -13,6 +13,10 @@ cdef class Segment:
             version, bounded parameters, every offset and size recomputed,
             ``total_bytes`` equal to the buffer's size) and its geometry is
             copied once: no later call reads a size or offset from the buffer.
+
+    It is also this process's client of the pool once :meth:`open_client`
+    succeeded: the :class:`ClientMachine` (client_state.h) whose transport is
+    the segment (``shmatari_send`` posts, ``shmatari_next_batch`` waits).
 
     Raises:
         ValueError: the buffer's header is not a consistent shmatari header
@@ -25,10 +29,6 @@ cdef class Segment:
     # The checked geometry, copied out of the header once (shmatari_geom_load):
     # every size and offset used below comes from here, never from the segment.
     cdef shmatari_geom geo
-    cdef uint32_t *env_worker
-    cdef uint8_t *touched
-    # This process's client (shmatari.h's state machine), open after open_client().
-    cdef shmatari_client cl
 
     def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
@@ -40,24 +40,6 @@ cdef class Segment:
         self._view = mv
         self.base = <char *>&mv[0]
         self.hdr = <shmatari_header *>self.base
-        self.env_worker = <uint32_t *>calloc(self.geo.num_envs, sizeof(uint32_t))
-        self.touched = <uint8_t *>calloc(self.geo.num_workers, 1)
-        if self.env_worker == NULL or self.touched == NULL:
-            raise MemoryError()
-        # The creator sets the groups after this; refresh_groups() then.
-        shmatari_env_workers(&self.geo, self.env_worker, NULL, 0)
-
-    def __cinit__(self, *args, **kwargs):
-        self.env_worker = NULL
-        self.touched = NULL
-        memset(&self.cl, 0, sizeof(self.cl))
-        self.cl.names = shmatari_call_names_python
-        self.cl.spin_mode = SHMATARI_SPIN_PAUSE
-
-    def __dealloc__(self):
-        free(self.env_worker)
-        free(self.touched)
-        shmatari_client_close(&self.cl)
 
     #: How the client waits for a batch: poll for up to spin_ns nanoseconds
     #: (SPIN_PAUSE, the default, or SPIN_YIELD) before sleeping on the futex.
@@ -78,14 +60,20 @@ cdef class Segment:
         self.cl.spin_mode = value
 
     def refresh_groups(self):
-        """Re-reads which worker owns which env from the worker records.
+        """Checks which worker owns which env in the worker records (the
+        client reads them again when it opens: ``shmatari_client_open``).
 
         Raises:
             ValueError: the groups do not cover every env exactly once.
         """
         self._check()
         cdef char msg[512]
-        if shmatari_env_workers(&self.geo, self.env_worker, msg, sizeof(msg)) != SHMATARI_OK:
+        cdef uint32_t *owner = <uint32_t *>calloc(self.geo.num_envs, sizeof(uint32_t))
+        if owner == NULL:
+            raise MemoryError()
+        cdef int r = shmatari_env_workers(&self.geo, owner, msg, sizeof(msg))
+        free(owner)
+        if r != SHMATARI_OK:
             raise ValueError(msg.decode("utf-8", "replace"))
 
     def release(self):
@@ -256,17 +244,7 @@ cdef class Segment:
         shmatari_client_close(&self.cl)
         shmatari_unclaim(self.hdr, pid)
 
-    # -- the client state machine (shmatari.h: one implementation, for C and Python) --
-    @property
-    def client_state(self):
-        """The client's state: a value of ``CLIENT_STATES`` (``shmatari_client_state``)."""
-        return self.cl.state
-
-    @property
-    def client_error(self):
-        """The last refusal or failure of a client call, in words (str)."""
-        return self.cl.error.decode("utf-8", "replace")
-
+    # -- the client's transport: the segment (client.h) ----------------------
     @property
     def client_address(self):
         """The address (int) of this process's ``shmatari_client``, and its
@@ -276,33 +254,27 @@ cdef class Segment:
         return <size_t>&self.cl, sizeof(shmatari_client)
 
     @property
-    def pending(self):
-        """Envs with a command whose result was not returned."""
-        return self.cl.pending
+    def obs_shape(self):
+        """One env's observation shape (``obs_shape``, from the checked geometry)."""
+        cdef shmatari_geom *g = &self.geo
+        return obs_shape(g.stack_num, g.img_height, g.img_width, g.channels, g.obs_layout)
 
     @property
     def taken(self):
         """Batches consumed: the index of the next (or held) batch."""
         return self.cl.taken
 
-    def env_flags(self):
-        """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` bits."""
-        if self.cl.hdr == NULL:
-            raise ValueError("no client open")
-        return np.asarray(<uint8_t[:self.cl.geom.num_envs]>self.cl.env_flags).copy()
-
-    def client_send(self, const int32_t[::1] actions, const int32_t[::1] env_ids):
-        """``shmatari_send``: steps the envs ``env_ids`` (int32, or None for
-        every env) with ``actions`` (int32). Returns the status code; on
-        refusal nothing was posted and :attr:`client_error` says why."""
+    def client_send(self, const int32_t[::1] actions, const int32_t[::1] env_ids,
+                    bint step=False):
+        """``shmatari_send_call``: steps the envs ``env_ids`` (int32, or None
+        for every env) with ``actions`` (int32); ``step``: as ``step()``,
+        which then waits (refused unless a batch is then due). Returns the
+        status code; on refusal nothing was posted and :attr:`client_error`
+        says why."""
+        cdef const int32_t *ids = self._ids(actions, env_ids)
         cdef uint32_t n = actions.shape[0]
-        cdef const int32_t *ids = NULL
-        if env_ids is not None:
-            if <uint32_t>env_ids.shape[0] != n:
-                raise ValueError(f"{actions.shape[0]} actions for {env_ids.shape[0]} envs")
-            # No envs is a list of none, not NULL (which means every env).
-            ids = &env_ids[0] if n else <const int32_t *>&n
-        return shmatari_send(&self.cl, &actions[0] if n else <const int32_t *>&n, ids, n)
+        return shmatari_send_call(&self.cl, SHMATARI_CALL_STEP if step else SHMATARI_CALL_SEND,
+                                  &actions[0] if n else <const int32_t *>&n, ids, n)
 
     def client_reset(self, uint32_t cmd, const uint8_t[::1] mask, double timeout=INFINITY):
         """``shmatari_reset_envs``: resets every env (``mask`` None: first
@@ -316,14 +288,12 @@ cdef class Segment:
             KeyboardInterrupt (or any signal handler's exception).
             ValueError: ``timeout`` NaN or negative.
         """
-        cdef const uint8_t *m = NULL
+        if self.cl.hdr == NULL:
+            raise ValueError("no client open")
+        cdef const uint8_t *m = self._mask(mask)
         cdef int r
         cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
         cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
-        if mask is not None:
-            if self.cl.hdr == NULL or <uint32_t>mask.shape[0] != self.cl.geom.num_envs:
-                raise ValueError("the mask needs one byte per env")
-            m = &mask[0]
         while True:
             if deadline >= 0:  # one deadline across the signals that interrupt the drain
                 left = max(<int64_t>0, deadline - shmatari_now_ns())
@@ -332,11 +302,6 @@ cdef class Segment:
             if r != SHMATARI_ERR_INTERRUPTED:
                 return r
             PyErr_CheckSignals()  # raises, or the handler returned: drain on
-
-    def client_check_step(self, uint32_t n):
-        """``shmatari_check_step``: OK, or ``STATUS["state"]`` if sending ``n``
-        more commands would leave no batch to wait for."""
-        return shmatari_check_step(&self.cl, n)
 
     def client_next_batch(self, double timeout):
         """``shmatari_next_batch``: waits up to ``timeout`` seconds for the
@@ -359,10 +324,6 @@ cdef class Segment:
         """Consumes the batch held (``shmatari_release_batch``)."""
         shmatari_release_batch(&self.cl)
 
-    def client_break(self):
-        """Marks the client broken (``shmatari_client_break``)."""
-        shmatari_client_break(&self.cl)
-
     def pool_check(self, bint check_pids=True):
         """Whether the pool can still answer (``shmatari_pool_check``).
 
@@ -374,29 +335,6 @@ cdef class Segment:
         msg[0] = 0
         r = shmatari_pool_check(&self.geo, check_pids, msg, sizeof(msg))
         return r, msg.decode("utf-8", "replace")
-
-    def post(self, const uint32_t[::1] env_ids, const int32_t[::1] actions, uint32_t cmd):
-        """Posts one command per env and wakes the workers that own them
-        (``shmatari_post``).
-
-        Args:
-            env_ids: uint32, shape (n,): the envs, each at most once, each
-                waiting for a command (the caller checks both).
-            actions: int32, shape (n,) or None: action index per env (STEP).
-            cmd: ``CMD_STEP``, ``CMD_RESET``, ``CMD_RESEED`` or ``CMD_OBSERVE``.
-        """
-        self._check()
-        cdef uint32_t n = env_ids.shape[0]
-        cdef const int32_t *acts = NULL
-        if actions is not None:
-            if <uint32_t>actions.shape[0] != n:
-                raise ValueError(f"{actions.shape[0]} actions for {n} envs")
-            if n:
-                acts = &actions[0]
-        if n:
-            with nogil:
-                shmatari_post(&self.geo, self.env_worker, self.touched, &env_ids[0], n, acts,
-                              cmd)
 
     def wait_ready(self, uint32_t count, double timeout):
         """Waits until ``count`` workers are ready; False on timeout or failure."""
@@ -535,16 +473,18 @@ cdef class Segment:
         Returns:
             (views, bits): ``views`` holds one array of shape (batch_size,)
             per field of ``FIELDS``, in order (the 0/1 fields as bool), then
-            two bool arrays: the rows' ``FLAG_RESET`` and ``FLAG_RESTARTED``
-            bits. ``bits``: 1 if a row has ``episode_done``, 2 if a row has
-            ``FLAG_FINAL``.
+            three bool arrays: the rows' ``FLAG_RESET``, ``FLAG_RESTARTED``
+            and ``FLAG_FINAL`` bits (``COLLECTED`` names them all). ``bits``:
+            ``BATCH_DONE`` if a row has ``episode_done``, ``BATCH_FINAL`` if a
+            row has ``FLAG_FINAL``, ``BATCH_RESET`` if a row has ``FLAG_RESET``.
+            The one place where the rows' flags become bits.
         """
         self._check()
         cdef shmatari_header *h = self.hdr
         cdef shmatari_geom *g = &self.geo
         cdef Py_ssize_t B = g.batch_size
         cdef size_t nf = g.slot_obs_offset - g.slot_field_offset[0]
-        raw = np.empty(nf + 2 * B, np.uint8)
+        raw = np.empty(nf + 3 * B, np.uint8)
         cdef uint8_t[::1] mraw = raw
         self.copy_batch(batch, mraw[:nf], obs_out, final)
         cdef uint8_t *base = &mraw[0]
@@ -554,9 +494,6 @@ cdef class Segment:
             base + g.slot_field_offset[<int>SHMATARI_FIELD_EPISODE_DONE] - g.slot_field_offset[0])
         cdef const int32_t *ids = <const int32_t *>(
             base + g.slot_field_offset[<int>SHMATARI_FIELD_ENV_ID] - g.slot_field_offset[0])
-        cdef uint8_t *reset_bits = base + nf
-        cdef uint8_t *restart_bits = base + nf + B
-        cdef int bits = 0
         cdef Py_ssize_t i
         for i in range(B):
             # Worker-written: bounded before the client indexes with it (the
@@ -565,21 +502,14 @@ cdef class Segment:
                 raise ValueError(
                     f"batch {batch} row {i} holds env_id {ids[i]}, outside 0..{g.num_envs - 1}: "
                     f"the segment was written by something other than its workers")
-            reset_bits[i] = (flags[i] & SHMATARI_FLAG_RESET) != 0
-            restart_bits[i] = (flags[i] & SHMATARI_FLAG_RESTARTED) != 0
-            if done[i]:
-                bits |= 1
-            if flags[i] & SHMATARI_FLAG_FINAL:
-                bits |= 2
-            if reset_bits[i]:
-                bits |= 4
+        cdef int bits = _row_bits(flags, done, B, base + nf)
         cdef list views = []
         cdef int f
         for f in range(<int>SHMATARI_FIELD_COUNT):
             views.append(_view(raw, <char *>base + g.slot_field_offset[f] - g.slot_field_offset[0],
                                B, _PRESENTED[f]))
-        views.append(_view(raw, <char *>reset_bits, B, _BOOL))
-        views.append(_view(raw, <char *>restart_bits, B, _BOOL))
+        for f in range(3):
+            views.append(_view(raw, <char *>base + nf + f * B, B, _BOOL))
         return tuple(views), bits
 
     # -- views ---------------------------------------------------------------

@@ -199,7 +199,7 @@ class _Zygote:
                 env = dict(os.environ)
             path = env.get("PYTHONPATH")
             env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
-            from .supervisor import _deferred_sigint
+            from ._sigint import deferred_sigint as _deferred_sigint
 
             if masked:  # a Ctrl-C now is the trainer's; the zygote ignores SIGINT
                 old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

@@ -229,11 +229,12 @@ class PipeVectorEnv(gym.vector.VectorEnv):
         except (EOFError, ConnectionResetError, OSError) as exc:
             p = self._procs[i]
             p.join(1.0)
-            raise WorkerError(f"pipe worker {i} (pid {p.pid}) died: exit code {p.exitcode}",
-                              worker=i, env_ids=range(i, i + 1), exitcode=p.exitcode) from exc
+            raise WorkerError.of(f"pipe worker {i}", p.pid, range(i, i + 1),
+                                 f"died: exit code {p.exitcode}", worker=i,
+                                 exitcode=p.exitcode) from exc
         if msg[0] == "error":
-            raise WorkerError(f"pipe worker {i} failed:\n{msg[1]}", worker=i,
-                              env_ids=range(i, i + 1), exitcode=None, worker_traceback=msg[1])
+            raise WorkerError.of(f"pipe worker {i}", self._procs[i].pid, range(i, i + 1),
+                                 "failed", worker=i, traceback=msg[1])
         return msg
 
     def _gather(self, envs):

@@ -62,6 +62,7 @@ import numpy as np
 
 from . import _bench_backends as _b, _cli, config as _config
 from ._bench_backends import BACKENDS, POLICY_BACKENDS
+from ._progress import Progress
 
 __all__ = ["main", "run", "machine_info"]
 
@@ -123,7 +124,7 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
         return policies[n_actions]
 
     runnable = [s for s in series.values() if not s.skipped]
-    bar = progress.bar(len(runnable) * args.rounds, label)
+    bar = progress.bar(len(runnable) * args.rounds, f"bursts{label}")
     opened = {}
     interrupted = False
 
@@ -349,62 +350,6 @@ _NULL_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("pipe / shmatari", "pipe_over_shmatari", "{:.1f}x"))
 
 
-class _Progress:
-    """Progress bars on stderr (rich when installed, a line per bar otherwise)."""
-
-    def __init__(self, enabled: bool):
-        self.rich = None
-        self.enabled = enabled
-        if enabled:
-            try:
-                from rich.console import Console
-                from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-                console = Console(stderr=True)
-                if console.is_terminal:  # else a line per burst, for logs
-                    self.rich = Progress(TextColumn("{task.description:<12}"), BarColumn(),
-                                         TextColumn("{task.fields[note]}"),
-                                         TimeElapsedColumn(), console=console, transient=True)
-            except ImportError:
-                pass
-
-    def __enter__(self):
-        if self.rich:
-            self.rich.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.rich:
-            self.rich.__exit__(*exc)
-
-    def bar(self, total: int, label: str = "") -> "_Bar":
-        return _Bar(self, total, label)
-
-
-class _Bar:
-    """Bursts done out of ``total``; ``update`` moves within a burst."""
-
-    def __init__(self, progress: _Progress, total: int, label: str):
-        self.progress, self.total, self.done = progress, total, 0
-        self.task = None
-        self.last = ""
-        if progress.rich:
-            self.task = progress.rich.add_task(f"bursts{label}", total=max(1, total),
-                                               note="starting")
-
-    def update(self, completed: float, note: str) -> None:
-        if self.task is not None:
-            self.progress.rich.update(self.task, completed=completed, note=note)
-        elif self.progress.enabled and note != self.last:
-            self.last = note
-            print(f"shmatari-bench: {note} ...", file=sys.stderr, flush=True)
-
-    def finish_one(self) -> None:
-        self.done += 1
-        if self.task is not None:
-            self.progress.rich.update(self.task, completed=self.done)
-
-
 def _time_null(name: str, num_envs: int, args, tick) -> Series:
     """Round-trip latency of synchronous steps of the null env."""
     cfg = _config.build_config(_config.NULL_ENV, num_envs, num_workers=num_envs, seed=0,
@@ -443,7 +388,7 @@ def _run_null(args, progress) -> tuple[list, bool]:
     try:
         for name in ("shmatari", "pipe"):
             for k in sorted({1, n}):
-                bar = progress.bar(1, f" {name} null x{k}")
+                bar = progress.bar(1, f"bursts {name} null x{k}")
                 results.append(_time_null(name, k, args, lambda t: bar.update(
                     min(1.0, t / args.seconds), f"{name} null x{k}")))
                 bar.finish_one()
@@ -483,7 +428,7 @@ def _wanted(args) -> list[str]:
 def run(args) -> dict:
     """Runs the benchmark described by parsed ``args``; returns the report
     (``report["interrupted"]`` is True if Ctrl-C cut it short)."""
-    with _Progress(not args.quiet) as progress:
+    with Progress(not args.quiet, "shmatari-bench") as progress:
         if args.env == "null":
             rows, interrupted = _run_null(args, progress)
             return _report(args, "null", game="null", results=rows, interrupted=interrupted)

@@ -46,6 +46,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from . import _cli, config as _config, seeding
+from ._progress import Progress
 
 __all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_divergence",
            "CheckReport", "RunResult", "PairingResult", "PAIRINGS", "FIELDS", "main"]
@@ -417,41 +418,9 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
     return [ref] + [p for _, _, p in pairs], pairs
 
 
-class _Progress:
-    """One bar over every run, on stderr (rich when installed, a line per run otherwise)."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.bar = None
-        self.enabled = enabled
-        if enabled:
-            try:
-                from rich.console import Console
-                from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                           TimeElapsedColumn)
-            except ImportError:
-                return
-            self.bar = Progress(TextColumn("{task.description:<48}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=True)
-            self.task = self.bar.add_task("shmatari-check", total=total)
-
-    def __enter__(self):
-        if self.bar:
-            self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar:
-            self.bar.__exit__(*exc)
-
-    def run(self, label: str, done_before: int):
-        """Starts a run; returns ``tick(steps_done_in_this_run)``."""
-        if not self.bar:
-            if self.enabled:
-                print(f"shmatari-check: {label} ...", file=sys.stderr, flush=True)
-            return lambda done: None
-        self.bar.update(self.task, description=label, completed=done_before)
-        return lambda done: self.bar.update(self.task, completed=done_before + done)
+def _ticker(bar, before: int, label: str):
+    """``tick(steps_done_in_this_run)`` for a run that starts after ``before`` steps."""
+    return lambda done: bar.update(before + done, label)
 
 
 def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
@@ -579,10 +548,12 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
 
     t0 = time.perf_counter()
     runs, interrupted = {}, False
-    with _Progress(progress, steps * len(plans)) as bar:
+    with Progress(progress, "shmatari-check") as shown:
+        bar = shown.bar(steps * len(plans), "runs")
         try:
             for i, plan in enumerate(plans):
-                tick = bar.run(plan.label, i * steps)
+                bar.update(i * steps, plan.label)
+                tick = _ticker(bar, i * steps, plan.label)
                 runs[plan.name] = _execute(plan, cfg.game, cfg.num_envs, cfg.seed, steps,
                                            options, unseeded if plan.name == unseeded_policy
                                            else seeded, tick)

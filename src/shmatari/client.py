@@ -1,15 +1,20 @@
 """The client side of a pool: driving it through its segment.
 
 The client's state machine (which envs are running or ended, the next batch
-to take, the state enum and every call-order check) is written once, in C:
-``shmatari_client`` in ``shmatari/shmatari.h``, which ``_core.Segment`` wraps
-and C/C++ clients call directly. This module keeps what is Python's own: the
-checks and conversions of every argument of ``send`` / ``recv`` /
-``async_reset`` / ``reset`` / ``step`` (before anything is sent), copying
-batches out, the liveness watch of an owned pool, and the mapping of the C
-client's status codes to shmatari's exceptions (a refused call is a
+to take, the state enum and every call-order and range check) is written
+once, in C: ``shmatari/client_state.h``, which ``_core.ClientMachine`` wraps
+(``_core.Segment`` is one whose transport is the segment; :mod:`shmatari.ray`
+makes one whose transport is Ray) and C/C++ clients call directly. This
+module keeps what is Python's own: converting the arguments' types
+(:func:`send_args`, :func:`check_timeout`, :func:`check_reset_options`),
+copying batches out, and the mapping of the C client's status codes to
+shmatari's exceptions (:func:`refusal`: a refused call is a
 :class:`~shmatari.errors.CallOrderError` whose text names the pool's state
-and the call that leaves it).
+and the call that leaves it). Each public call passes the thread guard and
+the usable-pool check once; ``step`` and ``reset`` then run the unguarded
+``_send`` / ``_async_reset`` and ``_recv``. The C wait watches the workers'
+liveness (every ``SHMATARI_POLL_NS``); the supervisor is asked only when it
+reports one gone.
 
 A pool this process owns has a :class:`~shmatari.supervisor.Supervisor`,
 which the client asks about its workers while it waits; an attached pool
@@ -32,11 +37,8 @@ from . import _core, results, seeding
 from .errors import (CallOrderError, PoolClosedError, StepTimeoutError, WorkerError,
                      check_usable)
 
-_WAITING = _core.CLIENT_STATES["waiting"]
-_STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
-#: Names of the arrays ``Segment.collect`` returns, in order.
-_COLLECTED = tuple(name for name, _ in _core.FIELDS) + ("_reset", "_restarted")
-#: Seconds between liveness checks while waiting for a batch.
+STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
+#: Seconds a wait sleeps at most before it checks the deadline again.
 _POLL = 0.1
 #: Seconds ``reset()`` waits by default, in all, for the commands in flight
 #: to finish and for the first observations: far above an honest reset
@@ -58,22 +60,62 @@ def status_error(seg, code: int, msg: str | None = None):
     """
     if code == _core.STATUS["worker"]:
         for w in range(seg.num_workers):
-            pid = seg.worker_pid(w)
-            failed = seg.worker_state(w) == _core.WORKER_FAILED
-            if failed or (pid and not _core.pid_alive(pid)):
-                group = range(*seg.worker_group(w))
-                text = seg.worker_error(w)
-                how = "failed" if failed else "died"
-                msg = (f"worker {w} (pid {pid}, envs {group.start}..{group.stop - 1}) "
-                       f"of the server (pid {seg.header()['owner_pid']}) {how}")
-                if text:
-                    msg += "\n--- worker traceback ---\n" + text.rstrip()
-                return WorkerError(msg, worker=w, env_ids=group, exitcode=None,
-                                   worker_traceback=text), msg
+            pid, state = seg.worker_pid(w), seg.worker_state(w)
+            gone = state in (_core.WORKER_FAILED, _core.WORKER_EXITED)
+            if gone or (pid and not _core.pid_alive(pid)):
+                how = {_core.WORKER_FAILED: "failed", _core.WORKER_EXITED: "exited"}
+                err = WorkerError.of(f"worker {w}", pid, range(*seg.worker_group(w)),
+                                     how.get(state, "died"), worker=w,
+                                     traceback=seg.worker_error(w),
+                                     where=f" of the server (pid {seg.header()['owner_pid']})")
+                return err, str(err)
     if msg is None:
         _, msg = seg.pool_check()
     broken = msg or _core.status_name(code)
     return PoolClosedError(f"the env pool is gone: {broken}"), broken
+
+
+def refusal(machine, code: int) -> Exception | None:
+    """The exception of a call that the client state machine ``machine``
+    (a ``_core.ClientMachine``) refused with status ``code``, in its words:
+    CallOrderError (out of order), ValueError (a bad argument); None for
+    any other code."""
+    if code == _core.ERR_STATE:
+        return CallOrderError(machine.client_error)
+    if code == _core.ERR_INVALID:
+        return ValueError(machine.client_error)
+    return None
+
+
+def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
+    """Converts ``send(actions, env_id)``'s arguments for the C client, which
+    checks their values (ranges, duplicates, counts, the envs' states).
+
+    ``batch_size`` actions without ``env_id`` in a pool with fewer envs per
+    batch than envs go to the envs of the last batch received
+    (``last_ids``), as the batch-sized ``action_space`` says.
+
+    Returns:
+        (actions int32 (n,), env_id int32 (n,) or None: every env).
+
+    Raises:
+        TypeError: actions or env ids that are not integers.
+        ValueError: not one-dimensional.
+        CallOrderError: batch-sized actions, and no batch received yet.
+    """
+    if env_id is None and batch_size < num_envs and np.shape(actions) == (batch_size,):
+        env_id = last_ids
+        if env_id is None:
+            raise CallOrderError(
+                f"{batch_size} actions without env_id go to the envs of the last "
+                f"batch received, and none was: pass env_id, or reset() first")
+    if env_id is None and batch_size < num_envs and np.ndim(actions) == 1 and \
+            np.shape(actions)[0] != num_envs:
+        raise ValueError(
+            f"actions must have shape ({num_envs},) (every env) or ({batch_size},) (the "
+            f"envs of the last batch received), got {np.shape(actions)}")
+    ids = None if env_id is None else _core.as_int32(env_id, "env_id")
+    return _core.as_int32(actions, "actions", num_envs if ids is None else ids.size), ids
 
 
 def _one_thread(method):
@@ -132,7 +174,6 @@ class Client:
         self._zero_copy = zero_copy
         self._episode_statistics = episode_statistics
         self._broken: str | None = None
-        self._next_check = 0.0
         # env_id of the last batch received (where batch-sized actions go).
         self._last_ids: np.ndarray | None = None
         hdr = seg.header()
@@ -145,13 +186,7 @@ class Client:
                             else "first_ready")
         # When each env's episode began (time.perf_counter), for info["episode"]["t"].
         self._episode_start = np.zeros(self.num_envs)
-        obs_shape = (hdr["stack_num"], hdr["img_height"], hdr["img_width"])
-        if hdr["channels"] != 1:
-            if hdr["obs_layout"] == _core.OBS_LAYOUTS["channels_first"]:
-                obs_shape = (hdr["stack_num"] * hdr["channels"],) + obs_shape[1:]
-            else:
-                obs_shape += (hdr["channels"],)
-        self.obs_shape = obs_shape
+        self.obs_shape = obs_shape = seg.obs_shape
         self.action_set = hdr["action_set"]
         self.n_actions = len(self.action_set)
         # Worker-written words of this one snapshot: checked before use (the
@@ -206,7 +241,7 @@ class Client:
     @property
     def state(self) -> str:
         """The client's state, a key of ``_core.CLIENT_STATES``."""
-        return _STATE_NAMES[self._seg.client_state]
+        return STATE_NAMES[self._seg.client_state]
 
     def _break(self, why: str) -> None:
         self._broken = why
@@ -221,12 +256,10 @@ class Client:
 
     def _refused(self, code: int) -> None:
         """Raises what a refused client call's status ``code`` stands for:
-        CallOrderError (a call out of order), ValueError (a bad argument),
-        or the liveness error."""
-        if code == _core.ERR_STATE:
-            raise CallOrderError(self._seg.client_error)
-        if code == _core.ERR_INVALID:
-            raise ValueError(self._seg.client_error)
+        :func:`refusal`'s error, or the liveness error."""
+        err = refusal(self._seg, code)
+        if err is not None:
+            raise err
         self._raise_for(code, self._seg.client_error or None)
 
     def check_workers(self, restart: bool = False) -> None:
@@ -255,50 +288,16 @@ class Client:
     def _usable(self) -> None:
         check_usable(self.closed, self._broken)
 
-    # -- validation ------------------------------------------------------------
-    def _check_env_ids(self, env_ids) -> np.ndarray:
-        try:
-            ids = np.asarray(env_ids)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"env_id must be a 1-D array of integers, got "
-                            f"{type(env_ids).__name__}: {exc}") from exc
-        if ids.shape == (0,):
-            ids = ids.astype(np.int64)  # ``[]`` is float64: no values to check
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"env_id must be integers, got dtype {ids.dtype}")
-        if ids.ndim != 1:
-            raise ValueError(f"env_id must be 1-D, got shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise ValueError(f"env_id out of range 0..{self.num_envs - 1}: {ids.tolist()}")
-        # Duplicates, envs still running or ended: the C client's checks.
-        return np.ascontiguousarray(ids, np.int32)
-
     # -- the async API -----------------------------------------------------------
     @_one_thread
     def send(self, actions, env_id=None) -> None:
         """See :meth:`ShmVectorEnv.send`."""
         self._usable()
-        if env_id is None and self.batch_size < self.num_envs and \
-                np.shape(actions) == (self.batch_size,):
-            # An element of the batch-sized action_space: the last batch's envs.
-            env_id = self._last_ids
-            if env_id is None:
-                raise CallOrderError(
-                    f"{self.batch_size} actions without env_id go to the envs of the last "
-                    f"batch received, and none was: pass env_id, or reset() first")
-        if env_id is None:
-            ids = None
-            if self.batch_size < self.num_envs and np.ndim(actions) == 1 and \
-                    np.shape(actions)[0] != self.num_envs:
-                raise ValueError(
-                    f"actions must have shape ({self.num_envs},) (every env) or "
-                    f"({self.batch_size},) (the envs of the last batch received), "
-                    f"got {np.shape(actions)}")
-            acts = _core.check_actions(actions, self.num_envs, self.n_actions)
-        else:
-            ids = self._check_env_ids(env_id)
-            acts = _core.check_actions(actions, ids.size, self.n_actions)
-        code = self._seg.client_send(acts, ids)
+        self._send(actions, env_id)
+
+    def _send(self, actions, env_id, step: bool = False) -> None:
+        acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size, self._last_ids)
+        code = self._seg.client_send(acts, ids, step)
         if code != _core.OK:
             self._refused(code)
 
@@ -308,19 +307,19 @@ class Client:
         """See :meth:`ShmVectorEnv.async_reset`."""
         timeout = check_timeout(timeout)
         self._usable()
-        mask = self._check_reset_options(seed, options)
-        cmd, before = _core.CMD_RESET, None
+        self._async_reset(seed, options, timeout)
+
+    def _async_reset(self, seed, options, timeout) -> None:
+        cmd, mask, seed = reset_args(seed, options, self.num_envs)
+        before = None
         if seed is not None:
-            seed = seeding.check_seed(seed)
             # A reset of every env is refused only by a closed or broken pool
             # (checked above), or times out waiting for the commands in
             # flight (the words are then put back): written first.
             before = (self._seg.seed_words(), self.seed_entropy)
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
-            cmd = _core.CMD_RESEED
-        code = self._seg.client_reset(cmd, None if mask is None else mask.view(np.uint8),
-                                      math.inf if timeout is None else timeout)
+        code = self._seg.client_reset(cmd, mask, math.inf if timeout is None else timeout)
         if code == _core.ERR_TIMEOUT:
             if before is not None:
                 self._seg.set_seed_words(before[0])
@@ -347,32 +346,22 @@ class Client:
         return ("; ".join(parts) + " (alive, but stopped or busy: a long noop_max, or a "
                 "stuck emulator)") if parts else "no env has a command in flight"
 
-    def _check_reset_options(self, seed, options) -> np.ndarray | None:
-        """Validates reset()'s options; returns the reset mask or None (all envs)."""
-        return check_reset_options(seed, options, self.num_envs)
-
     @_one_thread
     def recv(self, timeout: float | None = None):
         """See :meth:`ShmVectorEnv.recv`."""
         self._usable()
-        timeout = check_timeout(timeout)
+        return self._recv(check_timeout(timeout))
+
+    def _recv(self, timeout: float | None):
         seg = self._seg
-        if seg.client_state != _WAITING:
-            self._refused(seg.client_next_batch(0.0))  # the refusal, in the C client's words
-        if self.supervisor is not None:
-            now = _now()
-            if now >= self._next_check:
-                # Batches may keep coming from the other workers while a dead
-                # one's envs wait forever: check every _POLL s, not only when
-                # a wait fails.
-                self._next_check = now + _POLL
-                self.check_workers(self.supervisor.config.restart_workers)
         deadline = None if timeout is None else _now() + timeout
         while True:
             code = seg.client_next_batch(_POLL if deadline is None
                                          else max(0.0, min(_POLL, deadline - _now())))
             if code == _core.OK:
                 break
+            if code == _core.ERR_STATE:
+                self._refused(code)  # the refusal, in the C client's words
             self._wait_failed(code)
             if deadline is not None and _now() >= deadline:
                 why = (f"recv(timeout=0): no batch of {self.batch_size} result(s) is ready yet"
@@ -388,18 +377,19 @@ class Client:
         else:
             obs = np.empty(self._batch_obs_shape, np.uint8)
             views, bits = seg.collect(batch, obs.reshape(-1))
-        f = dict(zip(_COLLECTED, views))
+        f = dict(zip(_core.COLLECTED, views))
         final = final_obs = None
-        if self._has_final and bits & 2:
+        if self._has_final and bits & _core.BATCH_FINAL:
             final_obs = np.empty(self._batch_obs_shape, np.uint8)
-            final = dict(zip(_COLLECTED, seg.collect(batch, final_obs.reshape(-1), True)[0]))
+            final = dict(zip(_core.COLLECTED,
+                             seg.collect(batch, final_obs.reshape(-1), True)[0]))
         seg.client_release()
         self._last_ids = f["env_id"]
-        info = results.build_info(f, final, final_obs, any_done=bool(bits & 1),
+        info = results.build_info(f, final, final_obs, bits,
                                   episode_statistics=self._episode_statistics)
         if self._ram_area is not None:  # a copy, taken before anything is sent again
             info["ram"] = self._ram_area[f["env_id"]]
-        if bits & 7 and self._episode_statistics:
+        if bits and self._episode_statistics:
             self._time_episodes(info, f["env_id"], bits)
         return obs, f["reward"], f["terminated"], f["truncated"], info
 
@@ -412,7 +402,7 @@ class Client:
         if episode is not None:
             episode["t"] = np.where(info["_episode"],
                                     np.round(now - self._episode_start[env_id], 6), 0.0)
-        if bits & 4:
+        if bits & _core.BATCH_RESET:
             self._episode_start[env_id[info["reset"]]] = now
 
     def render(self) -> tuple:
@@ -430,11 +420,12 @@ class Client:
     def reset(self, seed, options, timeout=RESET_TIMEOUT):
         """See :meth:`ShmVectorEnv.reset`."""
         timeout = check_timeout(timeout)
+        self._usable()
         deadline = None if timeout is None else _now() + timeout
-        self.async_reset(seed=seed, options=options, timeout=timeout)
+        self._async_reset(seed, options, timeout)
         try:
-            obs, _, _, _, info = self.recv(None if deadline is None
-                                           else max(0.0, deadline - _now()))
+            obs, _, _, _, info = self._recv(None if deadline is None
+                                            else max(0.0, deadline - _now()))
         except StepTimeoutError:
             raise StepTimeoutError(
                 f"reset() got no first observations within {timeout:g} s: {self._stuck()}; "
@@ -444,23 +435,31 @@ class Client:
 
     @_one_thread
     def step(self, actions, env_id, timeout):
-        """See :meth:`ShmVectorEnv.step`."""
+        """See :meth:`ShmVectorEnv.step`: one thread guard, one usable check,
+        one timeout check; the C client refuses (nothing sent) a step whose
+        wait could not return."""
         timeout = check_timeout(timeout)  # every argument checked before anything is sent
         self._usable()
-        if env_id is not None:
-            # A bad argument is a ValueError before any call-order check (as
-            # send() would find it): one action per env id.
-            if np.ndim(env_id) == 1 and np.shape(actions) != np.shape(env_id):
-                raise ValueError(f"actions must have shape ({np.size(env_id)},), one per env "
-                                 f"id, got {np.shape(actions)}")
-            code = self._seg.client_check_step(np.size(env_id))
-            if code != _core.OK:
-                self._refused(code)
-        try:
-            self.send(actions, env_id)
-        except CallOrderError as err:
-            raise CallOrderError(f"step() sends first, and {err}") from None
-        return self.recv(timeout)
+        self._send(actions, env_id, step=True)
+        return self._recv(timeout)
+
+
+def reset_args(seed, options, num_envs: int):
+    """Converts ``reset(seed, options)``'s arguments for the C client
+    (:func:`check_reset_options`, ``seeding.check_seed``).
+
+    Returns:
+        (cmd, mask, seed): ``CMD_RESET``, or ``CMD_RESEED`` with a seed; the
+        reset mask as uint8, shape (num_envs,), or None (every env); the
+        checked seed or None.
+
+    Raises:
+        As :func:`check_reset_options` and ``seeding.check_seed``.
+    """
+    mask = check_reset_options(seed, options, num_envs)
+    if seed is not None:
+        return _core.CMD_RESEED, None, seeding.check_seed(seed)
+    return _core.CMD_RESET, None if mask is None else mask.view(np.uint8), None
 
 
 def check_reset_options(seed, options, num_envs: int) -> np.ndarray | None:

@@ -116,13 +116,11 @@ class _EnvConfigMethods:
     def obs_shape(self) -> tuple[int, ...]:
         """Shape of one env's observation: (stack_num, img_height, img_width),
         in RGB (..., 3) or with ``obs_layout="channels_first"`` (3 * stack_num,
-        img_height, img_width)."""
-        base = (self.stack_num, self.img_height, self.img_width)
-        if self.grayscale:
-            return base
-        if self.obs_layout == "channels_first":
-            return (3 * self.stack_num, self.img_height, self.img_width)
-        return base + (3,)
+        img_height, img_width): ``_core.obs_shape``, C's ``shmatari_obs_shape``."""
+        from . import _core
+
+        return _core.obs_shape(self.stack_num, self.img_height, self.img_width, self.channels,
+                               _core.OBS_LAYOUTS[self.obs_layout])
 
     def env_options(self) -> dict:
         """The per-env options (everything but the pool's shape and seed)."""

@@ -40,6 +40,32 @@ class WorkerError(ShmatariError, RuntimeError):
         self.exitcode = exitcode
         self.worker_traceback = worker_traceback
 
+    @classmethod
+    def of(cls, who: str, pid: int | None, env_ids: range, what: str, *, worker: int,
+           exitcode: int | None = None, traceback: str = "", where: str = "",
+           label: str = "worker") -> "WorkerError":
+        """The one place a WorkerError's text is built, for a local pool's
+        worker (:mod:`shmatari.supervisor`), an attached pool's
+        (:mod:`shmatari.client`) and a Ray node (:mod:`shmatari.ray`):
+        ``"<who> (pid <pid>, envs <a>..<b>)<where> <what>"``, then the
+        traceback the process left, under ``--- <label> traceback ---``.
+
+        Args:
+            who: ``"worker 3"``, ``"node 1"``.
+            pid: its process id.
+            env_ids: the envs it owned.
+            what: what happened (``"died: exit code 1"``).
+            worker, exitcode: as the attributes.
+            traceback: the traceback text it left, or "".
+            where: where it ran, after the parenthesis (``" of the server (pid 7)"``).
+            label: the traceback's heading.
+        """
+        msg = f"{who} (pid {pid}, envs {env_ids.start}..{env_ids.stop - 1}){where} {what}"
+        if traceback.strip():
+            msg += f"\n--- {label} traceback ---\n" + traceback.rstrip()
+        return cls(msg, worker=worker, env_ids=env_ids, exitcode=exitcode,
+                   worker_traceback=traceback)
+
 
 class StepTimeoutError(ShmatariError, TimeoutError):
     """``recv`` / ``step`` waited longer than its ``timeout`` while every

@@ -12,24 +12,20 @@ from . import _core
 __all__ = ["build_info"]
 
 #: Fields that make up an episode's statistics.
-_EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frames")
+_EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frame_number")
 
 
 def _per_env(fields: Mapping[str, np.ndarray]) -> dict:
-    reset, restarted = fields.get("_reset"), fields.get("_restarted")
-    if reset is None:  # not precomputed by Segment.collect
-        reset = (fields["flags"] & _core.FLAG_RESET).astype(bool)
-        restarted = (fields["flags"] & _core.FLAG_RESTARTED).astype(bool)
     return {
         "env_id": fields["env_id"],
         "lives": fields["lives"],
         "raw_reward": fields["raw_reward"],
         "game_over": fields["game_over"].view(bool),
         "elapsed_step": fields["elapsed_step"],
-        "episode_frame_number": fields["episode_frames"],
+        "episode_frame_number": fields["episode_frame_number"],
         "frame_number": fields["frame_number"],
-        "reset": reset,
-        "worker_restarted": restarted,
+        "reset": fields["_reset"],
+        "worker_restarted": fields["_restarted"],
     }
 
 
@@ -39,25 +35,28 @@ def _add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | 
         info["episode"] = {
             "r": np.where(done, fields["episode_return"], 0.0),
             "l": np.where(done, fields["elapsed_step"], 0).astype(np.int32),
-            "frames": np.where(done, fields["episode_frames"], 0).astype(np.int64),
+            "frames": np.where(done, fields["episode_frame_number"], 0).astype(np.int64),
         }
         info["_episode"] = done
 
 
 def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray] | None = None,
-               final_obs: np.ndarray | None = None, any_done: bool | None = None,
+               final_obs: np.ndarray | None = None, bits: int | None = None,
                episode_statistics: bool = True) -> dict:
     """The info dict of a batch (see :class:`shmatari.ShmVectorEnv` for its keys).
 
     Args:
         fields: every slot field by name (``_core.FIELDS``), each shape
             ``(n,)``, owned by the caller: arrays may be kept in the dict;
-            optionally ``_reset`` / ``_restarted``, the flags' bits as bool.
+            with ``_reset`` / ``_restarted`` / ``_final``, the flags' bits as
+            bool (``_core.COLLECTED``, from ``Segment.collect``), or without
+            them (then ``_core.row_bits`` reads them).
         final: the rows' final records (same-step pools), as ``fields``; read
             only in rows whose flags hold ``FLAG_FINAL``. None: no final records.
         final_obs: uint8, shape ``(n, *obs_shape)``: the final observations,
             owned by the caller, or None.
-        any_done: whether some row has ``episode_done``, if already known.
+        bits: the batch's ``_core.BATCH_*`` bits, from ``Segment.collect``
+            with ``fields``.
         episode_statistics: False leaves ``episode`` / ``_episode`` out (here
             and in ``final_info``), for Gymnasium's ``RecordEpisodeStatistics``.
 
@@ -69,13 +68,16 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
         done steps' own info, zero elsewhere) and the masks ``_final_obs``,
         ``_final_info``.
     """
+    if "_reset" not in fields:
+        rows, bits = _core.row_bits(fields["flags"], fields["episode_done"].view(np.uint8))
+        fields = dict(fields, **rows)
     info = _per_env(fields)
     if final is None:
         if episode_statistics:
-            _add_episode(info, fields, any_done)
+            _add_episode(info, fields, bool(bits & _core.BATCH_DONE))
         return info
-    has_final = (fields["flags"] & _core.FLAG_FINAL).astype(bool)
-    if not has_final.any():
+    has_final = fields["_final"]
+    if not bits & _core.BATCH_FINAL:
         if episode_statistics:
             _add_episode(info, fields)
         return info

@@ -439,23 +439,21 @@ class Supervisor:
                 how = f"killed by signal {-code}"
         else:
             how = f"exit code {code}"
-        msg = (f"worker {w} (pid {p.pid}, envs {group.start}..{group.stop - 1}) "
-               f"{'failed' if failed else 'died'}{during}: {how}")
-        if text:
-            msg += "\n--- worker traceback ---\n" + text.rstrip()
-        elif code is not None and code > 0:
+        what = f"{'failed' if failed else 'died'}{during}: {how}"
+        if not text and code is not None and code > 0:
             if seg.worker_pid(w) == 0 and self.config.start_method in ("spawn", "forkserver"):
                 # It died before running any code of ours: most often, the
                 # main script was re-run in the new process and started pools.
-                msg += (f" before it could start (its stderr may say more). With start "
-                        f"method {self.config.start_method!r} each worker imports your "
-                        f"main script again: put the code that creates pools under "
-                        f"`if __name__ == \"__main__\":`, and run scripts from a file; or "
-                        f"use start_method='zygote' (the default on Linux), which needs neither")
+                what += (f" before it could start (its stderr may say more). With start "
+                         f"method {self.config.start_method!r} each worker imports your "
+                         f"main script again: put the code that creates pools under "
+                         f"`if __name__ == \"__main__\":`, and run scripts from a file; or "
+                         f"use start_method='zygote' (the default on Linux), which needs neither")
             else:
-                msg += (" without a Python traceback: it ended in native code (ALE exits "
-                        "on some errors; its stderr may say more)")
-        return WorkerError(msg, worker=w, env_ids=group, exitcode=code, worker_traceback=text)
+                what += (" without a Python traceback: it ended in native code (ALE exits "
+                         "on some errors; its stderr may say more)")
+        return WorkerError.of(f"worker {w}", p.pid, group, what, worker=w, exitcode=code,
+                              traceback=text)
 
     def check(self, restart: bool = False) -> None:
         """Raises WorkerError if a worker is dead, or with ``restart``

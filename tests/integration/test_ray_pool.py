@@ -307,3 +307,65 @@ def test_explicit_placements(cluster):
         assert placement_group_table(pg)["state"] == "CREATED"   # still the caller's
     finally:
         remove_placement_group(pg)
+
+
+# -- the stateful client test, against Ray pools --------------------------------------
+
+#: (batch_size, autoreset_mode) of the Ray pools the stateful test drives.
+RAY_CONFIGS = [(3, "next_step"), (2, "same_step"), (2, "disabled"), (3, "disabled")]
+
+
+def test_ray_pool_answers_every_call_sequence_as_the_local_client(cluster):
+    """tests/test_client_machine.py's stateful test (random call sequences,
+    refusals that change nothing, rows equal to a local replay) against Ray
+    pools: they drive the same client state machine, with Ray as transport.
+    The interrupt rule is left out (a signal inside ray.wait is Ray's)."""
+    import test_client_machine as tcm
+    from hypothesis import HealthCheck, settings
+
+    pools = {}
+
+    def ray_pool(batch_size, autoreset):
+        key = (batch_size, autoreset)
+        if key not in pools:
+            pools[key] = sray.make("Breakout", tcm.N, num_nodes=2, batch_size=batch_size,
+                                   seed=tcm.SEED, autoreset_mode=autoreset, **tcm.OPTIONS)
+        return pools[key]
+
+    class RayMachine(tcm.ClientMachine):
+        CONFIGS = RAY_CONFIGS
+        make_pool = staticmethod(ray_pool)
+        INTERRUPTIBLE = False
+
+    RayMachine.TestCase.settings = settings(
+        max_examples=int(os.environ.get("SHMATARI_RAY_MACHINE_EXAMPLES", 8)),
+        stateful_step_count=15, deadline=None, suppress_health_check=list(HealthCheck))
+    tcm._COMPARED.clear()
+    try:
+        RayMachine.TestCase().runTest()
+    finally:
+        for env in pools.values():
+            env.close()
+        tcm._close_all()
+    assert {"reseed", "step"} <= set(tcm._COMPARED), tcm._COMPARED
+
+
+def test_reset_after_send_without_recv_drains_as_a_local_pool(cluster):
+    """The drift issue 21 found: after send() without recv(), a local pool's
+    reset() drops what is in flight, and a Ray pool's raised CallOrderError."""
+    with sray.make("Breakout", 4, num_nodes=2, seed=3, **POOL) as remote, \
+            shmatari.make("Breakout", 4, seed=3, **POOL) as local:
+        for env in (remote, local):
+            env.reset()
+            env.send(np.ones(4, np.int64))
+        ro, ri = remote.reset()
+        lo, li = local.reset()
+        assert np.array_equal(ro, lo) and np.array_equal(ri["env_id"], li["env_id"])
+        assert remote._pending == local._pending == 0
+        for env in (remote, local):
+            env.send([1], [0])  # a subset of a synchronous pool (held by its node), then a reset
+        ro, _ = remote.reset()
+        lo, _ = local.reset()
+        assert np.array_equal(ro, lo)
+        r, l_ = remote.step(np.full(4, 2)), local.step(np.full(4, 2))
+        assert np.array_equal(r[0], l_[0]) and np.array_equal(r[1], l_[1])

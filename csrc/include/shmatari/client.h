@@ -32,87 +32,43 @@ static inline int shmatari_obs_shape(const shmatari_client *c,
   return 4;
 }
 
-/* Checks a call's state: SHMATARI_OK if c->state is one of the
- * `allowed` states (a bit mask of 1 << state), else _ERR_STATE naming the
- * call, the state and its way out. */
-static inline int shmatari_check_state(shmatari_client *c, int call,
-                                       unsigned allowed) {
-  if (allowed & (1u << c->state)) return SHMATARI_OK;
-  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s refused", k[call]);
-}
-
-#define SHMATARI_ACTIVE                                           \
-  ((1u << SHMATARI_CLIENT_IDLE) | (1u << SHMATARI_CLIENT_PARTIAL) | \
-   (1u << SHMATARI_CLIENT_WAITING))
-
-/* Checks n env ids (envs 0..n-1 when env_ids is NULL; then n MUST be
- * num_envs) and n actions (NULL: none): every env in range, listed once,
- * without a bit of `forbid` (SHMATARI_ENV_*), every action in
- * 0..num_actions-1. env_ids and actions MUST be private memory, which
- * nothing changes between this check and their use (shmatari_send copies
- * the caller's first: they may point into the segment). Returns
- * SHMATARI_OK, _ERR_INVALID or _ERR_STATE; changes nothing. */
-static inline int shmatari_check_envs(shmatari_client *c, int call,
-                                      const int32_t *env_ids, uint32_t n,
-                                      const int32_t *actions, uint8_t forbid) {
-  const shmatari_geom *h = &c->geom;
-  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  char *msg = c->error;
-  size_t len = sizeof c->error;
-  if (env_ids == NULL && n != h->num_envs)
-    return shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: %u commands for "
-                         "%u envs: pass env ids to address fewer", k[call], n,
-                         h->num_envs);
-  int r = SHMATARI_OK;
-  uint32_t i;
-  for (i = 0; i < n && r == SHMATARI_OK; i++) {
-    int64_t e = env_ids != NULL ? env_ids[i] : (int64_t)i;
-    uint8_t fl = e >= 0 && e < (int64_t)h->num_envs ? c->env_flags[e] : 0;
-    if (e < 0 || e >= (int64_t)h->num_envs)
-      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env_ids[%u] = "
-                        "%lld is out of range 0..%u", k[call], i,
-                        (long long)e, h->num_envs - 1);
-    else if (fl & SHMATARI_ENV_LISTED)
-      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env %lld is "
-                        "listed twice in env_ids", k[call], (long long)e);
-    else if (actions != NULL &&
-             (actions[i] < 0 || (uint32_t)actions[i] >= c->num_actions))
-      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: action %d at "
-                        "position %u is out of range 0..%u", k[call],
-                        actions[i], i, c->num_actions - 1);
-    else if (fl & forbid & SHMATARI_ENV_RUNNING)
-      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
-                          "running (its result was not received)", k[call],
-                          (long long)e);
-    else if (fl & forbid & SHMATARI_ENV_ENDED)
-      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld ended its "
-                          "episode and autoreset_mode is 'disabled': reset it "
-                          "first with %s", k[call], (long long)e,
-                          k[SHMATARI_CALL_RESET_MASKED]);
-    else
-      c->env_flags[e] |= SHMATARI_ENV_LISTED;
+/* shmatari_send as the call `call` names it in refusals: with
+ * SHMATARI_CALL_STEP, also refused (nothing posted) unless the envs running
+ * afterwards make a batch to wait for (shmatari_check_step), as a step that
+ * sends and then waits needs. */
+static inline int shmatari_send_call(shmatari_client *c, int call,
+                                     const int32_t *actions,
+                                     const int32_t *env_ids, uint32_t n) {
+  if (actions == NULL)
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                         "actions is NULL");
+  const int32_t *ids = env_ids, *acts = actions;
+  if (c->call_actions != NULL) { /* an open client */
+    const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+    if (n > c->geom.num_envs && env_ids == NULL)
+      return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                           "%s: %u actions for %u envs (actions must have "
+                           "shape (%u,))", k[call], n, c->geom.num_envs,
+                           c->geom.num_envs);
+    if (n > c->geom.num_envs)
+      return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                           "%s: %u commands for %u envs: each env is listed "
+                           "at most once", k[call], n, c->geom.num_envs);
+    /* Read once: env_ids (b.env_id of a batch) and actions may point into
+     * the segment, which another process may change under us; the copies
+     * are checked, then posted. */
+    if (env_ids != NULL) {
+      memcpy(c->call_env_ids, env_ids, (size_t)n * sizeof(int32_t));
+      ids = c->call_env_ids;
+    }
+    memcpy(c->call_actions, actions, (size_t)n * sizeof(int32_t));
+    acts = c->call_actions;
   }
-  for (uint32_t j = 0; j < i; j++) {
-    int64_t e = env_ids != NULL ? env_ids[j] : (int64_t)j;
-    if (e >= 0 && e < (int64_t)h->num_envs)
-      c->env_flags[e] &= (uint8_t)~SHMATARI_ENV_LISTED;
-  }
+  int r = shmatari_accept_send(c, call, acts, ids, n);
+  if (r == SHMATARI_OK)
+    shmatari_post(&c->geom, c->env_worker, c->touched,
+                  (const uint32_t *)ids, n, acts, SHMATARI_CMD_STEP);
   return r;
-}
-
-/* Posts cmd to n checked envs (as shmatari_check_envs) and marks them
- * running. */
-static inline void shmatari_client_post(shmatari_client *c, uint32_t cmd,
-                                        const int32_t *actions,
-                                        const int32_t *env_ids, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++)
-    c->env_flags[env_ids != NULL ? (uint32_t)env_ids[i] : i] |=
-        SHMATARI_ENV_RUNNING;
-  shmatari_post(&c->geom, c->env_worker, c->touched, (const uint32_t *)env_ids,
-                n, actions, cmd);
-  c->pending += n;
-  shmatari_settle(c);
 }
 
 /* Steps n envs: actions[i] (0..num_actions-1) for env env_ids[i], or for env
@@ -123,31 +79,7 @@ static inline void shmatari_client_post(shmatari_client *c, uint32_t cmd,
  * SHMATARI_OK, _ERR_INVALID or _ERR_STATE. */
 static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
                                 const int32_t *env_ids, uint32_t n) {
-  if (actions == NULL)
-    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
-                         "actions is NULL");
-  int r = shmatari_check_state(c, SHMATARI_CALL_SEND, SHMATARI_ACTIVE);
-  if (r != SHMATARI_OK) return r;
-  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  if (n > c->geom.num_envs)
-    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
-                         "%s: %u commands for %u envs: each env is listed at "
-                         "most once", k[SHMATARI_CALL_SEND], n,
-                         c->geom.num_envs);
-  /* Read once: env_ids (b.env_id of a batch) and actions may point into the
-   * segment, which another process may change under us; the copies are
-   * checked, then posted. */
-  const int32_t *ids = NULL; /* NULL: every env */
-  if (env_ids != NULL) {
-    memcpy(c->call_env_ids, env_ids, (size_t)n * sizeof(int32_t));
-    ids = c->call_env_ids;
-  }
-  memcpy(c->call_actions, actions, (size_t)n * sizeof(int32_t));
-  r = shmatari_check_envs(c, SHMATARI_CALL_SEND, ids, n, c->call_actions,
-                          SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
-  if (r == SHMATARI_OK)
-    shmatari_client_post(c, SHMATARI_CMD_STEP, c->call_actions, ids, n);
-  return r;
+  return shmatari_send_call(c, SHMATARI_CALL_SEND, actions, env_ids, n);
 }
 
 /* Consumes the batch the last wait returned (its slot may be written
@@ -180,17 +112,15 @@ static inline void shmatari_release_batch(shmatari_client *c) {
  * _ERR_TIMEOUT; or a liveness error. */
 static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
                                       const uint8_t *mask, int64_t timeout_ns) {
-  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  int call = mask != NULL ? SHMATARI_CALL_RESET_MASKED : SHMATARI_CALL_RESET;
-  int r = shmatari_check_state(
-      c, call, SHMATARI_ACTIVE | (1u << SHMATARI_CLIENT_NEEDS_RESET));
+  if (mask != NULL && c->call_mask != NULL) {
+    /* Read once: the mask may point into shared memory; the checks and both
+     * passes below use this copy. */
+    memcpy(c->call_mask, mask, c->geom.num_envs);
+    mask = c->call_mask;
+  }
+  int r = shmatari_check_reset(c, cmd, mask);
   if (r != SHMATARI_OK) return r;
   const shmatari_geom *h = &c->geom;
-  if (cmd != SHMATARI_CMD_RESET && (cmd != SHMATARI_CMD_RESEED || mask != NULL))
-    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
-                         "%s: command %u is not a reset%s", k[call], cmd,
-                         cmd == SHMATARI_CMD_RESEED ? " of some envs: reseeding "
-                         "re-derives every env" : "");
   if (mask == NULL) {
     shmatari_release_batch(c);
     if (c->pending != 0) {
@@ -198,46 +128,22 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
       if (r != SHMATARI_OK) return r;
       c->taken = shmatari_drop_results(h);
     }
-    memset(c->env_flags, 0, h->num_envs);
-    c->pending = 0;
-    c->state = SHMATARI_CLIENT_IDLE;
-    shmatari_client_post(c, cmd, NULL, NULL, h->num_envs);
+    shmatari_post(h, c->env_worker, c->touched, NULL, h->num_envs, NULL, cmd);
+    shmatari_accept_reset(c, NULL);
     return SHMATARI_OK;
   }
-  /* Read once: the mask may point into shared memory; both passes below
-   * and the checks use this copy. */
-  memcpy(c->call_mask, mask, h->num_envs);
-  mask = c->call_mask;
-  uint32_t masked = 0, first_running = h->num_envs;
-  for (uint32_t e = 0; e < h->num_envs; e++) {
-    if (!mask[e]) continue;
-    masked++;
-    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) && first_running == h->num_envs)
-      first_running = e;
-  }
-  if (masked == 0)
-    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
-                         "%s: the mask holds no env", k[call]);
-  if (c->state == SHMATARI_CLIENT_NEEDS_RESET && masked < h->num_envs)
-    return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: the first reset must "
-                           "reset every env", k[call]);
-  if (first_running < h->num_envs)
-    return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %u is still "
-                           "running (its result was not received)", k[call],
-                           first_running);
-  if (c->state == SHMATARI_CLIENT_NEEDS_RESET) c->state = SHMATARI_CLIENT_IDLE;
   for (int pass = 0; pass < 2; pass++) {
     /* pass 0: the masked envs reset; pass 1: the others republish. */
     for (uint32_t e = 0; e < h->num_envs; e++) {
       if ((mask[e] != 0) != (pass == 0) ||
           (c->env_flags[e] & SHMATARI_ENV_RUNNING))
         continue;
-      c->env_flags[e] = (uint8_t)(pass == 0 ? 0 : c->env_flags[e]);
-      int32_t id = (int32_t)e;
-      shmatari_client_post(c, pass == 0 ? cmd : (uint32_t)SHMATARI_CMD_OBSERVE,
-                           NULL, &id, 1);
+      uint32_t id = e;
+      shmatari_post(h, c->env_worker, c->touched, &id, 1, NULL,
+                    pass == 0 ? cmd : (uint32_t)SHMATARI_CMD_OBSERVE);
     }
   }
+  shmatari_accept_reset(c, mask);
   return SHMATARI_OK;
 }
 
@@ -245,19 +151,6 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
  * is in flight; the first observations come back through shmatari_wait. */
 static inline int shmatari_reset(shmatari_client *c) {
   return shmatari_reset_envs(c, SHMATARI_CMD_RESET, NULL, -1);
-}
-
-/* Would sending n more commands leave a batch to wait for? SHMATARI_OK, or
- * _ERR_STATE saying that a step (send then wait) of n envs cannot return. */
-static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
-  if (c->hdr == NULL || c->pending + n >= c->geom.batch_size)
-    return SHMATARI_OK;
-  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s would send %u action(s) "
-                         "and then wait for a batch of %u, of which only %u "
-                         "would be running; nothing was sent (or make the pool "
-                         "with a smaller batch_size)", k[SHMATARI_CALL_STEP], n,
-                         c->geom.batch_size, c->pending + n);
 }
 
 /* (1.3) In a pool of batch_order FIXED, the next batch (index c->taken) is
@@ -301,34 +194,14 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
                           &c->next_check_ns, c->error, sizeof c->error);
   if (r != SHMATARI_OK) return r;
   const char *slot = shmatari_slot(h, c->taken);
-  const int32_t *env_id =
-      (const int32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_ENV_ID]);
-  const uint32_t *flags =
-      (const uint32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_FLAGS]);
-  const uint8_t *term =
-      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TERMINATED]);
-  const uint8_t *trunc =
-      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TRUNCATED]);
-  int disabled = h->autoreset_mode == SHMATARI_AUTORESET_DISABLED;
-  for (uint32_t i = 0; i < h->batch_size; i++) {
-    /* Worker-written words, each read once (an atomic load: the compiler
-     * may not load it again), then bounded before it indexes anything. */
-    int32_t e = (int32_t)shmatari_load_acquire((const uint32_t *)&env_id[i]);
-    if (e < 0 || (uint32_t)e >= h->num_envs ||
-        !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
-      continue;
-    uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
-    if (disabled && !(shmatari_load_acquire(&flags[i]) & SHMATARI_FLAG_OBSERVED))
-      fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
-                     (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
-                              __atomic_load_n(&trunc[i], __ATOMIC_RELAXED)
-                          ? SHMATARI_ENV_ENDED
-                          : 0));
-    c->env_flags[e] = fl;
-    c->pending--;
-  }
-  c->holding = 1;
-  shmatari_settle(c);
+  c->holding = 1; /* before accept_rows: the state it settles on counts the
+                     batch held (a fixed-order pool's next group) */
+  shmatari_accept_rows(
+      c, (const int32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_ENV_ID]),
+      (const uint32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_FLAGS]),
+      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TERMINATED]),
+      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TRUNCATED]),
+      h->batch_size);
   return SHMATARI_OK;
 }
 

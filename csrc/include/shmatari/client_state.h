@@ -134,7 +134,7 @@ static inline const char *shmatari_client_state_name(int state) {
 static inline void shmatari_state_text(const shmatari_client *c, char *out,
                                        size_t len) {
   const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  uint32_t b = c->hdr != NULL ? c->geom.batch_size : 0;
+  uint32_t b = c->geom.batch_size;
   switch (c->state) {
     case SHMATARI_CLIENT_DETACHED:
       snprintf(out, len, "; the client is detached: %s first",
@@ -214,7 +214,7 @@ static inline void shmatari_settle(shmatari_client *c) {
 
 /* Marks the pool broken (after a liveness error): only detach leaves it. */
 static inline void shmatari_client_break(shmatari_client *c) {
-  if (c->hdr != NULL) c->state = SHMATARI_CLIENT_BROKEN;
+  if (c->state != SHMATARI_CLIENT_DETACHED) c->state = SHMATARI_CLIENT_BROKEN;
 }
 
 /* Frees the client's bookkeeping (not the mapping nor the claim: see
@@ -280,6 +280,242 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->state = SHMATARI_CLIENT_NEEDS_RESET;
   c->error[0] = 0;
   return SHMATARI_OK;
+}
+
+/* Starts the state machine alone, with no segment: the bookkeeping of a
+ * client whose transport is not a segment (shmatari.ray drives the same
+ * machine, with Ray carrying the commands and results). Returns
+ * SHMATARI_OK (state NEEDS_RESET) or _ERR_SYSTEM (out of memory; c left
+ * DETACHED). c->names and the spin settings stay as the caller set them. */
+static inline int shmatari_machine_open(shmatari_client *c, uint32_t num_envs,
+                                        uint32_t batch_size,
+                                        uint32_t num_actions,
+                                        uint32_t autoreset_mode) {
+  shmatari_client_close(c);
+  c->geom.num_envs = num_envs;
+  c->geom.batch_size = batch_size;
+  c->geom.autoreset_mode = autoreset_mode;
+  c->num_actions = num_actions;
+  c->env_flags = (uint8_t *)calloc(num_envs ? num_envs : 1, 1);
+  if (c->env_flags == NULL) {
+    shmatari_client_close(c);
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
+                         "out of memory");
+  }
+  c->state = SHMATARI_CLIENT_NEEDS_RESET;
+  c->error[0] = 0;
+  return SHMATARI_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The state machine's rules, apart from any transport: each call is
+ * checked here (state, env ids, actions) and recorded here once the
+ * transport has carried it (shmatari_send and shmatari_next_batch for a
+ * segment; shmatari.ray for a Ray pool).
+ */
+
+/* Checks a call's state: SHMATARI_OK if c->state is one of the
+ * `allowed` states (a bit mask of 1 << state), else _ERR_STATE naming the
+ * call, the state and its way out. */
+static inline int shmatari_check_state(shmatari_client *c, int call,
+                                       unsigned allowed) {
+  if (allowed & (1u << c->state)) return SHMATARI_OK;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s refused", k[call]);
+}
+
+#define SHMATARI_ACTIVE                                           \
+  ((1u << SHMATARI_CLIENT_IDLE) | (1u << SHMATARI_CLIENT_PARTIAL) | \
+   (1u << SHMATARI_CLIENT_WAITING))
+
+/* Checks n env ids (envs 0..n-1 when env_ids is NULL; then n MUST be
+ * num_envs) and n actions (NULL: none): every env in range, listed once,
+ * without a bit of `forbid` (SHMATARI_ENV_*), every action in
+ * 0..num_actions-1. Returns SHMATARI_OK, _ERR_INVALID or _ERR_STATE; changes
+ * nothing. */
+static inline int shmatari_check_envs(shmatari_client *c, int call,
+                                      const int32_t *env_ids, uint32_t n,
+                                      const int32_t *actions, uint8_t forbid) {
+  const shmatari_geom *h = &c->geom;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  char *msg = c->error;
+  size_t len = sizeof c->error;
+  if (env_ids == NULL && n != h->num_envs)
+    return shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: %u actions for "
+                         "%u envs (actions must have shape (%u,)): pass env "
+                         "ids to address fewer", k[call], n, h->num_envs,
+                         h->num_envs);
+  int r = SHMATARI_OK;
+  uint32_t i;
+  for (i = 0; i < n && r == SHMATARI_OK; i++) {
+    int64_t e = env_ids != NULL ? env_ids[i] : (int64_t)i;
+    uint8_t fl = e >= 0 && e < (int64_t)h->num_envs ? c->env_flags[e] : 0;
+    if (e < 0 || e >= (int64_t)h->num_envs)
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env_ids[%u] = "
+                        "%lld is out of range 0..%u", k[call], i,
+                        (long long)e, h->num_envs - 1);
+    else if (fl & SHMATARI_ENV_LISTED)
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env %lld is "
+                        "listed twice in env_ids", k[call], (long long)e);
+    else if (actions != NULL &&
+             (actions[i] < 0 || (uint32_t)actions[i] >= c->num_actions))
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: action %d at "
+                        "position %u is out of range: this game has actions "
+                        "0..%u", k[call], actions[i], i, c->num_actions - 1);
+    else if (fl & forbid & SHMATARI_ENV_RUNNING)
+      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
+                          "running (its result was not received)", k[call],
+                          (long long)e);
+    else if (fl & forbid & SHMATARI_ENV_ENDED)
+      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld ended its "
+                          "episode and autoreset_mode is 'disabled': reset it "
+                          "first with %s", k[call], (long long)e,
+                          k[SHMATARI_CALL_RESET_MASKED]);
+    else
+      c->env_flags[e] |= SHMATARI_ENV_LISTED;
+  }
+  for (uint32_t j = 0; j < i; j++) {
+    int64_t e = env_ids != NULL ? env_ids[j] : (int64_t)j;
+    if (e >= 0 && e < (int64_t)h->num_envs)
+      c->env_flags[e] &= (uint8_t)~SHMATARI_ENV_LISTED;
+  }
+  return r;
+}
+
+/* Would sending n more commands leave a batch to wait for? SHMATARI_OK, or
+ * _ERR_STATE saying that a step (send then wait) of n envs cannot return. */
+static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
+  if (c->pending + n >= c->geom.batch_size) return SHMATARI_OK;
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s would send %u action(s) "
+                         "and then wait for a batch of %u, of which only %u "
+                         "would be running; nothing was sent (or make the pool "
+                         "with a smaller batch_size)", k[SHMATARI_CALL_STEP], n,
+                         c->geom.batch_size, c->pending + n);
+}
+
+/* Marks n envs running (env_ids NULL: envs 0..n-1). */
+static inline void shmatari_mark_running(shmatari_client *c,
+                                         const int32_t *env_ids, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    c->env_flags[env_ids != NULL ? (uint32_t)env_ids[i] : i] |=
+        SHMATARI_ENV_RUNNING;
+  c->pending += n;
+  shmatari_settle(c);
+}
+
+/* Accepts a send of n actions (as shmatari_send describes them), or with
+ * call SHMATARI_CALL_STEP a send that a wait follows (then the envs running
+ * afterwards MUST make a batch: shmatari_check_step). Checks the state, the
+ * env ids and the actions, then marks the envs running; the caller's
+ * transport then carries the commands. Returns SHMATARI_OK, or
+ * _ERR_INVALID / _ERR_STATE with nothing changed. */
+static inline int shmatari_accept_send(shmatari_client *c, int call,
+                                       const int32_t *actions,
+                                       const int32_t *env_ids, uint32_t n) {
+  int r = shmatari_check_state(c, call, SHMATARI_ACTIVE);
+  if (r == SHMATARI_OK)
+    r = shmatari_check_envs(c, call, env_ids, n, actions,
+                            SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
+  if (r == SHMATARI_OK && call == SHMATARI_CALL_STEP)
+    r = shmatari_check_step(c, n);
+  if (r == SHMATARI_OK) shmatari_mark_running(c, env_ids, n);
+  return r;
+}
+
+/* Checks a reset (shmatari_reset_envs describes it): the state, the
+ * command and the mask. Changes nothing. Returns SHMATARI_OK,
+ * _ERR_INVALID or _ERR_STATE. */
+static inline int shmatari_check_reset(shmatari_client *c, uint32_t cmd,
+                                       const uint8_t *mask) {
+  const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
+  int call = mask != NULL ? SHMATARI_CALL_RESET_MASKED : SHMATARI_CALL_RESET;
+  int r = shmatari_check_state(
+      c, call, SHMATARI_ACTIVE | (1u << SHMATARI_CLIENT_NEEDS_RESET));
+  if (r != SHMATARI_OK) return r;
+  const shmatari_geom *h = &c->geom;
+  if (cmd != SHMATARI_CMD_RESET && (cmd != SHMATARI_CMD_RESEED || mask != NULL))
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                         "%s: command %u is not a reset%s", k[call], cmd,
+                         cmd == SHMATARI_CMD_RESEED ? " of some envs: reseeding "
+                         "re-derives every env" : "");
+  if (mask == NULL) return SHMATARI_OK;
+  uint32_t masked = 0, first_running = h->num_envs;
+  for (uint32_t e = 0; e < h->num_envs; e++) {
+    if (!mask[e]) continue;
+    masked++;
+    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) && first_running == h->num_envs)
+      first_running = e;
+  }
+  if (masked == 0)
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                         "%s: the mask holds no env", k[call]);
+  if (c->state == SHMATARI_CLIENT_NEEDS_RESET && masked < h->num_envs)
+    return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: the first reset must "
+                           "reset every env", k[call]);
+  if (first_running < h->num_envs)
+    return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %u is still "
+                           "running (its result was not received)", k[call],
+                           first_running);
+  return SHMATARI_OK;
+}
+
+/* Records a reset that shmatari_check_reset accepted, once the transport
+ * has dropped what was in flight (mask NULL) and carries the commands:
+ * mask NULL, every env running afresh; else every env not running is
+ * running again, the masked ones reset (no longer ENDED) and the others
+ * observed (they keep their bits). */
+static inline void shmatari_accept_reset(shmatari_client *c,
+                                         const uint8_t *mask) {
+  const shmatari_geom *h = &c->geom;
+  if (mask == NULL) {
+    memset(c->env_flags, 0, h->num_envs);
+    c->pending = 0;
+    c->state = SHMATARI_CLIENT_IDLE;
+    shmatari_mark_running(c, NULL, h->num_envs);
+    return;
+  }
+  if (c->state == SHMATARI_CLIENT_NEEDS_RESET) c->state = SHMATARI_CLIENT_IDLE;
+  for (uint32_t e = 0; e < h->num_envs; e++) {
+    if (c->env_flags[e] & SHMATARI_ENV_RUNNING) continue;
+    c->env_flags[e] = (uint8_t)((mask[e] ? 0 : c->env_flags[e]) |
+                                SHMATARI_ENV_RUNNING);
+    c->pending++;
+  }
+  shmatari_settle(c);
+}
+
+/* Records n result rows (a batch): each row's env is no longer running;
+ * under autoreset_mode DISABLED a row that is not an observation
+ * (SHMATARI_FLAG_OBSERVED) marks its env ENDED if it terminated or was
+ * truncated, else clears the bit. Rows naming an env out of range or not
+ * running are skipped (worker-written values are bounded here). */
+static inline void shmatari_accept_rows(shmatari_client *c,
+                                        const int32_t *env_id,
+                                        const uint32_t *flags,
+                                        const uint8_t *term,
+                                        const uint8_t *trunc, uint32_t n) {
+  const shmatari_geom *h = &c->geom;
+  int disabled = h->autoreset_mode == SHMATARI_AUTORESET_DISABLED;
+  for (uint32_t i = 0; i < n; i++) {
+    /* Worker-written words (the rows may be in the segment), each read once
+     * (an atomic load: the compiler may not load it again), then bounded
+     * before it indexes anything. */
+    int32_t e = (int32_t)shmatari_load_acquire((const uint32_t *)&env_id[i]);
+    if (e < 0 || (uint32_t)e >= h->num_envs ||
+        !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
+      continue;
+    uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
+    if (disabled && !(shmatari_load_acquire(&flags[i]) & SHMATARI_FLAG_OBSERVED))
+      fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
+                     (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
+                              __atomic_load_n(&trunc[i], __ATOMIC_RELAXED)
+                          ? SHMATARI_ENV_ENDED
+                          : 0));
+    c->env_flags[e] = fl;
+    c->pending--;
+  }
+  shmatari_settle(c);
 }
 
 #ifdef __cplusplus

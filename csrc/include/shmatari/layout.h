@@ -196,7 +196,7 @@ typedef uint8_t shmatari_bool8;
   X(RAW_REWARD, raw_reward, float, "score", "unclipped score change")         \
   X(GAME_OVER, game_over, shmatari_bool8, "-", "0/1: the game itself ended")  \
   X(ELAPSED_STEP, elapsed_step, int32_t, "steps", "since the game's reset")   \
-  X(EPISODE_FRAMES, episode_frames, int64_t, "frames",                        \
+  X(EPISODE_FRAME_NUMBER, episode_frame_number, int64_t, "frames",          \
     "since the game's reset, no-op and FIRE frames included")                 \
   X(FRAME_NUMBER, frame_number, int64_t, "frames", "since the env began")     \
   X(EPISODE_RETURN, episode_return, double, "score",                          \

@@ -28,7 +28,8 @@ static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
 /* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
  * worker reported failure, or, with check_pids, its process is gone),
  * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
- * (the owner's process is gone). check_pids costs a system call or two per
+ * (the owner's process is gone) or _ERR_WORKER (a worker's process is gone
+ * or it EXITED). check_pids costs a system call or two per
  * process; waits do it once per SHMATARI_POLL_NS of sleep. */
 static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
                                       char *msg, size_t len) {
@@ -60,12 +61,15 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
   for (uint32_t w = 0; w < g->num_workers; w++) {
     shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     uint32_t state = shmatari_load_acquire(&wc->state);
-    /* Read once: the pid tested is the pid judged and named. */
+    /* Read once: the pid tested is the pid judged and named. While the
+     * pool runs (not CLOSING, checked above) no worker exits on its own: an
+     * EXITED worker (one sent SIGTERM) is gone as a dead one. */
     int32_t pid = (int32_t)shmatari_load_acquire((const uint32_t *)&wc->pid);
-    if (state != SHMATARI_WORKER_EXITED && pid > 0 && !shmatari_pid_alive(pid))
+    if (state == SHMATARI_WORKER_EXITED || (pid > 0 && !shmatari_pid_alive(pid)))
       return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
-                           "worker %u (pid %d, envs %u..%u) died", w,
-                           (int)pid, wc->env_begin, wc->env_end - 1);
+                           "worker %u (pid %d, envs %u..%u) %s", w, (int)pid,
+                           wc->env_begin, wc->env_end - 1,
+                           state == SHMATARI_WORKER_EXITED ? "exited" : "died");
   }
   return SHMATARI_OK;
 }

@@ -1,0 +1,241 @@
+# Included by _core.pyx (one compiled module, shmatari._core): the client state machine
+# (ClientMachine, shmatari/client_state.h) and the conversions of its arguments.
+
+# --------------------------------------------------------------------------
+# Converting a call's integer arguments (the C client checks their values)
+
+ctypedef fused any_int:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+
+
+cdef void _saturate(const any_int[:] a, int32_t[::1] out) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        if a[i] < 0:
+            out[i] = <int32_t>a[i] if <int64_t>a[i] >= -2147483648 else -2147483648
+        else:
+            out[i] = <int32_t>a[i] if <uint64_t>a[i] <= 2147483647 else 2147483647
+
+
+def as_int32(values, str name, Py_ssize_t n=-1):
+    """Converts ``values`` (any integer dtype, or a sequence of ints) to a new
+    int32 array, shape (n,). Values beyond int32 are clamped to its bounds,
+    so that the C client, which checks every value, refuses them (its text
+    then shows the clamped value).
+
+    Args:
+        values: the call's argument.
+        name: the argument's name, for the error text.
+        n: the length expected, for the error text (the C client checks it).
+
+    Raises:
+        TypeError: not integers (floats, bools, objects are refused).
+        ValueError: not one-dimensional.
+    """
+    try:
+        a = np.asarray(values)
+    except (TypeError, ValueError) as exc:  # ragged nesting, odd objects
+        raise TypeError(f"{name} must be a 1-D array of integers, "
+                        f"got {type(values).__name__}: {exc}") from exc
+    if a.shape == (0,):
+        return np.empty(0, np.int32)  # no values to convert (``[]`` is float64)
+    if a.dtype.kind not in "iu":
+        hint = (" (Python ints beyond int64, or objects that are not ints)"
+                if a.dtype.kind == "O" else "")
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}{hint}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must have shape ({n if n >= 0 else 'n'},), got {a.shape}")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    out = np.empty(a.shape[0], np.int32)
+    if a.dtype == np.int64:
+        _saturate[int64_t](a, out)
+    elif a.dtype == np.int32:
+        _saturate[int32_t](a, out)
+    elif a.dtype == np.int16:
+        _saturate[int16_t](a, out)
+    elif a.dtype == np.int8:
+        _saturate[int8_t](a, out)
+    elif a.dtype == np.uint64:
+        _saturate[uint64_t](a, out)
+    elif a.dtype == np.uint32:
+        _saturate[uint32_t](a, out)
+    elif a.dtype == np.uint16:
+        _saturate[uint16_t](a, out)
+    else:
+        _saturate[uint8_t](a, out)
+    return out
+
+
+def obs_shape(uint32_t stack_num, uint32_t img_height, uint32_t img_width,
+              uint32_t channels, uint32_t obs_layout):
+    """One env's observation shape, as ``shmatari_obs_shape`` (client.h) lays
+    it out: ``(stack_num, h, w)`` grayscale, ``(stack_num, h, w, 3)``
+    channels-last RGB, ``(stack_num * 3, h, w)`` channels-first RGB."""
+    cdef shmatari_client c
+    cdef uint32_t shape[4]
+    memset(&c, 0, sizeof(c))
+    c.geom.stack_num, c.geom.img_height, c.geom.img_width = stack_num, img_height, img_width
+    c.geom.channels, c.geom.obs_layout = channels, obs_layout
+    cdef int n = shmatari_obs_shape(&c, shape)
+    return tuple(shape[i] for i in range(n))
+
+
+# --------------------------------------------------------------------------
+# The client state machine (client_state.h), for every transport
+
+#: ``Segment.collect``'s summary bits: some row ended an episode, some row
+#: holds a final record, some row is a reset.
+cdef enum:
+    _BATCH_DONE = 1
+    _BATCH_FINAL = 2
+    _BATCH_RESET = 4
+BATCH_DONE, BATCH_FINAL, BATCH_RESET = _BATCH_DONE, _BATCH_FINAL, _BATCH_RESET
+
+
+cdef int _row_bits(const uint32_t *flags, const uint8_t *done, Py_ssize_t n,
+                   uint8_t *out) noexcept nogil:
+    """The one place where rows' flags become bits: writes each row's
+    FLAG_RESET, FLAG_RESTARTED and FLAG_FINAL bit (0/1) to out[i],
+    out[n + i] and out[2n + i]; returns the batch's ``BATCH_*`` bits."""
+    cdef int bits = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[i] = (flags[i] & SHMATARI_FLAG_RESET) != 0
+        out[n + i] = (flags[i] & SHMATARI_FLAG_RESTARTED) != 0
+        out[2 * n + i] = (flags[i] & SHMATARI_FLAG_FINAL) != 0
+        if done[i]:
+            bits |= _BATCH_DONE
+        if out[2 * n + i]:
+            bits |= _BATCH_FINAL
+        if out[i]:
+            bits |= _BATCH_RESET
+    return bits
+
+
+def row_bits(const uint32_t[::1] flags, const uint8_t[::1] episode_done):
+    """As ``Segment.collect`` reads them, for rows from elsewhere (the pipe
+    baseline): ``({"_reset", "_restarted", "_final"}: bool (n,), bits)``."""
+    cdef Py_ssize_t n = flags.shape[0]
+    if episode_done.shape[0] != n:
+        raise ValueError("row_bits needs one episode_done per row")
+    out = np.zeros(3 * n, np.bool_)
+    cdef uint8_t[::1] o = out.view(np.uint8)
+    cdef int bits = _row_bits(&flags[0], &episode_done[0], n, &o[0]) if n else 0
+    return {"_reset": out[:n], "_restarted": out[n:2 * n], "_final": out[2 * n:]}, bits
+
+
+cdef class ClientMachine:
+    """The client state machine of ``shmatari/client_state.h`` (state, each
+    env's running / ended bits, the calls' checks and refusal texts), apart
+    from any transport: a :class:`Segment` is one (commands posted to the
+    segment); ``shmatari.ray`` makes one whose transport is Ray.
+
+    Args:
+        num_envs, batch_size, num_actions: the pool's.
+        autoreset_mode: a value of ``AUTORESET_MODES``.
+
+    Each call returns a status code: ``OK``, or ``ERR_STATE`` / ``ERR_INVALID``
+    with nothing changed and :attr:`client_error` saying why.
+    """
+
+    cdef shmatari_client cl
+
+    def __cinit__(self, *args, **kwargs):
+        memset(&self.cl, 0, sizeof(self.cl))
+        self.cl.names = shmatari_call_names_python
+        self.cl.spin_mode = SHMATARI_SPIN_PAUSE
+
+    def __init__(self, uint32_t num_envs, uint32_t batch_size, uint32_t num_actions,
+                 uint32_t autoreset_mode):
+        if shmatari_machine_open(&self.cl, num_envs, batch_size, num_actions,
+                                 autoreset_mode) != SHMATARI_OK:
+            raise MemoryError(self.client_error)
+
+    def __dealloc__(self):
+        shmatari_client_close(&self.cl)
+
+    @property
+    def client_state(self):
+        """The client's state: a value of ``CLIENT_STATES`` (``shmatari_client_state``)."""
+        return self.cl.state
+
+    @property
+    def client_error(self):
+        """The last refusal or failure of a client call, in words (str)."""
+        return self.cl.error.decode("utf-8", "replace")
+
+    @property
+    def pending(self):
+        """Envs with a command whose result was not returned."""
+        return self.cl.pending
+
+    def env_flags(self):
+        """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` bits."""
+        if self.cl.env_flags == NULL:
+            raise ValueError("no client open")
+        return np.asarray(<uint8_t[:self.cl.geom.num_envs]>self.cl.env_flags).copy()
+
+    def client_break(self):
+        """Marks the client broken (``shmatari_client_break``)."""
+        shmatari_client_break(&self.cl)
+
+    cdef const int32_t *_ids(self, const int32_t[::1] actions, const int32_t[::1] env_ids) except? NULL:
+        """env_ids' pointer (NULL: every env), once its length is checked
+        against the actions' (the one check of the count with env ids)."""
+        if env_ids is None:
+            return NULL
+        if env_ids.shape[0] != actions.shape[0]:
+            raise ValueError(f"actions must have shape ({env_ids.shape[0]},) (one per env "
+                             f"id), got ({actions.shape[0]},)")
+        # No envs is a list of none, not NULL (which means every env).
+        return &env_ids[0] if env_ids.shape[0] else <const int32_t *>&self.cl.pending
+
+    def accept_send(self, const int32_t[::1] actions, const int32_t[::1] env_ids, bint step=False):
+        """``shmatari_accept_send``: checks a send (``step``: one that a wait
+        follows) of ``actions`` (int32) to ``env_ids`` (int32, or None for
+        every env) and marks the envs running; the caller's transport then
+        carries the commands."""
+        cdef const int32_t *ids = self._ids(actions, env_ids)
+        cdef uint32_t n = actions.shape[0]
+        return shmatari_accept_send(&self.cl, SHMATARI_CALL_STEP if step else SHMATARI_CALL_SEND,
+                                    &actions[0] if n else <const int32_t *>&n, ids, n)
+
+    def check_wait(self):
+        """OK if a batch is due (state ``waiting``), else the refusal (``ERR_STATE``)."""
+        return shmatari_check_state(&self.cl, SHMATARI_CALL_WAIT, 1u << SHMATARI_CLIENT_WAITING)
+
+    def check_reset(self, uint32_t cmd, const uint8_t[::1] mask):
+        """``shmatari_check_reset``: a reset of every env (``mask`` None) or
+        of the envs of a uint8 mask of shape (num_envs,); changes nothing."""
+        return shmatari_check_reset(&self.cl, cmd, self._mask(mask))
+
+    def accept_reset(self, const uint8_t[::1] mask):
+        """``shmatari_accept_reset``: records a reset that :meth:`check_reset`
+        accepted, once the transport dropped what was in flight (``mask`` None)."""
+        shmatari_accept_reset(&self.cl, self._mask(mask))
+
+    cdef const uint8_t *_mask(self, const uint8_t[::1] mask) except? NULL:
+        if mask is None:
+            return NULL
+        if <uint32_t>mask.shape[0] != self.cl.geom.num_envs:
+            raise ValueError("the mask needs one byte per env")
+        return &mask[0]
+
+    def accept_rows(self, const int32_t[::1] env_id, const uint32_t[::1] flags,
+                    const uint8_t[::1] terminated, const uint8_t[::1] truncated):
+        """``shmatari_accept_rows``: records a batch's rows (each env no
+        longer running; ``ENV_ENDED`` under disabled autoreset)."""
+        cdef uint32_t n = env_id.shape[0]
+        if flags.shape[0] != n or terminated.shape[0] != n or truncated.shape[0] != n:
+            raise ValueError("accept_rows needs one flags, terminated and truncated per row")
+        if n:
+            shmatari_accept_rows(&self.cl, &env_id[0], &flags[0], &terminated[0],
+                                 &truncated[0], n)

@@ -1,0 +1,267 @@
+"""shmatari.ray's node actor: one node's local pool, served to the trainer."""
+
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+
+import numpy as np
+import ray
+
+from .wire import KEPT_FIELDS, merge, order, rows, take, delta
+
+#: Restart phases of an env on its node (see Node).
+_LIVE, _AFTER_RESTART_ROW, _FRESH = 0, 1, 2
+
+
+def _reported(method):
+    """Re-raises what a node's method raises as a plain RuntimeError holding
+    its type, message and traceback: shmatari's exceptions take keyword
+    arguments, which Ray cannot rebuild on the trainer's side."""
+    @functools.wraps(method)
+    def wrapper(self, *args):
+        try:
+            return method(self, *args)
+        except Exception as exc:  # noqa: BLE001 - sent to the trainer
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            raise RuntimeError(f"{type(exc).__name__}: {exc}\n--- traceback ---\n{text}") \
+                from None
+    return wrapper
+
+
+class Node:
+    """One node's local pool, served to the trainer (runs inside a Ray actor).
+
+    Its methods run one at a time (a Ray actor's default), each answering
+    with one packet: a dict of NumPy arrays (see the module docstring).
+    """
+
+    def __init__(self, node: int, begin: int, count: int, pool_args: dict):
+        self.node, self.begin, self.count = node, begin, count
+        self.args = dict(pool_args)
+        self.env = None
+
+    # The pool's workers start with the local pool's default, forkserver. In
+    # an actor, __main__ is Ray's worker script (ray/_private/workers/
+    # default_worker.py), which forkserver and spawn import again in each
+    # worker as __mp_main__: that script keeps its body under
+    # `if __name__ == "__main__":`, so the import runs nothing (tested).
+    # fork is avoided: the actor runs Ray's threads (gRPC, the core worker),
+    # and a child forked from a threaded process may inherit a held lock.
+
+    @_reported
+    def start(self, generation: int) -> dict:
+        """Builds the pool (again, after a restart: ``generation`` >= 1).
+
+        Returns:
+            dict: the spaces and where the node runs (``node_id``, ``ip``,
+            ``pid``, ``worker_pids``, ``segment_name``).
+        """
+        import shmatari
+
+        if self.env is not None:
+            self.env.close()
+        args = dict(self.args)
+        game = args.pop("game")
+        self.env = shmatari.make(game, self.count, env_index_offset=self.begin,
+                                 pool_generation=generation, **args)
+        self.autoreset = self.env.config.autoreset_mode
+        shape = self.env.single_observation_space.shape
+        self.prev = np.zeros((self.count,) + shape, np.uint8)
+        self.has_prev = np.zeros(self.count, bool)
+        self.last = {k: np.zeros(self.count, np.int64) for k in KEPT_FIELDS}
+        self.dtypes: dict = {}
+        self.phase = np.full(self.count, _FRESH if generation else _LIVE, np.int8)
+        if generation:
+            # A restarted node answers each env's next command as a local
+            # pool's replaced worker does: row A (the new game's first
+            # observation) ends the lost episode, truncated; row B is the
+            # reset that follows it (next-step autoreset) or a reset command.
+            self.rows_a = self._merged(self._reset_local(None))
+            self.rows_b = self._merged(self._reset_local(None))
+        ctx = ray.get_runtime_context()
+        return {"obs_shape": tuple(shape), "n_actions": int(self.env.single_action_space.n),
+                "node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
+                "pid": os.getpid(), "worker_pids": list(self.env.worker_pids),
+                "segment_name": self.env.segment_name}
+
+    def close(self) -> None:
+        """Closes the pool: its workers stop and its segment is removed."""
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def pool_info(self) -> dict:
+        """Where the pool runs now (for tests and logs)."""
+        return {"pid": os.getpid(), "worker_pids": list(self.env.worker_pids),
+                "segment_name": self.env.segment_name}
+
+    # -- commands ----------------------------------------------------------------
+    @_reported
+    def reset(self, mask, observe, seed) -> dict:
+        """Resets the envs in ``mask`` (bool (count,), or None: all) and
+        observes those in ``observe`` (bool (count,), or None: none), as the
+        trainer's client state machine decided; with ``seed``, re-derives
+        every env. Answers the rows of those envs, in env order."""
+        n = self.count
+        every = np.arange(n)
+        if seed is not None:
+            self.env.async_reset(seed=seed)
+            part = self._merged(self._collect(n))
+            part["cols"]["worker_restarted"] = part["cols"]["worker_restarted"] | (
+                self.phase[part["ids"]] == _FRESH)
+            self.phase[:] = _LIVE
+            return self._encode(order(part, every))
+        mask = np.ones(n, bool) if mask is None else np.asarray(mask, bool)
+        observe = np.zeros(n, bool) if observe is None else np.asarray(observe, bool)
+        parts = []
+        live = mask & (self.phase == _LIVE)
+        if live.any():
+            local = self._merged(self._reset_local(None if live.all() else live))
+            parts.append(take(local, np.flatnonzero(live[local["ids"]])))
+        pre = np.flatnonzero(mask & (self.phase != _LIVE))
+        if pre.size:
+            rows = take(self.rows_b, pre)
+            rows["cols"]["worker_restarted"] = self.phase[pre] == _FRESH
+            self.phase[pre] = _LIVE
+            parts.append(rows)
+        parts += self._observed(np.flatnonzero(observe))
+        return self._reply(parts)
+
+    @_reported
+    def step(self, ids, actions) -> dict:
+        """Steps envs ``ids`` (local indices, int32 (n,)) with ``actions``."""
+        ids = np.asarray(ids, np.int64)
+        actions = np.asarray(actions)
+        phase = self.phase[ids]
+        live = phase == _LIVE
+        parts = []
+        if live.any():
+            if live.all() and ids.size == self.count and self.env.batch_size == self.count:
+                self.env.send(actions[np.argsort(ids)])  # a synchronous pool steps every env
+            else:
+                self.env.send(actions[live], ids[live])
+            parts += self._collect(int(live.sum()))
+        parts += self._restart_rows(ids[phase == _FRESH])
+        done_b = ids[phase == _AFTER_RESTART_ROW]
+        if done_b.size:
+            parts.append(take(self.rows_b, done_b))
+            self.phase[done_b] = _LIVE
+        return self._reply(parts, ids)
+
+    # -- helpers -----------------------------------------------------------------
+    def _collect(self, n: int) -> list:
+        parts, got = [], 0
+        while got < n:
+            part = rows(*self.env.recv())
+            for k, v in part["cols"].items():
+                self.dtypes.setdefault(k, v.dtype)
+            parts.append(part)
+            got += len(part["ids"])
+        return parts
+
+    def _merged(self, parts: list) -> dict:
+        return merge(parts, self.dtypes)
+
+    def _reset_local(self, mask) -> list:
+        self.env.async_reset(options=None if mask is None else {"reset_mask": mask})
+        return self._collect(self.count)
+
+    def _observed(self, ids: np.ndarray) -> list:
+        """Rows of envs that a masked reset leaves alone: the current
+        observation again, reward 0 and every flag false (as the local pool's
+        ``CMD_OBSERVE``); a restarted env gives its restart row instead."""
+        fresh = ids[self.phase[ids] == _FRESH]
+        ids = ids[self.phase[ids] != _FRESH]
+        parts = self._restart_rows(fresh)
+        if ids.size:
+            cols = {k: np.zeros(ids.size, dt) for k, dt in self.dtypes.items()
+                    if "/" not in k and not k.startswith("_")}
+            cols["env_id"] = ids.astype(self.dtypes["env_id"])
+            for k in KEPT_FIELDS:
+                cols[k] = self.last[k][ids].astype(self.dtypes[k])
+            cols["~observed"] = np.ones(ids.size, bool)
+            parts.append({"ids": ids, "obs": self.prev[ids], "fobs": None, "cols": cols})
+        return parts
+
+    def _restart_rows(self, ids: np.ndarray) -> list:
+        """The first result of envs whose node was restarted, answering a
+        step: the lost episode ends, truncated, with ``worker_restarted``."""
+        if not ids.size:
+            return []
+        rows = take(self.rows_a, ids)
+        cols = rows["cols"]
+        for k in list(cols):
+            if k.startswith("episode/") or k.startswith("_") or k.startswith("final_info"):
+                del cols[k]
+        for k in ("~reward", "raw_reward"):
+            cols[k] = np.zeros_like(cols[k])
+        for k in ("~terminated", "game_over", "reset"):
+            cols[k] = np.zeros_like(cols[k])
+        cols["~truncated"] = np.ones_like(cols["~truncated"])
+        cols["worker_restarted"] = np.ones_like(cols["worker_restarted"])
+        if self.autoreset == "next_step":
+            self.phase[ids] = _AFTER_RESTART_ROW
+            return [rows]
+        self.phase[ids] = _LIVE
+        if self.autoreset == "disabled":
+            return [rows]
+        # same_step: the row is already the next game's reset (row B), and
+        # the truncation is its final record.
+        b = take(self.rows_b, ids)
+        final = {"final_info/" + k: v for k, v in cols.items() if not k.startswith("~")}
+        bc = dict(b["cols"])
+        bc.update(final)
+        bc["~reward"], bc["~terminated"] = cols["~reward"], cols["~terminated"]
+        bc["~truncated"], bc["worker_restarted"] = cols["~truncated"], cols["worker_restarted"]
+        bc["_final_obs"] = np.ones(ids.size, bool)
+        bc["_final_info"] = np.ones(ids.size, bool)
+        return [{"ids": ids, "obs": b["obs"], "fobs": rows["obs"], "cols": bc}]
+
+    def _reply(self, parts: list, ids=None) -> dict:
+        """The packet of ``parts``' rows: those of ``ids`` first, in its order,
+        then the others in env order (none: an empty packet)."""
+        if not parts:
+            return {"env_id": np.empty(0, np.int32), "~op": np.empty(0, np.uint8),
+                    "~frames": np.empty((0,) + self.prev.shape[2:], np.uint8)}
+        part = self._merged(parts)
+        rows = np.sort(part["ids"])
+        if ids is not None:
+            ids = ids[np.isin(ids, rows)]
+            rows = np.concatenate([ids, rows[~np.isin(rows, ids)]])
+        return self._encode(order(part, rows))
+
+    def _encode(self, part: dict) -> dict:
+        """The packet for ``part``'s rows; remembers what the trainer now holds."""
+        ids, obs, cols = part["ids"], part["obs"], part["cols"]
+        old, has_old = self.prev[ids], self.has_prev[ids]
+        op, frames, full = delta(obs, old, has_old)
+        packet = dict(cols)
+        packet["env_id"] = (ids + self.begin).astype(np.int32)
+        packet["~op"], packet["~frames"] = op, frames
+        if full.size:
+            packet["~full"] = full
+        if part["fobs"] is not None and cols["_final_obs"].any():
+            m = np.flatnonzero(cols["_final_obs"])
+            fop, fframes, ffull = delta(part["fobs"][m], old[m], has_old[m])
+            packet["~fop"], packet["~fframes"] = fop, fframes
+            if ffull.size:
+                packet["~ffull"] = ffull
+            fid = packet["final_info/env_id"].astype(np.int64)
+            packet["final_info/env_id"] = np.where(cols["_final_info"], fid + self.begin,
+                                                   0).astype(np.int32)
+        else:
+            for k in [k for k in packet if k.startswith("final_info/") or
+                      k in ("_final_obs", "_final_info")]:
+                del packet[k]
+        if "~observed" in packet and not packet["~observed"].any():
+            del packet["~observed"]
+        if "_episode" in packet and not packet["_episode"].any():
+            for k in [k for k in packet if k.startswith("episode/") or k == "_episode"]:
+                del packet[k]
+        self.prev[ids] = obs
+        self.has_prev[ids] = True
+        for k in KEPT_FIELDS:
+            self.last[k][ids] = cols[k]
+        return packet

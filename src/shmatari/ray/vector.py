@@ -1,0 +1,541 @@
+"""shmatari.ray's vector env: the trainer's side, a client whose transport is Ray."""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+
+import gymnasium as gym
+import numpy as np
+import ray
+from gymnasium.vector import AutoresetMode
+
+from .. import _core
+from .. import config as _config
+from ..client import check_timeout, refusal, reset_args, send_args
+from ..env import GYM_AUTORESET
+from ..errors import StepTimeoutError, WorkerError, check_usable
+from . import cluster
+from .node import Node
+from .wire import apply, unflatten, wire_bytes
+
+__all__ = ["make", "RayVectorEnv"]
+
+_log = logging.getLogger("shmatari")
+
+#: Seconds between checks of the deadline while waiting for results.
+_POLL = 0.5
+
+
+def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
+         batch_size: int | None = None, seed: int | None = None,
+         restart_workers: bool = False, num_cpus_per_node: float = 1,
+         max_restarts: int = -1, start_timeout: float = cluster.START_TIMEOUT,
+         **options) -> "RayVectorEnv":
+    """Creates a pool of Atari envs spread over the nodes of a Ray cluster.
+
+    Connects to the cluster (``ray.init()``, which joins ``RAY_ADDRESS`` or
+    starts a local one) if this process has not yet. Then one actor per node
+    builds an ordinary local pool (:func:`shmatari.make`) of that node's envs.
+
+    Args:
+        game: as :func:`shmatari.make`'s ``env_id``.
+        num_envs: envs in all (>= the number of nodes).
+        num_nodes: where the actors go:
+
+            - None (default): one actor on each alive node with at least
+              ``num_cpus_per_node`` CPUs (a ``STRICT_SPREAD`` placement group);
+            - an int: that many actors, one per node (``STRICT_SPREAD``);
+            - a ``ray.util.placement_group.PlacementGroup``: one actor per
+              bundle, in bundle order (each bundle must hold
+              ``num_cpus_per_node`` CPUs);
+            - a list of Ray node ids (``ray.nodes()[k]["NodeID"]``): one actor
+              on each (hard node affinity).
+        envs_per_node: None (default: divided evenly, in contiguous slices,
+            sizes differing by at most 1), an int (every node; the product
+            must be ``num_envs``) or a list of ints, one per node.
+        batch_size: results per :meth:`RayVectorEnv.recv` (default
+            ``num_envs``: synchronous). ``recv`` returns whichever envs'
+            results reach the trainer first, from any node.
+        seed: the pool seed, as :func:`shmatari.make`'s: env *i* has the
+            streams of env *i* of a local pool with this seed, on any number
+            of nodes. None draws fresh entropy once (``env.seed_entropy``).
+        restart_workers: a dead actor is restarted by Ray (``max_restarts``)
+            and rebuilds its pool; the local pools also replace their dead
+            workers (see :func:`shmatari.make`). False: a dead actor raises
+            WorkerError.
+        num_cpus_per_node: CPUs each actor reserves (its placement bundle).
+        max_restarts: with ``restart_workers``, Ray's ``max_restarts`` for
+            each actor (-1: no limit).
+        start_timeout: seconds to wait for the placement and the nodes' pools.
+        **options: the env options and the local pools' ``num_workers``
+            (per node; default the node's cores) and ``start_method``, as
+            :func:`shmatari.make` takes them. ``zero_copy`` is refused
+            (observations are rebuilt on the trainer).
+
+    Returns:
+        RayVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
+
+    Raises:
+        TypeError, ValueError: a bad argument or option (before any actor
+            starts), ``num_nodes`` above the cluster's alive nodes, or
+            envs that do not divide as ``envs_per_node`` says.
+        GetTimeoutError: the placement group was not ready in time.
+        WorkerError: a node failed to build its pool.
+    """
+    if "zero_copy" in options:
+        raise TypeError("zero_copy does not apply to shmatari.ray pools: observations are "
+                        "rebuilt on the trainer from the frames the nodes send")
+    for name in ("env_index_offset", "pool_generation"):
+        if name in options:
+            raise TypeError(f"{name} is set by shmatari.ray for each node")
+    num_workers = options.pop("num_workers", None)
+    cfg = _config.build_config(game, num_envs, batch_size=batch_size, seed=seed,
+                               restart_workers=restart_workers, **options)
+    if num_workers is not None:
+        cluster.check_count("num_workers", num_workers)
+    max_restarts = int(max_restarts)
+    if not ray.is_initialized():
+        ray.init()
+    strategies, pg = cluster.placement(num_nodes, num_cpus_per_node, start_timeout)
+    try:
+        sizes = cluster.split(cfg.num_envs, len(strategies), envs_per_node)
+    except BaseException:
+        if pg is not None:
+            cluster.remove_placement_group(pg)
+        raise
+    return RayVectorEnv(cfg, sizes, strategies, pg, num_workers=num_workers,
+                        num_cpus=num_cpus_per_node, max_restarts=max_restarts,
+                        options=options, start_timeout=start_timeout)
+
+
+class RayVectorEnv(gym.vector.VectorEnv):
+    """Atari envs on the nodes of a Ray cluster, one local pool per node.
+
+    The API, shapes and dtypes are :class:`shmatari.ShmVectorEnv`'s:
+    observations uint8 ``(n, stack_num, img_height, img_width)`` (``(...,
+    3)`` in RGB), oldest frame first; ``reward`` float32, ``terminated`` /
+    ``truncated`` bool, ``(n,)``; the same ``info`` keys (``env_id`` int32
+    global env indices, ``episode`` with ``_episode``, ``final_obs`` in
+    same-step pools, ...). Every array returned is the caller's own.
+
+    ``nodes`` describes each node: ``{"node": k, "env_ids": range, "node_id",
+    "ip", "pid", "worker_pids", "segment_name", "restarts"}``. Use it from one
+    thread at a time. Make it with :func:`make`.
+
+    Its calls are checked and recorded by the client state machine a local
+    pool's client uses (``_core.ClientMachine``, C's ``client_state.h``),
+    with Ray as its transport: every call sequence is accepted or refused
+    alike, with the same texts (``tests/integration/test_ray_pool.py`` runs
+    the stateful client test against it). A ``reset()`` of every env drains
+    what is in flight first, as a local pool's does.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, cfg: _config.EnvConfig, sizes: list[int], strategies: list, pg,
+                 *, num_workers, num_cpus, max_restarts, options, start_timeout):
+        self.config = cfg
+        self.num_envs, self.batch_size = cfg.num_envs, cfg.batch_size
+        self.seed_entropy = cfg.seed
+        self.closed = False
+        self._broken: str | None = None
+        self._actors: list = []
+        self._finalizer = weakref.finalize(self, cluster.shutdown, self._actors, pg,
+                                           cluster.CLOSE_TIMEOUT)
+        self._restart = cfg.restart_workers
+        self._start_timeout = start_timeout
+        self._autoreset = cfg.autoreset_mode
+        self.metadata = dict(type(self).metadata, autoreset_mode=GYM_AUTORESET[self._autoreset])
+        self.autoreset_mode = self.metadata["autoreset_mode"]
+        bounds = np.cumsum([0] + sizes)
+        self._bounds = bounds
+        remote = ray.remote(Node)
+        try:
+            for k, (strategy, n) in enumerate(zip(strategies, sizes)):
+                args = dict(options, game=cfg.game, seed=cfg.seed,
+                            restart_workers=cfg.restart_workers,
+                            # A node answers a call when all its envs in it
+                            # are done, taking them as they come: any subset
+                            # of a node's envs may be sent (a local pool
+                            # accepts every call sequence, so must a node).
+                            batch_size=1,
+                            num_workers=None if num_workers is None else min(num_workers, n))
+                self._actors.append(remote.options(
+                    num_cpus=num_cpus, scheduling_strategy=strategy,
+                    max_restarts=max_restarts if cfg.restart_workers else 0,
+                    max_task_retries=0).remote(k, int(bounds[k]), n, args))
+            metas = self._get([a.start.remote(0) for a in self._actors], "starting")
+        except BaseException:
+            self.close()
+            raise
+        self.nodes = [dict(m, node=k, env_ids=range(int(bounds[k]), int(bounds[k + 1])),
+                           restarts=0) for k, m in enumerate(metas)]
+        shape, n_actions = tuple(metas[0]["obs_shape"]), metas[0]["n_actions"]
+        self.single_observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
+        self.observation_space = gym.spaces.Box(0, 255, (self.num_envs,) + shape, np.uint8)
+        self.single_action_space = gym.spaces.Discrete(n_actions)
+        self.action_space = gym.spaces.MultiDiscrete(np.full(self.num_envs, n_actions))
+        self._stacks = np.zeros((self.num_envs,) + shape, np.uint8)
+        # The client state machine (client_state.h); Ray carries its commands.
+        self._machine = _core.ClientMachine(self.num_envs, self.batch_size, n_actions,
+                                            _core.AUTORESET_MODES[self._autoreset])
+        self._last_ids = None       # env_id of the last batch returned
+        self._inflight: dict = {}   # ObjectRef -> (seq, node, kind, args)
+        self._seq = 0
+        self._ready: list = []      # decoded rows not yet returned
+        self._ready_count = 0
+        self.wire_bytes = 0         # bytes of arrays received from the nodes
+        self.wire_rows = 0          # rows (env results) received
+
+    # -- helpers -----------------------------------------------------------------
+    def _get(self, refs: list, during: str):
+        try:
+            return ray.get(refs, timeout=self._start_timeout)
+        except ray.exceptions.RayError as exc:
+            k = self._node_of_error(exc, refs)
+            raise self._node_error(k, exc, during) from None
+
+    def _node_of_error(self, exc, refs) -> int:
+        for k, ref in enumerate(refs):
+            try:
+                ray.get(ref, timeout=0)
+            except ray.exceptions.GetTimeoutError:
+                continue
+            except Exception:  # noqa: BLE001 - the one that failed
+                return k
+        return -1
+
+    def _node_error(self, k: int, exc: BaseException, during: str = "") -> WorkerError:
+        died = isinstance(exc, ray.exceptions.RayActorError)
+        cause = getattr(exc, "cause", None)
+        text = str(cause if cause is not None else exc).strip()
+        head = text.splitlines()[0] if text else type(exc).__name__
+        what = (f"{'died' if died else 'failed'}{' while ' + during if during else ''}: "
+                + (head if died else f"its pool raised {head}"))
+        # The node's own error, its env indices local to the node's pool.
+        trace = "" if died else text
+        if k < 0:
+            return WorkerError.of("a node", None, range(self.num_envs), what, worker=-1,
+                                  traceback=trace, label="node")
+        nodes, where = getattr(self, "nodes", None), ""
+        if nodes:
+            where = f" on Ray node {nodes[k]['node_id']} ({nodes[k]['ip']})"
+        return WorkerError.of(f"node {k}", nodes[k]["pid"] if nodes else None,
+                              range(int(self._bounds[k]), int(self._bounds[k + 1])), what,
+                              worker=k, traceback=trace, where=where, label="node")
+
+    def _break(self, err: WorkerError) -> WorkerError:
+        """Marks the pool broken by ``err`` (returned, to raise)."""
+        self._broken = str(err)
+        self._machine.client_break()
+        return err
+
+    @property
+    def _pending(self) -> int:
+        """Envs with a command whose result was not returned (the state machine's count)."""
+        return self._machine.pending
+
+    def _refused(self, code: int) -> None:
+        if code != _core.OK:
+            raise refusal(self._machine, code)
+
+    def _usable(self) -> None:
+        check_usable(self.closed, self._broken)
+
+    def _submit(self, k: int, kind: str, args: tuple, seq: int | None = None) -> None:
+        actor = self._actors[k]
+        ref = actor.step.remote(*args) if kind == "step" else actor.reset.remote(*args)
+        if seq is None:
+            seq = self._seq = self._seq + 1
+        self._inflight[ref] = (seq, k, kind, args)
+
+    # -- the async API -------------------------------------------------------------
+    def send(self, actions, env_id=None) -> None:
+        """Sends actions to envs that are waiting for one.
+
+        Args:
+            actions: integer action indices, shape ``(n,)``.
+            env_id: int env indices ``(n,)`` (global), no duplicates; default
+                every env.
+
+        Raises:
+            TypeError: non-integer actions or env ids.
+            ValueError: wrong shapes, out-of-range actions or ids, duplicates.
+            CallOrderError: an env is still running, reset() was not called,
+                or (``autoreset_mode="disabled"``) an env's episode ended.
+            PoolClosedError: the pool is closed or broken.
+        """
+        self._usable()
+        self._send(actions, env_id)
+
+    def _send(self, actions, env_id, step: bool = False) -> None:
+        acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size, self._last_ids)
+        self._refused(self._machine.accept_send(acts, ids, step))
+        ids = np.arange(self.num_envs) if ids is None else ids.astype(np.int64)
+        node = np.searchsorted(self._bounds, ids, side="right") - 1
+        for k in np.unique(node):
+            sel = node == k
+            local = (ids[sel] - self._bounds[k]).astype(np.int32)
+            self._submit(int(k), "step", (local, acts[sel]))
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Resets envs without waiting; collect the results with :meth:`recv`.
+
+        Raises:
+            As :meth:`reset`.
+        """
+        self._usable()
+        self._async_reset(seed, options)
+
+    def _async_reset(self, seed, options) -> None:
+        cmd, bits, seed = reset_args(seed, options, self.num_envs)
+        self._refused(self._machine.check_reset(cmd, bits))
+        mask = None if bits is None else bits.view(bool)
+        if mask is None:
+            self._drain()
+            idle = np.ones(self.num_envs, bool)
+        else:
+            idle = (self._machine.env_flags() & _core.ENV_RUNNING) == 0
+        if seed is not None:
+            self.seed_entropy = seed
+        for k in range(len(self._actors)):
+            b, e = self._bounds[k], self._bounds[k + 1]
+            if mask is None:
+                self._submit(k, "reset", (None, None, seed))
+            elif idle[b:e].any():  # masked envs reset, the others not running observed
+                self._submit(k, "reset", (mask[b:e] & idle[b:e], ~mask[b:e] & idle[b:e], None))
+        self._machine.accept_reset(bits)
+
+    def _drain(self) -> None:
+        """Drops what is in flight (a reset of every env): waits for the
+        nodes' answers, keeps their frames (the stacks the nodes now hold)
+        and drops their rows."""
+        while self._inflight:
+            self._receive(min(self._inflight, key=lambda r: self._inflight[r][0]))
+        self._ready, self._ready_count = [], 0
+
+    def recv(self, timeout: float | None = None):
+        """Waits for the next ``batch_size`` results, from whichever nodes answer first.
+
+        Returns:
+            (obs, reward, terminated, truncated, info): as
+            :meth:`shmatari.ShmVectorEnv.recv`; ``obs`` uint8 ``(batch_size,
+            *single_observation_space.shape)``; in a synchronous pool rows
+            are in env order, else ``info["env_id"]`` (int32) names them.
+
+        Args:
+            timeout: seconds to wait at most (None: until results come or a
+                node is reported dead).
+
+        Raises:
+            StepTimeoutError: ``timeout`` passed; nothing was taken.
+            CallOrderError: fewer than ``batch_size`` envs are running.
+            WorkerError: a node's actor died (as soon as Ray reports it), or
+                its pool failed, naming the node and its envs; with
+                ``restart_workers`` only if its restart fails.
+            PoolClosedError: the pool is closed or broken.
+        """
+        self._usable()
+        return self._recv(check_timeout(timeout))
+
+    def _recv(self, timeout: float | None):
+        self._refused(self._machine.check_wait())
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._ready_count < self.batch_size:
+            wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+            done, _ = ray.wait(list(self._inflight), num_returns=1, timeout=wait)
+            if done and len(self._inflight) > 1:
+                done = sorted(ray.wait(list(self._inflight), num_returns=len(self._inflight),
+                                       timeout=0)[0], key=lambda r: self._inflight[r][0])
+            for ref in done:
+                if ref in self._inflight:
+                    self._receive(ref)
+            if not done and deadline is not None and time.monotonic() >= deadline:
+                raise StepTimeoutError(
+                    f"recv() waited {timeout:g} s for {self.batch_size} result(s); the pool is "
+                    f"unchanged (recv() again, or close() it)")
+        return self._take_batch()
+
+    def _receive(self, ref) -> None:
+        seq, k, kind, args = self._inflight.pop(ref)
+        try:
+            packet = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
+                ray.exceptions.OwnerDiedError) as exc:
+            self._node_died(k, exc, (seq, kind, args))
+            return
+        except ray.exceptions.RayError as exc:  # the node's method raised
+            raise self._break(self._node_error(k, exc)) from None
+        self.wire_bytes += wire_bytes(packet)
+        self.wire_rows += len(packet["env_id"])
+        self._decode(packet, kind, args)
+
+    def _node_died(self, k: int, exc: BaseException, call: tuple) -> None:
+        """Raises WorkerError, or restarts node ``k`` and resends its calls."""
+        err = self._node_error(k, exc)
+        if not self._restart:
+            raise self._break(err)
+        calls = [call] + [(s, kind, a) for r, (s, n, kind, a) in self._inflight.items() if n == k]
+        for r in [r for r, v in self._inflight.items() if v[1] == k]:
+            del self._inflight[r]
+        node = self.nodes[k]
+        node["restarts"] += 1
+        _log.warning("%s; Ray restarts it (restart %d of this node)",
+                     str(err).partition("\n")[0], node["restarts"])
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            try:
+                meta = ray.get(self._actors[k].start.remote(node["restarts"]),
+                               timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except ray.exceptions.ActorUnavailableError as again:
+                # Still restarting: Ray refuses calls for a moment.
+                if time.monotonic() > deadline:
+                    self._break(err)
+                    raise self._node_error(k, again, "restarting") from None
+                time.sleep(0.1)
+            except ray.exceptions.RayError as again:
+                # Out of restarts (max_restarts), died again while starting, or failed.
+                self._break(err)
+                raise self._node_error(k, again, "restarting") from None
+        node.update(meta)
+        for seq, kind, args in sorted(calls, key=lambda c: c[0]):
+            self._submit(k, kind, args, seq)
+
+    def _decode(self, packet: dict, kind: str, args: tuple) -> None:
+        ids = packet.pop("env_id").astype(np.int64)
+        if not ids.size:
+            return  # a reply with no rows
+        # A node's envs in order (every synchronous reply): a view, no gather.
+        where = ids
+        if ids.size and ids[-1] - ids[0] + 1 == ids.size and (np.diff(ids) == 1).all():
+            where = slice(int(ids[0]), int(ids[-1]) + 1)
+        old = self._stacks[where]
+        obs = apply(packet.pop("~op"), packet.pop("~frames"), packet.pop("~full", None), old)
+        final = None
+        if "~fop" in packet:
+            m = packet["_final_obs"]
+            final = np.zeros_like(obs)
+            final[m] = apply(packet.pop("~fop"), packet.pop("~fframes"),
+                              packet.pop("~ffull", None), old[m])
+        self._stacks[where] = obs
+        packet["env_id"] = ids.astype(np.int32)
+        self._ready.append({"obs": obs, "final": final, "cols": packet})
+        self._ready_count += len(ids)
+
+    def _take_batch(self):
+        chunks, self._ready = self._ready, []
+        dtypes = {}
+        for c in chunks:
+            for k, v in c["cols"].items():
+                dtypes.setdefault(k, v.dtype)
+        if len(chunks) == 1:
+            cols, obs, fobs = dict(chunks[0]["cols"]), chunks[0]["obs"], chunks[0]["final"]
+        else:
+            n = [len(c["obs"]) for c in chunks]
+            cols = {k: np.concatenate([c["cols"].get(k, np.zeros(m, dt))
+                                       for c, m in zip(chunks, n)])
+                    for k, dt in dtypes.items()}
+            obs = np.concatenate([c["obs"] for c in chunks])
+            has_final = any(c["final"] is not None for c in chunks)
+            fobs = np.concatenate([np.zeros_like(c["obs"]) if c["final"] is None else c["final"]
+                                   for c in chunks]) if has_final else None
+        B = self.batch_size
+        if B == self.num_envs and (np.diff(cols["env_id"]) < 0).any():
+            order = np.argsort(cols["env_id"], kind="stable")
+            cols = {k: v[order] for k, v in cols.items()}
+            obs = obs[order]
+            fobs = None if fobs is None else fobs[order]
+        rest = obs.shape[0] - B
+        if rest:
+            self._ready = [{"obs": obs[B:], "final": None if fobs is None else fobs[B:],
+                            "cols": {k: v[B:] for k, v in cols.items()}}]
+            obs, fobs = obs[:B], None if fobs is None else fobs[:B]
+            cols = {k: v[:B] for k, v in cols.items()}
+        self._ready_count = rest
+        env_id = cols["env_id"]
+        reward = cols.pop("~reward")
+        terminated, truncated = cols.pop("~terminated"), cols.pop("~truncated")
+        observed = cols.pop("~observed", np.zeros(B, bool))
+        self._machine.accept_rows(env_id, observed.astype(np.uint32) * _core.FLAG_OBSERVED,
+                                  terminated.view(np.uint8), truncated.view(np.uint8))
+        self._last_ids = env_id
+        if "_episode" in cols and not cols["_episode"].any():
+            cols = {k: v for k, v in cols.items()
+                    if not (k.startswith("episode/") or k == "_episode")}
+        if "_final_obs" in cols and not cols["_final_obs"].any():
+            cols = {k: v for k, v in cols.items()
+                    if not (k.startswith("final_info/") or k in ("_final_obs", "_final_info"))}
+        info = unflatten(cols)
+        if "_final_obs" in info:
+            objs = np.full(B, None, dtype=object)
+            for j in np.flatnonzero(info["_final_obs"]):
+                objs[j] = fobs[j]
+            info["final_obs"] = objs
+        return obs, reward, terminated, truncated, info
+
+    # -- the Gymnasium API -----------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Resets every env (or those in ``options["reset_mask"]``), as
+        :meth:`shmatari.ShmVectorEnv.reset`.
+
+        Returns:
+            (obs, info): ``obs`` uint8 ``(num_envs, *single_observation_space.shape)``
+            in a synchronous pool; else the first ``batch_size`` envs ready.
+
+        A reset of every env first drops what is in flight (the results of
+        a ``send()`` not received), as a local pool's reset does.
+
+        Raises:
+            CallOrderError: a ``reset_mask`` naming an env still running, or
+                before the first reset of every env.
+            TypeError, ValueError: a bad seed or options.
+            WorkerError: a node died or failed.
+        """
+        self._usable()
+        self._async_reset(seed, options)
+        obs, _, _, _, info = self._recv(None)
+        return obs, info
+
+    def step(self, actions, env_id=None, timeout: float | None = None):
+        """Steps the envs once: ``send(actions, env_id)`` then ``recv(timeout)``.
+
+        Returns:
+            (obs, reward, terminated, truncated, info), as :meth:`recv`.
+
+        Raises:
+            As :meth:`send` and :meth:`recv`.
+        """
+        timeout = check_timeout(timeout)
+        self._usable()
+        self._send(actions, env_id, step=True)
+        return self._recv(timeout)
+
+    # -- lifetime ------------------------------------------------------------------
+    def close(self, **kwargs) -> None:
+        """Closes every node's pool (workers stopped, segments removed), kills
+        the actors and removes the placement group this pool made. Idempotent."""
+        self.closed = True
+        self._finalizer()
+
+    def close_extras(self, **kwargs) -> None:
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        return (f"RayVectorEnv({self.config.game!r}, num_envs={self.num_envs}, "
+                f"batch_size={self.batch_size}, nodes={len(self._bounds) - 1}, "
+                f"{'closed' if self.closed else 'open'})")
+
+    @property
+    def actors(self) -> list:
+        """The nodes' Ray actor handles, in node order."""
+        return list(self._actors)
