@@ -7,10 +7,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VectorExtras"]
+__all__ = ["Closing", "VectorExtras"]
 
 
-class VectorExtras:
+class Closing:
+    """``with pool:`` closes the pool on the way out (local and Ray pools)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class VectorExtras(Closing):
     """Mixed into :class:`shmatari.ShmVectorEnv`, whose ``_client``,
     ``config``, spaces, ``action_set`` and ``segment_name`` it reads."""
 

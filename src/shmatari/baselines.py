@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 
 from . import _core, atari, config as _config, results, seeding
 from .client import check_reset_options
+from ._vector_extras import Closing
 from .errors import CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["PipeVectorEnv", "make_pipe", "OpenCVPreprocessing", "PREPROCESSING"]
@@ -153,7 +154,7 @@ def make_pipe(env_id: str, num_envs: int = 8, *, seed: int | None = None,
     return PipeVectorEnv(cfg, preprocess=preprocess)
 
 
-class PipeVectorEnv(gym.vector.VectorEnv):
+class PipeVectorEnv(Closing, gym.vector.VectorEnv):
     """The pipe-based baseline, with :class:`shmatari.ShmVectorEnv`'s API, spaces,
     options, seeding and results (synchronous ``reset`` and ``step`` only).
 
@@ -364,13 +365,6 @@ class PipeVectorEnv(gym.vector.VectorEnv):
         if not self.closed:
             self.close_extras()
             self.closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
     def __del__(self):
         if not getattr(self, "closed", True):

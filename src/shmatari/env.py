@@ -732,13 +732,6 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             if self._client is not None:
                 self._client.closed = True
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
     def __repr__(self) -> str:
         c = self.config
         what = repr(c.game) if c is not None else f"attached to {self._name!r}"

@@ -328,8 +328,11 @@ def test_ray_pool_answers_every_call_sequence_as_the_local_client(cluster):
     def ray_pool(batch_size, autoreset):
         key = (batch_size, autoreset)
         if key not in pools:
+            # Four pools stay open at once: each actor reserves a quarter CPU
+            # (the cluster's nodes have one each).
             pools[key] = sray.make("Breakout", tcm.N, num_nodes=2, batch_size=batch_size,
-                                   seed=tcm.SEED, autoreset_mode=autoreset, **tcm.OPTIONS)
+                                   seed=tcm.SEED, autoreset_mode=autoreset,
+                                   num_cpus_per_node=0.25, **tcm.OPTIONS)
         return pools[key]
 
     class RayMachine(tcm.ClientMachine):

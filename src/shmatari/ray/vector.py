@@ -15,6 +15,7 @@ from .. import _core
 from .. import config as _config
 from ..client import check_timeout, refusal, reset_args, send_args
 from ..env import GYM_AUTORESET
+from .._vector_extras import Closing
 from ..errors import StepTimeoutError, WorkerError, check_usable
 from . import cluster
 from .node import Node
@@ -110,7 +111,7 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
                         options=options, start_timeout=start_timeout)
 
 
-class RayVectorEnv(gym.vector.VectorEnv):
+class RayVectorEnv(Closing, gym.vector.VectorEnv):
     """Atari envs on the nodes of a Ray cluster, one local pool per node.
 
     The API, shapes and dtypes are :class:`shmatari.ShmVectorEnv`'s:
@@ -522,13 +523,6 @@ class RayVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs) -> None:
         self._finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
     def __repr__(self) -> str:
         return (f"RayVectorEnv({self.config.game!r}, num_envs={self.num_envs}, "
