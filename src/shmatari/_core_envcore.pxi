@@ -35,6 +35,17 @@ cdef extern from *:
     object shmatari_py_result_tuple(const shmatari_result *r)
 
 
+# Where an env is between commands: one phase instead of three booleans.
+cdef enum Phase:
+    PHASE_PLAYING = 0      # in an episode: the next STEP emulates
+    PHASE_END_PENDING = 1  # a life-loss continuation ended the game or hit the
+                           # cap: the next STEP reports it, emulating nothing
+    PHASE_NEW_GAME = 2     # the episode is over: the next STEP or RESET starts
+                           # a new game (also before the first reset)
+    PHASE_NEXT_LIFE = 3    # a lost life ended the episode (episodic_life): the
+                           # next STEP or RESET continues the game
+
+
 #: Names of the values ``EnvCore.result()`` returns, in order: the slot's
 #: fields after ``env_id``.
 RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
@@ -57,7 +68,7 @@ cdef class EnvCore:
     cdef uint8_t *hist
     cdef Py_ssize_t frame_bytes
     cdef int head
-    cdef bint needs_reset
+    cdef Phase phase
     # The last result, every field of layout.h's SHMATARI_RESULT_FIELDS but
     # env_id: the episode's counters carry over from step to step, the rest
     # is the step's (_clear_result). Python reads the fields as attributes
@@ -94,7 +105,7 @@ cdef class EnvCore:
         memset(&self.final, 0, sizeof(self.final))
         memset(&self.res, 0, sizeof(self.res))
         self.head = 0
-        self.needs_reset = True
+        self.phase = PHASE_NEW_GAME
         return 0
 
     def __getattr__(self, name):
@@ -176,7 +187,7 @@ cdef class EnvCore:
         self._clear_result()
         self.res.truncated = True
         self.res.flags = SHMATARI_FLAG_RESTARTED
-        self.needs_reset = True
+        self.phase = PHASE_NEW_GAME
         if self.same_step:
             self._same_step_reset()
             self.res.flags |= SHMATARI_FLAG_RESTARTED
@@ -238,7 +249,7 @@ cdef class NullCore(EnvCore):
         self._clear_episode()
         memset(self._next_frame(), 0, self.frame_bytes)
         self._fill_stack()
-        self.needs_reset = False
+        self.phase = PHASE_PLAYING
         self.res.flags = SHMATARI_FLAG_RESET
         return 0
 
@@ -306,8 +317,6 @@ cdef class AtariCore(EnvCore):
     cdef object raw_arrays
     cdef uint8_t *raw[2]
     cdef int cur
-    cdef bint soft_reset   # the last episode ended by a lost life
-    cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
 
     def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip,
                  int stack_num, bint maxpool, int noop_max, bint episodic_life,
@@ -344,8 +353,6 @@ cdef class AtariCore(EnvCore):
         self.raw[0] = &r0[0, 0]
         self.raw[1] = &r1[0, 0]
         self.cur = 0
-        self.soft_reset = False
-        self.end_pending = False
         self.render_palette = render_palette
         if render_palette is not None and (
                 render_palette.channels != 3 or preprocessor is not None or
@@ -454,9 +461,7 @@ cdef class AtariCore(EnvCore):
         self._emit(False)
         self._fill_stack()
         self.res.lives = self._lives()
-        self.needs_reset = False
-        self.soft_reset = False
-        self.end_pending = end_pending
+        self.phase = PHASE_END_PENDING if end_pending else PHASE_PLAYING
         self.res.flags = SHMATARI_FLAG_RESET
         return 0
 
@@ -485,8 +490,7 @@ cdef class AtariCore(EnvCore):
         self.ale.setInt("random_seed", ale_seed)
         self.ale.loadROM(self.rom_path)
         self.noop_rng = noop_rng
-        self.needs_reset = True
-        self.soft_reset = False
+        self.phase = PHASE_NEW_GAME
 
     cpdef int reset(self) except -1:
         """Starts the next episode and writes its first observation.
@@ -498,7 +502,7 @@ cdef class AtariCore(EnvCore):
         without FIRE, as SB3's FireResetEnv), then the stack filled with the
         newest frame. The result has reward 0, ``raw_reward`` the score of
         those frames and ``FLAG_RESET``."""
-        if self.needs_reset and self.soft_reset:
+        if self.phase == PHASE_NEXT_LIFE:
             return self._continue_game()
         self._clear_result()
         self._new_game()
@@ -519,16 +523,16 @@ cdef class AtariCore(EnvCore):
         cdef double raw = 0.0
         cdef int32_t lives
         cdef bint over = False, life_lost = False, capped = False
-        if self.needs_reset:
+        if self.phase == PHASE_NEW_GAME or self.phase == PHASE_NEXT_LIFE:
             return self.reset()
         self._clear_result()
         ale_action = self._action_ids[action]
-        if self.end_pending:
+        if self.phase == PHASE_END_PENDING:
             # The continuation after a lost life ended the game or reached the
             # cap: report it now, emulating nothing.
             over = self._game_over(with_truncation=False)
             capped = self._capped()
-            self.end_pending = False
+            self.phase = PHASE_PLAYING
         while not (over or life_lost or capped) and emulated < self.frame_skip:
             raw += self._frame(ale_action)
             emulated += 1
@@ -557,8 +561,7 @@ cdef class AtariCore(EnvCore):
         self.res.truncated = capped
         self.res.episode_done = over or capped
         if self.res.terminated or self.res.truncated:
-            self.needs_reset = True
-            self.soft_reset = not self.res.episode_done
+            self.phase = PHASE_NEW_GAME if self.res.episode_done else PHASE_NEXT_LIFE
             if self.same_step:
                 self._same_step_reset()
         return 0
