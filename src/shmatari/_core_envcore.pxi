@@ -288,6 +288,11 @@ cdef class AtariCore(EnvCore):
         reward_clip: the reward is its sign.
         max_episode_frames: truncate the game at this many frames (0: never).
         noop_rng: a ``numpy.random.Generator`` for the no-op counts.
+        fast_reset: after the first reset, start each new game by restoring
+            the state that reset left (``shmatari.fast_reset.FastReset``)
+            instead of ALE's ``reset_game``. Only for a game, ale-py version
+            and sticky setting where ``shmatari.fast_reset.proven`` says the
+            two are the same; not with a ``preprocessor``.
         same_step: same-step autoreset: a done step resets at once and keeps
             its own result as the final record (the worker loop
             publishes it beside the next result).
@@ -317,12 +322,20 @@ cdef class AtariCore(EnvCore):
     cdef object raw_arrays
     cdef uint8_t *raw[2]
     cdef int cur
+    # fast resets: wanted, the saved post-reset state once the first reset
+    # made it (a FastReset), and whether ALE's screen still shows the old
+    # game (a restore emulates no frame): then the saved screen is the
+    # current one
+    cdef readonly bint fast_reset
+    cdef object _fast
+    cdef const uint8_t[:, ::1] _fast_screen
+    cdef bint _screen_saved
 
     def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip,
                  int stack_num, bint maxpool, int noop_max, bint episodic_life,
                  bint use_fire_reset, bint reward_clip, int64_t max_episode_frames,
                  noop_rng, bint same_step, preprocessor=None,
-                 Palette render_palette=None):
+                 Palette render_palette=None, bint fast_reset=False):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -353,6 +366,12 @@ cdef class AtariCore(EnvCore):
         self.raw[0] = &r0[0, 0]
         self.raw[1] = &r1[0, 0]
         self.cur = 0
+        if fast_reset and preprocessor is not None:
+            raise ValueError("fast_reset needs shmatari's frame kernel, not a preprocessor "
+                             "(which reads ALE's screen itself)")
+        self.fast_reset = fast_reset
+        self._fast = None
+        self._screen_saved = False
         self.render_palette = render_palette
         if render_palette is not None and (
                 render_palette.channels != 3 or preprocessor is not None or
@@ -389,7 +408,13 @@ cdef class AtariCore(EnvCore):
         if self.preprocessor is not None:
             self.preprocessor.capture(self.ale)
             return 0
-        self._get_screen(self.raw_arrays[nxt])
+        if self._screen_saved:
+            # after a fast reset: the saved screen, whose palette indices
+            # are known (_save_reset)
+            memcpy(self.raw[nxt], &self._fast_screen[0, 0],
+                   <size_t>self.palette.screen_h * self.palette.screen_w)
+        else:
+            self._get_screen(self.raw_arrays[nxt])
         self.palette.ensure_known(self.ale, self.raw[nxt], self.raw[self.cur])
         self.cur = nxt
         return 0
@@ -411,6 +436,7 @@ cdef class AtariCore(EnvCore):
     cdef int _frame(self, int ale_action) except? -1:
         """Emulates one frame, counting it; returns the raw reward."""
         cdef int r = self._act(ale_action)
+        self._screen_saved = False
         self.res.frame_number += 1
         self.res.episode_frames += 1
         return r
@@ -438,12 +464,32 @@ cdef class AtariCore(EnvCore):
         return 0
 
     cdef int _restart_game(self) except -1:
-        """``reset_game`` and a fresh episode. Some games' reset emulates
-        starting frames (8 for Air Raid, 16 for Pac-Man, 134 for Name This
-        Game): they count, as in ALE's ``getEpisodeFrameNumber`` and its cap."""
-        self._reset_game()
+        """``reset_game`` (or its fast equivalent) and a fresh episode. Some
+        games' reset emulates starting frames (8 for Air Raid, 16 for Pac-Man,
+        134 for Name This Game): they count, as in ALE's
+        ``getEpisodeFrameNumber`` and its cap."""
+        if self._fast is not None:
+            self._fast.restore()
+            self._screen_saved = True
+        else:
+            self._reset_game()
+            if self.fast_reset:
+                self._save_reset()
         self._clear_episode()
         self.res.episode_frames = self._episode_frame_number()
+        return 0
+
+    cdef int _save_reset(self) except -1:
+        """Right after ALE's reset: saves the state for the next fast resets,
+        and learns the palette indices of its screen (which a fast reset
+        shows without ALE's screen: ``_capture``, ``write_render``)."""
+        from .fast_reset import FastReset
+        fast = FastReset(self.ale, self.ale.getFloat("repeat_action_probability") > 0)
+        self._fast_screen = fast.screen
+        self.palette.ensure_known(self.ale, &self._fast_screen[0, 0], NULL)
+        if self.render_palette is not None:
+            self.render_palette.ensure_known(self.ale, &self._fast_screen[0, 0], NULL)
+        self._fast = fast
         return 0
 
     cdef int _press_fire(self) except -1:
@@ -489,6 +535,8 @@ cdef class AtariCore(EnvCore):
         does) and replaces the no-op generator."""
         self.ale.setInt("random_seed", ale_seed)
         self.ale.loadROM(self.rom_path)
+        self._fast = None  # saved again after the next reset
+        self._screen_saved = False
         self.noop_rng = noop_rng
         self.phase = PHASE_NEW_GAME
 
