@@ -135,3 +135,43 @@ def test_the_table_names_its_ale_version_and_rom_hashes():
         for game, md5 in table[key].items():
             assert len(md5) == 32 and game in games.list_games()
     json.dumps(table)
+
+
+# -- resets prepared ahead (EnvCore.prepare_reset) -------------------------------------
+
+def _core(game, **opts):
+    cfg = config.build_config(game, num_envs=1, seed=4, **opts)
+    return atari.build_core(cfg, 0, atari.build_palette(cfg))
+
+
+@pytest.mark.parametrize("game,opts", [
+    ("breakout", {"max_episode_frames": 300}),
+    ("breakout", {"preset": "dqn", "max_episode_frames": 2000}),  # lost lives: next life
+    ("pong", {"fast_reset": "off", "max_episode_frames": 200}),
+    ("air_raid", {"noop_max": 0, "max_episode_frames": 200, "disabled_reset": True}),
+])
+def test_a_prepared_reset_is_the_reset_the_next_command_would_make(game, opts):
+    import numpy as np
+
+    disabled = opts.pop("disabled_reset", False)
+    a, b = _core(game, **opts), _core(game, **opts)
+    rng = np.random.default_rng(0)
+    obs_a, obs_b = np.empty((4, 84, 84), np.uint8), np.empty((4, 84, 84), np.uint8)
+    a.reset(), b.reset()
+    prepared = 0
+    for t in range(700):
+        if a.result()[1] or a.result()[2]:  # terminated or truncated
+            a.prepare_reset()
+            prepared += 1
+            if rng.random() < 0.5:  # an OBSERVE in between shows the done step
+                a.observe(), b.observe()
+                a.obs_into(obs_a), b.obs_into(obs_b)
+                assert a.result() == b.result() and np.array_equal(obs_a, obs_b)
+            if disabled:
+                a.reset(), b.reset()
+        action = int(rng.integers(a.num_actions))
+        a.step(action), b.step(action)
+        a.obs_into(obs_a), b.obs_into(obs_b)
+        assert a.result() == b.result(), t
+        assert np.array_equal(obs_a, obs_b), t
+    assert prepared >= 2

@@ -77,14 +77,23 @@ cdef class EnvCore:
     # same_step: the done step's result and observation (valid with FLAG_FINAL)
     cdef shmatari_result final
     cdef uint8_t *final_obs
+    # A next episode started ahead of the command that asks for it
+    # (prepare_reset): its result, and the view before it (result, frame
+    # stack), which an OBSERVE in between still shows (show_held).
+    cdef bint prepared, show_held
+    cdef shmatari_result prepared_res, held_res
+    cdef uint8_t *held_hist
+    cdef int held_head
 
     def __cinit__(self, *args, **kwargs):
         self.hist = NULL
         self.final_obs = NULL
+        self.held_hist = NULL
 
     def __dealloc__(self):
         free(self.hist)
         free(self.final_obs)
+        free(self.held_hist)
 
     cdef int _init_core(self, list action_ids, Py_ssize_t frame_bytes,
                         int stack_num, bint same_step=False) except -1:
@@ -165,9 +174,32 @@ cdef class EnvCore:
         """One agent step with action index ``action``."""
         raise NotImplementedError
 
+    cpdef int prepare_reset(self) except -1:
+        """Starts the next episode ahead, while the worker has nothing else
+        to do, after a done step (next-step autoreset or disabled): the
+        STEP or RESET that would start it returns it at once. Nothing changes
+        but when the work is done: the same emulation and the same random
+        draws of this env's own streams, in the same order; an OBSERVE in
+        between still shows the done step's observation and counters. A
+        no-op for envs that never end (``NullCore``) and with same-step
+        autoreset."""
+        return 0
+
+    cdef inline bint _take_prepared(self):
+        """If a next episode was prepared: makes its result the current one."""
+        if not self.prepared:
+            return False
+        self.prepared = False
+        self.show_held = False
+        self.res = self.prepared_res
+        return True
+
     cpdef int observe(self) except -1:
         """``CMD_OBSERVE``: the current observation again, nothing emulated;
         reward 0, every flag false, ``FLAG_OBSERVED``."""
+        self.show_held = self.prepared
+        if self.prepared:
+            self.res = self.held_res
         self._clear_result()
         self.res.flags = SHMATARI_FLAG_OBSERVED
         return 0
@@ -183,6 +215,7 @@ cdef class EnvCore:
         same-step, this row is already a fresh reset (``FLAG_FINAL``; the
         final record is the truncation, with this game's first observation);
         disabled, the client must reset it."""
+        self._take_prepared()
         self.reset()
         self._clear_result()
         self.res.truncated = True
@@ -195,9 +228,11 @@ cdef class EnvCore:
 
     cdef void write_obs(self, uint8_t *out) noexcept nogil:
         cdef int s, src
+        cdef uint8_t *hist = self.held_hist if self.show_held else self.hist
+        cdef int head = self.held_head if self.show_held else self.head
         for s in range(self.stack_num):
-            src = (self.head + 1 + s) % self.stack_num
-            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
+            src = (head + 1 + s) % self.stack_num
+            memcpy(out + s * self.frame_bytes, hist + src * self.frame_bytes,
                    self.frame_bytes)
 
     cdef int write_render(self, uint8_t *out, uint32_t height, uint32_t width) except -1:
@@ -328,6 +363,8 @@ cdef class AtariCore(EnvCore):
     # current one
     cdef readonly bint fast_reset
     cdef object _fast
+    # the newest raw screen before a prepared reset (prepare_reset)
+    cdef object _held_raw
     cdef const uint8_t[:, ::1] _fast_screen
     cdef bint _screen_saved
 
@@ -397,9 +434,14 @@ cdef class AtariCore(EnvCore):
                 <int>width != self.palette.screen_w:
             raise ValueError(f"this env cannot render into a {height} x {width} area (built "
                              f"without render_palette, or another screen size)")
-        self.render_palette.ensure_known(self.ale, self.raw[self.cur], NULL)
+        cdef uint8_t[:, ::1] held
+        cdef uint8_t *screen = self.raw[self.cur]
+        if self.show_held:
+            held = self._held_raw
+            screen = &held[0, 0]
+        self.render_palette.ensure_known(self.ale, screen, NULL)
         memcpy(out, self.render_palette.lut, SHMATARI_RENDER_PALETTE_BYTES)
-        memcpy(out + SHMATARI_RENDER_PALETTE_BYTES, self.raw[self.cur], <size_t>height * width)
+        memcpy(out + SHMATARI_RENDER_PALETTE_BYTES, screen, <size_t>height * width)
         return 0
 
     cdef inline int _capture(self) except -1:
@@ -530,6 +572,25 @@ cdef class AtariCore(EnvCore):
         self.res.raw_reward = <float>(self.res.episode_return - before)
         return self._start_episode_obs(ended)
 
+    cpdef int prepare_reset(self) except -1:
+        cdef size_t n = <size_t>self.frame_bytes * self.stack_num
+        if self.prepared or self.same_step or self.preprocessor is not None or not (
+                self.phase == PHASE_NEW_GAME or self.phase == PHASE_NEXT_LIFE):
+            return 0
+        if self.held_hist == NULL:
+            self.held_hist = <uint8_t *>malloc(n)
+            if self.held_hist == NULL:
+                raise MemoryError()
+            self._held_raw = np.empty_like(self.raw_arrays[0])
+        memcpy(self.held_hist, self.hist, n)
+        self.held_head = self.head
+        self.held_res = self.res
+        np.copyto(self._held_raw, self.raw_arrays[self.cur])
+        self.reset()
+        self.prepared_res = self.res
+        self.prepared = True
+        return 0
+
     def reseed(self, int ale_seed, noop_rng):
         """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
         does) and replaces the no-op generator."""
@@ -537,6 +598,8 @@ cdef class AtariCore(EnvCore):
         self.ale.loadROM(self.rom_path)
         self._fast = None  # saved again after the next reset
         self._screen_saved = False
+        self.prepared = False
+        self.show_held = False
         self.noop_rng = noop_rng
         self.phase = PHASE_NEW_GAME
 
@@ -549,7 +612,10 @@ cdef class AtariCore(EnvCore):
         when enabled (if it ends the game: ``reset_game`` and no-ops again,
         without FIRE, as SB3's FireResetEnv), then the stack filled with the
         newest frame. The result has reward 0, ``raw_reward`` the score of
-        those frames and ``FLAG_RESET``."""
+        those frames and ``FLAG_RESET``. A prepared reset (``prepare_reset``)
+        is that same reset, done ahead."""
+        if self._take_prepared():
+            return 0
         if self.phase == PHASE_NEXT_LIFE:
             return self._continue_game()
         self._clear_result()
@@ -571,6 +637,8 @@ cdef class AtariCore(EnvCore):
         cdef double raw = 0.0
         cdef int32_t lives
         cdef bint over = False, life_lost = False, capped = False
+        if self._take_prepared():
+            return 0
         if self.phase == PHASE_NEW_GAME or self.phase == PHASE_NEXT_LIFE:
             return self.reset()
         self._clear_result()
