@@ -195,14 +195,15 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
 
 
 def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
+    if name.endswith("-ale-reset"):
+        return setting_text(name[:-len("-ale-reset")], cfg, batch_size) + ", ALE's reset"
     s = plural(cfg.num_envs, "env")
     if name == "shmatari-double":
         s += f", 2 halves of {batch_size}"
     elif name.endswith("-async"):
         s += f", batch {batch_size}"
     if name.startswith("shmatari"):
-        s += ", " + plural(cfg.num_workers, "worker")
-        return s + (", ALE's reset" if name.endswith("-ale-reset") else "")
+        return s + ", " + plural(cfg.num_workers, "worker")
     if name.startswith(("envpool", "ale_vector")):
         return s + ", " + plural(cfg.num_workers, "thread")
     if name == "pipe-kernel":
