@@ -128,7 +128,7 @@ def test_sweep_writes_json_and_plot(tmp_path):
     assert {(r["backend"], r["num_envs"]) for r in rows} == {
         ("shmatari", 1), ("shmatari", 2), ("ceiling", 1), ("ceiling", 2)}
     assert {r["setting"] for r in rows if r["num_envs"] == 1} == {"1 env, 1 worker",
-                                                                  "1 process, no IPC"}
+                                                                  "1 process, no IPC, ALE's reset"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

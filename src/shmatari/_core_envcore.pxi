@@ -215,8 +215,7 @@ cdef class EnvCore:
         same-step, this row is already a fresh reset (``FLAG_FINAL``; the
         final record is the truncation, with this game's first observation);
         disabled, the client must reset it."""
-        self._take_prepared()
-        self.reset()
+        self.reset()  # a prepared reset, if any, is this reset
         self._clear_result()
         self.res.truncated = True
         self.res.flags = SHMATARI_FLAG_RESTARTED
