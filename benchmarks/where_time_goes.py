@@ -105,7 +105,7 @@ class Accounts:
 
 def measure(runner, backend: str, warmup: float, seconds: float) -> dict:
     acc = Accounts(backend)
-    if backend == "ceiling":
+    if backend in backends.CEILINGS:
         runner.burst(0.0, warmup, lambda t: None)
         a, t0 = acc.read(), time.perf_counter()
         steps = runner.burst(0.0, seconds, lambda t: None)["env_steps"]
@@ -149,7 +149,8 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=_cli.nonnegative_float, default=0.5)
     p.add_argument("--rounds", type=_cli.positive_int, default=5)
     p.add_argument("--backends",
-                   default="shmatari,shmatari-async,envpool,envpool-async,ceiling")
+                   default="shmatari,shmatari-async,shmatari-ale-reset,shmatari-async-ale-reset,"
+                           "envpool,envpool-async,ceiling,ceiling-fast")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     _cli.check_output_path(p, "--json", args.json)
@@ -163,8 +164,8 @@ def main(argv=None) -> int:
     bursts = {n: [] for n in names}
     try:
         for n in names:
-            runners[n] = backends.Ceiling(cfg) if n == "ceiling" else \
-                backends.open_backend(n, cfg, batch)
+            runners[n] = backends.Ceiling(cfg, fast_reset=n == "ceiling-fast") \
+                if n in backends.CEILINGS else backends.open_backend(n, cfg, batch)
         for r in range(args.rounds):
             for n in names[r % len(names):] + names[:r % len(names)]:
                 bursts[n].append(measure(runners[n], n, args.warmup, args.seconds))
@@ -174,10 +175,10 @@ def main(argv=None) -> int:
     finally:
         backends.close_all(list(runners.values()))
     rows = {n: summarize(b, cores, workers) for n, b in bursts.items()}
-    print(f"{'backend':<16}{'steps/s':>9}{'worker us/step':>16}{'main us/step':>14}"
+    print(f"{'backend':<26}{'steps/s':>9}{'worker us/step':>16}{'main us/step':>14}"
           f"{'worker busy':>13}{'machine busy':>14}{'worker sleeps/step':>20}")
     for n, r in rows.items():
-        print(f"{n:<16}{r['env_steps_per_s']:>9.0f}{r['worker_us']:>16.0f}{r['main_us']:>14.0f}"
+        print(f"{n:<26}{r['env_steps_per_s']:>9.0f}{r['worker_us']:>16.0f}{r['main_us']:>14.0f}"
               f"{r['worker_busy']:>13.2f}{r['machine_busy']:>14.2f}"
               f"{r['worker_sleeps_per_step']:>20.2f}")
     if args.json:

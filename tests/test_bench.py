@@ -47,6 +47,22 @@ def test_interleaved_bench_keeps_every_burst_and_compares_medians(tmp_path):
     assert "interleaved" in proc.stdout
 
 
+def test_fast_reset_rows_sit_beside_the_real_reset_ceiling(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "2", "--rounds", "1", "--backends",
+                  "shmatari,shmatari-ale-reset,ceiling,ceiling-fast", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    rows = {r["backend"]: r for r in report["results"]}
+    assert list(rows) == ["shmatari", "shmatari-ale-reset", "ceiling", "ceiling-fast"]
+    assert "ALE's reset" in rows["ceiling"]["setting"]
+    assert "fast resets" in rows["ceiling-fast"]["setting"]
+    assert "ALE's reset" in rows["shmatari-ale-reset"]["setting"]
+    assert rows["ceiling-fast"]["vs_ceiling_fast"] == 1.0 and rows["ceiling"]["vs_ceiling"] == 1.0
+    assert "shmatari_vs_ceiling_fast" in report["summary"]
+    assert report["config"]["options"]["fast_reset"] == "auto"
+
+
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):
     """Bursts rotate: round r starts with backend r (mod the number open), so
     no backend always runs first after the others' bursts."""
@@ -112,7 +128,7 @@ def test_sweep_writes_json_and_plot(tmp_path):
     assert {(r["backend"], r["num_envs"]) for r in rows} == {
         ("shmatari", 1), ("shmatari", 2), ("ceiling", 1), ("ceiling", 2)}
     assert {r["setting"] for r in rows if r["num_envs"] == 1} == {"1 env, 1 worker",
-                                                                  "1 process, no IPC"}
+                                                                  "1 process, no IPC, ALE's reset"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -14,13 +14,17 @@ import numpy as np
 
 from . import config as _config
 
-__all__ = ["BACKENDS", "POLICY_BACKENDS", "OPTIONS", "Runner", "Ceiling", "open_backend",
+__all__ = ["BACKENDS", "CEILINGS", "POLICY_BACKENDS", "OPTIONS", "Runner", "Ceiling", "open_backend",
            "peer_available", "setting_text", "torch_missing", "nature_cnn_policy", "close_all",
            "plural"]
 
 #: Backends in the order they run and print.
-BACKENDS = ("shmatari", "shmatari-async", "pipe", "pipe-kernel", "envpool", "envpool-async",
-            "ale_vector", "gymnasium")
+BACKENDS = ("shmatari", "shmatari-async", "shmatari-ale-reset", "shmatari-async-ale-reset",
+            "pipe", "pipe-kernel", "envpool", "envpool-async", "ale_vector", "gymnasium")
+#: The ceilings (the last rows): "ceiling" resets as ALE does, the bound for
+#: any pool that does; "ceiling-fast" with shmatari's fast resets
+#: (``fast_reset="auto"``, :mod:`shmatari.fast_reset`).
+CEILINGS = ("ceiling", "ceiling-fast")
 #: Backends of ``--policy``: ``shmatari-double`` is shmatari's async pool
 #: with batch_size num_envs / 2 (double-buffered sampling), the halves served
 #: first ready; ``shmatari-ordered`` the same with ``batch_order="fixed"``
@@ -29,11 +33,13 @@ POLICY_BACKENDS = ("shmatari", "shmatari-double", "shmatari-ordered", "envpool",
                    "envpool-async")
 PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
-#: ALE v5's options, set explicitly on every backend so that all do the same work.
+#: ALE v5's options, set explicitly on every backend so that all do the same
+#: work. shmatari's rows reset fast where proven exact (the same streams), its
+#: "-ale-reset" rows and the "ceiling" row as ALE does.
 OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
                img_height=84, img_width=84, grayscale=True, maxpool=True,
                episodic_life=False, use_fire_reset=False, reward_clip=False,
-               full_action_space=False, max_episode_frames=108_000)
+               full_action_space=False, max_episode_frames=108_000, fast_reset="auto")
 ACTION_ROWS = 4096
 
 
@@ -128,6 +134,8 @@ def _n_actions(env) -> int:
 
 def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
     n, seed = cfg.num_envs, 0
+    if name.endswith("-ale-reset"):
+        cfg, name = dataclasses.replace(cfg, fast_reset="off"), name[:-len("-ale-reset")]
     if name in ("shmatari", "shmatari-async", "shmatari-double", "shmatari-ordered"):
         from .env import ShmVectorEnv
 
@@ -197,6 +205,8 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
 
 
 def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
+    if name.endswith("-ale-reset"):
+        return setting_text(name[:-len("-ale-reset")], cfg, batch_size) + ", ALE's reset"
     s = plural(cfg.num_envs, "env")
     if name == "shmatari-double":
         s += f", 2 halves of {batch_size}, first ready"
@@ -261,9 +271,10 @@ def _ceiling_worker(fields: dict, indices: list, conn) -> None:
 class Ceiling:
     """The ceiling's processes, kept between bursts like any backend."""
 
-    def __init__(self, cfg: _config.EnvConfig):
+    def __init__(self, cfg: _config.EnvConfig, fast_reset: bool = False):
         from .atari import single_threaded_children
 
+        cfg = dataclasses.replace(cfg, fast_reset="auto" if fast_reset else "off")
         ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()

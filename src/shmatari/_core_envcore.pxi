@@ -35,6 +35,17 @@ cdef extern from *:
     object shmatari_py_result_tuple(const shmatari_result *r)
 
 
+# Where an env is between commands: one phase instead of three booleans.
+cdef enum Phase:
+    PHASE_PLAYING = 0      # in an episode: the next STEP emulates
+    PHASE_END_PENDING = 1  # a life-loss continuation ended the game or hit the
+                           # cap: the next STEP reports it, emulating nothing
+    PHASE_NEW_GAME = 2     # the episode is over: the next STEP or RESET starts
+                           # a new game (also before the first reset)
+    PHASE_NEXT_LIFE = 3    # a lost life ended the episode (episodic_life): the
+                           # next STEP or RESET continues the game
+
+
 #: Names of the values ``EnvCore.result()`` returns, in order: the slot's
 #: fields after ``env_id``.
 RESULT_FIELDS = tuple(name for name, _ in FIELDS[1:])
@@ -57,7 +68,7 @@ cdef class EnvCore:
     cdef uint8_t *hist
     cdef Py_ssize_t frame_bytes
     cdef int head
-    cdef bint needs_reset
+    cdef Phase phase
     # The last result, every field of layout.h's SHMATARI_RESULT_FIELDS but
     # env_id: the episode's counters carry over from step to step, the rest
     # is the step's (_clear_result). Python reads the fields as attributes
@@ -66,14 +77,23 @@ cdef class EnvCore:
     # same_step: the done step's result and observation (valid with FLAG_FINAL)
     cdef shmatari_result final
     cdef uint8_t *final_obs
+    # A next episode started ahead of the command that asks for it
+    # (prepare_reset): its result, and the view before it (result, frame
+    # stack), which an OBSERVE in between still shows (show_held).
+    cdef bint prepared, show_held
+    cdef shmatari_result prepared_res, held_res
+    cdef uint8_t *held_hist
+    cdef int held_head
 
     def __cinit__(self, *args, **kwargs):
         self.hist = NULL
         self.final_obs = NULL
+        self.held_hist = NULL
 
     def __dealloc__(self):
         free(self.hist)
         free(self.final_obs)
+        free(self.held_hist)
 
     cdef int _init_core(self, list action_ids, Py_ssize_t frame_bytes,
                         int stack_num, bint same_step=False) except -1:
@@ -94,7 +114,7 @@ cdef class EnvCore:
         memset(&self.final, 0, sizeof(self.final))
         memset(&self.res, 0, sizeof(self.res))
         self.head = 0
-        self.needs_reset = True
+        self.phase = PHASE_NEW_GAME
         return 0
 
     def __getattr__(self, name):
@@ -154,9 +174,32 @@ cdef class EnvCore:
         """One agent step with action index ``action``."""
         raise NotImplementedError
 
+    cpdef int prepare_reset(self) except -1:
+        """Starts the next episode ahead, while the worker has nothing else
+        to do, after a done step (next-step autoreset or disabled): the
+        STEP or RESET that would start it returns it at once. Nothing changes
+        but when the work is done: the same emulation and the same random
+        draws of this env's own streams, in the same order; an OBSERVE in
+        between still shows the done step's observation and counters. A
+        no-op for envs that never end (``NullCore``) and with same-step
+        autoreset."""
+        return 0
+
+    cdef inline bint _take_prepared(self):
+        """If a next episode was prepared: makes its result the current one."""
+        if not self.prepared:
+            return False
+        self.prepared = False
+        self.show_held = False
+        self.res = self.prepared_res
+        return True
+
     cpdef int observe(self) except -1:
         """``CMD_OBSERVE``: the current observation again, nothing emulated;
         reward 0, every flag false, ``FLAG_OBSERVED``."""
+        self.show_held = self.prepared
+        if self.prepared:
+            self.res = self.held_res
         self._clear_result()
         self.res.flags = SHMATARI_FLAG_OBSERVED
         return 0
@@ -172,11 +215,11 @@ cdef class EnvCore:
         same-step, this row is already a fresh reset (``FLAG_FINAL``; the
         final record is the truncation, with this game's first observation);
         disabled, the client must reset it."""
-        self.reset()
+        self.reset()  # a prepared reset, if any, is this reset
         self._clear_result()
         self.res.truncated = True
         self.res.flags = SHMATARI_FLAG_RESTARTED
-        self.needs_reset = True
+        self.phase = PHASE_NEW_GAME
         if self.same_step:
             self._same_step_reset()
             self.res.flags |= SHMATARI_FLAG_RESTARTED
@@ -184,9 +227,11 @@ cdef class EnvCore:
 
     cdef void write_obs(self, uint8_t *out) noexcept nogil:
         cdef int s, src
+        cdef uint8_t *hist = self.held_hist if self.show_held else self.hist
+        cdef int head = self.held_head if self.show_held else self.head
         for s in range(self.stack_num):
-            src = (self.head + 1 + s) % self.stack_num
-            memcpy(out + s * self.frame_bytes, self.hist + src * self.frame_bytes,
+            src = (head + 1 + s) % self.stack_num
+            memcpy(out + s * self.frame_bytes, hist + src * self.frame_bytes,
                    self.frame_bytes)
 
     cdef int write_render(self, uint8_t *out, uint32_t height, uint32_t width) except -1:
@@ -244,7 +289,7 @@ cdef class NullCore(EnvCore):
         self._clear_episode()
         memset(self._next_frame(), 0, self.frame_bytes)
         self._fill_stack()
-        self.needs_reset = False
+        self.phase = PHASE_PLAYING
         self.res.flags = SHMATARI_FLAG_RESET
         return 0
 
@@ -283,6 +328,11 @@ cdef class AtariCore(EnvCore):
         reward_clip: the reward is its sign.
         max_episode_frames: truncate the game at this many frames (0: never).
         noop_rng: a ``numpy.random.Generator`` for the no-op counts.
+        fast_reset: after the first reset, start each new game by restoring
+            the state that reset left (``shmatari.fast_reset.FastReset``)
+            instead of ALE's ``reset_game``. Only for a game, ale-py version
+            and sticky setting where ``shmatari.fast_reset.proven`` says the
+            two are the same; not with a ``preprocessor``.
         same_step: same-step autoreset: a done step resets at once and keeps
             its own result as the final record (the worker loop
             publishes it beside the next result).
@@ -312,14 +362,22 @@ cdef class AtariCore(EnvCore):
     cdef object raw_arrays
     cdef uint8_t *raw[2]
     cdef int cur
-    cdef bint soft_reset   # the last episode ended by a lost life
-    cdef bint end_pending  # a life-loss continuation ended the game or hit the cap
+    # fast resets: wanted, the saved post-reset state once the first reset
+    # made it (a FastReset), and whether ALE's screen still shows the old
+    # game (a restore emulates no frame): then the saved screen is the
+    # current one
+    cdef readonly bint fast_reset
+    cdef object _fast
+    # the newest raw screen before a prepared reset (prepare_reset)
+    cdef object _held_raw
+    cdef const uint8_t[:, ::1] _fast_screen
+    cdef bint _screen_saved
 
     def __init__(self, ale, Palette palette, action_set, rom_path, *, int frame_skip,
                  int stack_num, bint maxpool, int noop_max, bint episodic_life,
                  bint use_fire_reset, bint reward_clip, int64_t max_episode_frames,
                  noop_rng, bint same_step, preprocessor=None,
-                 Palette render_palette=None):
+                 Palette render_palette=None, bint fast_reset=False):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -350,8 +408,12 @@ cdef class AtariCore(EnvCore):
         self.raw[0] = &r0[0, 0]
         self.raw[1] = &r1[0, 0]
         self.cur = 0
-        self.soft_reset = False
-        self.end_pending = False
+        if fast_reset and preprocessor is not None:
+            raise ValueError("fast_reset needs shmatari's frame kernel, not a preprocessor "
+                             "(which reads ALE's screen itself)")
+        self.fast_reset = fast_reset
+        self._fast = None
+        self._screen_saved = False
         self.render_palette = render_palette
         if render_palette is not None and (
                 render_palette.channels != 3 or preprocessor is not None or
@@ -377,9 +439,14 @@ cdef class AtariCore(EnvCore):
                 <int>width != self.palette.screen_w:
             raise ValueError(f"this env cannot render into a {height} x {width} area (built "
                              f"without render_palette, or another screen size)")
-        self.render_palette.ensure_known(self.ale, self.raw[self.cur], NULL)
+        cdef uint8_t[:, ::1] held
+        cdef uint8_t *screen = self.raw[self.cur]
+        if self.show_held:
+            held = self._held_raw
+            screen = &held[0, 0]
+        self.render_palette.ensure_known(self.ale, screen, NULL)
         memcpy(out, self.render_palette.lut, SHMATARI_RENDER_PALETTE_BYTES)
-        memcpy(out + SHMATARI_RENDER_PALETTE_BYTES, self.raw[self.cur], <size_t>height * width)
+        memcpy(out + SHMATARI_RENDER_PALETTE_BYTES, screen, <size_t>height * width)
         return 0
 
     cdef int write_ram(self, uint8_t *out) except -1:
@@ -394,7 +461,13 @@ cdef class AtariCore(EnvCore):
         if self.preprocessor is not None:
             self.preprocessor.capture(self.ale)
             return 0
-        self._get_screen(self.raw_arrays[nxt])
+        if self._screen_saved:
+            # after a fast reset: the saved screen, whose palette indices
+            # are known (_save_reset)
+            memcpy(self.raw[nxt], &self._fast_screen[0, 0],
+                   <size_t>self.palette.screen_h * self.palette.screen_w)
+        else:
+            self._get_screen(self.raw_arrays[nxt])
         self.palette.ensure_known(self.ale, self.raw[nxt], self.raw[self.cur])
         self.cur = nxt
         return 0
@@ -416,6 +489,7 @@ cdef class AtariCore(EnvCore):
     cdef int _frame(self, int ale_action) except? -1:
         """Emulates one frame, counting it; returns the raw reward."""
         cdef int r = self._act(ale_action)
+        self._screen_saved = False
         self.res.frame_number += 1
         self.res.episode_frame_number += 1
         return r
@@ -443,12 +517,32 @@ cdef class AtariCore(EnvCore):
         return 0
 
     cdef int _restart_game(self) except -1:
-        """``reset_game`` and a fresh episode. Some games' reset emulates
-        starting frames (8 for Air Raid, 16 for Pac-Man, 134 for Name This
-        Game): they count, as in ALE's ``getEpisodeFrameNumber`` and its cap."""
-        self._reset_game()
+        """``reset_game`` (or its fast equivalent) and a fresh episode. Some
+        games' reset emulates starting frames (8 for Air Raid, 16 for Pac-Man,
+        134 for Name This Game): they count, as in ALE's
+        ``getEpisodeFrameNumber`` and its cap."""
+        if self._fast is not None:
+            self._fast.restore()
+            self._screen_saved = True
+        else:
+            self._reset_game()
+            if self.fast_reset:
+                self._save_reset()
         self._clear_episode()
         self.res.episode_frame_number = self._episode_frame_number()
+        return 0
+
+    cdef int _save_reset(self) except -1:
+        """Right after ALE's reset: saves the state for the next fast resets,
+        and learns the palette indices of its screen (which a fast reset
+        shows without ALE's screen: ``_capture``, ``write_render``)."""
+        from .fast_reset import FastReset
+        fast = FastReset(self.ale, self.ale.getFloat("repeat_action_probability") > 0)
+        self._fast_screen = fast.screen
+        self.palette.ensure_known(self.ale, &self._fast_screen[0, 0], NULL)
+        if self.render_palette is not None:
+            self.render_palette.ensure_known(self.ale, &self._fast_screen[0, 0], NULL)
+        self._fast = fast
         return 0
 
     cdef int _press_fire(self) except -1:
@@ -466,9 +560,7 @@ cdef class AtariCore(EnvCore):
         self._emit(False)
         self._fill_stack()
         self.res.lives = self._lives()
-        self.needs_reset = False
-        self.soft_reset = False
-        self.end_pending = end_pending
+        self.phase = PHASE_END_PENDING if end_pending else PHASE_PLAYING
         self.res.flags = SHMATARI_FLAG_RESET
         return 0
 
@@ -491,14 +583,36 @@ cdef class AtariCore(EnvCore):
         self.res.raw_reward = <float>(self.res.episode_return - before)
         return self._start_episode_obs(ended)
 
+    cpdef int prepare_reset(self) except -1:
+        cdef size_t n = <size_t>self.frame_bytes * self.stack_num
+        if self.prepared or self.same_step or self.preprocessor is not None or not (
+                self.phase == PHASE_NEW_GAME or self.phase == PHASE_NEXT_LIFE):
+            return 0
+        if self.held_hist == NULL:
+            self.held_hist = <uint8_t *>malloc(n)
+            if self.held_hist == NULL:
+                raise MemoryError()
+            self._held_raw = np.empty_like(self.raw_arrays[0])
+        memcpy(self.held_hist, self.hist, n)
+        self.held_head = self.head
+        self.held_res = self.res
+        np.copyto(self._held_raw, self.raw_arrays[self.cur])
+        self.reset()
+        self.prepared_res = self.res
+        self.prepared = True
+        return 0
+
     def reseed(self, int ale_seed, noop_rng):
         """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
         does) and replaces the no-op generator."""
         self.ale.setInt("random_seed", ale_seed)
         self.ale.loadROM(self.rom_path)
+        self._fast = None  # saved again after the next reset
+        self._screen_saved = False
+        self.prepared = False
+        self.show_held = False
         self.noop_rng = noop_rng
-        self.needs_reset = True
-        self.soft_reset = False
+        self.phase = PHASE_NEW_GAME
 
     cpdef int reset(self) except -1:
         """Starts the next episode and writes its first observation.
@@ -509,8 +623,11 @@ cdef class AtariCore(EnvCore):
         when enabled (if it ends the game: ``reset_game`` and no-ops again,
         without FIRE, as SB3's FireResetEnv), then the stack filled with the
         newest frame. The result has reward 0, ``raw_reward`` the score of
-        those frames and ``FLAG_RESET``."""
-        if self.needs_reset and self.soft_reset:
+        those frames and ``FLAG_RESET``. A prepared reset (``prepare_reset``)
+        is that same reset, done ahead."""
+        if self._take_prepared():
+            return 0
+        if self.phase == PHASE_NEXT_LIFE:
             return self._continue_game()
         self._clear_result()
         self._new_game()
@@ -531,16 +648,18 @@ cdef class AtariCore(EnvCore):
         cdef double raw = 0.0
         cdef int32_t lives
         cdef bint over = False, life_lost = False, capped = False
-        if self.needs_reset:
+        if self._take_prepared():
+            return 0
+        if self.phase == PHASE_NEW_GAME or self.phase == PHASE_NEXT_LIFE:
             return self.reset()
         self._clear_result()
         ale_action = self._action_ids[action]
-        if self.end_pending:
+        if self.phase == PHASE_END_PENDING:
             # The continuation after a lost life ended the game or reached the
             # cap: report it now, emulating nothing.
             over = self._game_over(with_truncation=False)
             capped = self._capped()
-            self.end_pending = False
+            self.phase = PHASE_PLAYING
         while not (over or life_lost or capped) and emulated < self.frame_skip:
             raw += self._frame(ale_action)
             emulated += 1
@@ -569,8 +688,7 @@ cdef class AtariCore(EnvCore):
         self.res.truncated = capped
         self.res.episode_done = over or capped
         if self.res.terminated or self.res.truncated:
-            self.needs_reset = True
-            self.soft_reset = not self.res.episode_done
+            self.phase = PHASE_NEW_GAME if self.res.episode_done else PHASE_NEXT_LIFE
             if self.same_step:
                 self._same_step_reset()
         return 0

@@ -162,11 +162,17 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     # async pool no env of the group is served ahead of the others.
     cdef uint32_t *queue = <uint32_t *>malloc(n * sizeof(uint32_t))
     cdef uint8_t *queued = <uint8_t *>calloc(n, 1)
-    if seen == NULL or first == NULL or queue == NULL or queued == NULL:
+    # Envs whose last result ended an episode: while no request waits, their
+    # next episode is started ahead (EnvCore.prepare_reset), off the
+    # critical path of the round that will ask for it.
+    cdef uint8_t *ended = <uint8_t *>calloc(n, 1)
+    cdef uint32_t npending = 0
+    if seen == NULL or first == NULL or queue == NULL or queued == NULL or ended == NULL:
         free(seen)
         free(first)
         free(queue)
         free(queued)
+        free(ended)
         raise MemoryError()
     positions = positions or {}
     try:
@@ -210,10 +216,22 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                     seen[i] = req
                     shmatari_store_release(&ec.ack_seq, req)
                     wc.steps += 1
+                    if (core.res.terminated or core.res.truncated) and not ended[i]:
+                        ended[i] = 1
+                        npending += 1
             # Python runs signal handlers (SIGTERM: exit) only here: the loop
             # and the env steps are C calls, and the signal may have woken
             # another thread than this one.
             PyErr_CheckSignals()
+            if not busy and npending:
+                # one at a time: new requests are noticed between them
+                for k in range(n):
+                    if ended[k]:
+                        ended[k] = 0
+                        npending -= 1
+                        (<EnvCore>cores[k]).prepare_reset()
+                        break
+                busy = True
             if busy:
                 now = shmatari_now_ns()
                 if now >= next_check:
@@ -231,6 +249,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         free(first)
         free(queue)
         free(queued)
+        free(ended)
 
 
 def mark_worker(Segment seg, uint32_t worker, uint32_t state, int32_t pid=0,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from . import _core, games, seeding
+from . import _core, fast_reset, games, seeding
 from .config import NULL_ENV, EnvConfig
 
 __all__ = ["quiet_process", "build_palette", "build_core", "reseed_core"]
@@ -120,7 +120,8 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette,
         noop_rng=seeding.noop_rng(config.seed, index, restart, gen),
         same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor,
         render_palette=palette if config.render_mode and not config.grayscale
-        else render_palette(config))
+        else render_palette(config),
+        fast_reset=fast_reset.use_fast_reset(config, preprocessor))
 
 
 def reseed_core(core: _core.EnvCore, index: int, seed: int) -> None:

@@ -22,9 +22,15 @@ and the quartiles); the "vs" columns are ratios of medians. ``--no-interleave``
 runs each backend's bursts back to back instead, one backend open at a time.
 
 The ceiling row runs the same envs with shmatari's own core in ``num_workers``
-processes at once, with no IPC at all, and sums their rates: what the machine
-can emulate and preprocess, the bound for any vector env. It takes its bursts
-in the same rotation.
+processes at once, with no IPC at all and ALE's own reset, and sums their
+rates: what the machine can emulate and preprocess, the bound for any vector
+env that resets as ALE does. ``ceiling-fast`` is the same with shmatari's fast
+resets (``fast_reset="auto"``: a saved post-reset state restored where that is
+proven exact, :mod:`shmatari.fast_reset`), which shmatari's own rows use; the
+``-ale-reset`` rows are shmatari with ``fast_reset="off"``. All take their
+bursts in the same rotation. ``--game`` with a game whose random-policy
+episodes are long (Pong: about 800 agent steps, against Breakout's 170)
+shows the gain where resets are rare.
 
 ``--policy`` puts a training loop's inference in the loop: a Nature-CNN
 (Mnih et al., 2015) forward pass on CPU (torch, one thread) on every batch of
@@ -61,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _bench_backends as _b, _cli, config as _config
-from ._bench_backends import BACKENDS, POLICY_BACKENDS
+from ._bench_backends import BACKENDS, CEILINGS, POLICY_BACKENDS
 from ._progress import Progress
 
 __all__ = ["main", "run", "machine_info"]
@@ -88,8 +94,8 @@ class Series:
 
 
 def _open(name: str, cfg, batch_size: int, policy_for):
-    if name == "ceiling":
-        return _b.Ceiling(cfg)
+    if name in CEILINGS:
+        return _b.Ceiling(cfg, fast_reset=name == "ceiling-fast")
     runner = _b.open_backend(name, cfg, batch_size)
     if policy_for is not None:
         runner.policy = policy_for(runner.n_actions)
@@ -104,14 +110,14 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
                                start_method=args.start_method, **_b.OPTIONS)
     batch_size = min(num_envs, args.batch_size or max(1, num_envs // 2))
     order = [b for b in (POLICY_BACKENDS if args.policy else BACKENDS) if b in wanted]
-    if "ceiling" in wanted:
-        order.append("ceiling")
+    order += [c for c in CEILINGS if c in wanted]
     series = {}
     for name in order:
         series[name] = Series(name, "", num_envs)
         series[name].skipped = _b.peer_available(name)
-        if name == "ceiling":
-            series[name].setting = _b.plural(workers, "process", "processes") + ", no IPC"
+        if name in CEILINGS:
+            series[name].setting = _b.plural(workers, "process", "processes") + ", no IPC" + (
+                ", fast resets" if name == "ceiling-fast" else ", ALE's reset")
         elif not series[name].skipped:
             series[name].setting = _b.setting_text(name, cfg, batch_size)
             if args.policy:
@@ -130,7 +136,7 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
 
     def fail(s: Series, exc: BaseException):
         # A failing peer must not stop the run; a failing shmatari must.
-        if s.backend.startswith(("shmatari", "pipe")) or s.backend == "ceiling":
+        if s.backend.startswith(("shmatari", "pipe")) or s.backend in CEILINGS:
             raise exc
         s.skipped = f"failed: {type(exc).__name__}: {exc}"
         s.bursts.clear()
@@ -236,7 +242,8 @@ def _row(s: Series, frame_skip: int, medians: dict) -> dict:
     if any("policy_seconds" in b for b in s.bursts):
         row["policy_share"] = round(sum(b.get("policy_seconds", 0.0) for b in s.bursts)
                                     / row["seconds"], 3)
-    for key, ref in (("vs_pipe", "pipe"), ("vs_envpool", "envpool"), ("vs_ceiling", "ceiling")):
+    for key, ref in (("vs_pipe", "pipe"), ("vs_envpool", "envpool"), ("vs_ceiling", "ceiling"),
+                     ("vs_ceiling_fast", "ceiling-fast")):
         ratio = _ratio(med, medians.get(ref))
         if ratio is not None:
             row[key] = ratio
@@ -263,7 +270,11 @@ def _paired(series: list[Series], a: str, b: str) -> dict | None:
 _GOALS = (("shmatari_vs_envpool_sync", "shmatari", "envpool"),
           ("shmatari_async_vs_envpool_async", "shmatari-async", "envpool-async"),
           ("shmatari_vs_ceiling", "shmatari", "ceiling"),
-          ("shmatari_async_vs_ceiling", "shmatari-async", "ceiling"))
+          ("shmatari_async_vs_ceiling", "shmatari-async", "ceiling"),
+          ("shmatari_vs_ceiling_fast", "shmatari", "ceiling-fast"),
+          ("shmatari_async_vs_ceiling_fast", "shmatari-async", "ceiling-fast"),
+          ("shmatari_ale_reset_vs_ceiling", "shmatari-ale-reset", "ceiling"),
+          ("shmatari_async_ale_reset_vs_ceiling", "shmatari-async-ale-reset", "ceiling"))
 _POLICY_GOALS = (("shmatari_double_vs_envpool_sync", "shmatari-double", "envpool"),
                  ("shmatari_ordered_vs_double", "shmatari-ordered", "shmatari-double"),
                  ("shmatari_ordered_vs_envpool_sync", "shmatari-ordered", "envpool"),
@@ -324,7 +335,9 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 _LEGEND = (
     "Higher is better. Median over bursts; range: the slowest and fastest burst. The vs "
     "columns are ratios of medians.\nceiling: the same envs stepped in one process per core "
-    "with no IPC at all, the bound for any vector env.\npipe: the classic baseline (one "
+    "with no IPC at all and ALE's own reset, the bound for any vector env that resets as ALE "
+    "does; ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', where proven "
+    "exact); -ale-reset rows: shmatari with fast_reset='off'.\npipe: the classic baseline (one "
     "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
     "with shmatari's kernel.")
 
@@ -339,7 +352,8 @@ _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("env steps/s", "env_steps_per_s", "{:,.0f}"),
                  ("range", "range", ""), ("vs pipe", "vs_pipe", "{:.2f}x"),
                  ("vs EnvPool", "vs_envpool", "{:.2f}x"),
-                 ("vs ceiling", "vs_ceiling", "{:.2f}x"))
+                 ("vs ceiling", "vs_ceiling", "{:.2f}x"),
+                 ("vs ceiling-fast", "vs_ceiling_fast", "{:.2f}x"))
 _POLICY_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                    ("env steps/s", "env_steps_per_s", "{:,.0f}"),
                    ("range", "range", ""), ("policy share", "policy_share", "{:.0%}"),
@@ -419,7 +433,7 @@ def _report(args, kind: str, **body) -> dict:
 
 
 def _wanted(args) -> list[str]:
-    known = POLICY_BACKENDS if args.policy else BACKENDS + ("ceiling",)
+    known = POLICY_BACKENDS if args.policy else BACKENDS + CEILINGS
     if not args.backends:
         return list(known)
     return [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -470,7 +484,7 @@ def plot_sweep(report: dict, path: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for name, pts in series.items():
         xs, ys = zip(*sorted(pts))
-        style = dict(color="black", linestyle="--", linewidth=1.5) if name == "ceiling" else \
+        style = dict(color="black", linestyle="--", linewidth=1.5) if name in CEILINGS else \
             dict(marker="o", linewidth=2 if name.startswith("shmatari") else 1.2)
         ax.plot(xs, ys, label=name, **style)
     ax.set_xscale("log", base=2)
@@ -515,7 +529,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a Nature-CNN forward pass (torch, CPU, 1 thread) on every batch: "
                         f"{', '.join(POLICY_BACKENDS)}")
     p.add_argument("--backends", default=None,
-                   help=f"comma-separated subset of {','.join(BACKENDS)},ceiling (with "
+                   help=f"comma-separated subset of {','.join(BACKENDS + CEILINGS)} (with "
                         f"--policy: of {','.join(POLICY_BACKENDS)}) (default: all)")
     p.add_argument("--start-method", default=None, choices=_config.START_METHODS,
                    help=f"how shmatari and the pipe baselines start processes (default: "
@@ -539,7 +553,7 @@ def _check_args(parser, args) -> None:
         missing = _b.torch_missing()
         if missing:
             parser.error(missing)
-    known = POLICY_BACKENDS if args.policy else BACKENDS + ("ceiling",)
+    known = POLICY_BACKENDS if args.policy else BACKENDS + CEILINGS
     if args.backends is not None:
         wanted = [b.strip() for b in args.backends.split(",") if b.strip()]
         unknown = [b for b in wanted if b not in known]

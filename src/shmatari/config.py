@@ -42,10 +42,16 @@ OPTION_DEFAULTS = {
     "obs_layout": "channels_last",
     "render_mode": None,
     "ram_info": False,
+    "fast_reset": "auto",
 }
 
 #: The ``render_mode`` values (None: no rendering).
 RENDER_MODES = (None, "rgb_array")
+
+#: The ``fast_reset`` values (:mod:`shmatari.fast_reset`): ``"auto"``
+#: restores a saved post-reset state where that is proven exact for the
+#: game, the installed ale-py and the sticky setting; ``"off"``: ALE's reset.
+FAST_RESET_MODES = ("auto", "off")
 
 #: The ``obs_layout`` values: where RGB observations put their channels.
 OBS_LAYOUTS = ("channels_last", "channels_first")
@@ -213,6 +219,7 @@ OPTION_TYPES = {
     "obs_layout": (str, OBS_LAYOUTS),
     "render_mode": (str, RENDER_MODES),
     "ram_info": (bool,),
+    "fast_reset": (str, FAST_RESET_MODES),
 }
 assert set(OPTION_TYPES) == set(OPTION_DEFAULTS)
 

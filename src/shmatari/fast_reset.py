@@ -1,0 +1,388 @@
+"""Fast resets: starting a new game by restoring a state saved right after
+ALE's own reset, where that is proven to change no bit.
+
+``ALEInterface.reset_game()`` emulates about 70 frames (60 no-op frames, two
+presses of the console's RESET switch, the game's starting actions): about
+5 ms, 14 agent steps' worth. Restoring a state cloned right after a reset
+takes about 0.1 ms. The two differ in what the restore does not carry:
+
+- ALE's *remembered action*, the action a sticky frame repeats
+  (``StellaEnvironment::m_player_a_action``): a reset sets it to NOOP
+  (``softReset``); it lives in the environment, not in the saved state. With
+  ``repeat_action_probability > 0`` a fast reset sets it as the reset does:
+  it restores the post-reset state with a *primer* generator whose next draw
+  is at least the probability (so the frame it acts takes the NOOP, as a
+  non-sticky frame does), acts one NOOP frame, then restores the post-reset
+  state with the env's own generator as it was before (a real reset draws no
+  random number; neither, in the end, does a fast one). With probability 0
+  the remembered action is never repeated and the state is simply restored.
+- ALE's frame counter since the ROM was loaded (``getFrameNumber``): the
+  restored state gets the current one.
+- ALE's screen buffer: ``getScreen`` shows the old game's last frame until
+  the next frame is emulated. :class:`shmatari._core.AtariCore` uses the
+  screen saved with the state instead.
+- ALE's console random generator (``System::myRandom``), which only a
+  console reset draws from (RIOT timer, cartridge RAM): it stays where the
+  first reset left it. Nothing observable depends on it once every reset of
+  the env is fast (a reseed reloads the ROM, which seeds it anew).
+- Emulator state that ALE's serialisation leaves out (the TIA's partial-frame
+  flag and frame buffers in ale-py 0.12), and RAM that a game keeps across a
+  console reset (a high score, a level, a random seed): where a game's next
+  frames depend on them, a restore is not a reset. Those games are found by
+  comparison, not by reading.
+
+So a fast reset is used only where it is *checked*: :data:`VERDICTS` lists,
+for one ale-py version, the ROMs (by MD5) whose fast and real resets gave
+the same screens, RAM, rewards, lives, game-over flags, frame counters and
+saved states (the console generator aside) over several seeds and episodes
+that ended by game over and by truncation, with and without sticky actions
+(``tests/test_fast_reset.py`` repeats the comparison over every game;
+``python -m shmatari.fast_reset`` recomputes the table). A ROM, ale-py
+version or sticky setting not in the table resets as ALE does.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["VERDICTS", "proven", "use_fast_reset", "rom_md5", "FastReset", "compare"]
+
+_VERDICTS_FILE = Path(__file__).with_name("fast_reset_verdicts.json")
+
+#: Serializer's bool patterns (ALE's ``Serializer.hxx``), little-endian words.
+_TRUE = struct.pack("<I", 0xFAB1FAB2)
+_FALSE = struct.pack("<I", 0xBAD1BAD2)
+
+#: The primer: ``std::mt19937`` seeded with this seed draws 0.99901... first,
+#: which is at least any repeat_action_probability up to it.
+_PRIMER_SEED = 1989
+
+
+@functools.lru_cache(maxsize=1)
+def _verdicts() -> dict:
+    return json.loads(_VERDICTS_FILE.read_text())
+
+
+def __getattr__(name):
+    if name == "VERDICTS":
+        return _verdicts()
+    raise AttributeError(name)
+
+
+@functools.lru_cache(maxsize=None)
+def rom_md5(path: str) -> str:
+    """The ROM file's MD5, hex (cached per path)."""
+    return hashlib.md5(Path(path).read_bytes()).hexdigest()
+
+
+def _sticky_key(repeat_action_probability: float) -> str | None:
+    if repeat_action_probability == 0.0:
+        return "sticky_0"
+    if repeat_action_probability <= _primer_draw():
+        return "sticky"
+    return None
+
+
+def proven(game: str, rom_path: str, repeat_action_probability: float) -> bool:
+    """Whether :data:`VERDICTS` proves a fast reset exact for ``game`` (its ROM
+    at ``rom_path``, by MD5), the installed ale-py and the sticky setting."""
+    import ale_py
+
+    table = _verdicts()
+    key = _sticky_key(repeat_action_probability)
+    if key is None or table.get("ale_py") != ale_py.__version__:
+        return False
+    return table[key].get(game) == rom_md5(rom_path)
+
+
+def use_fast_reset(config, preprocessor=None) -> bool:
+    """Whether a pool's envs reset fast: ``config.fast_reset == "auto"``,
+    shmatari's own frame kernel (no ``preprocessor``), and :func:`proven`."""
+    from . import games
+
+    return (config.fast_reset == "auto" and preprocessor is None
+            and proven(config.game, str(games.rom_path(config.game)),
+                       config.repeat_action_probability))
+
+
+# -- the saved state's bytes (ALE's ALEState::serialize and ::save) -----------------
+
+def _split(state: bytes) -> tuple[bytes, bytes, bytes]:
+    """An ``ALEState.serialize()`` into (header, inner state, tail): six
+    ints (paddles, frame number, episode frame number, mode, difficulty),
+    the emulator's serialisation, two ints (paddle limits)."""
+    (n,) = struct.unpack_from("<i", state, 24)
+    if len(state) != 28 + n + 8:
+        raise ValueError("not an ALEState serialisation this module knows")
+    return state[:24], state[28:28 + n], state[28 + n:]
+
+
+def _join(header: bytes, inner: bytes, tail: bytes) -> bytes:
+    return header + struct.pack("<i", len(inner)) + inner + tail
+
+
+def _rng_split(inner: bytes) -> tuple[bytes, bytes | None]:
+    """The inner state without its env-generator part, and that part (the
+    TRUE pattern, the length and the generator's text), or None."""
+    if inner.endswith(_FALSE):
+        return inner[:-4], None
+    k = len(inner)
+    while True:
+        k = inner.rfind(_TRUE, 0, k)
+        if k < 0:
+            raise ValueError("no generator in this ALEState")
+        (n,) = struct.unpack_from("<i", inner, k + 4)
+        if k + 8 + n == len(inner):
+            return inner[:k], inner[k:]
+
+
+def _console_rng_span(inner: bytes) -> tuple[int, int]:
+    """Where the console generator's text lies in the inner state: after the
+    ROM's MD5 string, "System" and the cycle count."""
+    (n,) = struct.unpack_from("<i", inner, 0)
+    o = 4 + n
+    (m,) = struct.unpack_from("<i", inner, o)
+    if inner[o + 4:o + 4 + m] != b"System":
+        raise ValueError("not an ALEState serialisation this module knows")
+    o += 4 + m + 4
+    (n,) = struct.unpack_from("<i", inner, o)
+    return o, o + 4 + n
+
+
+def comparable(state: bytes) -> bytes:
+    """A saved state (``cloneState(include_rng=True).serialize()``) without
+    the console generator, which fast resets leave where the first reset
+    left it: what fast and real resets must agree on."""
+    header, inner, tail = _split(state)
+    a, b = _console_rng_span(inner)
+    return _join(header, inner[:a] + inner[b:], tail)
+
+
+@functools.lru_cache(maxsize=1)
+def _primer_text() -> bytes:
+    """``std::mt19937(_PRIMER_SEED)`` as libstdc++ writes it (the 624 state
+    words and the index), which is how ALE saves its generator."""
+    mt = np.random.MT19937()
+    mt._legacy_seeding(_PRIMER_SEED)  # init_genrand: std::mt19937's seeding
+    st = mt.state["state"]
+    return (" ".join(str(int(x)) for x in st["key"]) + " " + str(int(st["pos"]))).encode()
+
+
+@functools.lru_cache(maxsize=1)
+def _primer_draw() -> float:
+    mt = np.random.MT19937()
+    mt._legacy_seeding(_PRIMER_SEED)
+    return int(mt.random_raw()) / 2**32  # ALE's Random::nextDouble
+
+
+class FastReset:
+    """One env's saved post-reset state and the restore that replaces
+    ``reset_game()``.
+
+    Args:
+        ale: the env's ``ALEInterface``, right after ``reset_game()``.
+        sticky: its repeat_action_probability is above 0 (then each reset
+            also sets the remembered action to NOOP through the primer).
+
+    Raises:
+        ValueError: not an ALE state serialisation this module knows.
+    """
+
+    def __init__(self, ale, sticky: bool):
+        from ale_py import ALEState
+
+        self._ale = ale
+        self._state_type = ALEState
+        self.sticky = sticky
+        saved = ale.cloneState()
+        raw = saved.serialize()
+        #: The post-reset screen (palette indices), what ``getScreen`` shows
+        #: after a real reset.
+        self.screen = np.array(ale.getScreen(), dtype=np.uint8)
+        self._header, inner, self._tail = _split(raw)
+        self._body, rng = _rng_split(inner)
+        if rng is not None:
+            raise ValueError("the post-reset state carries a generator")
+        self._saved = saved
+        self._primer = ALEState(_join(
+            self._header,
+            self._body + _TRUE + struct.pack("<i", len(_primer_text())) + _primer_text(),
+            self._tail))
+
+    def round_trips(self) -> bool:
+        """Restores the saved state and clones it again: the same bytes?
+        (For the check only: a restore right after the reset is not a no-op
+        in every game, so an env in use never calls it.)"""
+        self._ale.restoreState(self._saved)
+        return self._ale.cloneState().serialize() == self._saved.serialize()
+
+    def _header_at(self, frame_number: int) -> bytes:
+        """The saved header with ALE's frame count since the ROM was loaded,
+        which a reset does not clear: ``frame_number`` (the count before the
+        reset) plus the frames the reset counts (as many as the episode's
+        count after it: 8 for Air Raid, ...)."""
+        (episode_frames,) = struct.unpack_from("<i", self._header, 12)
+        return (self._header[:8] + struct.pack("<i", frame_number + episode_frames)
+                + self._header[12:])
+
+    def restore(self) -> None:
+        """Leaves the env as ``reset_game()`` would (see the module's notes)."""
+        ale = self._ale
+        if not self.sticky:
+            ale.restoreState(self._state_type(_join(
+                self._header_at(ale.getFrameNumber()), self._body + _FALSE, self._tail)))
+            return
+        frames = ale.getFrameNumber()
+        _, inner, _ = _split(ale.cloneState(include_rng=True).serialize())
+        _, rng = _rng_split(inner)
+        ale.restoreState(self._primer)
+        ale.act(0)  # the draw passes the primer: the remembered action is NOOP
+        ale.restoreState(self._state_type(
+            _join(self._header_at(frames), self._body + rng, self._tail)))
+
+
+# -- the check ------------------------------------------------------------------------
+
+def _new_ale(rom_path: str, seed: int, repeat_action_probability: float):
+    from ale_py import ALEInterface, LoggerMode
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setInt("random_seed", seed)
+    ale.setFloat("repeat_action_probability", repeat_action_probability)
+    ale.setInt("frame_skip", 1)
+    ale.loadROM(rom_path)
+    return ale
+
+
+def _env_rng(ale) -> bytes:
+    _, inner, _ = _split(ale.cloneState(include_rng=True).serialize())
+    return _rng_split(inner)[1]
+
+
+def compare(rom_path: str, repeat_action_probability: float, seed: int, *,
+            episodes: int = 4, max_frames: int = 2000) -> str | None:
+    """Plays one action stream on two emulators, one reset by ALE and one by
+    :class:`FastReset`, and says where they first differ (None: nowhere).
+
+    Each episode ends at game over or after a random number of frames (1 to
+    60 for half of them, else 1 to ``max_frames``: resets from many states
+    of running games too); actions are uniform over
+    the game's minimal set, NOOP a third of the time. Compared after each
+    reset: the screen, RAM, lives, game-over flag and both frame counts;
+    after each frame: reward, screen, RAM, lives, game over; at each
+    episode's end: the env's random generator (what sticky frames draw).
+
+    Args:
+        rom_path: the ROM.
+        repeat_action_probability: ALE's sticky-action probability.
+        seed: ALE's random_seed and the action stream's seed.
+        episodes: episodes to play (the first starts from a real reset in
+            both).
+        max_frames: the longest episode, in frames.
+
+    Returns:
+        str | None: the first difference, e.g. ``"episode 2 frame 0: screen"``.
+    """
+    import numpy as np
+
+    real = _new_ale(rom_path, seed, repeat_action_probability)
+    fast = _new_ale(rom_path, seed, repeat_action_probability)
+    real.reset_game()
+    fast.reset_game()
+    fr = FastReset(fast, repeat_action_probability > 0)
+    if not fr.round_trips():
+        return "the saved state does not round-trip"
+    actions = real.getMinimalActionSet()
+    rng = np.random.default_rng(seed)
+
+    def same(what):
+        return what(real) == what(fast)
+
+    for ep in range(episodes):
+        screen = None
+        if ep:
+            real.reset_game()
+            fr.restore()
+            screen = fr.screen
+        else:
+            screen = fast.getScreen()
+        if not np.array_equal(real.getScreen(), screen):
+            return f"episode {ep} reset: screen"
+        for name, what in (("RAM", lambda a: a.getRAM().tobytes()), ("lives", lambda a: a.lives()),
+                           ("game over", lambda a: a.game_over()),
+                           ("frame counts", lambda a: (a.getFrameNumber(),
+                                                       a.getEpisodeFrameNumber()))):
+            if not same(what):
+                return f"episode {ep} reset: {name}"
+        # half the episodes short: many different states to reset from
+        length = int(rng.integers(1, (60 if rng.random() < 0.5 else max_frames) + 1))
+        for t in range(length):
+            a = actions[0] if rng.random() < 1 / 3 else actions[int(rng.integers(len(actions)))]
+            if real.act(a) != fast.act(a):
+                return f"episode {ep} frame {t}: reward"
+            if not np.array_equal(real.getScreen(), fast.getScreen()):
+                return f"episode {ep} frame {t}: screen"
+            if not np.array_equal(real.getRAM(), fast.getRAM()):
+                return f"episode {ep} frame {t}: RAM"
+            if real.lives() != fast.lives() or real.game_over() != fast.game_over():
+                return f"episode {ep} frame {t}: lives or game over"
+            if real.game_over():
+                break
+        if _env_rng(real) != _env_rng(fast):
+            return f"episode {ep} end: random generator"
+    return None
+
+
+#: The comparisons behind :data:`VERDICTS`: (seeds, episodes, max_frames) per
+#: run; a game is proven where every run of it found no difference.
+CHECK_RUNS = (((11, 12, 13), 5, 3000), ((21, 22), 8, 1500))
+
+
+def _table(runs=CHECK_RUNS, games=None) -> dict:
+    """Recomputes :data:`VERDICTS` for the installed ale-py (slow: about an
+    hour on 2 busy cores)."""
+    import ale_py
+
+    from . import games as games_mod
+
+    table = {"ale_py": ale_py.__version__,
+             "checks": [{"seeds": list(s), "episodes": e, "max_frames": m} for s, e, m in runs],
+             "sticky_0": {}, "sticky": {}, "differ": {}}
+    for game in games or games_mod.list_games():
+        path = str(games_mod.rom_path(game))
+        for key, p in (("sticky_0", 0.0), ("sticky", 0.25)):
+            why = None
+            for seeds, episodes, max_frames in runs:
+                for seed in seeds:
+                    why = compare(path, p, seed, episodes=episodes, max_frames=max_frames)
+                    if why:
+                        break
+                if why:
+                    break
+            if why is None:
+                table[key][game] = rom_md5(path)
+            else:
+                table["differ"][f"{game} {key}"] = why
+            print(game, key, why or "same", flush=True)
+    # Whether a restore is a reset does not depend on stickiness: a game that
+    # differs at one setting is proven at neither.
+    both = set(table["sticky_0"]) & set(table["sticky"])
+    for key in ("sticky_0", "sticky"):
+        for game in sorted(set(table[key]) - both):
+            del table[key][game]
+            table["differ"][f"{game} {key}"] = "differs with the other sticky setting"
+    return table
+
+
+if __name__ == "__main__":
+    import sys
+
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+    Path(sys.argv[1]).write_text(json.dumps(_table(games=names), indent=1, sort_keys=True) + "\n")

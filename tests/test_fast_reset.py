@@ -1,0 +1,177 @@
+"""Fast resets (shmatari.fast_reset): exact where the verdict table says so,
+ALE's reset elsewhere, and today's streams unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import ale_py
+import pytest
+
+import shmatari
+from shmatari import atari, config, fast_reset, games
+from shmatari.check import stream_hashes
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+#: Stream hashes of pools built before fast resets existed (commit f7d6066,
+#: every reset ALE's own): (game, options) -> the first 16 hex digits of the
+#: SHA-256 of the two envs' stream_hashes(env, 400) digests, seed 7.
+RECORDED = {
+    ("breakout", ()): "8c14d1441d04a271",
+    ("breakout", (("preset", "dqn"),)): "cb25721f99842468",
+    ("pong", (("max_episode_frames", 400),)): "f861498e607a88d9",
+    ("qbert", (("noop_max", 0), ("repeat_action_probability", 0.0))): "6a2d1a27ac0720a4",
+    ("air_raid", (("max_episode_frames", 600), ("noop_max", 0))): "e1822a8436c2eb1a",
+    ("space_invaders", (("autoreset_mode", "same_step"),
+                        ("max_episode_frames", 500))): "05f456932da7e1aa",
+    ("freeway", (("grayscale", False), ("max_episode_frames", 300),
+                 ("repeat_action_probability", 0.0))): "c20efe090ef96920",
+    ("ms_pacman", (("episodic_life", True), ("full_action_space", True))): "d57daa19af73060d",
+}
+
+
+def _digest(game, opts, steps=400, seed=7):
+    with shmatari.make(game, num_envs=2, num_workers=1, seed=seed, **opts) as env:
+        h = stream_hashes(env, steps)
+    return hashlib.sha256("".join(h).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("game,opts", list(RECORDED), ids=[g for g, _ in RECORDED])
+def test_streams_are_the_ones_recorded_before_fast_resets(game, opts):
+    assert _digest(game, dict(opts)) == RECORDED[(game, opts)]
+
+
+def test_the_recorded_cases_reset_fast_where_the_table_says_so():
+    # The recorded streams check fast resets only if some of them use them.
+    fast = [g for g, opts in RECORDED
+            if fast_reset.use_fast_reset(config.build_config(g, num_envs=1, **dict(opts)))]
+    if fast_reset.VERDICTS["ale_py"] == ale_py.__version__:
+        assert {"breakout", "air_raid"} <= set(fast)
+
+
+@pytest.mark.parametrize("game,opts,seed", [
+    ("breakout", {}, 0),
+    ("breakout", {"preset": "dqn", "max_episode_frames": 800}, 1),
+    ("air_raid", {"noop_max": 0, "render_mode": "rgb_array", "max_episode_frames": 400}, 2),
+    ("alien", {"autoreset_mode": "same_step", "max_episode_frames": 400}, 3),
+])
+def test_pools_with_fast_resets_on_and_off_give_the_same_streams(game, opts, seed):
+    on = _digest(game, {**opts, "fast_reset": "auto"}, steps=250, seed=seed)
+    assert on == _digest(game, {**opts, "fast_reset": "off"}, steps=250, seed=seed)
+
+
+def _proven(game, p):
+    return fast_reset.proven(game, str(games.rom_path(game)), p)
+
+
+@pytest.mark.all_games
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_fast_and_real_resets_agree_in_every_game_the_table_proves(p):
+    """Every listed game the table proves: a short comparison (five short
+    episodes, a seed of its own per game and setting) finds no difference.
+    The table itself comes from longer ones (``python -m shmatari.fast_reset``)."""
+    if fast_reset.VERDICTS["ale_py"] != ale_py.__version__:
+        pytest.skip(f"the verdicts are for ale-py {fast_reset.VERDICTS['ale_py']}")
+    differ, proven = {}, 0
+    for i, game in enumerate(games.list_games()):
+        if _proven(game, p):
+            proven += 1
+            why = fast_reset.compare(str(games.rom_path(game)), p, i + int(p * 1000),
+                                     episodes=5, max_frames=40)
+            if why:
+                differ[game] = why
+    assert not differ
+    assert proven >= 50  # most games (ale-py 0.12.1: see the table)
+
+
+def test_unproven_games_reset_as_ale_does():
+    table = fast_reset.VERDICTS
+    for entry in table["differ"]:
+        game, key = entry.split()
+        p = 0.0 if key == "sticky_0" else 0.25
+        assert not fast_reset.use_fast_reset(
+            config.build_config(game, num_envs=1, repeat_action_probability=p))
+        break  # one pool's decision; the rest is the lookup:
+    for entry in table["differ"]:
+        game, key = entry.split()
+        assert not _proven(game, 0.0 if key == "sticky_0" else 0.25)
+
+
+def test_off_and_unproven_settings_reset_as_ale_does():
+    base = dict(num_envs=1)
+    assert not fast_reset.use_fast_reset(config.build_config("breakout", fast_reset="off", **base))
+    # a sticky probability above the primer's first draw
+    assert not fast_reset.use_fast_reset(
+        config.build_config("breakout", repeat_action_probability=1.0, **base))
+    cfg = config.build_config("breakout", **base)
+    core = atari.build_core(cfg, 0, atari.build_palette(cfg), preprocessor=object())
+    assert not core.fast_reset
+    with pytest.raises(ValueError, match="fast_reset needs"):
+        from shmatari import _core
+        _core.AtariCore(core.ale, atari.build_palette(cfg), core.action_ids(), core.rom_path,
+                        frame_skip=4, stack_num=4, maxpool=True, noop_max=0,
+                        episodic_life=False, use_fire_reset=False, reward_clip=False,
+                        max_episode_frames=0, noop_rng=None, same_step=False,
+                        preprocessor=object(), fast_reset=True)
+    with pytest.raises(ValueError, match="fast_reset"):
+        config.build_config("breakout", fast_reset="on", **base)
+
+
+def test_a_fast_reset_leaves_the_generator_and_counters_as_a_real_reset():
+    # One env acted on by hand: after a fast reset the env's generator (what
+    # sticky frames draw), ALE's frame counts and the remembered action (seen
+    # through the next sticky frames) are a real reset's.
+    path = str(games.rom_path("breakout"))
+    assert fast_reset.compare(path, 0.25, 5, episodes=3, max_frames=300) is None
+    assert fast_reset.compare(path, 0.9, 5, episodes=3, max_frames=300) is None
+
+
+def test_the_table_names_its_ale_version_and_rom_hashes():
+    table = fast_reset.VERDICTS
+    assert set(table) >= {"ale_py", "sticky_0", "sticky", "differ"}
+    for key in ("sticky_0", "sticky"):
+        for game, md5 in table[key].items():
+            assert len(md5) == 32 and game in games.list_games()
+    json.dumps(table)
+
+
+# -- resets prepared ahead (EnvCore.prepare_reset) -------------------------------------
+
+def _core(game, **opts):
+    cfg = config.build_config(game, num_envs=1, seed=4, **opts)
+    return atari.build_core(cfg, 0, atari.build_palette(cfg))
+
+
+@pytest.mark.parametrize("game,opts", [
+    ("breakout", {"max_episode_frames": 300}),
+    ("breakout", {"preset": "dqn", "max_episode_frames": 2000}),  # lost lives: next life
+    ("pong", {"fast_reset": "off", "max_episode_frames": 200}),
+    ("air_raid", {"noop_max": 0, "max_episode_frames": 200, "disabled_reset": True}),
+])
+def test_a_prepared_reset_is_the_reset_the_next_command_would_make(game, opts):
+    import numpy as np
+
+    disabled = opts.pop("disabled_reset", False)
+    a, b = _core(game, **opts), _core(game, **opts)
+    rng = np.random.default_rng(0)
+    obs_a, obs_b = np.empty((4, 84, 84), np.uint8), np.empty((4, 84, 84), np.uint8)
+    a.reset(), b.reset()
+    prepared = 0
+    for t in range(700):
+        if a.result()[1] or a.result()[2]:  # terminated or truncated
+            a.prepare_reset()
+            prepared += 1
+            if rng.random() < 0.5:  # an OBSERVE in between shows the done step
+                a.observe(), b.observe()
+                a.obs_into(obs_a), b.obs_into(obs_b)
+                assert a.result() == b.result() and np.array_equal(obs_a, obs_b)
+            if disabled:
+                a.reset(), b.reset()
+        action = int(rng.integers(a.num_actions))
+        a.step(action), b.step(action)
+        a.obs_into(obs_a), b.obs_into(obs_b)
+        assert a.result() == b.result(), t
+        assert np.array_equal(obs_a, obs_b), t
+    assert prepared >= 2
