@@ -188,6 +188,8 @@ def valid_option(name: str, value) -> bool:
         return isinstance(value, str) and value in config.OBS_LAYOUTS
     if name == "render_mode":
         return value is None or (isinstance(value, str) and value in config.RENDER_MODES)
+    if name == "fast_reset":
+        return isinstance(value, str) and value in config.FAST_RESET_MODES
     return isinstance(value, bool)
 
 

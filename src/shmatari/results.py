@@ -81,6 +81,9 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
         if episode_statistics:
             _add_episode(info, fields)
         return info
+    if "_reset" not in final:  # final records given as plain fields (the pipe baseline)
+        final = dict(final, **_core.row_bits(final["flags"],
+                                             final["episode_done"].view(np.uint8))[0])
     kept = {k: np.where(has_final, v, np.zeros((), v.dtype)) for k, v in final.items()}
     final_info = _per_env(kept)
     if episode_statistics:

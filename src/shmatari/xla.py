@@ -263,7 +263,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
         flags = f["flags"]
         info = {"env_id": f["env_id"], "lives": f["lives"], "raw_reward": f["raw_reward"],
                 "game_over": f["game_over"], "elapsed_step": f["elapsed_step"],
-                "episode_frame_number": f["episode_frames"],
+                "episode_frame_number": f["episode_frame_number"],
                 "frame_number": f["frame_number"],
                 "reset": (flags & _core.FLAG_RESET) != 0,
                 "worker_restarted": (flags & _core.FLAG_RESTARTED) != 0}
@@ -271,7 +271,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
             done = f["episode_done"]
             info["episode"] = {"r": jnp.where(done, f["episode_return"], 0),
                                "l": jnp.where(done, f["elapsed_step"], 0),
-                               "frames": jnp.where(done, f["episode_frames"], 0)}
+                               "frames": jnp.where(done, f["episode_frame_number"], 0)}
             info["_episode"] = done
         out = (obs, f["reward"], f["terminated"], f["truncated"], info)
         return new_handle, (convert(out) if convert is not None else out)

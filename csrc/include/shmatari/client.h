@@ -52,8 +52,8 @@ static inline int shmatari_send_call(shmatari_client *c, int call,
                            c->geom.num_envs);
     if (n > c->geom.num_envs)
       return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
-                           "%s: %u commands for %u envs: each env is listed "
-                           "at most once", k[call], n, c->geom.num_envs);
+                           "%s: %u env_ids for %u envs: env_ids lists each "
+                           "env at most once", k[call], n, c->geom.num_envs);
     /* Read once: env_ids (b.env_id of a batch) and actions may point into
      * the segment, which another process may change under us; the copies
      * are checked, then posted. */
