@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EnvPoolAdapter", "GymEnvPoolAdapter"]
 
+
 class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     """A shmatari pool with EnvPool's Gymnasium interface.
 
