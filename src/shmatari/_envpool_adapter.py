@@ -1,23 +1,44 @@
-"""The adapters :func:`shmatari.envpool.make` returns: :class:`EnvPoolAdapter`
-(EnvPool's Gymnasium API on a :class:`shmatari.ShmVectorEnv`) and
-:class:`GymEnvPoolAdapter` (EnvPool 0.6-0.8's gym 0.2x API). Both are
-importable from :mod:`shmatari.envpool`, where their options are documented.
+"""What :func:`shmatari.envpool.make` returns: :class:`EnvPoolAdapter` (EnvPool's
+Gymnasium API on a :class:`shmatari.ShmVectorEnv`), :class:`GymEnvPoolAdapter`
+(EnvPool 0.6-0.8's gym 0.2x API), and the :class:`EnvSpec` both carry. All are
+importable from :mod:`shmatari.envpool`, where the options are documented.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import warnings
-from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-if TYPE_CHECKING:
-    from .envpool import EnvSpec
+__all__ = ["EnvSpec", "EnvPoolAdapter", "GymEnvPoolAdapter"]
 
-__all__ = ["EnvPoolAdapter", "GymEnvPoolAdapter"]
+
+class EnvSpec:
+    """EnvPool's ``EnvSpec`` as far as scripts read it: ``config`` (a named
+    tuple of every option, EnvPool's names), the single-env
+    ``observation_space`` / ``action_space`` (and their ``gymnasium_`` twins),
+    ``reward_threshold`` (None).
+    """
+
+    reward_threshold = None
+
+    def __init__(self, task_id: str, config: dict, n_actions: int):
+        self.task_id = self.id = task_id
+        self.config = collections.namedtuple("Config", list(config))(**config)
+        c = config
+        channels = 1 if c["gray_scale"] else 3
+        self.observation_space = gym.spaces.Box(
+            0, 255, (c["stack_num"] * channels, c["img_height"], c["img_width"]), np.uint8)
+        self.action_space = gym.spaces.Discrete(n_actions)
+        self.gymnasium_observation_space = self.observation_space
+        self.gymnasium_action_space = self.action_space
+
+    def __repr__(self) -> str:
+        return f"EnvSpec({self.task_id!r}, {self.config})"
 
 
 class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):

@@ -25,16 +25,14 @@ the nearest equivalent.
 
 from __future__ import annotations
 
-import collections
 import functools
 import warnings
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from . import games
-from ._envpool_adapter import EnvPoolAdapter, GymEnvPoolAdapter
+from ._envpool_adapter import EnvPoolAdapter, EnvSpec, GymEnvPoolAdapter
 from .env import make as _make
 
 __all__ = ["make", "make_gymnasium", "make_gym", "make_dm", "make_spec", "list_all_envs",
@@ -150,30 +148,6 @@ def _int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     return int(value)
-
-
-class EnvSpec:
-    """EnvPool's ``EnvSpec`` as far as scripts read it: ``config`` (a named
-    tuple of every option, EnvPool's names), the single-env
-    ``observation_space`` / ``action_space`` (and their ``gymnasium_`` twins),
-    ``reward_threshold`` (None).
-    """
-
-    reward_threshold = None
-
-    def __init__(self, task_id: str, config: dict, n_actions: int):
-        self.task_id = self.id = task_id
-        self.config = collections.namedtuple("Config", list(config))(**config)
-        c = config
-        channels = 1 if c["gray_scale"] else 3
-        self.observation_space = gym.spaces.Box(
-            0, 255, (c["stack_num"] * channels, c["img_height"], c["img_width"]), np.uint8)
-        self.action_space = gym.spaces.Discrete(n_actions)
-        self.gymnasium_observation_space = self.observation_space
-        self.gymnasium_action_space = self.action_space
-
-    def __repr__(self) -> str:
-        return f"EnvSpec({self.task_id!r}, {self.config})"
 
 
 def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
