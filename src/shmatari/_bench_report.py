@@ -1,6 +1,6 @@
-"""``shmatari-bench``'s report: the rows and ratios a run's bursts give, the
-machine they ran on, the tables printed and the sweep's plot. The measuring
-loop is :mod:`shmatari.bench`.
+"""``shmatari-bench``'s report: each backend's bursts (:class:`Series`), the rows
+and ratios they give, the machine they ran on, the tables printed and the
+sweep's plot. The measuring loop is :mod:`shmatari.bench`.
 """
 
 from __future__ import annotations
@@ -9,15 +9,32 @@ import importlib.metadata
 import os
 import platform
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _bench_backends as _b, config as _config
 from ._bench_backends import CEILINGS
 
-if TYPE_CHECKING:
-    from .bench import Series
+
+@dataclass
+class Series:
+    """One backend's bursts at one ``num_envs``."""
+
+    backend: str
+    setting: str = ""
+    num_envs: int = 0
+    bursts: list = field(default_factory=list)  # dicts: round, env_steps, seconds, ...
+    skipped: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def rates(self) -> np.ndarray:
+        return np.array([b["env_steps"] / b["seconds"] for b in self.bursts if b["seconds"]])
+
+    @property
+    def median(self) -> float:
+        r = self.rates()
+        return float(np.median(r)) if len(r) else 0.0
 
 
 def machine_info() -> dict:

@@ -59,37 +59,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _bench_backends as _b, _cli, config as _config
 from ._bench_backends import BACKENDS, CEILINGS, POLICY_BACKENDS
-from ._bench_report import (_print_report, _rows, _summary, machine_info,
+from ._bench_report import (Series, _print_report, _rows, _summary, machine_info,
                             plot_sweep)  # noqa: F401  (plot_sweep: re-exported)
 from ._progress import Progress
 
 __all__ = ["main", "run", "machine_info"]
-
-
-@dataclass
-class Series:
-    """One backend's bursts at one ``num_envs``."""
-
-    backend: str
-    setting: str = ""
-    num_envs: int = 0
-    bursts: list = field(default_factory=list)  # dicts: round, env_steps, seconds, ...
-    skipped: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    def rates(self) -> np.ndarray:
-        return np.array([b["env_steps"] / b["seconds"] for b in self.bursts if b["seconds"]])
-
-    @property
-    def median(self) -> float:
-        r = self.rates()
-        return float(np.median(r)) if len(r) else 0.0
 
 
 def _open(name: str, cfg, batch_size: int, policy_for):
