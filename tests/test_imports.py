@@ -7,8 +7,9 @@ import sys
 import pytest
 
 #: Modules a worker process must never import (the trainer's side).
-NOT_IN_WORKERS = ("shmatari.env", "shmatari.client", "shmatari.supervisor", "shmatari.check",
-                  "shmatari.bench", "shmatari.baselines", "shmatari.cli")
+NOT_IN_WORKERS = ("shmatari.env", "shmatari._vector_env", "shmatari.client",
+                  "shmatari.supervisor", "shmatari.check", "shmatari.bench",
+                  "shmatari.baselines", "shmatari.cli")
 
 
 def _imported(stderr: str) -> set[str]:

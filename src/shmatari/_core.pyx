@@ -16,7 +16,9 @@ One compiled module, cut into files by concern (the worker loop calls
 - ``_core_client.pxi``: ``ClientMachine`` (the client state machine) and ``as_int32``.
 - ``_core_segment.pxi``: ``Segment``, typed access to a mapped segment (and its client).
 - ``_core_kernel.pxi``: the frame kernel wrappers ``Resizer`` and ``Palette``.
-- ``_core_envcore.pxi``: the per-env logic ``EnvCore``, ``NullCore``, ``AtariCore``.
+- ``_core_envcore.pxi``: the per-env logic's base ``EnvCore`` (phases, frame stack,
+  results, prepared resets) and ``NullCore``.
+- ``_core_atari.pxi``: ``AtariCore``, the Atari env (emulation, episodes, fast resets).
 - ``_core_worker.pxi``: the worker loop, ``mark_worker``, ``set_num_actions``.
 """
 
@@ -38,4 +40,5 @@ include "_core_client.pxi"
 include "_core_segment.pxi"
 include "_core_kernel.pxi"
 include "_core_envcore.pxi"
+include "_core_atari.pxi"
 include "_core_worker.pxi"

@@ -1,0 +1,268 @@
+"""``shmatari-bench``'s report: each backend's bursts (:class:`Series`), the rows
+and ratios they give, the machine they ran on, the tables printed and the
+sweep's plot. The measuring loop is :mod:`shmatari.bench`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _bench_backends as _b, config as _config
+from ._bench_backends import CEILINGS
+
+
+@dataclass
+class Series:
+    """One backend's bursts at one ``num_envs``."""
+
+    backend: str
+    setting: str = ""
+    num_envs: int = 0
+    bursts: list = field(default_factory=list)  # dicts: round, env_steps, seconds, ...
+    skipped: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def rates(self) -> np.ndarray:
+        return np.array([b["env_steps"] / b["seconds"] for b in self.bursts if b["seconds"]])
+
+    @property
+    def median(self) -> float:
+        r = self.rates()
+        return float(np.median(r)) if len(r) else 0.0
+
+
+def machine_info() -> dict:
+    """Cores, CPU model, OS and package versions, for JSON reports."""
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = {}
+    for pkg in ("shmatari", "ale-py", "numpy", "gymnasium", "envpool", "opencv-python-headless",
+                "opencv-python", "Cython", "torch"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {"cores": _config.available_cores(), "cpu_count": os.cpu_count(), "cpu_model": cpu,
+            "platform": platform.platform(), "python": sys.version.split()[0],
+            "versions": versions}
+
+
+def _ratio(a: float, b: float | None):
+    return round(a / b, 3) if a and b else None
+
+
+def _row(s: Series, frame_skip: int, medians: dict) -> dict:
+    row = {"backend": s.backend, "setting": s.setting, "num_envs": s.num_envs}
+    if s.skipped:
+        row["skipped"] = s.skipped
+        return row
+    rates = s.rates()
+    if not len(rates):
+        row["skipped"] = "interrupted before its first burst"
+        return row
+    med = float(np.median(rates))
+    q1, q3 = np.percentile(rates, [25, 75])
+    row.update(env_steps_per_s=round(med, 1), frames_per_s=round(med * frame_skip, 1),
+               min=round(float(rates.min()), 1), max=round(float(rates.max()), 1),
+               iqr=[round(float(q1), 1), round(float(q3), 1)],
+               spread_pct=round(100 * float(rates.max() - rates.min()) / med, 1),
+               rounds=len(rates), env_steps=int(sum(b["env_steps"] for b in s.bursts)),
+               seconds=round(sum(b["seconds"] for b in s.bursts), 3))
+    if any("policy_seconds" in b for b in s.bursts):
+        row["policy_share"] = round(sum(b.get("policy_seconds", 0.0) for b in s.bursts)
+                                    / row["seconds"], 3)
+    for key, ref in (("vs_pipe", "pipe"), ("vs_envpool", "envpool"), ("vs_ceiling", "ceiling"),
+                     ("vs_ceiling_fast", "ceiling-fast")):
+        ratio = _ratio(med, medians.get(ref))
+        if ratio is not None:
+            row[key] = ratio
+    row["bursts"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in b.items()}
+                     for b in s.bursts]
+    return row
+
+
+def _paired(series: list[Series], a: str, b: str) -> dict | None:
+    """Median and range over rounds of the per-round ratio a / b (both
+    bursts of one round ran within seconds of each other)."""
+    by = {s.backend: {x["round"]: x["env_steps"] / x["seconds"] for x in s.bursts}
+          for s in series if not s.skipped}
+    if a not in by or b not in by:
+        return None
+    ratios = [by[a][r] / by[b][r] for r in by[a] if r in by[b] and by[b][r]]
+    if not ratios:
+        return None
+    return {"median": round(float(np.median(ratios)), 3), "min": round(min(ratios), 3),
+            "max": round(max(ratios), 3), "rounds": len(ratios)}
+
+
+#: The ratios the acceptance goals speak of: (name, numerator, denominator).
+_GOALS = (("shmatari_vs_envpool_sync", "shmatari", "envpool"),
+          ("shmatari_async_vs_envpool_async", "shmatari-async", "envpool-async"),
+          ("shmatari_vs_ceiling", "shmatari", "ceiling"),
+          ("shmatari_async_vs_ceiling", "shmatari-async", "ceiling"),
+          ("shmatari_vs_ceiling_fast", "shmatari", "ceiling-fast"),
+          ("shmatari_async_vs_ceiling_fast", "shmatari-async", "ceiling-fast"),
+          ("shmatari_ale_reset_vs_ceiling", "shmatari-ale-reset", "ceiling"),
+          ("shmatari_async_ale_reset_vs_ceiling", "shmatari-async-ale-reset", "ceiling"))
+_POLICY_GOALS = (("shmatari_double_vs_envpool_sync", "shmatari-double", "envpool"),
+                 ("shmatari_ordered_vs_double", "shmatari-ordered", "shmatari-double"),
+                 ("shmatari_ordered_vs_envpool_sync", "shmatari-ordered", "envpool"),
+                 ("shmatari_double_vs_envpool_async", "shmatari-double", "envpool-async"),
+                 ("shmatari_vs_envpool_sync", "shmatari", "envpool"))
+
+
+def _summary(series: list[Series], policy: bool) -> dict:
+    """Ratios of medians, and the same ratio taken round by round, for the goals."""
+    medians = {s.backend: s.median for s in series if not s.skipped}
+    out = {}
+    for name, a, b in _POLICY_GOALS if policy else _GOALS:
+        if medians.get(a) and medians.get(b):
+            out[name] = {"ratio_of_medians": _ratio(medians[a], medians[b]),
+                         "per_round": _paired(series, a, b)}
+    return out
+
+
+def _rows(series: list[Series], frame_skip: int) -> list[dict]:
+    medians = {s.backend: s.median for s in series if not s.skipped}
+    return [_row(s, frame_skip, medians) for s in series]
+
+
+def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> None:
+    """``columns``: (title, key, format) triples; ``legend``: printed below."""
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(header)
+        for row in rows:
+            print({k: row.get(k) for _, k, _ in columns} | ({"skipped": row["skipped"]}
+                                                            if "skipped" in row else {}))
+        print(legend)
+        return
+    table = Table(caption=legend or None, caption_justify="left")
+    for i, (title, _, _) in enumerate(columns):
+        table.add_column(title, justify="left" if i < 2 else "right", no_wrap=i < 2)
+    for row in rows:
+        if "skipped" in row:
+            table.add_row(row["backend"], f"skipped: {row['skipped']}",
+                          *["-"] * (len(columns) - 2))
+            continue
+        table.add_row(*[_cell(row, key, fmt) for _, key, fmt in columns])
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: don't wrap rows at 80 columns
+        console = Console(width=160)
+    console.print(header, highlight=False, soft_wrap=True)
+    console.print(table)
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    if key == "range":
+        return f"{row['min']:,.0f} - {row['max']:,.0f}" if "min" in row else "-"
+    return fmt.format(row[key]) if row.get(key) is not None else "-"
+
+
+_LEGEND = (
+    "Higher is better. Median over bursts; range: the slowest and fastest burst. The vs "
+    "columns are ratios of medians.\nceiling: the same envs stepped in one process per core "
+    "with no IPC at all and ALE's own reset, the bound for any vector env that resets as ALE "
+    "does; ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', where proven "
+    "exact); -ale-reset rows: shmatari with fast_reset='off'.\npipe: the classic baseline (one "
+    "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
+    "with shmatari's kernel.")
+
+_POLICY_LEGEND = (
+    "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, CPU, 1 thread) on "
+    "each batch; policy share: the loop's time spent in it.\nshmatari-double, "
+    "shmatari-ordered and envpool-async: two halves, one steps while the policy runs on the "
+    "other's batch (shmatari-ordered: batch_order='fixed', the halves alternate, so a "
+    "training run replays).")
+
+_MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
+                 ("env steps/s", "env_steps_per_s", "{:,.0f}"),
+                 ("range", "range", ""), ("vs pipe", "vs_pipe", "{:.2f}x"),
+                 ("vs EnvPool", "vs_envpool", "{:.2f}x"),
+                 ("vs ceiling", "vs_ceiling", "{:.2f}x"),
+                 ("vs ceiling-fast", "vs_ceiling_fast", "{:.2f}x"))
+_POLICY_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
+                   ("env steps/s", "env_steps_per_s", "{:,.0f}"),
+                   ("range", "range", ""), ("policy share", "policy_share", "{:.0%}"),
+                   ("vs EnvPool", "vs_envpool", "{:.2f}x"))
+_NULL_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
+                 ("median us/round trip", "median_us", "{:.1f}"), ("p99 us", "p99_us", "{:.1f}"),
+                 ("round trips/s", "round_trips_per_s", "{:,.0f}"),
+                 ("pipe / shmatari", "pipe_over_shmatari", "{:.1f}x"))
+
+
+def plot_sweep(report: dict, path: str) -> None:
+    """Env steps/s against num_envs, a line per backend and the ceiling, as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list] = {}
+    for row in report["results"]:
+        if "env_steps_per_s" in row:
+            series.setdefault(row["backend"], []).append((row["num_envs"], row["env_steps_per_s"]))
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for name, pts in series.items():
+        xs, ys = zip(*sorted(pts))
+        style = dict(color="black", linestyle="--", linewidth=1.5) if name in CEILINGS else \
+            dict(marker="o", linewidth=2 if name.startswith("shmatari") else 1.2)
+        ax.plot(xs, ys, label=name, **style)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("num_envs")
+    ax.set_ylabel("env steps / s (frames / s = 4x)")
+    m = report["machine"]
+    ax.set_title(f"{report['game']}: {m['cores']} cores, {m['cpu_model']}", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _print_report(args, report: dict) -> None:
+    """The report's table on stdout (and the sweep's plot)."""
+    m, n = report["machine"], _b.plural(args.num_envs, "env")
+    done = max([r.get("rounds", 0) for r in report["results"]] or [0])
+    how = (f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted")
+           else f"interrupted: median of the {_b.plural(done, 'burst')} done")
+    how += f" of {args.seconds:g} s" + (", interleaved" if args.interleave
+                                         else ", backend after backend")
+    where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
+    if report["kind"] == "null":
+        _print_table(report["results"], f"shmatari-bench --env null: round trip, "
+                     f"{_b.plural(m['cores'], 'core')}, {args.seconds:g} s each", _NULL_COLUMNS)
+    elif report["kind"] == "sweep":
+        skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
+        _print_table(report["results"], f"shmatari-bench --sweep: {report['game']}, {where}",
+                     _MAIN_COLUMNS[:4] + _MAIN_COLUMNS[-1:],
+                     f"skipped at every size: {skipped}" if skipped else "")
+        if report["results"]:
+            plot = args.plot or "shmatari-sweep.png"
+            try:
+                plot_sweep(report, plot)
+                print(f"plot: {plot}")
+            except ImportError:
+                print("matplotlib is not installed: no plot (pip install 'shmatari[bench]')",
+                      file=sys.stderr)
+    elif report["kind"] == "policy":
+        _print_table(report["results"], f"shmatari-bench --policy: {report['game']}, {n}, "
+                     f"{where}", _POLICY_COLUMNS, _POLICY_LEGEND)
+    else:
+        _print_table(report["results"], f"shmatari-bench: {report['game']}, {n}, {where}",
+                     _MAIN_COLUMNS, _LEGEND)

@@ -1,0 +1,365 @@
+"""What :func:`shmatari.envpool.make` returns: :class:`EnvPoolAdapter` (EnvPool's
+Gymnasium API on a :class:`shmatari.ShmVectorEnv`), :class:`GymEnvPoolAdapter`
+(EnvPool 0.6-0.8's gym 0.2x API), and the :class:`EnvSpec` both carry. All are
+importable from :mod:`shmatari.envpool`, where the options are documented.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import warnings
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+__all__ = ["EnvSpec", "EnvPoolAdapter", "GymEnvPoolAdapter"]
+
+
+class EnvSpec:
+    """EnvPool's ``EnvSpec`` as far as scripts read it: ``config`` (a named
+    tuple of every option, EnvPool's names), the single-env
+    ``observation_space`` / ``action_space`` (and their ``gymnasium_`` twins),
+    ``reward_threshold`` (None).
+    """
+
+    reward_threshold = None
+
+    def __init__(self, task_id: str, config: dict, n_actions: int):
+        self.task_id = self.id = task_id
+        self.config = collections.namedtuple("Config", list(config))(**config)
+        c = config
+        channels = 1 if c["gray_scale"] else 3
+        self.observation_space = gym.spaces.Box(
+            0, 255, (c["stack_num"] * channels, c["img_height"], c["img_width"]), np.uint8)
+        self.action_space = gym.spaces.Discrete(n_actions)
+        self.gymnasium_observation_space = self.observation_space
+        self.gymnasium_action_space = self.action_space
+
+    def __repr__(self) -> str:
+        return f"EnvSpec({self.task_id!r}, {self.config})"
+
+
+class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
+    """A shmatari pool with EnvPool's Gymnasium interface.
+
+    ``action_space`` and ``observation_space`` are one env's, as EnvPool's
+    (and ``single_*`` the same); ``num_envs``, ``single_*`` may be assigned,
+    as CleanRL's scripts do. Observations: uint8 ``(batch, stack_num, H, W)``
+    (grayscale) or ``(batch, 3 * stack_num, H, W)`` (RGB, channels first);
+    rewards float32, flags bool, shape ``(batch,)``; ``info`` per env:
+    ``env_id`` int32, ``players`` ``{"env_id": int32}``, ``lives`` int32,
+    ``reward`` float32 (unclipped), ``terminated`` int32 (the game is over),
+    ``elapsed_step`` int32 (agent steps since the game began); ``ram`` uint8
+    ``(batch, 128)`` when made with ``ram_info=True``. ``terminated`` excludes ``truncated``, as
+    EnvPool (``done & ~trunc``).
+
+    It is a ``gymnasium.Env`` too, as EnvPool's class, so ``gymnasium.Wrapper``
+    subclasses (CleanRL's ``RecordEpisodeStatistics``) accept it.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, pool, spec: EnvSpec, thread_affinity_offset: int = -1):
+        """Wraps ``pool`` (a next-step :class:`shmatari.ShmVectorEnv`)."""
+        self.pool = pool
+        self.spec = spec
+        self.num_envs = pool.num_envs
+        self.batch_size = pool.batch_size
+        self.action_space = self.single_action_space = spec.action_space
+        self.observation_space = self.single_observation_space = spec.observation_space
+        # What TorchRL's GymWrapper reads: NEXT_STEP, which it refuses with
+        # its own clear error, as for a plain next-step pool.
+        self.autoreset_mode = AutoresetMode.NEXT_STEP
+        self.all_env_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._was_reset = False
+        if thread_affinity_offset >= 0:
+            self._pin(thread_affinity_offset)
+
+    def _pin(self, offset: int) -> None:
+        if not hasattr(os, "sched_setaffinity"):
+            warnings.warn("thread_affinity_offset is ignored: this platform cannot pin "
+                          "processes (os.sched_setaffinity)", UserWarning, stacklevel=3)
+            return
+        cores = os.cpu_count() or 1
+        for w, pid in enumerate(self.pool.worker_pids):
+            os.sched_setaffinity(pid, {(offset + w) % cores})
+
+    # -- EnvPool's properties --------------------------------------------------
+    @property
+    def config(self) -> dict:
+        """Every option by EnvPool's name (a new dict each call, as EnvPool)."""
+        return self.spec.config._asdict()
+
+    @property
+    def is_async(self) -> bool:
+        """Whether ``batch_size < num_envs``."""
+        return self.batch_size != self.num_envs
+
+    @property
+    def render_mode(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    # -- conversion ----------------------------------------------------------
+    @staticmethod
+    def _info(info: dict) -> dict:
+        env_id = info["env_id"]
+        return {
+            "env_id": env_id,
+            "players": {"env_id": env_id},
+            "lives": info["lives"],
+            "reward": info["raw_reward"],
+            "terminated": info["game_over"].astype(np.int32),
+            "elapsed_step": info["elapsed_step"],
+            **({"ram": info["ram"]} if "ram" in info else {}),
+        }
+
+    def _result(self, out):
+        obs, reward, terminated, truncated, info = out
+        return obs, reward, terminated & ~truncated, truncated, self._info(info)
+
+    # -- EnvPool's methods -----------------------------------------------------
+    def reset(self, env_id=None, *, seed=None, options=None):
+        """Resets envs; returns ``(obs, info)``.
+
+        Args:
+            env_id: None (every env), or int env ids (EnvPool's way to reset
+                some envs): their rows come back, in that order. Only in a
+                synchronous pool; EnvPool leaves it undefined in async mode.
+            seed: ignored with a warning, as EnvPool (seed at make()).
+            options: ``{"reset_mask": mask}`` as Gymnasium's, or None.
+
+        Raises:
+            ValueError: bad env ids or options, or both given.
+            CallOrderError: ``env_id`` in an async pool.
+        """
+        from .errors import CallOrderError
+
+        if seed is not None:
+            warnings.warn("reset(seed=...) is ignored, as in EnvPool: pass seed to make()",
+                          UserWarning, stacklevel=2)
+        if options is not None:
+            mask = options.get("reset_mask")
+            if set(options) - {"reset_mask"}:
+                raise ValueError(f"reset() takes only options['reset_mask'], got {sorted(options)}")
+            if mask is not None:
+                if env_id is not None:
+                    raise ValueError("pass either env_id or options['reset_mask'], not both")
+                env_id = np.flatnonzero(np.asarray(mask, dtype=bool))
+        if env_id is None:
+            obs, info = self.pool.reset()
+            self._was_reset = True
+            return obs, self._info(info)
+        ids = np.atleast_1d(np.asarray(env_id))
+        if ids.dtype.kind not in "iu" or ids.ndim != 1 or ids.size == 0:
+            raise ValueError(f"env_id must be a non-empty 1-D array of ints, got {env_id!r}")
+        if ids.min() < 0 or ids.max() >= self.num_envs or np.unique(ids).size != ids.size:
+            raise ValueError(f"env_id must be distinct ints in 0..{self.num_envs - 1}, "
+                             f"got {ids.tolist()}")
+        if self.is_async:
+            raise CallOrderError("reset(env_id) in an async pool (batch_size < num_envs) is "
+                                 "not supported (EnvPool leaves it undefined): call "
+                                 "async_reset() once, then send()/recv()")
+        mask = np.zeros(self.num_envs, bool)
+        mask[ids] = True
+        # The pool's first reset must reset every env.
+        obs, info = self.pool.reset(options={"reset_mask": mask} if self._was_reset else None)
+        self._was_reset = True
+        rows = ids  # a synchronous pool returns rows in env order
+        obs = obs[rows]
+        info = {k: v[rows] for k, v in info.items()
+                if isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,)}
+        return obs, self._info(info)
+
+    def step(self, action, env_id=None):
+        """``send(action, env_id)`` then ``recv()``: ``(obs, reward,
+        terminated, truncated, info)``, shapes ``(batch_size, ...)``."""
+        return self._result(self.pool.step(action, env_id))
+
+    def send(self, action, env_id=None) -> None:
+        """Sends actions (int, shape ``(n,)``) to envs ``env_id`` (default all)."""
+        self.pool.send(action, env_id)
+
+    def recv(self, reset: bool = False, return_info: bool = True):
+        """The next ``batch_size`` results: a 5-tuple, or ``(obs, info)`` with
+        ``reset=True`` (EnvPool's signature)."""
+        out = self._result(self.pool.recv())
+        if reset:
+            return out[0], out[4]
+        return out
+
+    def async_reset(self) -> None:
+        """Resets every env without waiting; collect with :meth:`recv`."""
+        self.pool.async_reset()
+        self._was_reset = True
+
+    def seed(self, seed=None) -> None:
+        """Does nothing, with EnvPool's warning: seed at make()."""
+        warnings.warn("The `seed` function in envpool is abandoned. You can set seed by "
+                      "envpool.make(..., seed=seed) instead.", UserWarning, stacklevel=2)
+
+    def xla(self):
+        """EnvPool's ``xla()``: ``handle, recv, send, step`` for ``jax.jit`` /
+        ``jax.lax.scan``, returning this adapter's results (as :meth:`recv`:
+        EnvPool's ``info`` keys). :mod:`shmatari.xla` documents the contract.
+
+        Raises:
+            PoolClosedError: the pool is closed.
+            XlaBuildError: jax is not installed, or no C++ compiler.
+        """
+        from . import xla
+
+        return xla.make(self.pool, convert=self._result)
+
+    def render(self, *args, **kwargs):
+        """Not supported yet.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("shmatari pools do not render yet")
+
+    def close(self, **kwargs) -> None:
+        """Stops the pool's workers and removes its segment; idempotent."""
+        self.pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.pool.closed
+
+    @closed.setter
+    def closed(self, value) -> None:  # VectorEnv.__del__ reads/sets it
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "task")
+        return f"EnvPoolAdapter({self.spec.task_id!r}, {cfg})"
+
+    __str__ = __repr__
+
+
+def _gym_spaces(spec: EnvSpec) -> tuple:
+    """One env's (action_space, observation_space) as ``gym.spaces`` when
+    ``gym`` is installed (so ``isinstance(space, gym.spaces.Discrete)``
+    holds in scripts that ``import gym``), else Gymnasium's."""
+    try:
+        import gym as legacy_gym
+    except ImportError:
+        return spec.action_space, spec.observation_space
+    obs = spec.observation_space
+    return (legacy_gym.spaces.Discrete(int(spec.action_space.n)),
+            legacy_gym.spaces.Box(0, 255, obs.shape, np.uint8))
+
+
+class GymEnvPoolAdapter(EnvPoolAdapter):
+    """A shmatari pool with the gym 0.2x API of EnvPool 0.6-0.8's
+    ``env_type="gym"``, which CleanRL's EnvPool scripts use.
+
+    - ``reset()`` returns ``obs`` alone (``(obs, info)`` when made with
+      ``gym_reset_return_info=True``); ``reset(env_id)`` as
+      :meth:`EnvPoolAdapter.reset`.
+    - ``step(action, env_id=None)`` and ``recv()`` return ``(obs, reward,
+      done, info)``: ``done = terminated | truncated`` (bool, shape
+      ``(batch,)``), ``info`` has :class:`EnvPoolAdapter`'s keys plus
+      ``"TimeLimit.truncated"`` (bool, ``(batch,)``: the episode hit
+      ``max_episode_steps``), as gym's ``TimeLimit`` and EnvPool 0.x.
+      ``info["terminated"]`` (int32) is the game being over, so CleanRL's
+      ``RecordEpisodeStatistics`` counts whole games under ``episodic_life``.
+    - ``recv(reset=True)`` returns ``(obs, info)`` (``obs`` alone with
+      ``return_info=False``), EnvPool 0.x's signature.
+    - ``action_space`` / ``observation_space`` are ``gym.spaces`` when
+      ``gym`` is installed, else Gymnasium's.
+
+    Autoreset is next-step, as EnvPool's: the step after a done step
+    returns the reset observation (reward 0, done False) and ignores its
+    action.
+    """
+
+    def __init__(self, pool, spec: EnvSpec, thread_affinity_offset: int = -1):
+        """Wraps ``pool`` (a next-step :class:`shmatari.ShmVectorEnv`)."""
+        super().__init__(pool, spec, thread_affinity_offset)
+        self.action_space, self.observation_space = _gym_spaces(spec)
+        self.single_action_space = self.action_space
+        self.single_observation_space = self.observation_space
+        self._reset_info = bool(spec.config.gym_reset_return_info)
+
+    def _gym_result(self, out):
+        obs, reward, terminated, truncated, info = out
+        info = self._info(info)
+        info["TimeLimit.truncated"] = truncated
+        return obs, reward, terminated | truncated, info
+
+    def reset(self, env_id=None, *, seed=None, options=None):
+        """Resets envs (as :meth:`EnvPoolAdapter.reset`); returns ``obs``
+        (uint8, ``(n, stack_num, H, W)``), or ``(obs, info)`` if made with
+        ``gym_reset_return_info=True``.
+
+        Raises:
+            As :meth:`EnvPoolAdapter.reset`.
+        """
+        obs, info = super().reset(env_id, seed=seed, options=options)
+        if self._reset_info:
+            info["TimeLimit.truncated"] = np.zeros(len(obs), bool)
+            return obs, info
+        return obs
+
+    def step(self, action, env_id=None):
+        """``send(action, env_id)`` then ``recv()``: ``(obs, reward, done,
+        info)``, shapes ``(batch_size, ...)``.
+
+        Raises:
+            As :meth:`shmatari.ShmVectorEnv.step`.
+        """
+        return self._gym_result(self.pool.step(action, env_id))
+
+    def recv(self, reset: bool = False, return_info: bool = True):
+        """The next ``batch_size`` results: ``(obs, reward, done, info)``;
+        with ``reset=True``, ``(obs, info)`` (``obs`` with ``return_info=False``).
+
+        Raises:
+            As :meth:`shmatari.ShmVectorEnv.recv`.
+        """
+        obs, reward, done, info = self._gym_result(self.pool.recv())
+        if reset:
+            return (obs, info) if return_info else obs
+        return obs, reward, done, info
+
+    def xla(self):
+        """EnvPool 0.x's ``xla()`` for the gym API: :meth:`EnvPoolAdapter.xla`'s
+        ``(handle, recv, send, step)`` (EnvPool's contract), with ``recv`` and
+        ``step`` returning ``(handle, (obs, reward, done, info))`` as
+        CleanRL's ``ppo_atari_envpool_xla_jax*.py`` unpack them: ``done =
+        terminated | truncated`` and ``info["TimeLimit.truncated"]`` added.
+        Pure functions of their arguments, as the underlying ones, so they
+        can be jitted and scanned.
+
+        Raises:
+            As :meth:`EnvPoolAdapter.xla`.
+        """
+        handle, recv, send, step = super().xla()
+
+        def gym_result(out):
+            obs, reward, terminated, truncated, info = out
+            return obs, reward, terminated | truncated, dict(info, **{"TimeLimit.truncated":
+                                                                      truncated})
+
+        def gym_recv(handle):
+            handle, out = recv(handle)
+            return handle, gym_result(out)
+
+        def gym_step(handle, action, env_id=None):
+            handle, out = step(handle, action, env_id)
+            return handle, gym_result(out)
+
+        return handle, gym_recv, send, gym_step

@@ -1,0 +1,454 @@
+"""The pool's class, :class:`ShmVectorEnv`: a Gymnasium vector env over one
+shared-memory segment. :func:`shmatari.make` creates one (it owns the
+workers) and :func:`shmatari.attach` attaches one to a served pool; both, and
+this class, are importable from :mod:`shmatari.env`.
+
+Owns the Gymnasium surface only (the spaces, ``metadata``, the documented
+``reset`` / ``step`` / ``send`` / ``recv`` / ``async_reset`` / ``close``), and
+wires the two parts a pool is made of:
+
+- :mod:`shmatari.client`: this process's end of the segment (state, argument
+  checks, commands and batches, status codes to exceptions);
+- :mod:`shmatari.supervisor`: the owner's side (worker processes, liveness,
+  restarts, resource lifetime). :func:`make` has one; :func:`attach` does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import weakref
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from . import _core, config as _config, seeding, shm
+from .client import RESET_TIMEOUT, Client, status_error
+from ._vector_extras import VectorExtras
+from .errors import AttachError
+from .spin import spin_policy
+from .supervisor import START_TIMEOUT, Supervisor, _Resources
+
+#: Seconds between looks for the segment of a server that is still starting.
+_ATTACH_RETRY = 0.02
+#: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
+GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+                  "disabled": AutoresetMode.DISABLED}
+_now = time.monotonic
+_log = logging.getLogger("shmatari")
+
+
+class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
+    """Atari envs in worker processes, stepped through one shared-memory segment.
+
+    Observations are uint8 of shape ``(num_envs, stack_num, img_height,
+    img_width)`` (``(..., 3)`` with ``grayscale=False``), oldest frame first.
+    Rewards are float32 and ``terminated`` / ``truncated`` bool, shape
+    ``(num_envs,)``. Arrays returned belong to the caller: later steps do not
+    change them.
+
+    The ``info`` dict holds, per env (shape ``(num_envs,)`` or ``(batch_size,)``):
+    ``env_id`` (int32), ``lives`` (int32), ``raw_reward`` (float32, before
+    clipping), ``game_over`` (bool), ``elapsed_step`` (int32, agent steps
+    since the game's reset), ``episode_frame_number`` (int64, frames since
+    reset, no-ops included), ``frame_number`` (int64, frames since the env
+    began), ``reset`` (bool, the result of a reset), ``worker_restarted``
+    (bool, the env's first result since its worker was replaced:
+    ``restart_workers``); and, when some env ended a game, ``episode`` =
+    ``{"r": float64 raw score, "l": int32 agent steps, "t": float64 seconds,
+    "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's
+    ``RecordEpisodeStatistics`` gives them (``episode_statistics=False``
+    leaves them out, for that wrapper). With ``autoreset_mode="same_step"``, done
+    steps add ``final_obs`` / ``_final_obs`` and ``final_info`` /
+    ``_final_info`` (see :func:`make` and docs/semantics.md).
+
+    A pool is used by one thread at a time (like Gymnasium's vector envs): a
+    call from a second thread while one is inside ``reset`` / ``step`` /
+    ``send`` / ``recv`` / ``async_reset`` raises CallOrderError at once and
+    changes nothing. A process forked from the owner (``os.fork``) gets
+    PoolClosedError from the parent's pool. A pool cannot be copied or
+    pickled (TypeError): another process uses :func:`attach`.
+
+    Create it with :func:`make` (this process owns the workers and the
+    segment, and is the pool's client), or with :func:`attach` (a pool that
+    ``shmatari serve`` owns; ``config`` is then None and everything comes
+    from the segment's header). It is a context manager; :meth:`close` is
+    idempotent, and a pool garbage-collected without it is closed then.
+    ``worker_pids`` lists the worker processes' ids (a restarted worker's new
+    id replaces the old one).
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
+
+    def __init__(self, config: _config.EnvConfig, *, segment_name: str | None = None,
+                 claim: bool = True, start_timeout: float | None = None):
+        """Creates the pool described by ``config`` (see :func:`make`).
+
+        Args:
+            config: a validated configuration.
+            segment_name: the segment's name (default: a fresh
+                ``shmatari_<pid>_<hex>``).
+            claim: make this process the pool's client. ``shmatari serve``
+                passes False, so that another process can attach.
+            start_timeout: as :func:`make`'s.
+
+        Raises:
+            FileExistsError: ``segment_name`` is taken.
+            SharedMemorySpaceError, WorkerError: as :func:`make`.
+        """
+        self.config = config
+        self.num_envs = config.num_envs
+        self.batch_size = config.batch_size
+        self.num_workers = config.num_workers
+        self._init_lifetime(owner=True)
+        try:
+            self._supervisor = Supervisor(config, self._res, start_timeout)
+            seg = self._supervisor.start(segment_name or shm.new_name())
+            self._seg = seg
+            if claim:
+                code, _, msg = seg.open_client(os.getpid(), START_TIMEOUT)
+                if code != _core.OK:
+                    raise status_error(seg, code, msg)[0]
+                self._res.client_pid = os.getpid()
+            self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
+                              seed_entropy=config.seed, supervisor=self._supervisor,
+                              episode_statistics=config.episode_statistics))
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def _attach(cls, name: str, timeout: float, zero_copy: bool) -> "ShmVectorEnv":
+        """The client role, without a supervisor: see :func:`attach`."""
+        self = cls.__new__(cls)
+        self.config = None
+        self._supervisor = None
+        self._init_lifetime(owner=False)
+        self._name = name
+        try:
+            seg_name = _core.segment_name(name)
+            deadline, told = _now() + timeout, False
+            while True:
+                # A server that is still starting has no segment yet, or one
+                # whose header is still zero: wait for it, up to the timeout.
+                try:
+                    segment = shm.attach(seg_name, lock_timeout=max(0.0, deadline - _now()))
+                except shm.SegmentLockedError as exc:
+                    raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                      code="timeout") from None
+                except shm.UntrustedSegmentError as exc:
+                    raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                      code="untrusted") from None
+                except (shm.NotASegmentError, IsADirectoryError) as exc:
+                    raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                      code="not_shmatari") from None
+                except FileNotFoundError:
+                    if _now() < deadline:
+                        if not told:
+                            told = True
+                            _log.warning(
+                                "attach(%r): no pool named %r yet (%s/%s): waiting up to %g s "
+                                "for a server to start it (`shmatari serve GAME --name %s`)",
+                                name, name, shm.SHM_DIR, seg_name, timeout, name)
+                        time.sleep(_ATTACH_RETRY)
+                        continue
+                    raise AttachError(
+                        f"no shmatari pool named {name!r}: {shm.SHM_DIR}/{seg_name} does "
+                        f"not exist (waited {timeout:g} s); start one with `shmatari serve "
+                        f"GAME --name {name}`", code="not_found") from None
+                except OSError as exc:
+                    raise AttachError(f"cannot attach to {name!r}: cannot open "
+                                      f"{shm.SHM_DIR}/{seg_name}: {exc.strerror or exc}",
+                                      code="system") from None
+                if _now() < deadline and segment.size >= 8 and \
+                        not any(segment.buf[:8]):
+                    shm.close_mapping(segment)
+                    time.sleep(_ATTACH_RETRY)
+                    continue
+                break
+            self._res.segment = segment
+            code, msg = _core.check_header(segment.buf)
+            if code != _core.OK:
+                raise AttachError(f"cannot attach to {name!r}: {msg}",
+                                  code=_core.status_name(code))
+            try:  # checks the header again, and copies its geometry once
+                seg = _core.Segment(segment.buf)
+            except ValueError as exc:  # rewritten since check_header
+                raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                  code="not_shmatari") from None
+            self._res.seg = seg
+            self._seg = seg
+            code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()))
+            if code != _core.OK:
+                raise AttachError(f"cannot attach to {name!r}: {msg}",
+                                  code=_core.status_name(code), client_pid=holder or None)
+            self._res.client_pid = os.getpid()
+            try:
+                seg.refresh_groups()
+            except ValueError as exc:
+                raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                  code="not_shmatari") from None
+            try:
+                client = Client(segment, seg, self._res, zero_copy=zero_copy,
+                                seed_entropy=seeding.words_to_seed(seg.seed_words()))
+            except ValueError as exc:  # header words its workers would not write
+                raise AttachError(f"cannot attach to {name!r}: {exc}",
+                                  code="not_shmatari") from None
+            seg.spin_ns, seg.spin_mode = spin_policy(
+                client.num_workers, _config.available_cores())["client"]
+            self._attached_pids = [seg.worker_pid(w) for w in range(client.num_workers)]
+            self._bind(client)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _init_lifetime(self, owner: bool) -> None:
+        self.closed = False
+        self._client = None
+        self._res = _Resources(owner)
+        self._finalizer = weakref.finalize(self, self._res.shutdown)
+
+    def _bind(self, client: Client) -> None:
+        """Sizes, modes and spaces, all from the segment's header (through the client)."""
+        self._client = client
+        self.num_envs, self.batch_size = client.num_envs, client.batch_size
+        self.batch_order = client.batch_order
+        self.num_workers = client.num_workers
+        self.metadata = dict(type(self).metadata,
+                             autoreset_mode=GYM_AUTORESET[client.autoreset],
+                             # ALE emulates 60 frames a second; one frame per step
+                             render_fps=max(1, round(60 / client.frame_skip)))
+        self.autoreset_mode = self.metadata["autoreset_mode"]
+        self.render_mode = "rgb_array" if client.screen_shape[0] else None
+        self.action_set = client.action_set
+        # The batched spaces hold what one call returns and takes: batch_size
+        # envs (all of them in a synchronous pool), as ale-py's AtariVectorEnv
+        # batches its spaces in async mode; so observation_space.contains(obs)
+        # holds for reset()/recv() results and step(action_space.sample())
+        # works.
+        self.single_action_space = gym.spaces.Discrete(client.n_actions)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space,
+                                                         self.batch_size)
+        self.single_observation_space = gym.spaces.Box(0, 255, client.obs_shape, np.uint8)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space,
+                                                              self.batch_size)
+
+    @property
+    def seed_entropy(self):
+        """The pool's seed (the last ``reset(seed=...)``, else :func:`make`'s)."""
+        return self._client.seed_entropy
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The worker processes' ids (a restarted worker's new id replaces the old one)."""
+        if self._supervisor is not None:
+            return self._supervisor.worker_pids
+        return self._attached_pids
+
+    @property
+    def _pending(self) -> int:
+        """How many envs are running (sent to, results not yet taken)."""
+        return self._client._pending
+
+    def _check_workers(self, restart: bool = False) -> None:
+        """The owner's liveness check: raises WorkerError (and marks the pool
+        broken) if a worker is dead, or with ``restart`` replaces it."""
+        self._client.check_workers(restart)
+
+    # -- the async API -----------------------------------------------------------
+    def send(self, actions, env_id=None) -> None:
+        """Sends actions to envs that are waiting for one.
+
+        Args:
+            actions: integer action indices, shape ``(n,)`` (any integer dtype;
+                a list works).
+            env_id: int env indices, shape ``(n,)``, no duplicates; default all
+                envs (then ``n == num_envs``), or, with ``n == batch_size <
+                num_envs`` (an element of ``action_space``), the envs of the
+                last batch received (as ale-py's async ``AtariVectorEnv``).
+
+        Raises:
+            TypeError: non-integer actions or env ids.
+            ValueError: wrong shapes, out-of-range actions or ids, duplicates.
+            CallOrderError: an env is still running, or the pool needs reset(),
+                or (``autoreset_mode="disabled"``) an env's episode has ended
+                and it was not reset.
+            PoolClosedError: the pool is closed or broken.
+        """
+        self._client.send(actions, env_id)
+
+    def async_reset(self, seed: int | None = None, options: dict | None = None,
+                    timeout: float | None = RESET_TIMEOUT) -> None:
+        """Resets envs without waiting for their observations; collect them
+        with :meth:`recv`.
+
+        Args:
+            seed, options: as :meth:`reset`.
+            timeout: seconds to wait at most for the commands in flight to
+                finish (a reset without a mask waits for them first); None:
+                no limit. Default :data:`shmatari.client.RESET_TIMEOUT` (60 s).
+
+        Raises:
+            As :meth:`reset`.
+        """
+        self._client.async_reset(seed, options, timeout)
+
+    def recv(self, timeout: float | None = None):
+        """Waits for the next batch of ``batch_size`` results.
+
+        Returns:
+            (obs, reward, terminated, truncated, info): ``obs`` uint8 of shape
+            ``(batch_size, *single_observation_space.shape)``, ``reward``
+            float32, the flags bool, each ``(batch_size,)``; ``info["env_id"]``
+            (int32) says which env each row belongs to. In a synchronous pool
+            rows are in env order. With ``zero_copy=True`` ``obs`` is a
+            read-only view into the ring (see :func:`make`).
+
+        Args:
+            timeout: seconds to wait at most (None: as long as the workers
+                are alive). A dead worker is always reported within about
+                0.1 s; a timeout also catches one that is alive but stuck
+                (stopped, or looping inside the emulator).
+
+        Raises:
+            StepTimeoutError: ``timeout`` passed; nothing was taken and the
+                pool is unchanged.
+            CallOrderError: fewer than ``batch_size`` envs are running, or no
+                reset yet (the message names the state and the way out).
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0.
+            WorkerError: a worker failed or died (within about 0.1 s), unless
+                ``restart_workers``; then only if a replacement fails to start.
+            PoolClosedError: the pool is closed or broken; for an attached
+                pool, also when its server died or closed it (within about
+                0.1 s).
+        """
+        return self._client.recv(timeout)
+
+    # -- the Gymnasium API -----------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None,
+              timeout: float | None = RESET_TIMEOUT):
+        """Resets every env.
+
+        Args:
+            seed: None continues each env's random streams; an int re-derives
+                every env from it, as :func:`make`'s ``seed`` does.
+            options: None, or ``{"reset_mask": mask}`` with ``mask`` a bool
+                array of shape ``(num_envs,)`` holding at least one True, as
+                Gymnasium's vector envs: only the envs in ``mask`` are reset;
+                the others return their current observation unchanged,
+                nothing emulated (``info["reset"]`` tells them apart). This is
+                how envs are reset under ``autoreset_mode="disabled"``, and it
+                works in every mode, while other envs run (they keep running;
+                no masked env may be running). It cannot be combined with
+                ``seed``. Without a mask, the commands in flight (after an
+                interrupted ``recv()``, or ``send()`` without ``recv()``) are
+                waited for and their results dropped first.
+            timeout: seconds the whole reset may take at most: waiting for the
+                commands in flight, then for the first observations. Default
+                :data:`shmatari.client.RESET_TIMEOUT`, 60 s, far above an
+                honest reset (noop_max=30: milliseconds); a ``noop_max`` of
+                millions of frames needs more, or None (no limit).
+
+        Returns:
+            (obs, info): ``obs`` uint8 of shape ``(num_envs, *single_observation_space.shape)``
+            in a synchronous pool; with ``batch_size < num_envs``, as EnvPool,
+            the first ``batch_size`` envs ready (see ``info["env_id"]``).
+
+            After an episode ended by a lost life (``episodic_life``) a reset
+            continues that game, as SB3's EpisodicLifeEnv; with ``seed`` every
+            env starts a new game.
+
+        Raises:
+            CallOrderError: a ``reset_mask`` holding an env still running, or
+                before the first full reset; the message names the pool's
+                state and the call that leaves it.
+            TypeError, ValueError: a bad seed or options, or a ``timeout``
+                that is not None or a number >= 0 (NaN is refused).
+            StepTimeoutError: ``timeout`` passed with every worker alive; the
+                message names the workers (index, pid) and envs that did not
+                answer. Waiting for the commands in flight, nothing was
+                dropped or reset; waiting for the first observations, the
+                resets are in flight (``recv()`` or ``reset()`` again).
+            WorkerError, PoolClosedError: as :meth:`recv`.
+        """
+        return self._client.reset(seed, options, timeout)
+
+    def step(self, actions, env_id=None, timeout: float | None = None):
+        """Steps the envs once.
+
+        Args:
+            actions: integer action indices, shape ``(num_envs,)`` (any integer
+                dtype; a list works), ``(batch_size,)`` for the envs of the last
+                batch received, or ``(n,)`` with ``env_id``.
+            env_id: optional env indices for ``actions`` (as :meth:`send`).
+            timeout: as :meth:`recv`'s.
+
+        Returns:
+            (obs, reward, terminated, truncated, info) in env order for a
+            synchronous pool; with ``batch_size < num_envs`` this is
+            ``send(actions, env_id)`` then ``recv()``, as EnvPool.
+
+        Raises:
+            TypeError: non-integer actions, or a ``timeout`` that is not None
+                or a number.
+            ValueError: wrong shape or an out-of-range action, or a negative
+                ``timeout``; every argument is checked before anything is
+                sent, and the pool is unchanged.
+            CallOrderError: as :meth:`send` and :meth:`recv`; nothing was
+                sent.
+            WorkerError: a worker failed or died.
+            StepTimeoutError: ``timeout`` passed with every worker alive; the
+                actions were sent, and :meth:`recv` collects their results.
+        """
+        return self._client.step(actions, env_id, timeout)
+
+    def xla(self, timeout: float | None = None):
+        """EnvPool's ``xla()``: ``handle, recv, send, step``, pure functions of
+        the handle for ``jax.jit`` / ``jax.lax.scan`` (CPU), which drive this
+        pool through XLA FFI handlers with no Python on the step path.
+        :mod:`shmatari.xla` documents the contract, the results and limits.
+
+        Args:
+            timeout: seconds a jitted ``recv`` / ``step`` waits for a batch
+                (None: no limit).
+
+        Raises:
+            PoolClosedError: the pool is closed or broken.
+            NotImplementedError: ``autoreset_mode="same_step"``.
+            TypeError, ValueError: a timeout that is not None or seconds >= 0.
+            XlaBuildError: jax is not installed, or no C++ compiler.
+        """
+        from . import xla
+
+        return xla.make(self, timeout=timeout)
+
+    # -- lifetime ----------------------------------------------------------------
+    def close_extras(self, **kwargs) -> None:
+        self._finalizer()
+
+    def close(self, **kwargs) -> None:
+        """Stops the workers and removes the segment; for an attached pool,
+        detaches and leaves the pool running. Idempotent."""
+        if getattr(self, "closed", True) and not hasattr(self, "_finalizer"):
+            return
+        try:
+            self._finalizer()  # a Ctrl-C during it is raised once it is done
+        finally:
+            self.closed = True
+            if self._client is not None:
+                self._client.closed = True
+
+    def __repr__(self) -> str:
+        c = self.config
+        what = repr(c.game) if c is not None else f"attached to {self._name!r}"
+        return (f"ShmVectorEnv({what}, num_envs={self.num_envs}, batch_size={self.batch_size}, "
+                f"num_workers={self.num_workers}, {'closed' if self.closed else 'open'})")
+
+    @property
+    def segment_name(self) -> str | None:
+        """The shared-memory segment's name (under /dev/shm), None once closed."""
+        seg = self._res.segment
+        return None if seg is None else seg.name
