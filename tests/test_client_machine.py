@@ -205,10 +205,17 @@ class ClientMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def send(self, data):
         sendable = self._sendable()
-        anything = st.lists(st.integers(0, N - 1), unique=True, max_size=N)
-        envs = data.draw(st.lists(st.sampled_from(sendable), unique=True, min_size=1) | anything
-                         if sendable else anything)
-        actions = data.draw(st.lists(st.integers(0, 3), min_size=len(envs), max_size=len(envs)))
+        # The draws do not depend on the pool's state (which envs a first-ready
+        # batch returned depends on timing, and Hypothesis replays a case by
+        # its draws): a list of env ids, taken as they are or mapped onto the
+        # sendable envs, and an action per env, sliced.
+        picks = data.draw(st.lists(st.integers(0, N - 1), unique=True, max_size=N), label="envs")
+        if data.draw(st.booleans(), label="only sendable envs") and sendable:
+            envs = list(dict.fromkeys(sendable[i % len(sendable)] for i in picks)) or sendable[:1]
+        else:
+            envs = picks
+        actions = data.draw(st.lists(st.integers(0, 3), min_size=N, max_size=N),
+                            label="actions")[:len(envs)]
         if set(envs) & (self.running | self.ended):
             self._refused(lambda: self.env.send(actions, envs))
             return
@@ -269,6 +276,8 @@ class ClientMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def step(self, data):
+        # Drawn first, whatever the state (see send): the same draws on a replay.
+        drawn = data.draw(st.lists(st.integers(0, 3), min_size=N, max_size=N), label="actions")
         envs = self._sendable()
         if self.B == N:
             if len(envs) < N:
@@ -277,7 +286,7 @@ class ClientMachine(RuleBasedStateMachine):
         elif len(self.running) + len(envs) < self.B:
             self._refused(lambda: self.env.step([0] * len(envs), envs))
             return
-        actions = data.draw(st.lists(st.integers(0, 3), min_size=len(envs), max_size=len(envs)))
+        actions = drawn[:len(envs)]
         if self.B == N:
             result = self.env.step(actions)
         else:

@@ -36,6 +36,7 @@ RECORDED = {
 
 
 def _digest(game, opts, steps=400, seed=7):
+    opts = {"fast_reset": "auto", **opts}  # the recorded streams, fast where proven
     with shmatari.make(game, num_envs=2, num_workers=1, seed=seed, **opts) as env:
         h = stream_hashes(env, steps)
     return hashlib.sha256("".join(h).encode()).hexdigest()[:16]
@@ -49,7 +50,8 @@ def test_streams_are_the_ones_recorded_before_fast_resets(game, opts):
 def test_the_recorded_cases_reset_fast_where_the_table_says_so():
     # The recorded streams check fast resets only if some of them use them.
     fast = [g for g, opts in RECORDED
-            if fast_reset.use_fast_reset(config.build_config(g, num_envs=1, **dict(opts)))]
+            if fast_reset.use_fast_reset(config.build_config(g, num_envs=1, fast_reset="auto",
+                                                             **dict(opts)))]
     if fast_reset.VERDICTS["ale_py"] == ale_py.__version__:
         assert {"breakout", "air_raid"} <= set(fast)
 
@@ -95,7 +97,7 @@ def test_unproven_games_reset_as_ale_does():
         game, key = entry.split()
         p = 0.0 if key == "sticky_0" else 0.25
         assert not fast_reset.use_fast_reset(
-            config.build_config(game, num_envs=1, repeat_action_probability=p))
+            config.build_config(game, num_envs=1, repeat_action_probability=p, fast_reset="auto"))
         break  # one pool's decision; the rest is the lookup:
     for entry in table["differ"]:
         game, key = entry.split()
@@ -107,8 +109,8 @@ def test_off_and_unproven_settings_reset_as_ale_does():
     assert not fast_reset.use_fast_reset(config.build_config("breakout", fast_reset="off", **base))
     # a sticky probability above the primer's first draw
     assert not fast_reset.use_fast_reset(
-        config.build_config("breakout", repeat_action_probability=1.0, **base))
-    cfg = config.build_config("breakout", **base)
+        config.build_config("breakout", repeat_action_probability=1.0, fast_reset="auto", **base))
+    cfg = config.build_config("breakout", fast_reset="auto", **base)
     core = atari.build_core(cfg, 0, atari.build_palette(cfg), preprocessor=object())
     assert not core.fast_reset
     with pytest.raises(ValueError, match="fast_reset needs"):

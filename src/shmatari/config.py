@@ -42,7 +42,7 @@ OPTION_DEFAULTS = {
     "obs_layout": "channels_last",
     "render_mode": None,
     "ram_info": False,
-    "fast_reset": "auto",
+    "fast_reset": "off",
 }
 
 #: The ``render_mode`` values (None: no rendering).
