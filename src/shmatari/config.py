@@ -42,7 +42,7 @@ OPTION_DEFAULTS = {
     "obs_layout": "channels_last",
     "render_mode": None,
     "ram_info": False,
-    "fast_reset": "off",
+    "fast_reset": "auto",
 }
 
 #: The ``render_mode`` values (None: no rendering).

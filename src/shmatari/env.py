@@ -220,14 +220,12 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
               ``final_info``), and no timing work in ``recv``, so that the pool
               can be wrapped in ``gymnasium.wrappers.vector.RecordEpisodeStatistics``
               (which refuses an info that has ``episode`` already).
-            - ``fast_reset="off"`` (default): ALE's reset always.
-              ``"auto"`` (opt-in, experimental): after an env's first reset,
-              a new game restores the state that reset left (about 0.1-0.3
-              ms instead of ALE's 5 ms ``reset_game``) where the table of
+            - ``fast_reset="auto"``: after an env's first reset, a new game
+              restores the state that reset left (about 0.1-0.3 ms instead
+              of ALE's 5 ms ``reset_game``) where the table of
               :mod:`shmatari.fast_reset` proves it exact for the game's ROM,
-              the installed ale-py and the sticky setting. Not the default:
-              an async pool's per-env streams were seen to differ now and
-              then between two runs with it (docs/semantics.md).
+              the installed ale-py and the sticky setting; the same streams
+              bit for bit. ``"off"``: ALE's reset always.
 
     Returns:
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.

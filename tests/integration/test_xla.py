@@ -186,10 +186,18 @@ def _async_rollout(env, table, batches, use_xla):
     does not (it depends on the seed, its index and its actions)."""
     B = env.batch_size
     seen = {e: [] for e in range(env.num_envs)}
+
+    def record(obs, rew, term, trunc, ids):
+        for i, e in enumerate(ids):
+            seen[int(e)].append((np.asarray(obs[i]).copy(), rew[i], term[i], trunc[i]))
+
     env.async_reset()
     if not use_xla:
         count = np.zeros(env.num_envs, np.int64)
         obs, rew, term, trunc, info = env.recv()
+        # Every env's sequence starts at its reset observation, whichever
+        # batch brings it (the first batch holds only B of them).
+        record(obs, rew, term, trunc, info["env_id"])
         for _ in range(batches):
             ids = info["env_id"]
             env.send(table[ids, count[ids]], ids)
@@ -211,11 +219,13 @@ def _async_rollout(env, table, batches, use_xla):
 
     @jax.jit
     def run(handle):
-        handle, (_, _, _, _, info) = recv(handle)
+        handle, (obs, rew, term, trunc, info) = recv(handle)
         carry = (handle, jnp.zeros(env.num_envs, jnp.int32), info["env_id"])
-        return jax.lax.scan(body, carry, None, length=batches)[1]
+        return (obs, rew, term, trunc, info["env_id"]), \
+            jax.lax.scan(body, carry, None, length=batches)[1]
 
-    obs, rew, term, trunc, ids = jax.block_until_ready(run(handle))
+    first, (obs, rew, term, trunc, ids) = jax.block_until_ready(run(handle))
+    record(*first)
     for t in range(batches):
         for i in range(B):
             seen[int(ids[t, i])].append((np.asarray(obs[t, i]), rew[t, i], term[t, i],
