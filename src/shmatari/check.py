@@ -498,11 +498,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the first run began
         print("shmatari-check: interrupted", file=sys.stderr)
         return _cli.EXIT_INTERRUPTED
+    return _print_report(report, args)
+
+
+def _print_report(report, args) -> int:
+    """Prints a report's lines, writes its JSON (``--json``) and returns the
+    exit status: 0 if it passed, 1 if not, ``EXIT_INTERRUPTED`` if cut short."""
     for line in report.lines():
         print(line, flush=True)
     if args.json:
         _cli.write_json(args.json, report.as_dict())
-    if report.interrupted:
+    if getattr(report, "interrupted", False):
         print("shmatari-check: interrupted", file=sys.stderr)
         return _cli.EXIT_INTERRUPTED
     return 0 if report.ok else 1
@@ -529,11 +535,7 @@ def _main_train(parser, args) -> int:
     except KeyboardInterrupt:
         print("shmatari-check: interrupted", file=sys.stderr)
         return _cli.EXIT_INTERRUPTED
-    for line in report.lines():
-        print(line, flush=True)
-    if args.json:
-        _cli.write_json(args.json, report.as_dict())
-    return 0 if report.ok else 1
+    return _print_report(report, args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,19 @@ extern "C" {
  * same functions (through its extension module).
  */
 
+/* Whether an optional per-env area (the render or RAM area) does NOT fit:
+ * it must begin at or after `after`, aligned, and num_envs * env_bytes
+ * bytes from `offset` (overflow checked) must end within `total`. Sets
+ * *area_end when the sums do not overflow. Returns 1 if it does not fit. */
+static inline int shmatari_area_misfit(uint64_t offset, uint64_t after, uint64_t num_envs,
+                                       uint64_t env_bytes, uint64_t total,
+                                       uint64_t *area_end) {
+  uint64_t bytes;
+  return offset < after || offset % SHMATARI_ALIGN != 0 ||
+         shmatari_mul_u64(num_envs, env_bytes, &bytes) ||
+         shmatari_add_u64(offset, bytes, area_end) || *area_end > total;
+}
+
 /* Checks that `size` bytes at `base` hold a shmatari segment this header can
  * read, and copies its geometry into *g (g->hdr = base). It reads the header
  * once, into a private copy, and trusts none of its sizes or offsets: it
@@ -142,14 +155,12 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
                          (unsigned long long)h.total_bytes);
   /* (1.2) The render area, when there is one, lies after the slots, and a
    * higher minor version may only have moved it further. */
-  uint64_t render_bytes, render_end;
+  uint64_t render_end = 0;
   if (want.screen_height != 0 &&
-      (h.render_offset < end || h.render_offset % SHMATARI_ALIGN != 0 ||
-       h.render_env_bytes < want.render_env_bytes ||
+      (h.render_env_bytes < want.render_env_bytes ||
        h.render_env_bytes % SHMATARI_ALIGN != 0 ||
-       shmatari_mul_u64(h.num_envs, h.render_env_bytes, &render_bytes) ||
-       shmatari_add_u64(h.render_offset, render_bytes, &render_end) ||
-       render_end > h.total_bytes))
+       shmatari_area_misfit(h.render_offset, end, h.num_envs, h.render_env_bytes,
+                            h.total_bytes, &render_end)))
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "not a shmatari segment: its render area (offset "
                          "%llu, %llu bytes per env) does not fit its %llu "
@@ -160,12 +171,10 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   if (want.screen_height != 0) end = render_end;
   /* (1.3) The RAM area, when there is one, lies after the slots and the
    * render area; a higher minor version may only have moved it further. */
-  uint64_t ram_total, ram_end;
+  uint64_t ram_end;
   if (want.ram_bytes != 0 &&
-      (h.ram_offset < end || h.ram_offset % SHMATARI_ALIGN != 0 ||
-       shmatari_mul_u64(h.num_envs, want.ram_bytes, &ram_total) ||
-       shmatari_add_u64(h.ram_offset, ram_total, &ram_end) ||
-       ram_end > h.total_bytes))
+      shmatari_area_misfit(h.ram_offset, end, h.num_envs, want.ram_bytes, h.total_bytes,
+                           &ram_end))
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "not a shmatari segment: its RAM area (offset %llu, "
                          "%u bytes per env) does not fit its %llu bytes after "
