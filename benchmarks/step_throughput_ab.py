@@ -1,96 +1,199 @@
-"""Step throughput of two builds of shmatari, interleaved (A/B).
+"""Step throughput of several builds of shmatari, interleaved (A/B/...).
 
 Each build runs in its own process with its pool open for the whole run;
-the processes take turns running short bursts, and the script reports
-medians and spread of steps per second. With the built-in ``null`` env (the
-default: no emulation) the figure is the client's and the workers' protocol
-cost; with a game (``--game Breakout``) it is the whole step, emulation
-included, under uniformly random actions from a fixed table (the same in
-both builds).
+the processes take turns running short bursts (each round starting one
+build further on), and the script reports medians, spread and per-round
+ratios of env steps per second against the first build. With the built-in
+``null`` env (the default: no emulation) the figure is the client's and the
+workers' protocol cost; with a game (``--game Breakout``) it is the whole
+step, emulation included, under uniformly random actions from a fixed table
+(the same in every build), or under a Nature-CNN policy (``--policy``: torch,
+CPU, one thread). ``--ceiling SRC`` adds the fast-reset ceiling (shmatari's
+core in one process per worker, no IPC; ``shmatari-bench``'s
+``ceiling-fast`` row) to the rotation.
 
     python3 benchmarks/step_throughput_ab.py --a /path/to/old/src --b src \\
         --rounds 15 --burst 1.0 [--game Breakout]
+    python3 benchmarks/step_throughput_ab.py --build old=/old/src \\
+        --build new=src --build new-fixed=src:ORDER=fixed \\
+        --game Breakout --batch-size 4 --policy --ceiling src --json out.json
 
-``--a`` / ``--b``: directories to put first on ``sys.path`` (a source tree's
-``src`` with its extension built in place).
+A build is ``LABEL=SRC[:NAME=VALUE,...]``: ``SRC`` is a directory put first
+on ``sys.path`` (a source tree's ``src`` with its extension built in place);
+each ``NAME=VALUE`` is set in that build's environment, except ``ORDER``,
+the pool's ``batch_order`` (``first_ready`` by default).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 CHILD = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np, shmatari
-num_envs, batch_size, game = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-env = shmatari.make(game, num_envs=num_envs, batch_size=batch_size, num_workers=2, seed=0)
-obs, info = env.reset(seed=0)
-table = np.random.default_rng(12345).integers(0, env.single_action_space.n, (1024, batch_size))
-k = 0
-acts = table[0]
-if batch_size != num_envs:  # the reset's first batch back to work; the rest still run
-    env.send(acts, info["env_id"])
-print("ready", shmatari.__file__, flush=True)
-for line in sys.stdin:
-    burst = float(line)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < burst:
-        k += 1
-        acts = table[k % len(table)]
-        if batch_size == num_envs:
-            env.step(acts)
-        else:
-            obs, rew, term, trunc, info = env.recv()
-            env.send(acts, info["env_id"])
-        n += batch_size
-    print(n / (time.perf_counter() - t0), flush=True)
-env.close()
+num_envs, batch_size, game, kind = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+use_policy, order, warmup = sys.argv[6] == "1", sys.argv[7], float(sys.argv[8])
+
+
+def ceiling():
+    from shmatari import _bench_backends as backends, config
+    ceil = backends.Ceiling(config.build_config(game, num_envs, num_workers=2), fast_reset=True)
+    print("ready", shmatari.__file__, flush=True)
+    for line in sys.stdin:
+        out = ceil.burst(warmup, float(line), lambda t: None)
+        print(out["env_steps"] / out["seconds"], flush=True)
+    ceil.close()
+
+
+def pool():
+    env = shmatari.make(game, num_envs=num_envs, batch_size=batch_size, num_workers=2, seed=0,
+                        batch_order=order)
+    obs, info = env.reset(seed=0)
+    n_actions = int(env.single_action_space.n)
+    table = np.random.default_rng(12345).integers(0, n_actions, (1024, batch_size))
+    if use_policy:
+        from shmatari import _bench_backends as backends
+        policy = backends.nature_cnn_policy(obs.shape[1], n_actions)
+    k = 0
+
+    def act(obs, m):
+        return policy(obs) if use_policy else table[k % len(table)][:m]
+
+    if batch_size != num_envs:  # the reset's first batch back to work; the rest still run
+        env.send(act(obs, len(info["env_id"])), info["env_id"])
+    print("ready", shmatari.__file__, flush=True)
+    for line in sys.stdin:
+        burst, n = float(line), 0
+        t_start = time.perf_counter() + warmup
+        t0 = None
+        while True:
+            now = time.perf_counter()
+            if t0 is None and now >= t_start:
+                t0, n = now, 0
+            if t0 is not None and now - t0 >= burst:
+                break
+            k += 1
+            if batch_size == num_envs:
+                obs = env.step(act(obs, num_envs))[0]
+            else:
+                obs, rew, term, trunc, info = env.recv()
+                env.send(act(obs, len(info["env_id"])), info["env_id"])
+            n += batch_size
+        print(n / (now - t0), flush=True)
+    env.close()
+
+
+if __name__ == "__main__":
+    ceiling() if kind == "ceiling" else pool()
 """
+
+
+def parse_build(text: str) -> tuple[str, str, dict, str]:
+    """``LABEL=SRC[:NAME=VALUE,...]`` -> (label, src, environment, batch_order)."""
+    label, sep, rest = text.partition("=")
+    if not sep or not label or not rest:
+        raise argparse.ArgumentTypeError(f"a build is LABEL=SRC[:NAME=VALUE,...], not {text!r}")
+    src, _, assignments = rest.partition(":")
+    env = {}
+    for item in filter(None, assignments.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{item!r} in {text!r} is not NAME=VALUE")
+        env[name] = value
+    return label, src, env, env.pop("ORDER", "first_ready")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--a", required=True)
-    p.add_argument("--b", required=True)
+    p.add_argument("--a", help="shorthand for --build a=A")
+    p.add_argument("--b", help="shorthand for --build b=B")
+    p.add_argument("--build", action="append", default=[], type=parse_build,
+                   help="LABEL=SRC[:NAME=VALUE,...] (repeat; the first is the reference)")
+    p.add_argument("--ceiling", default=None, metavar="SRC",
+                   help="add the fast-reset ceiling, run from this source tree")
     p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--burst", type=float, default=1.0)
+    p.add_argument("--burst", type=float, default=1.0, help="measured seconds per burst")
+    p.add_argument("--warmup", type=float, default=0.3, help="unmeasured seconds per burst")
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--game", default="null", help="'null' (the protocol alone) or a game")
+    p.add_argument("--policy", action="store_true", help="a Nature-CNN policy picks the actions")
+    p.add_argument("--json", default=None, help="also write every burst as JSON")
     args = p.parse_args()
+    builds = ([parse_build(f"a={args.a}")] if args.a else []) + \
+             ([parse_build(f"b={args.b}")] if args.b else []) + args.build
+    if not builds:
+        p.error("name at least one build (--a/--b or --build)")
+    if args.ceiling and (args.game == "null" or args.policy):
+        p.error("--ceiling needs a game (--game Breakout) and no --policy (it emulates alone)")
+    labels = [b[0] for b in builds]
+    if len(set(labels)) != len(labels) or "ceiling-fast" in labels:
+        p.error(f"build labels must be distinct and not 'ceiling-fast': {labels}")
     batch = args.batch_size or args.num_envs
-    procs = {}
-    for label, path in (("a", args.a), ("b", args.b)):
-        procs[label] = subprocess.Popen(
-            [sys.executable, "-c", CHILD, path, str(args.num_envs), str(batch), args.game],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        print(label, procs[label].stdout.readline().strip(), file=sys.stderr)
-    rates = {"a": [], "b": []}
-    try:
-        for r in range(args.rounds):
-            order = ("a", "b") if r % 2 == 0 else ("b", "a")
-            for label in order:
-                procs[label].stdin.write(f"{args.burst}\n")
-                procs[label].stdin.flush()
-                rates[label].append(float(procs[label].stdout.readline()))
-    finally:
-        for proc in procs.values():
-            proc.stdin.close()
-            proc.wait(30)
+    runs = [(label, src, env, order, "pool") for label, src, env, order in builds]
+    if args.ceiling:
+        runs.append(("ceiling-fast", args.ceiling, {}, "first_ready", "ceiling"))
+        labels.append("ceiling-fast")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        child = os.path.join(tmp, "child.py")  # a file: the ceiling's processes re-import it
+        with open(child, "w") as f:
+            f.write(CHILD)
+        procs = {}
+        try:
+            for label, src, env, order, kind in runs:
+                procs[label] = subprocess.Popen(
+                    [sys.executable, child, src, str(args.num_envs), str(batch), args.game, kind,
+                     "1" if args.policy else "0", order, str(args.warmup)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                    env={**os.environ, **env})
+                print(label, procs[label].stdout.readline().strip(), file=sys.stderr)
+            rates = {label: [] for label in labels}
+            for r in range(args.rounds):
+                for i in range(len(labels)):
+                    label = labels[(r + i) % len(labels)]
+                    procs[label].stdin.write(f"{args.burst}\n")
+                    procs[label].stdin.flush()
+                    rates[label].append(float(procs[label].stdout.readline()))
+        finally:
+            for proc in procs.values():
+                proc.stdin.close()
+                proc.wait(60)
+
+    ref = labels[0]
     out = {}
     for label, xs in rates.items():
         q = statistics.quantiles(xs, n=4)
-        out[label] = {"median": statistics.median(xs), "q1": q[0], "q3": q[2], "n": len(xs)}
-        print(f"{label}: median {out[label]['median']:,.0f} steps/s "
-              f"(IQR {q[0]:,.0f}..{q[2]:,.0f}, {len(xs)} bursts of {args.burst} s)")
-    ratio = out["b"]["median"] / out["a"]["median"]
-    print(f"b/a: {ratio:.3f}  ({args.game}, num_envs {args.num_envs}, batch_size {batch})")
-    print(json.dumps(out))
+        per_round = statistics.median(x / y for x, y in zip(xs, rates[ref]))
+        out[label] = {"median": statistics.median(xs), "q1": q[0], "q3": q[2], "min": min(xs),
+                      "max": max(xs), "n": len(xs), "vs_first": per_round, "bursts": xs}
+        line = (f"{label}: median {out[label]['median']:,.0f} steps/s (IQR {q[0]:,.0f}..{q[2]:,.0f},"
+                f" {len(xs)} bursts of {args.burst} s); /{ref} "
+                f"{out[label]['median'] / out[ref]['median']:.3f} (per round {per_round:.3f})")
+        if args.ceiling:
+            ceil = rates["ceiling-fast"]
+            line += (f"; /ceiling-fast {out[label]['median'] / statistics.median(ceil):.3f} "
+                     f"(per round {statistics.median(x / y for x, y in zip(xs, ceil)):.3f})")
+        print(line)
+    setting = (f"{args.game}, num_envs {args.num_envs}, batch_size {batch}"
+               f"{', Nature-CNN policy' if args.policy else ''}")
+    print(f"({setting})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"setting": setting, "builds": {b[0]: {"src": b[1], "env": b[2],
+                                                            "batch_order": b[3]}
+                                                     for b in builds},
+                       "results": out}, f, indent=1)
+    else:
+        print(json.dumps({k: {m: v for m, v in d.items() if m != "bursts"}
+                          for k, d in out.items()}))
 
 
 if __name__ == "__main__":
