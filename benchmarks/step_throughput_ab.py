@@ -16,12 +16,18 @@ core in one process per worker, no IPC; ``shmatari-bench``'s
         --rounds 15 --burst 1.0 [--game Breakout]
     python3 benchmarks/step_throughput_ab.py --build old=/old/src \\
         --build new=src --build new-fixed=src:ORDER=fixed \\
-        --game Breakout --batch-size 4 --policy --ceiling src --json out.json
+        --game Breakout --batch-size 4 --policy --json out.json
+    python3 benchmarks/step_throughput_ab.py --build new=src --game Breakout \\
+        --ceiling src
 
 A build is ``LABEL=SRC[:NAME=VALUE,...]``: ``SRC`` is a directory put first
 on ``sys.path`` (a source tree's ``src`` with its extension built in place);
 each ``NAME=VALUE`` is set in that build's environment, except ``ORDER``,
-the pool's ``batch_order`` (``first_ready`` by default).
+the pool's ``batch_order`` (passed to ``make`` only when given, so that
+builds from before ``batch_order`` existed run too). The first build named
+(``--a``, then ``--b``, then the ``--build`` options in order) is the
+reference. Every pool has 2 workers and seed 0. ``--policy`` and
+``--ceiling`` need builds that have ``shmatari._bench_backends``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np, shmatari
 num_envs, batch_size, game, kind = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 use_policy, order, warmup = sys.argv[6] == "1", sys.argv[7], float(sys.argv[8])
+order_kw = {"batch_order": order} if order else {}
 
 
 def ceiling():
@@ -54,7 +61,7 @@ def ceiling():
 
 def pool():
     env = shmatari.make(game, num_envs=num_envs, batch_size=batch_size, num_workers=2, seed=0,
-                        batch_order=order)
+                        **order_kw)
     obs, info = env.reset(seed=0)
     n_actions = int(env.single_action_space.n)
     table = np.random.default_rng(12345).integers(0, n_actions, (1024, batch_size))
@@ -107,7 +114,45 @@ def parse_build(text: str) -> tuple[str, str, dict, str]:
         if not sep:
             raise argparse.ArgumentTypeError(f"{item!r} in {text!r} is not NAME=VALUE")
         env[name] = value
-    return label, src, env, env.pop("ORDER", "first_ready")
+    return label, src, env, env.pop("ORDER", "")
+
+
+def _at_least(low: float, kind=float):
+    def parse(text: str):
+        value = kind(text)
+        if not value >= low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {text}")
+        return value
+    return parse
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
+def _read_line(label: str, proc: subprocess.Popen) -> str:
+    """The child's next line; a child that ended says so, with its status."""
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"step_throughput_ab: {label} ended (exit status {proc.wait()}); "
+                         f"its errors are above")
+    return line.strip()
+
+
+def _stop(procs: dict) -> None:
+    """Closes every child's stdin (they then close their pools), then waits
+    for each; one that has not ended after 60 s is killed."""
+    for proc in procs.values():
+        proc.stdin.close()
+    for proc in procs.values():
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> None:
@@ -115,20 +160,25 @@ def main() -> None:
     p.add_argument("--a", help="shorthand for --build a=A")
     p.add_argument("--b", help="shorthand for --build b=B")
     p.add_argument("--build", action="append", default=[], type=parse_build,
-                   help="LABEL=SRC[:NAME=VALUE,...] (repeat; the first is the reference)")
+                   help="LABEL=SRC[:NAME=VALUE,...] (repeat; the first build named is the "
+                        "reference)")
     p.add_argument("--ceiling", default=None, metavar="SRC",
                    help="add the fast-reset ceiling, run from this source tree")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--burst", type=float, default=1.0, help="measured seconds per burst")
-    p.add_argument("--warmup", type=float, default=0.3, help="unmeasured seconds per burst")
-    p.add_argument("--num-envs", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--rounds", type=_at_least(2, int), default=15)
+    p.add_argument("--burst", type=_positive, default=1.0, help="measured seconds per burst")
+    p.add_argument("--warmup", type=_at_least(0.0), default=0.3,
+                   help="unmeasured seconds per burst")
+    p.add_argument("--num-envs", type=_at_least(1, int), default=8)
+    p.add_argument("--batch-size", type=_at_least(1, int), default=None)
     p.add_argument("--game", default="null", help="'null' (the protocol alone) or a game")
     p.add_argument("--policy", action="store_true", help="a Nature-CNN policy picks the actions")
     p.add_argument("--json", default=None, help="also write every burst as JSON")
     args = p.parse_args()
-    builds = ([parse_build(f"a={args.a}")] if args.a else []) + \
-             ([parse_build(f"b={args.b}")] if args.b else []) + args.build
+    try:
+        builds = ([parse_build(f"a={args.a}")] if args.a is not None else []) + \
+                 ([parse_build(f"b={args.b}")] if args.b is not None else []) + args.build
+    except argparse.ArgumentTypeError as exc:
+        p.error(str(exc))
     if not builds:
         p.error("name at least one build (--a/--b or --build)")
     if args.ceiling and (args.game == "null" or args.policy):
@@ -139,7 +189,7 @@ def main() -> None:
     batch = args.batch_size or args.num_envs
     runs = [(label, src, env, order, "pool") for label, src, env, order in builds]
     if args.ceiling:
-        runs.append(("ceiling-fast", args.ceiling, {}, "first_ready", "ceiling"))
+        runs.append(("ceiling-fast", args.ceiling, {}, "", "ceiling"))
         labels.append("ceiling-fast")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,18 +204,19 @@ def main() -> None:
                      "1" if args.policy else "0", order, str(args.warmup)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                     env={**os.environ, **env})
-                print(label, procs[label].stdout.readline().strip(), file=sys.stderr)
+                line = _read_line(label, procs[label])
+                if not line.startswith("ready"):
+                    raise SystemExit(f"step_throughput_ab: {label} said {line!r}, not 'ready'")
+                print(label, line, file=sys.stderr)
             rates = {label: [] for label in labels}
             for r in range(args.rounds):
                 for i in range(len(labels)):
                     label = labels[(r + i) % len(labels)]
                     procs[label].stdin.write(f"{args.burst}\n")
                     procs[label].stdin.flush()
-                    rates[label].append(float(procs[label].stdout.readline()))
+                    rates[label].append(float(_read_line(label, procs[label])))
         finally:
-            for proc in procs.values():
-                proc.stdin.close()
-                proc.wait(60)
+            _stop(procs)
 
     ref = labels[0]
     out = {}
@@ -173,7 +224,9 @@ def main() -> None:
         q = statistics.quantiles(xs, n=4)
         per_round = statistics.median(x / y for x, y in zip(xs, rates[ref]))
         out[label] = {"median": statistics.median(xs), "q1": q[0], "q3": q[2], "min": min(xs),
-                      "max": max(xs), "n": len(xs), "vs_first": per_round, "bursts": xs}
+                      "max": max(xs), "n": len(xs),
+                      "vs_first": statistics.median(xs) / statistics.median(rates[ref]),
+                      "vs_first_per_round": per_round, "bursts": xs}
         line = (f"{label}: median {out[label]['median']:,.0f} steps/s (IQR {q[0]:,.0f}..{q[2]:,.0f},"
                 f" {len(xs)} bursts of {args.burst} s); /{ref} "
                 f"{out[label]['median'] / out[ref]['median']:.3f} (per round {per_round:.3f})")
@@ -187,9 +240,9 @@ def main() -> None:
     print(f"({setting})")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"setting": setting, "builds": {b[0]: {"src": b[1], "env": b[2],
-                                                            "batch_order": b[3]}
-                                                     for b in builds},
+            json.dump({"setting": setting, "args": vars(args),
+                       "builds": {b[0]: {"src": b[1], "env": b[2], "batch_order": b[3] or None}
+                                  for b in builds},
                        "results": out}, f, indent=1)
     else:
         print(json.dumps({k: {m: v for m, v in d.items() if m != "bursts"}
