@@ -99,7 +99,7 @@ def serialized_reply(game: str, num_envs: int) -> dict:
     node = Node(0, 0, num_envs, dict(game=game, seed=0, num_workers=1, batch_size=num_envs))
     node.start(0)
     try:
-        node.reset(None, None)
+        node.reset(None, None, None)  # every env (mask, observe, seed)
         ids = np.arange(num_envs, dtype=np.int32)
         packet = node.step(ids, np.zeros(num_envs, np.int32))
         buffers = []
