@@ -60,9 +60,14 @@ import warnings
 from collections import deque
 
 import numpy as np
-import torch
-import torch.nn as nn
-from torch.distributions import Categorical
+
+try:
+    import torch
+    import torch.nn as nn
+    from torch.distributions import Categorical
+except ImportError as exc:  # the package does not depend on torch
+    raise SystemExit(f"examples/ppo_atari.py needs torch ({exc}): python3 -m pip install "
+                     f"torch (CPU or CUDA build, see pytorch.org)") from None
 
 import shmatari
 from shmatari.seeding import seed_everything

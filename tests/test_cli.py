@@ -19,6 +19,7 @@ import time
 import pytest
 
 import shmatari
+from shmatari import _bench_backends
 from conftest import pid_alive, shm_entries
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -226,7 +227,7 @@ def test_sweep_names_a_missing_peer_once_and_says_1_env(tmp_path):
                str(tmp_path / "p.png"), timeout=300, env=hide_module(tmp_path, "envpool"))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
-    assert report["skipped"] == {"envpool": "not installed (pip install envpool)"}
+    assert report["skipped"] == {"envpool": "not installed" + _bench_backends.ENVPOOL_HINT}
     assert [(r["backend"], r["num_envs"], r["setting"]) for r in report["results"]] == [
         ("shmatari", 1, "1 env, 1 worker"), ("shmatari", 2, "2 envs, 2 workers")]
     assert proc.stdout.count("not installed") == 1

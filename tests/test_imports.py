@@ -73,3 +73,18 @@ def test_ale_py_in_the_trainer_still_registers_gymnasium_envs():
         "import ale_py\n"
         "print('ALE/Pong-v5' in gymnasium.envs.registry)\n")
     assert out.stdout.strip() == "True"
+
+
+def test_the_sb3_adapter_without_sb3_says_what_to_install():
+    """shmatari does not depend on Stable-Baselines3: importing its adapter
+    without it names the package to install, not only the missing module."""
+    out = _run(
+        "import sys\n"
+        "sys.modules['stable_baselines3'] = None  # as if not installed\n"
+        "try:\n"
+        "    import shmatari.sb3\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(exc.name, '|', exc)\n")
+    name, message = out.stdout.strip().split(" | ", 1)
+    assert name.startswith("stable_baselines3")
+    assert "pip install 'stable-baselines3" in message and "integrations" in message

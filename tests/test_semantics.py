@@ -456,6 +456,35 @@ def test_episode_statistics_are_the_sum_of_raw_rewards():
         assert len(episodes) >= 2 and max(episodes) > 0
 
 
+
+def test_episode_statistics_under_episodic_life_time_the_whole_game():
+    """A lost life ends an episode (terminated, a reset row) but the game goes
+    on: ``l`` and ``t`` are the whole game's, not the last life's."""
+    import time
+
+    with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=SEED, preset="dqn",
+                       max_episode_frames=3000) as env:
+        env.reset()
+        began = np.full(2, time.perf_counter())  # at or after each game's first row
+        steps, lives_lost, games = np.zeros(2, int), np.zeros(2, int), 0
+        for a in random_actions(4, 2, 1500, 9):
+            before = time.perf_counter()
+            _, _, term, trunc, info = env.step(a)
+            after = time.perf_counter()
+            new_game = info["reset"] & (info["elapsed_step"] == 0)
+            lives_lost += info["reset"] & ~new_game
+            steps += ~info["reset"]  # a reset row, new game or next life, is no step
+            if "episode" in info:
+                for i in np.flatnonzero(info["_episode"]):
+                    assert info["episode"]["l"][i] == steps[i]
+                    # the game's clock started before `began` and stops after
+                    # `before`, whatever the lives lost in between
+                    assert info["episode"]["t"][i] >= before - began[i] - 1e-5
+                    games += lives_lost[i] > 0
+            steps[new_game], lives_lost[new_game] = 0, 0
+            began[new_game] = after
+        assert games >= 1  # a game with a lost life before its end was checked
+
 # -- max_episode_frames ----------------------------------------------------------------
 
 @pytest.mark.parametrize("noop_max", [0, 30])

@@ -48,6 +48,10 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count} {word if count == 1 else many or word + 's'}"
 
 
+#: How to install EnvPool, as a skipped row says it (the README says the same).
+ENVPOOL_HINT = " (python3 -m pip install envpool, or shmatari's peers extra)"
+
+
 def peer_available(name: str) -> str | None:
     """None if the backend can run here, else why not."""
     peer = PEER_MODULE.get(name)
@@ -60,7 +64,7 @@ def peer_available(name: str) -> str | None:
             import cv2  # noqa: F401
             import gymnasium  # noqa: F401
     except Exception:  # noqa: BLE001 - any import failure means "not installed"
-        return "not installed" + (" (pip install envpool)" if peer == "envpool" else "")
+        return "not installed" + (ENVPOOL_HINT if peer == "envpool" else "")
     return None
 
 

@@ -441,7 +441,7 @@ def _parser() -> argparse.ArgumentParser:
     _cli.add_version(p)
     p.add_argument("--game", default="Breakout", help="game")
     p.add_argument("--num-envs", type=_cli.integer, default=4,
-                   help="envs per run (>= 2, or 1 with --pairings rerun)")
+                   help="envs per run (>= 2 with the workers or async pairings, else >= 1)")
     p.add_argument("--steps", type=_cli.positive_int, default=300, help="agent steps per env")
     p.add_argument("--seed", type=_cli.nonnegative_int, default=0, help="pool seed")
     p.add_argument("--policy-seed", type=_cli.nonnegative_int, default=None,

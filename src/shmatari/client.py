@@ -396,14 +396,18 @@ class Client:
     def _time_episodes(self, info: dict, env_id: np.ndarray, bits: int) -> None:
         """``info["episode"]["t"]``: seconds from the reset that began each
         finished episode to the result that ended it, rounded to microseconds,
-        as Gymnasium's ``RecordEpisodeStatistics`` reports it."""
+        as Gymnasium's ``RecordEpisodeStatistics`` reports it. Under
+        ``episodic_life`` the statistics are the whole game's, and so is the
+        clock: a row that goes on after a lost life is flagged reset too, but
+        its ``elapsed_step`` goes on counting; a new game's first row has 0."""
         now = time.perf_counter()
         episode = info.get("episode")
         if episode is not None:
             episode["t"] = np.where(info["_episode"],
                                     np.round(now - self._episode_start[env_id], 6), 0.0)
         if bits & _core.BATCH_RESET:
-            self._episode_start[env_id[info["reset"]]] = now
+            new_game = info["reset"] & (info["elapsed_step"] == 0)
+            self._episode_start[env_id[new_game]] = now
 
     def render(self) -> tuple:
         """See :meth:`ShmVectorEnv.render`."""

@@ -27,9 +27,14 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.monitor import Monitor, ResultsWriter
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+try:
+    from stable_baselines3.common.monitor import Monitor, ResultsWriter
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+except ModuleNotFoundError as exc:  # not a dependency of shmatari itself
+    raise ModuleNotFoundError(
+        f"shmatari.sb3 needs Stable-Baselines3 ({exc}): python3 -m pip install "
+        f"'stable-baselines3>=2.3' (or shmatari's integrations extra)", name=exc.name) from exc
 
 from .env import ShmVectorEnv
 from .env import make as _make
