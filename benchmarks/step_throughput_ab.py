@@ -117,6 +117,8 @@ def parse_build(text: str) -> tuple[str, str, dict, str]:
     return label, src, env, env.pop("ORDER", "")
 
 
+# argparse types of our own: this parent process imports no shmatari build (each
+# build runs in its own child, from its own sys.path), so not shmatari._cli.
 def _at_least(low: float, kind=float):
     def parse(text: str):
         value = kind(text)

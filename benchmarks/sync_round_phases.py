@@ -19,7 +19,6 @@ its rate: the time each of its processes takes for its share of a round.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
@@ -68,16 +67,11 @@ def main() -> None:
                    help="timed rounds per sitting")
     p.add_argument("--sittings", type=_cli.positive_int, default=4)
     p.add_argument("--ceiling-seconds", type=_cli.positive_float, default=4.0)
-    p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
-                   help="an env option (JSON value), e.g. noop_max=0")
+    p.add_argument("-o", "--option", action="append", type=_cli.env_option, default=[],
+                   metavar="KEY=VALUE", help="an env option, parsed by its type, e.g. noop_max=0")
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    options = {}
-    for item in args.option:
-        name, sep, value = item.partition("=")
-        if not sep:
-            p.error(f"-o {item!r}: expected NAME=VALUE")
-        options[name] = json.loads(value)
+    options = dict(args.option)
     n = args.num_envs
     cfg = _config.build_config(args.game, n, num_workers=2, **options)
     env = ShmVectorEnv(cfg)

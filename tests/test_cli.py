@@ -242,9 +242,9 @@ def test_sweep_names_a_missing_peer_once_and_says_1_env(tmp_path):
     ("max_episode_frames=none", None),
 ])
 def test_check_options_are_parsed_by_their_type(text, value):
-    from shmatari.check import _option
+    from shmatari._cli import env_option
 
-    key, parsed = _option(text)
+    key, parsed = env_option(text)
     assert parsed == value and type(parsed) is type(value)
 
 

@@ -169,8 +169,11 @@ def test_reset_with_bad_seed_or_options_raises_and_the_pool_goes_on(sync_env, se
 
 # -- make() options ---------------------------------------------------------------
 
-INT_RANGES = {"frame_skip": (1, None), "noop_max": (0, None), "stack_num": (1, None),
-              "img_height": (1, 210), "img_width": (1, 160), "max_episode_frames": (1, None)}
+#: (low, high) of each int option: config's typed table (whose highs are the
+#: layout's limits, e.g. stack_num <= MAX_STACK), except the image sides,
+#: which build_config bounds by Breakout's screen (210 x 160).
+INT_RANGES = {name: kind[1:] for name, kind in config.OPTION_TYPES.items() if kind[0] is int}
+INT_RANGES.update(img_height=(1, 210), img_width=(1, 160))
 
 
 def valid_option(name: str, value) -> bool:
@@ -179,7 +182,7 @@ def valid_option(name: str, value) -> bool:
         lo, hi = INT_RANGES[name]
         if name == "max_episode_frames" and value is None:
             return True
-        return is_int and value >= lo and (hi is None or value <= hi)
+        return is_int and lo <= value <= hi
     if name == "repeat_action_probability":
         return (is_int or isinstance(value, float)) and 0.0 <= value <= 1.0
     if name == "autoreset_mode":

@@ -104,6 +104,26 @@ def nonnegative_float(text: str) -> float:
     return _number(float, 0.0, False, text)
 
 
+def env_option(text: str) -> tuple:
+    """``-o KEY=VALUE``: ``(key, value)``, the value parsed by the option's
+    type (:func:`shmatari.config.parse_option`).
+
+    Raises:
+        argparse.ArgumentTypeError: not KEY=VALUE, an unknown option, or a
+            value its type refuses (argparse then prints usage, exit 2).
+    """
+    from . import config
+
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, config.parse_option(key, value)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
     """Refuses (``parser.error``, exit 2) an output file that could not be
     written, before the run that would fill it: a missing or unwritable

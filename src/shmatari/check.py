@@ -417,19 +417,6 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
 
 # -- the command line -------------------------------------------------------------------
 
-def _option(text: str):
-    """``-o KEY=VALUE``: the value parsed by the option's type
-    (:func:`shmatari.config.parse_option`)."""
-    key, sep, value = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key, _config.parse_option(key, value)
-    except (TypeError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _parser() -> argparse.ArgumentParser:
     p = _cli.ArgumentParser(
         prog="shmatari-check", formatter_class=_cli.HelpFormatter, allow_abbrev=False,
@@ -454,7 +441,7 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"comma-separated subset of {','.join(PAIRINGS)} (default: all)")
     p.add_argument("--preset", choices=sorted(_config.PRESETS), default=None,
                    help="a named set of env options (docs/semantics.md); -o options override it")
-    p.add_argument("-o", "--option", action="append", type=_option, default=[],
+    p.add_argument("-o", "--option", action="append", type=_cli.env_option, default=[],
                    metavar="KEY=VALUE",
                    help="env option, repeatable, parsed by its type: -o grayscale=false "
                         "-o repeat_action_probability=0 -o max_episode_frames=none")
