@@ -288,10 +288,14 @@ def test_ctrl_c_during_make_gives_one_keyboard_interrupt_and_nothing_else(
 
 
 SIGTERM_STARTING = '''
-import json, sys
+import json, signal, sys
 import shmatari
 import time
 import numpy as np
+# The trainer ignores SIGTERM (as under nohup and some CI runners): SIG_IGN
+# passes on through exec and fork, and a SIGTERM that reached a worker before
+# its handler was lost (the pool stepped on, "made").
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 try:
     # The SIGTERM lands while the worker builds its envs or, on a busy
     # machine, just after: stepping on for a while reports it either way.
@@ -334,6 +338,50 @@ def test_sigterm_to_a_starting_worker_is_reported_without_a_traceback():
     msg = _result(stdout)
     assert f"pid {killed}" in msg and "SIGTERM" in msg, msg
     assert "Traceback" not in stderr and "_Terminated" not in stderr, stderr
+
+
+SIGTERM_BITS = '''
+import json, os, signal, sys
+import shmatari
+
+def bits(pid):
+    """Whether SIGTERM is ignored / blocked in process ``pid`` (/proc status)."""
+    fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
+    bit = 1 << (signal.SIGTERM - 1)
+    return [bool(int(fields[k], 16) & bit) for k in ("SigIgn", "SigBlk")]
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+out = {"the trainer": []}
+for method in ("zygote", "spawn", "forkserver", "fork"):
+    # again each time: CPython's resource tracker, started by the first
+    # SharedMemory, unblocks SIGTERM in the trainer (before Python 3.13)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    out["the trainer"].append(bits(os.getpid()))
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0, start_method=method)
+    env.reset()
+    out[method] = [bits(pid) for pid in env.worker_pids]
+    if method == "zygote":
+        zygotes = [int(p) for p in os.listdir("/proc") if p.isdigit() and
+                   b"shmatari._zygote" in open(f"/proc/{p}/cmdline", "rb").read() and
+                   open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+        out["the zygote"] = [bits(pid) for pid in zygotes]
+    env.close()
+print("RESULT " + json.dumps(out), flush=True)
+'''
+
+
+def test_sigterm_ends_workers_of_a_trainer_that_ignores_and_blocks_it():
+    """SIG_IGN and a blocked mask pass on through fork and exec: a trainer
+    that ignores and blocks SIGTERM (nohup, some CI runners) must not make its
+    zygote and workers deaf to it, under every start method."""
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_BITS], capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out.pop("the trainer") == [[True, True]] * 4, out  # the test's own setting held
+    assert len(out["the zygote"]) == 1, out
+    for who, flags in out.items():
+        assert flags and flags == [[False, False]] * len(flags), (who, out)
 
 
 def _workers_of_zygotes_tagged(tag: str) -> list[int]:

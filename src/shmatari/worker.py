@@ -81,12 +81,17 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             the owner: it gets ``PR_SET_PDEATHSIG`` as an owner would.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The parent blocks SIGINT while it starts workers, so that a Ctrl-C then
-    # reaches the parent alone; the mask is inherited through fork and exec.
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # Until its handler is installed, SIGTERM ends the worker quietly (the
-    # default action); from then on everything runs inside the try below.
+    # default action, set here: a trainer that ignores SIGTERM, as under
+    # nohup or some CI runners, passes SIG_IGN on through fork and exec, and a
+    # SIGTERM would then be lost); from then on everything runs inside the
+    # try below.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The parent blocks SIGINT while it starts workers, so that a Ctrl-C then
+    # reaches the parent alone; the mask is inherited through fork and exec
+    # (and so is a SIGTERM blocked by the trainer).
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     from . import _core, shm
 
     initial_ppid = os.getppid()
