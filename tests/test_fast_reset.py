@@ -7,10 +7,12 @@ import hashlib
 import json
 
 import ale_py
+import numpy as np
 import pytest
 
 import shmatari
 from shmatari import atari, config, fast_reset, games
+from shmatari._core import FLAG_RESET, RESULT_FIELDS, AtariCore
 from shmatari.check import stream_hashes
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
@@ -61,10 +63,39 @@ def test_the_recorded_cases_reset_fast_where_the_table_says_so():
     ("breakout", {"preset": "dqn", "max_episode_frames": 800}, 1),
     ("air_raid", {"noop_max": 0, "render_mode": "rgb_array", "max_episode_frames": 400}, 2),
     ("alien", {"autoreset_mode": "same_step", "max_episode_frames": 400}, 3),
+    # few no-op counts and short games: most new games restore a saved start
+    ("breakout", {"noop_max": 3, "max_episode_frames": 120}, 4),
+    ("breakout", {"noop_max": 2, "max_episode_frames": 100, "use_fire_reset": True,
+                  "repeat_action_probability": 0.0}, 5),
+    ("pong", {"noop_max": 4, "max_episode_frames": 90, "render_mode": "rgb_array"}, 6),
+    ("space_invaders", {"noop_max": 2, "autoreset_mode": "same_step",
+                        "max_episode_frames": 80}, 7),
 ])
 def test_pools_with_fast_resets_on_and_off_give_the_same_streams(game, opts, seed):
     on = _digest(game, {**opts, "fast_reset": "auto"}, steps=250, seed=seed)
     assert on == _digest(game, {**opts, "fast_reset": "off"}, steps=250, seed=seed)
+
+
+def test_new_games_restore_saved_no_op_starts():
+    """With fast resets a new game that draws a no-op count already seen
+    restores the start saved then; the streams stay those of ALE's resets."""
+    cfg = config.build_config("breakout", num_envs=1, noop_max=3, max_episode_frames=60,
+                              fast_reset="auto", seed=3)
+    off = config.build_config("breakout", num_envs=1, noop_max=3, max_episode_frames=60,
+                              fast_reset="off", seed=3)
+    cores = [atari.build_core(c, 0, atari.build_palette(c)) for c in (cfg, off)]
+    obs = [np.empty(cfg.obs_shape, np.uint8) for _ in cores]
+    games_started = 0
+    for t in range(600):  # 15 steps a game: 40 games
+        for core, o in zip(cores, obs):
+            core.step(t % core.num_actions) if t else core.reset()
+            core.obs_into(o)
+        assert cores[0].result() == cores[1].result(), t
+        assert np.array_equal(*obs), t
+        flags = dict(zip(RESULT_FIELDS, cores[0].result()))["flags"]
+        games_started += bool(flags & FLAG_RESET)
+    assert cores[0].fast_reset and games_started >= 30
+    assert cores[0].saved_starts == 3 and cores[1].saved_starts == 0
 
 
 def _proven(game, p):
@@ -74,8 +105,9 @@ def _proven(game, p):
 @pytest.mark.all_games
 @pytest.mark.parametrize("p", [0.0, 0.25])
 def test_fast_and_real_resets_agree_in_every_game_the_table_proves(p):
-    """Every listed game the table proves: a short comparison (five short
-    episodes, a seed of its own per game and setting) finds no difference.
+    """Every listed game the table proves: a short comparison (eight short
+    episodes with 1..3 no-ops, so that most restore a saved start; a seed of
+    its own per game and setting) finds no difference.
     The table itself comes from longer ones (``python -m shmatari.fast_reset``)."""
     if fast_reset.VERDICTS["ale_py"] != ale_py.__version__:
         pytest.skip(f"the verdicts are for ale-py {fast_reset.VERDICTS['ale_py']}")
@@ -84,7 +116,7 @@ def test_fast_and_real_resets_agree_in_every_game_the_table_proves(p):
         if _proven(game, p):
             proven += 1
             why = fast_reset.compare(str(games.rom_path(game)), p, i + int(p * 1000),
-                                     episodes=5, max_frames=40)
+                                     episodes=8, max_frames=40, noop_max=3)
             if why:
                 differ[game] = why
     assert not differ
@@ -114,8 +146,7 @@ def test_off_and_unproven_settings_reset_as_ale_does():
     core = atari.build_core(cfg, 0, atari.build_palette(cfg), preprocessor=object())
     assert not core.fast_reset
     with pytest.raises(ValueError, match="fast_reset needs"):
-        from shmatari import _core
-        _core.AtariCore(core.ale, atari.build_palette(cfg), core.action_ids(), core.rom_path,
+        AtariCore(core.ale, atari.build_palette(cfg), core.action_ids(), core.rom_path,
                         frame_skip=4, stack_num=4, maxpool=True, noop_max=0,
                         episodic_life=False, use_fire_reset=False, reward_clip=False,
                         max_episode_frames=0, noop_rng=None, same_step=False,

@@ -208,14 +208,44 @@ cdef class AtariCore(EnvCore):
         ends the game (or reaches the cap) resets it again and the remaining
         no-ops go on, as Gymnasium's AtariPreprocessing and SB3's
         NoopResetEnv."""
-        cdef int noops = 0, i
-        self._restart_game()
+        cdef int noops = 0, i, r, reward = 0
+        cdef bint ended = False
+        cdef const uint8_t[:, ::1] screen
+        # (drawn before the reset, which draws nothing from noop_rng: the
+        # same draws in the same order as drawing after it)
         if self.noop_max > 0:
             noops = int(self.noop_rng.integers(1, self.noop_max + 1))
+        if noops > 0 and self._fast is not None and self._fast.saved_noops(noops):
+            return self._restore_noops(noops)
+        self._restart_game()
         for i in range(noops):
-            self.res.episode_return += self._frame(0)
+            r = self._frame(0)
+            reward += r
+            self.res.episode_return += r
             if self._ended():
+                ended = True
                 self._restart_game()
+        if noops > 0 and not ended and self._fast is not None:
+            # a start made from the post-reset state: the next reset that
+            # draws as many no-ops restores it
+            self._fast.save_noops(noops, reward)
+            screen = self.ale.getScreen()
+            self.palette.ensure_known(self.ale, &screen[0, 0], NULL)
+            if self.render_palette is not None:
+                self.render_palette.ensure_known(self.ale, &screen[0, 0], NULL)
+        return 0
+
+    cdef int _restore_noops(self, int noops) except -1:
+        """A fast reset and ``noops`` no-op frames in one restore
+        (``FastReset.restore_noops``): the same state, screen, reward and
+        counts as emulating them."""
+        screen, reward = self._fast.restore_noops(noops)
+        self._fast_screen = screen
+        self._screen_saved = True
+        self._clear_episode()
+        self.res.episode_frame_number = self._episode_frame_number()
+        self.res.frame_number += noops
+        self.res.episode_return += reward
         return 0
 
     cdef int _restart_game(self) except -1:
@@ -225,6 +255,7 @@ cdef class AtariCore(EnvCore):
         ``getEpisodeFrameNumber`` and its cap."""
         if self._fast is not None:
             self._fast.restore()
+            self._fast_screen = self._fast.screen
             self._screen_saved = True
         else:
             self._reset_game()
@@ -233,6 +264,13 @@ cdef class AtariCore(EnvCore):
         self._clear_episode()
         self.res.episode_frame_number = self._episode_frame_number()
         return 0
+
+    @property
+    def saved_starts(self):
+        """How many no-op starts (post-reset states after 1..noop_max no-op
+        frames) this env has saved for its fast resets: 0 without them."""
+        return 0 if self._fast is None else sum(
+            self._fast.saved_noops(k) for k in range(1, self.noop_max + 1))
 
     cdef int _save_reset(self) except -1:
         """Right after ALE's reset: saves the state for the next fast resets,
