@@ -61,6 +61,9 @@ def test_fast_reset_rows_sit_beside_the_real_reset_ceiling(tmp_path):
     assert rows["ceiling-fast"]["vs_ceiling_fast"] == 1.0 and rows["ceiling"]["vs_ceiling"] == 1.0
     assert "shmatari_vs_ceiling_fast" in report["summary"]
     assert report["config"]["options"]["fast_reset"] == "auto"
+    # neither pipe nor EnvPool ran: no columns of ratios to them
+    assert "vs ceiling-fast" in proc.stdout
+    assert "vs pipe" not in proc.stdout and "vs EnvPool" not in proc.stdout
 
 
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):

@@ -141,7 +141,11 @@ def _rows(series: list[Series], frame_skip: int) -> list[dict]:
 
 
 def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> None:
-    """``columns``: (title, key, format) triples; ``legend``: printed below."""
+    """``columns``: (title, key, format) triples; ``legend``: printed below.
+    A ratio column ("vs ...") whose reference was not run (no row has a
+    value in it) is left out."""
+    columns = [c for c in columns if not c[1].startswith("vs_")
+               or any(row.get(c[1]) is not None for row in rows)]
     try:
         from rich.console import Console
         from rich.table import Table

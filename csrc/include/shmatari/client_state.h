@@ -82,7 +82,7 @@ static const char *const shmatari_call_names_c[SHMATARI_CALL_COUNT] = {
     "shmatari_detach", "shmatari_attach"};
 /* The same calls in shmatari's Python API (its client sets these names). */
 static const char *const shmatari_call_names_python[SHMATARI_CALL_COUNT] = {
-    "send()", "recv()", "reset()", "reset(options={'reset_mask': mask})",
+    "send()", "recv()", "reset() or async_reset()", "reset(options={'reset_mask': mask})",
     "step()", "close()", "shmatari.attach()"};
 
 typedef struct shmatari_client {
