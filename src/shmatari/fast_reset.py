@@ -31,6 +31,13 @@ takes about 0.1 ms. The two differ in what the restore does not carry:
   frames depend on them, a restore is not a reset. Those games are found by
   comparison, not by reading.
 
+The no-op frames that start a game (1..noop_max NOOP frames) are saved the
+same way: the first game that draws ``k`` of them emulates them and saves
+the state they leave (:meth:`FastReset.save_noops`); a later game that draws
+``k`` restores it (:meth:`FastReset.restore_noops`). A NOOP frame after a
+reset repeats nothing but NOOP, whatever the sticky draw, so only ALE's env
+generator tells the two apart: the restore advances it by the frames' draws.
+
 So a fast reset is used only where it is *checked*: :data:`VERDICTS` lists,
 for one ale-py version, the ROMs (by MD5) whose fast and real resets gave
 the same screens, RAM, rewards, lives, game-over flags, frame counters and
