@@ -264,7 +264,7 @@ class FastReset:
         NOOP frames that neither ended the game nor reached a frame cap, with
         their summed ``reward``: the next reset that draws the same number of
         no-ops restores it (:meth:`restore_noops`) instead of emulating them.
-        Each saved start holds a screen (about 34 kB) and a state (a few kB)."""
+        Each saved start holds a screen (about 34 kB) and a state (about 8 kB)."""
         header, inner, tail = _split(self._ale.cloneState().serialize())
         body, rng = _rng_split(inner)
         if rng is not None:
