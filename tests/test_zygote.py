@@ -340,6 +340,44 @@ def test_sigterm_to_a_starting_worker_is_reported_without_a_traceback():
     assert "Traceback" not in stderr and "_Terminated" not in stderr, stderr
 
 
+SIGTERM_SWALLOWED = '''
+import json, os, signal, time
+import numpy as np
+import shmatari
+import shmatari.worker as worker
+
+def swallowed(signum, frame):
+    # what the real handler does before its exception may be dropped (a C
+    # caller that clears errors, as numpy.random's import did once)
+    worker._terminating = True
+
+worker._on_sigterm = swallowed  # the forked workers install this one
+env = shmatari.make("Pong", num_envs=2, num_workers=1, seed=0, start_method="fork")
+env.reset()
+pid = env.worker_pids[0]
+os.kill(pid, signal.SIGTERM)
+start, msg = time.monotonic(), "stepped on for 10 s"
+try:
+    while time.monotonic() - start < 10:
+        env.step(np.zeros(2, dtype=np.int64))
+except shmatari.WorkerError as exc:
+    msg = str(exc)
+print("RESULT " + json.dumps([pid, msg, time.monotonic() - start]), flush=True)
+env.close()
+'''
+
+
+def test_a_sigterm_whose_exception_is_lost_still_ends_the_worker():
+    """The handler's exception can be dropped by C code it interrupts; the
+    flag it sets first ends the worker at its next poll all the same."""
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_SWALLOWED], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pid, msg, waited = _result(proc.stdout)
+    assert f"pid {pid}" in msg and "SIGTERM" in msg, msg
+    assert waited < 5, waited
+
+
 SIGTERM_BITS = '''
 import json, os, signal, sys
 import shmatari

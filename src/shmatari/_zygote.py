@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     # (`import a.b` rather than `from . import b`: the package's lazy
     # __getattr__ would load them through importlib, out of -X importtime's sight.)
     import shmatari._worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
+    import numpy.random  # noqa: F401  (NumPy loads it lazily: in every worker, else)
     import shmatari._core  # noqa: F401
     import shmatari.atari
     import shmatari.config  # noqa: F401

@@ -254,7 +254,8 @@ class Supervisor:
         if cfg.start_method == "forkserver":
             # shmatari._worker_ale: ale_py without Gymnasium (a worker never imports it)
             self.ctx.set_forkserver_preload(["shmatari._forkserver_init", "shmatari.worker",
-                                             "shmatari._core", "numpy", "shmatari._worker_ale"])
+                                             "shmatari._core", "numpy", "numpy.random",
+                                             "shmatari._worker_ale"])
         policy = spin_policy(cfg.num_workers, _config.available_cores())
         seg.spin_ns, seg.spin_mode = policy["client"]
         self.worker_spin = policy["worker"]

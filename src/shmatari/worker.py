@@ -53,8 +53,23 @@ class _Terminated(BaseException):
     pass
 
 
+#: Set by the SIGTERM handler. Python runs a handler wherever the main thread
+#: is, and a few places drop what it raises without a word (a C caller that
+#: clears the error: seen in an ABC subclass check during an import), so the
+#: worker also checks this flag (:func:`_check_terminated`) after building
+#: its envs and at every poll of its loop: a SIGTERM is never lost.
+_terminating = False
+
+
 def _on_sigterm(signum, frame):
+    global _terminating
+    _terminating = True
     raise _Terminated()
+
+
+def _check_terminated() -> None:
+    if _terminating:
+        raise _Terminated()
 
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
@@ -228,7 +243,13 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
                  for i in range(begin, end))
     if worker == 0:
         _core.set_num_actions(seg, cores[0].action_ids())
+    _check_terminated()
+
+    def alive() -> bool:
+        _check_terminated()
+        return parent_alive()
+
     _core.mark_worker(seg, worker, _core.WORKER_READY)
-    return _core.worker_loop(seg, worker, cores, reseed, parent_alive,
+    return _core.worker_loop(seg, worker, cores, reseed, alive,
                              spin_ns=spin[0], spin_mode=spin[1],
                              restarted=restart > 0, positions=positions)
