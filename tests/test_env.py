@@ -247,6 +247,9 @@ def test_bad_actions_are_refused_and_the_pool_stays_usable():
             ([True, False], TypeError, "integers"),
             ([0, 4], ValueError, "out of range"),
             ([-1, 0], ValueError, "out of range"),
+            # wider than int32: the text names the bound it was clamped to
+            (np.array([2**40, 0]), ValueError, "action 2147483647 or more at position 0"),
+            (np.array([0, -2**40]), ValueError, "action -2147483648 or less at position 1"),
             (["a", "b"], TypeError, "integers"),
         ]
         for actions, exc, match in cases:

@@ -28,7 +28,7 @@ def as_int32(values, str name, Py_ssize_t n=-1):
     """Converts ``values`` (any integer dtype, or a sequence of ints) to a new
     int32 array, shape (n,). Values beyond int32 are clamped to its bounds,
     so that the C client, which checks every value, refuses them (its text
-    then shows the clamped value).
+    then shows the bound, as "2147483647 or more").
 
     Args:
         values: the call's argument.

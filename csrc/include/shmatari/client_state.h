@@ -359,9 +359,14 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
                         "listed twice in env_ids", k[call], (long long)e);
     else if (actions != NULL &&
              (actions[i] < 0 || (uint32_t)actions[i] >= c->num_actions))
-      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: action %d at "
+      r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: action %d%s at "
                         "position %u is out of range: this game has actions "
-                        "0..%u", k[call], actions[i], i, c->num_actions - 1);
+                        "0..%u", k[call], actions[i],
+                        /* Python's client clamps wider integers to int32 */
+                        k != shmatari_call_names_python ? "" :
+                        actions[i] == INT32_MAX ? " or more" :
+                        actions[i] == INT32_MIN ? " or less" : "",
+                        i, c->num_actions - 1);
     else if (fl & forbid & SHMATARI_ENV_RUNNING)
       r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
                           "running (its result was not received)", k[call],
