@@ -292,9 +292,9 @@ import json, signal, sys
 import shmatari
 import time
 import numpy as np
-# The trainer ignores SIGTERM (as under nohup and some CI runners): SIG_IGN
-# passes on through exec and fork, and a SIGTERM that reached a worker before
-# its handler was lost (the pool stepped on, "made").
+# The trainer ignores SIGTERM (as under nohup): SIG_IGN passes on through
+# exec and fork, and a SIGTERM that reached a worker before its handler was
+# lost (the pool stepped on, "made").
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 try:
     # The SIGTERM lands while the worker builds its envs or, on a busy
@@ -410,7 +410,7 @@ print("RESULT " + json.dumps(out), flush=True)
 
 def test_sigterm_ends_workers_of_a_trainer_that_ignores_and_blocks_it():
     """SIG_IGN and a blocked mask pass on through fork and exec: a trainer
-    that ignores and blocks SIGTERM (nohup, some CI runners) must not make its
+    that ignores and blocks SIGTERM (nohup) must not make its
     zygote and workers deaf to it, under every start method."""
     proc = subprocess.run([sys.executable, "-c", SIGTERM_BITS], capture_output=True,
                           text=True, timeout=240)

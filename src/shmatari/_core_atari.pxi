@@ -208,9 +208,8 @@ cdef class AtariCore(EnvCore):
         ends the game (or reaches the cap) resets it again and the remaining
         no-ops go on, as Gymnasium's AtariPreprocessing and SB3's
         NoopResetEnv."""
-        cdef int noops = 0, i, r, reward = 0
+        cdef int noops = 0, i
         cdef bint ended = False
-        cdef const uint8_t[:, ::1] screen
         # (drawn before the reset, which draws nothing from noop_rng: the
         # same draws in the same order as drawing after it)
         if self.noop_max > 0:
@@ -219,20 +218,14 @@ cdef class AtariCore(EnvCore):
             return self._restore_noops(noops)
         self._restart_game()
         for i in range(noops):
-            r = self._frame(0)
-            reward += r
-            self.res.episode_return += r
+            self.res.episode_return += self._frame(0)
             if self._ended():
                 ended = True
                 self._restart_game()
         if noops > 0 and not ended and self._fast is not None:
-            # a start made from the post-reset state: the next reset that
-            # draws as many no-ops restores it
-            self._fast.save_noops(noops, reward)
-            screen = self.ale.getScreen()
-            self.palette.ensure_known(self.ale, &screen[0, 0], NULL)
-            if self.render_palette is not None:
-                self.render_palette.ensure_known(self.ale, &screen[0, 0], NULL)
+            # a start made from the post-reset state (episode_return: the
+            # no-ops' score alone): the next reset that draws as many restores it
+            self._learn_screen(self._fast.save_noops(noops, int(self.res.episode_return)))
         return 0
 
     cdef int _restore_noops(self, int noops) except -1:
@@ -279,10 +272,16 @@ cdef class AtariCore(EnvCore):
         from .fast_reset import FastReset
         fast = FastReset(self.ale, self.ale.getFloat("repeat_action_probability") > 0)
         self._fast_screen = fast.screen
-        self.palette.ensure_known(self.ale, &self._fast_screen[0, 0], NULL)
-        if self.render_palette is not None:
-            self.render_palette.ensure_known(self.ale, &self._fast_screen[0, 0], NULL)
+        self._learn_screen(fast.screen)
         self._fast = fast
+        return 0
+
+    cdef int _learn_screen(self, const uint8_t[:, ::1] screen) except -1:
+        """Learns the palette indices of a saved screen, which a restore
+        shows without ALE's screen (``_capture``, ``write_render``)."""
+        self.palette.ensure_known(self.ale, &screen[0, 0], NULL)
+        if self.render_palette is not None:
+            self.render_palette.ensure_known(self.ale, &screen[0, 0], NULL)
         return 0
 
     cdef int _press_fire(self) except -1:

@@ -146,8 +146,8 @@ def _serve(sock, owner: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """The zygote's entry point: ``python -m shmatari._zygote FD OWNER_PID PDEATHSIG``."""
     # SIGINT is the trainer's alone; SIGTERM gets its default (a quiet death)
-    # even where the trainer ignores or blocks it (nohup, some CI runners and
-    # supervisors): both are inherited through exec, and a worker forked
+    # even where the trainer ignores or blocks it (under nohup or a supervisor
+    # that does): both are inherited through exec, and a worker forked
     # before it installs its own handler would otherwise not die of a SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -177,8 +177,14 @@ def _primer_text() -> bytes:
     words and the index), which is how ALE saves its generator."""
     mt = np.random.MT19937()
     mt._legacy_seeding(_PRIMER_SEED)  # init_genrand: std::mt19937's seeding
+    return _mt_text(mt)
+
+
+def _mt_text(mt: np.random.MT19937) -> bytes:
+    """A NumPy MT19937 as libstdc++ writes a ``std::mt19937`` (the same
+    generator): the 624 state words and the index, space-separated."""
     st = mt.state["state"]
-    return (" ".join(str(int(x)) for x in st["key"]) + " " + str(int(st["pos"]))).encode()
+    return (" ".join(map(str, st["key"].tolist())) + " " + str(int(st["pos"]))).encode()
 
 
 @functools.lru_cache(maxsize=1)
@@ -259,18 +265,23 @@ class FastReset:
 
     # -- no-op starts ------------------------------------------------------------
 
-    def save_noops(self, noops: int, reward: int) -> None:
+    def save_noops(self, noops: int, reward: int) -> np.ndarray:
         """Saves the state right after a reset (real or fast) and ``noops``
         NOOP frames that neither ended the game nor reached a frame cap, with
         their summed ``reward``: the next reset that draws the same number of
         no-ops restores it (:meth:`restore_noops`) instead of emulating them.
-        Each saved start holds a screen (about 34 kB) and a state (about 8 kB)."""
+        Each saved start holds a screen (about 34 kB) and a state (about 8 kB).
+
+        Returns:
+            np.ndarray: the saved screen (palette indices, uint8, (210, 160)).
+        """
         header, inner, tail = _split(self._ale.cloneState().serialize())
         body, rng = _rng_split(inner)
         if rng is not None:
             raise ValueError("the saved state carries a generator")
-        self._starts[noops] = (header, body, tail,
-                               np.array(self._ale.getScreen(), dtype=np.uint8), int(reward))
+        screen = np.array(self._ale.getScreen(), dtype=np.uint8)
+        self._starts[noops] = (header, body, tail, screen, int(reward))
+        return screen
 
     def saved_noops(self, noops: int) -> bool:
         """Whether a start after ``noops`` no-op frames is saved."""
@@ -307,22 +318,22 @@ def _advance(rng: bytes, draws: int) -> bytes:
     advanced by ``draws`` 32-bit draws (NumPy's MT19937 is the same
     generator)."""
     (n,) = struct.unpack_from("<i", rng, 4)
-    head, _, pos = rng[8:8 + n].rpartition(b" ")
+    text = rng[8:8 + n]
+    head, _, pos = text.rpartition(b" ")
     if int(pos) + draws <= 624:
         # within the block of 624 words already generated: only the index
         # moves (the next twist comes at index 624, in both generators)
         text = head + b" " + str(int(pos) + draws).encode()
-        return rng[:4] + struct.pack("<i", len(text)) + text
-    words = rng[8:8 + n].split()
-    if len(words) != 625:
-        raise ValueError("not a std::mt19937 this module knows")
-    mt = np.random.MT19937()
-    mt.state = {"bit_generator": "MT19937",
-                "state": {"key": np.array(words[:624], dtype=np.uint64).astype(np.uint32),
-                          "pos": int(words[624])}}
-    mt.random_raw(draws)
-    st = mt.state["state"]
-    text = (" ".join(map(str, st["key"].tolist())) + " " + str(int(st["pos"]))).encode()
+    else:
+        words = text.split()
+        if len(words) != 625:
+            raise ValueError("not a std::mt19937 this module knows")
+        mt = np.random.MT19937()
+        mt.state = {"bit_generator": "MT19937",
+                    "state": {"key": np.array(words[:624], dtype=np.uint64).astype(np.uint32),
+                              "pos": int(words[624])}}
+        mt.random_raw(draws)
+        text = _mt_text(mt)
     return rng[:4] + struct.pack("<i", len(text)) + text
 
 

@@ -98,7 +98,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Until its handler is installed, SIGTERM ends the worker quietly (the
     # default action, set here: a trainer that ignores SIGTERM, as under
-    # nohup or some CI runners, passes SIG_IGN on through fork and exec, and a
+    # nohup, passes SIG_IGN on through fork and exec, and a
     # SIGTERM would then be lost); from then on everything runs inside the
     # try below.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
