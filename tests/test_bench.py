@@ -139,3 +139,63 @@ def test_bench_rejects_unknown_backends():
     proc = _bench("--backends", "nope", timeout=60)
     assert proc.returncode == 2
     assert "unknown backend(s) nope" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_sync_ceiling_steps_its_processes_in_lock_step(tmp_path):
+    """ceiling-sync: every process steps each of its envs once per round and
+    waits for the others, so a process with 2 envs and one with 1 run the
+    same number of rounds (without the barrier the smaller one runs about
+    twice as many); the row sits beside the other ceilings."""
+    from shmatari import _bench_backends as backends, config
+
+    cfg = config.build_config("Breakout", 3, num_workers=2, **backends.OPTIONS)
+    sizes = [len(g) for g in cfg.worker_groups()]
+    assert sorted(sizes) == [1, 2]
+    for barrier in (True, False):
+        ceil = backends.Ceiling(cfg, fast_reset=True, barrier=barrier)
+        try:
+            b = ceil.burst(0.05, 0.3, lambda t: None)
+        finally:
+            ceil.close()
+        rounds = [steps // n for steps, n in zip(b["per_process"], sizes)]
+        assert all(steps % n == 0 for steps, n in zip(b["per_process"], sizes))
+        if barrier:
+            assert rounds[0] == rounds[1] > 0, rounds
+        else:
+            assert max(rounds) > 1.3 * min(rounds), rounds
+
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "2", "--rounds", "1", "--backends",
+                  "shmatari,ceiling-fast,ceiling-sync", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    rows = {r["backend"]: r for r in report["results"]}
+    assert list(rows) == ["shmatari", "ceiling-fast", "ceiling-sync"]
+    assert "fast resets, a barrier per round" in rows["ceiling-sync"]["setting"]
+    assert rows["ceiling-sync"]["vs_ceiling_sync"] == 1.0
+    assert "shmatari_vs_ceiling_sync" in report["summary"]
+    assert "vs ceiling-sync" in proc.stdout and "vs ceiling " not in proc.stdout
+
+
+def test_a_sync_ceiling_whose_process_dies_fails_the_burst_without_hanging():
+    """A ceiling-sync process killed mid-run: the burst raises at once
+    (its partner waits at the barrier, not forever: close() ends it)."""
+    import signal
+    import time
+
+    from shmatari import _bench_backends as backends, config
+
+    cfg = config.build_config("Breakout", 2, num_workers=2, **backends.OPTIONS)
+    ceil = backends.Ceiling(cfg, fast_reset=True, barrier=True)
+    procs = list(ceil.procs)
+    try:
+        ceil.procs[1].kill()
+        ceil.procs[1].join(5)
+        t0 = time.perf_counter()
+        with pytest.raises(RuntimeError, match="a ceiling process failed"):
+            ceil.burst(0.0, 5.0, lambda t: None)
+        assert time.perf_counter() - t0 < 2.0
+    finally:
+        ceil.close()
+    assert all(p.exitcode is not None for p in procs)
+    assert procs[1].exitcode == -signal.SIGKILL

@@ -23,8 +23,10 @@ BACKENDS = ("shmatari", "shmatari-async", "shmatari-ale-reset", "shmatari-async-
             "pipe", "pipe-kernel", "envpool", "envpool-async", "ale_vector", "gymnasium")
 #: The ceilings (the last rows): "ceiling" resets as ALE does, the bound for
 #: any pool that does; "ceiling-fast" with shmatari's fast resets
-#: (``fast_reset="auto"``, :mod:`shmatari.fast_reset`).
-CEILINGS = ("ceiling", "ceiling-fast")
+#: (``fast_reset="auto"``, :mod:`shmatari.fast_reset`); "ceiling-sync" is
+#: ceiling-fast's processes meeting at a barrier after every round (each env
+#: stepped once), the bound for a synchronous pool with those resets.
+CEILINGS = ("ceiling", "ceiling-fast", "ceiling-sync")
 #: Backends of ``--policy``: ``shmatari-double`` is shmatari's async pool
 #: with batch_size num_envs / 2 (double-buffered sampling), the halves served
 #: first ready; ``shmatari-ordered`` the same with ``batch_order="fixed"``
@@ -41,6 +43,8 @@ OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_
                episodic_life=False, use_fire_reset=False, reward_clip=False,
                full_action_space=False, max_episode_frames=108_000, fast_reset="auto")
 ACTION_ROWS = 4096
+#: Seconds a ceiling-sync process waits at its barrier for the others.
+BARRIER_TIMEOUT = 60.0
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -229,9 +233,16 @@ def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
 
 # -- the ceiling: shmatari's core, one process per worker group, no IPC -------------
 
-def _ceiling_worker(fields: dict, indices: list, conn) -> None:
+def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, stop=None) -> None:
     """Builds its envs, then runs one burst per ``(warmup, seconds)`` it
-    receives, answering ``(env_steps, seconds)``; ends at None or EOF."""
+    receives, answering ``(env_steps, seconds)``; ends at None or EOF.
+
+    With ``barrier`` (a ``multiprocessing.Barrier`` of every ceiling process)
+    the processes meet after every round, as a synchronous pool's workers
+    do; ``stop`` (a shared int, set by the process whose barrier index is 0
+    once its burst is over) makes them all leave after the same round. A
+    process that waits ``BARRIER_TIMEOUT`` seconds for another (which died)
+    ends with ``threading.BrokenBarrierError``, which the parent reports."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
     from . import atari
 
@@ -254,6 +265,11 @@ def _ceiling_worker(fields: dict, indices: list, conn) -> None:
         if cmd is None:
             return
         warmup, seconds = cmd
+        first = barrier is not None and barrier.wait(BARRIER_TIMEOUT) == 0
+        if first:
+            stop.value = 0
+        if barrier is not None:
+            barrier.wait(BARRIER_TIMEOUT)  # stop is clear for everyone before anyone steps
         t_start = time.perf_counter() + warmup
         end = t_start + seconds
         steps, counting = 0, False
@@ -261,7 +277,7 @@ def _ceiling_worker(fields: dict, indices: list, conn) -> None:
             now = time.perf_counter()
             if not counting and now >= t_start:
                 counting, steps, t_start = True, 0, now
-            if now >= end:
+            if barrier is None and now >= end:
                 break
             row = acts[k % ACTION_ROWS]
             for j, c in enumerate(cores):
@@ -269,26 +285,41 @@ def _ceiling_worker(fields: dict, indices: list, conn) -> None:
                 c.obs_into(out)
             k += 1
             steps += len(cores)
+            if barrier is not None:
+                if first and now >= end:
+                    stop.value = 1  # seen by all after the wait below
+                barrier.wait(BARRIER_TIMEOUT)
+                if stop.value:
+                    now = time.perf_counter()
+                    break
         conn.send((steps, now - t_start))
 
 
 class Ceiling:
-    """The ceiling's processes, kept between bursts like any backend."""
+    """The ceiling's processes, kept between bursts like any backend.
 
-    def __init__(self, cfg: _config.EnvConfig, fast_reset: bool = False):
+    Args:
+        cfg: the envs and the number of processes (``cfg.worker_groups()``).
+        fast_reset: reset with ``fast_reset="auto"`` (else ALE's reset).
+        barrier: the processes meet at a barrier after every round, each
+            env stepped once (``ceiling-sync``)."""
+
+    def __init__(self, cfg: _config.EnvConfig, fast_reset: bool = False,
+                 barrier: bool = False):
         from .atari import single_threaded_children
 
         cfg = dataclasses.replace(cfg, fast_reset="auto" if fast_reset else "off")
         ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()
+        sync = (ctx.Barrier(len(self.groups)), ctx.Value("i", 0, lock=False)) if barrier else ()
         self.conns, self.procs = [], []
         try:
             with single_threaded_children():
                 for g in self.groups:
                     parent, child = ctx.Pipe()
                     p = ctx.Process(target=_ceiling_worker, daemon=True,
-                                    args=(fields, list(g), child))
+                                    args=(fields, list(g), child, *sync))
                     p.start()
                     child.close()
                     self.conns.append(parent)
@@ -299,19 +330,24 @@ class Ceiling:
             self.close()
             raise
 
+    def _failed(self):
+        raise RuntimeError(f"a ceiling process failed: exit codes {[p.exitcode for p in self.procs]}")
+
     def _recv(self, conn, timeout: float):
         deadline = time.perf_counter() + timeout
         while not conn.poll(0.1):
             if any(p.exitcode is not None for p in self.procs):
-                raise RuntimeError("a ceiling process failed: "
-                                   f"exit codes {[p.exitcode for p in self.procs]}")
+                self._failed()
             if time.perf_counter() > deadline:
                 raise RuntimeError(f"a ceiling process did not answer in {timeout:g} s")
         return conn.recv()
 
     def burst(self, warmup: float, seconds: float, tick) -> dict:
         for c in self.conns:
-            c.send((warmup, seconds))
+            try:
+                c.send((warmup, seconds))
+            except OSError:  # the process at the other end is gone
+                self._failed()
         t0 = time.perf_counter()
         answers = []
         for c in self.conns:
@@ -319,7 +355,8 @@ class Ceiling:
                 tick(min(seconds, max(0.0, time.perf_counter() - t0 - warmup)))
             answers.append(self._recv(c, warmup + seconds + 30.0))
         return {"env_steps": sum(a[0] for a in answers),
-                "seconds": max(a[1] for a in answers)}
+                "seconds": max(a[1] for a in answers),
+                "per_process": [a[0] for a in answers]}
 
     def close(self):
         for c in self.conns:

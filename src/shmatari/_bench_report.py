@@ -85,7 +85,7 @@ def _row(s: Series, frame_skip: int, medians: dict) -> dict:
         row["policy_share"] = round(sum(b.get("policy_seconds", 0.0) for b in s.bursts)
                                     / row["seconds"], 3)
     for key, ref in (("vs_pipe", "pipe"), ("vs_envpool", "envpool"), ("vs_ceiling", "ceiling"),
-                     ("vs_ceiling_fast", "ceiling-fast")):
+                     ("vs_ceiling_fast", "ceiling-fast"), ("vs_ceiling_sync", "ceiling-sync")):
         ratio = _ratio(med, medians.get(ref))
         if ratio is not None:
             row[key] = ratio
@@ -114,6 +114,8 @@ _GOALS = (("shmatari_vs_envpool_sync", "shmatari", "envpool"),
           ("shmatari_vs_ceiling", "shmatari", "ceiling"),
           ("shmatari_async_vs_ceiling", "shmatari-async", "ceiling"),
           ("shmatari_vs_ceiling_fast", "shmatari", "ceiling-fast"),
+          ("shmatari_vs_ceiling_sync", "shmatari", "ceiling-sync"),
+          ("ceiling_sync_vs_ceiling", "ceiling-sync", "ceiling"),
           ("shmatari_async_vs_ceiling_fast", "shmatari-async", "ceiling-fast"),
           ("shmatari_ale_reset_vs_ceiling", "shmatari-ale-reset", "ceiling"),
           ("shmatari_async_ale_reset_vs_ceiling", "shmatari-async-ale-reset", "ceiling"))
@@ -183,7 +185,9 @@ _LEGEND = (
     "columns are ratios of medians.\nceiling: the same envs stepped in one process per core "
     "with no IPC at all and ALE's own reset, the bound for any vector env that resets as ALE "
     "does; ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', where proven "
-    "exact); -ale-reset rows: shmatari with fast_reset='off'.\npipe: the classic baseline (one "
+    "exact); ceiling-sync: ceiling-fast's processes meeting at a barrier after every round, "
+    "the bound for a synchronous pool with those resets; -ale-reset rows: shmatari with "
+    "fast_reset='off'.\npipe: the classic baseline (one "
     "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
     "with shmatari's kernel.")
 
@@ -199,7 +203,8 @@ _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("range", "range", ""), ("vs pipe", "vs_pipe", "{:.2f}x"),
                  ("vs EnvPool", "vs_envpool", "{:.2f}x"),
                  ("vs ceiling", "vs_ceiling", "{:.2f}x"),
-                 ("vs ceiling-fast", "vs_ceiling_fast", "{:.2f}x"))
+                 ("vs ceiling-fast", "vs_ceiling_fast", "{:.2f}x"),
+                 ("vs ceiling-sync", "vs_ceiling_sync", "{:.2f}x"))
 _POLICY_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                    ("env steps/s", "env_steps_per_s", "{:,.0f}"),
                    ("range", "range", ""), ("policy share", "policy_share", "{:.0%}"),

@@ -73,7 +73,8 @@ __all__ = ["main", "run", "machine_info"]
 
 def _open(name: str, cfg, batch_size: int, policy_for):
     if name in CEILINGS:
-        return _b.Ceiling(cfg, fast_reset=name == "ceiling-fast")
+        return _b.Ceiling(cfg, fast_reset=name != "ceiling",
+                          barrier=name == "ceiling-sync")
     runner = _b.open_backend(name, cfg, batch_size)
     if policy_for is not None:
         runner.policy = policy_for(runner.n_actions)
@@ -95,7 +96,8 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
         series[name].skipped = _b.peer_available(name)
         if name in CEILINGS:
             series[name].setting = _b.plural(workers, "process", "processes") + ", no IPC" + (
-                ", fast resets" if name == "ceiling-fast" else ", ALE's reset")
+                ", ALE's reset" if name == "ceiling" else ", fast resets") + (
+                ", a barrier per round" if name == "ceiling-sync" else "")
         elif not series[name].skipped:
             series[name].setting = _b.setting_text(name, cfg, batch_size)
             if args.policy:
