@@ -160,7 +160,8 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> No
         return
     table = Table(caption=legend or None, caption_justify="left")
     for i, (title, _, _) in enumerate(columns):
-        table.add_column(title, justify="left" if i < 2 else "right", no_wrap=i < 2)
+        table.add_column(title, justify="left" if i < 2 else "right",
+                         no_wrap=i < 2 or title == "range")
     for row in rows:
         if "skipped" in row:
             table.add_row(row["backend"], f"skipped: {row['skipped']}",
@@ -169,7 +170,7 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> No
         table.add_row(*[_cell(row, key, fmt) for _, key, fmt in columns])
     console = Console()
     if not console.is_terminal:  # a file or a pipe: don't wrap rows at 80 columns
-        console = Console(width=160)
+        console = Console(width=200)
     console.print(header, highlight=False, soft_wrap=True)
     console.print(table)
 

@@ -27,7 +27,11 @@ rates: what the machine can emulate and preprocess, the bound for any vector
 env that resets as ALE does. ``ceiling-fast`` is the same with shmatari's fast
 resets (``fast_reset="auto"``: a saved post-reset state restored where that is
 proven exact, :mod:`shmatari.fast_reset`), which shmatari's own rows use; the
-``-ale-reset`` rows are shmatari with ``fast_reset="off"``. All take their
+``-ale-reset`` rows are shmatari with ``fast_reset="off"``.
+``ceiling-sync`` is ceiling-fast's processes meeting at a barrier
+(``multiprocessing.Barrier``) after every round, each env stepped once: the
+bound for a synchronous pool with those resets, whatever its signalling
+(a barrier loses whenever one core runs slower than another). All take their
 bursts in the same rotation. ``--game`` with a game whose random-policy
 episodes are long (Pong: about 800 agent steps, against Breakout's 170)
 shows the gain where resets are rare.

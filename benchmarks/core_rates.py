@@ -1,0 +1,99 @@
+"""How evenly this machine's cores run at the same time: one process pinned
+to each core, all stepping the same envs, each reporting its rate over
+short windows.
+
+A synchronous pool waits at every round for its slowest worker; processes
+that never wait (``shmatari-bench``'s ceilings) sum their rates. When the
+cores run at different speeds at the same time (a neighbour on a sibling
+hyperthread or a shared cache, on a shared VM), a barrier loses what the
+faster cores could have done. Per window this prints each core's env steps
+per second and ``min x cores / sum``: the share of the summed rate that
+processes meeting at a barrier after every step could reach, if every
+process had the same work (the barrier's own cost not counted), and the
+same over the whole run. Windows of a few rounds (``--window 0.02``) are
+quantised: 4 envs per core step about 11 rounds in 20 ms.
+
+    python3 benchmarks/core_rates.py --seconds 20 --window 0.5 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import time
+
+import numpy as np
+
+from shmatari import _bench_backends as backends, _cli, atari, config as _config
+
+
+def _pinned(core: int, game: str, num_envs: int, start: float, seconds: float,
+            window: float, conn) -> None:
+    os.sched_setaffinity(0, {core})
+    cfg = _config.build_config(game, num_envs, num_workers=1, **backends.OPTIONS)
+    palette = atari.build_palette(cfg)
+    cores = [atari.build_core(cfg, i, palette) for i in range(num_envs)]
+    for c in cores:
+        c.reset()
+    acts = np.random.default_rng(core).integers(0, cores[0].num_actions,
+                                                (backends.ACTION_ROWS, num_envs)).tolist()
+    k, rates = 0, []
+    while time.time() < start:  # every process starts its windows together
+        time.sleep(0.001)
+    t0 = time.perf_counter()
+    for w in range(int(seconds / window)):
+        steps, end = 0, t0 + (w + 1) * window
+        while time.perf_counter() < end:
+            row = acts[k % backends.ACTION_ROWS]
+            k += 1
+            for j, c in enumerate(cores):
+                c.step(row[j])
+            steps += num_envs
+        rates.append(steps / window)
+    conn.send(rates)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--game", default="Breakout")
+    p.add_argument("--num-envs", type=_cli.positive_int, default=4, help="envs per core")
+    p.add_argument("--seconds", type=_cli.positive_float, default=20.0)
+    p.add_argument("--window", type=_cli.positive_float, default=0.5)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    ctx = mp.get_context("spawn")
+    start = time.time() + 8.0  # time to build the envs
+    pipes, procs = [], []
+    for cpu in cpus:
+        parent, child = ctx.Pipe()
+        procs.append(ctx.Process(target=_pinned, args=(cpu, args.game, args.num_envs, start,
+                                                       args.seconds, args.window, child)))
+        procs[-1].start()
+        pipes.append(parent)
+    rates = [conn.recv() for conn in pipes]
+    for proc in procs:
+        proc.join()
+    shares = [min(col) * len(col) / sum(col) for col in zip(*rates)]
+    print(f"{args.game}, {args.num_envs} envs per core, cores {cpus}, windows of "
+          f"{args.window:g} s")
+    for i, col in enumerate(zip(*rates)):
+        print(f"{i * args.window:6.1f} s  " + "  ".join(f"{r:7,.0f}" for r in col)
+              + f"   barrier share {shares[i]:.3f}")
+    overall = sum(min(col) * len(col) for col in zip(*rates)) / sum(map(sum, rates))
+    q = statistics.quantiles(shares, n=4)
+    print(f"barrier share: median {statistics.median(shares):.3f} (quartiles {q[0]:.3f}.."
+          f"{q[2]:.3f}, min {min(shares):.3f}); per-core medians "
+          + ", ".join(f"{statistics.median(r):,.0f}" for r in rates))
+    print(f"over the whole run: {overall:.3f} of the summed rate (every window's slowest core "
+          f"times the cores, over the sum of all)")
+    if args.json:
+        _cli.write_json(args.json, {"game": args.game, "num_envs_per_core": args.num_envs,
+                                    "cpus": cpus, "window_s": args.window, "rates": rates,
+                                    "barrier_share": shares, "overall_share": overall})
+
+
+if __name__ == "__main__":
+    main()
