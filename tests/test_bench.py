@@ -144,8 +144,9 @@ def test_bench_rejects_unknown_backends():
 def test_the_sync_ceiling_steps_its_processes_in_lock_step(tmp_path):
     """ceiling-sync: every process steps each of its envs once per round and
     waits for the others, so a process with 2 envs and one with 1 run the
-    same number of rounds (without the barrier the smaller one runs about
-    twice as many); the row sits beside the other ceilings."""
+    same number of rounds (without the barrier the smaller one runs more,
+    about twice as many on an idle machine); the row sits beside the other
+    ceilings."""
     from shmatari import _bench_backends as backends, config
 
     cfg = config.build_config("Breakout", 3, num_workers=2, **backends.OPTIONS)
@@ -161,8 +162,8 @@ def test_the_sync_ceiling_steps_its_processes_in_lock_step(tmp_path):
         assert all(steps % n == 0 for steps, n in zip(b["per_process"], sizes))
         if barrier:
             assert rounds[0] == rounds[1] > 0, rounds
-        else:
-            assert max(rounds) > 1.3 * min(rounds), rounds
+        else:  # free-running, the 1-env process runs more rounds
+            assert rounds[sizes.index(1)] > rounds[sizes.index(2)], rounds
 
     out = tmp_path / "bench.json"
     proc = _bench("--num-envs", "2", "--rounds", "1", "--backends",

@@ -233,16 +233,15 @@ def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
 
 # -- the ceiling: shmatari's core, one process per worker group, no IPC -------------
 
-def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, stop=None) -> None:
+def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, phases=None) -> None:
     """Builds its envs, then runs one burst per ``(warmup, seconds)`` it
     receives, answering ``(env_steps, seconds)``; ends at None or EOF.
 
     With ``barrier`` (a ``multiprocessing.Barrier`` of every ceiling process)
     the processes meet after every round, as a synchronous pool's workers
-    do; ``stop`` (a shared int, set by the process whose barrier index is 0
-    once its burst is over) makes them all leave after the same round. A
-    process that waits ``BARRIER_TIMEOUT`` seconds for another (which died)
-    ends with ``threading.BrokenBarrierError``, which the parent reports."""
+    do (:func:`_barrier_burst`; ``phases``: 2 shared ints). A process that
+    waits ``BARRIER_TIMEOUT`` seconds for another (which died) ends with
+    ``threading.BrokenBarrierError``, which the parent reports."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
     from . import atari
 
@@ -255,6 +254,14 @@ def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, stop=None) 
     out = np.empty(cfg.obs_shape, np.uint8)
     rng = np.random.default_rng(indices[0])
     acts = rng.integers(0, cores[0].num_actions, (ACTION_ROWS, len(cores))).tolist()
+
+    def one_round(k: int) -> int:
+        row = acts[k % ACTION_ROWS]
+        for j, c in enumerate(cores):
+            c.step(row[j])
+            c.obs_into(out)
+        return len(cores)
+
     conn.send("ready")
     k = 0
     while True:
@@ -265,11 +272,10 @@ def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, stop=None) 
         if cmd is None:
             return
         warmup, seconds = cmd
-        first = barrier is not None and barrier.wait(BARRIER_TIMEOUT) == 0
-        if first:
-            stop.value = 0
         if barrier is not None:
-            barrier.wait(BARRIER_TIMEOUT)  # stop is clear for everyone before anyone steps
+            steps, spent, k = _barrier_burst(one_round, k, warmup, seconds, barrier, phases)
+            conn.send((steps, spent))
+            continue
         t_start = time.perf_counter() + warmup
         end = t_start + seconds
         steps, counting = 0, False
@@ -277,22 +283,44 @@ def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, stop=None) 
             now = time.perf_counter()
             if not counting and now >= t_start:
                 counting, steps, t_start = True, 0, now
-            if barrier is None and now >= end:
+            if now >= end:
                 break
-            row = acts[k % ACTION_ROWS]
-            for j, c in enumerate(cores):
-                c.step(row[j])
-                c.obs_into(out)
+            steps += one_round(k)
             k += 1
-            steps += len(cores)
-            if barrier is not None:
-                if first and now >= end:
-                    stop.value = 1  # seen by all after the wait below
-                barrier.wait(BARRIER_TIMEOUT)
-                if stop.value:
-                    now = time.perf_counter()
-                    break
         conn.send((steps, now - t_start))
+
+
+def _barrier_burst(one_round, k: int, warmup: float, seconds: float, barrier,
+                   phases) -> tuple[int, float, int]:
+    """One ceiling-sync burst: rounds, each followed by the barrier. The
+    process the barrier numbers 0 at the start (the leader) decides, before
+    each wait, the phase all take from the wait on: 0 warm-up, 1 counting,
+    2 over. It writes round r's phase into ``phases[r % 2]``, so that a
+    process still reading round r's phase after the wait never sees round
+    r + 1's (written before the next wait, which no one passes before every
+    process has read). So all count the same rounds and leave after the
+    same one. Returns (env steps counted, seconds counted, next k)."""
+    leader = barrier.wait(BARRIER_TIMEOUT) == 0
+    if leader:
+        phases[0] = phases[1] = 0
+    barrier.wait(BARRIER_TIMEOUT)  # the phases are clear before anyone steps
+    t_start = time.perf_counter() + warmup
+    end = t_start + seconds
+    steps, counting, r = 0, False, 0
+    while True:
+        done = one_round(k)
+        k += 1
+        steps += done
+        if leader:
+            now = time.perf_counter()
+            phases[r % 2] = 2 if counting and now >= end else 1 if now >= t_start else 0
+        barrier.wait(BARRIER_TIMEOUT)
+        phase = phases[r % 2]
+        r += 1
+        if phase == 2:
+            return steps, time.perf_counter() - t_start, k
+        if phase == 1 and not counting:
+            counting, steps, t_start = True, 0, time.perf_counter()
 
 
 class Ceiling:
@@ -312,7 +340,7 @@ class Ceiling:
         ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()
-        sync = (ctx.Barrier(len(self.groups)), ctx.Value("i", 0, lock=False)) if barrier else ()
+        sync = (ctx.Barrier(len(self.groups)), ctx.RawArray("i", 2)) if barrier else ()
         self.conns, self.procs = [], []
         try:
             with single_threaded_children():
