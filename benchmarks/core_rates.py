@@ -9,11 +9,13 @@ hyperthread or a shared cache, on a shared VM), a barrier loses what the
 faster cores could have done. Per window this prints each core's env steps
 per second and ``min x cores / sum``: the share of the summed rate that
 processes meeting at a barrier after every step could reach, if every
-process had the same work (the barrier's own cost not counted), and the
-same over the whole run. Windows of a few rounds (``--window 0.02``) are
-quantised: 4 envs per core step about 11 rounds in 20 ms.
+process had the same work (the barrier's own cost not counted). Then the
+same share over the whole run, with the windows merged 1, 5 and 25 at a
+time (one run seen at three time scales).
+Short windows are quantised: 4 Breakout envs per core step about 11 rounds
+in 20 ms, so a rate there moves in steps of about 200 env steps/s.
 
-    python3 benchmarks/core_rates.py --seconds 20 --window 0.5 --json out.json
+    python3 benchmarks/core_rates.py --seconds 20 --window 0.02 --json out.json
 """
 
 from __future__ import annotations
@@ -57,11 +59,14 @@ def _pinned(core: int, game: str, num_envs: int, start: float, seconds: float,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--game", default="Breakout")
+    p.add_argument("--game", default="Breakout", help="the game every process steps")
     p.add_argument("--num-envs", type=_cli.positive_int, default=4, help="envs per core")
-    p.add_argument("--seconds", type=_cli.positive_float, default=20.0)
-    p.add_argument("--window", type=_cli.positive_float, default=0.5)
-    p.add_argument("--json", default=None)
+    p.add_argument("--seconds", type=_cli.positive_float, default=20.0,
+                   help="length of the measured run, in seconds")
+    p.add_argument("--window", type=_cli.positive_float, default=0.1,
+                   help="length of one window, in seconds (the shortest time scale)")
+    p.add_argument("--json", default=None,
+                   help="also write every window's rates per core and the shares as JSON")
     args = p.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     ctx = mp.get_context("spawn")
@@ -79,16 +84,25 @@ def main() -> None:
     shares = [min(col) * len(col) / sum(col) for col in zip(*rates)]
     print(f"{args.game}, {args.num_envs} envs per core, cores {cpus}, windows of "
           f"{args.window:g} s")
+    print(f"{'window':>8}  " + "  ".join(f"{'core ' + str(c):>8}" for c in cpus)
+          + "   barrier share (env steps/s per core)")
     for i, col in enumerate(zip(*rates)):
-        print(f"{i * args.window:6.1f} s  " + "  ".join(f"{r:7,.0f}" for r in col)
-              + f"   barrier share {shares[i]:.3f}")
-    overall = sum(min(col) * len(col) for col in zip(*rates)) / sum(map(sum, rates))
+        print(f"{i * args.window:7.2f}s  " + "  ".join(f"{r:8,.0f}" for r in col)
+              + f"   {shares[i]:.3f}")
     q = statistics.quantiles(shares, n=4)
-    print(f"barrier share: median {statistics.median(shares):.3f} (quartiles {q[0]:.3f}.."
-          f"{q[2]:.3f}, min {min(shares):.3f}); per-core medians "
+    print(f"barrier share per window: median {statistics.median(shares):.3f} (quartiles "
+          f"{q[0]:.3f}..{q[2]:.3f}, min {min(shares):.3f}); per-core medians "
           + ", ".join(f"{statistics.median(r):,.0f}" for r in rates))
-    print(f"over the whole run: {overall:.3f} of the summed rate (every window's slowest core "
-          f"times the cores, over the sum of all)")
+    overall = {}
+    for merge in (1, 5, 25):
+        merged = [[sum(r[i:i + merge]) for i in range(0, len(r) - merge + 1, merge)]
+                  for r in rates]
+        if merged[0]:
+            overall[f"{merge * args.window:g}"] = (
+                sum(min(col) * len(col) for col in zip(*merged)) / sum(map(sum, merged)))
+    print("over the whole run, the share with windows of "
+          + ", ".join(f"{w} s: {v:.3f}" for w, v in overall.items())
+          + " (every window's slowest core times the cores, over the sum of all)")
     if args.json:
         _cli.write_json(args.json, {"game": args.game, "num_envs_per_core": args.num_envs,
                                     "cpus": cpus, "window_s": args.window, "rates": rates,

@@ -200,3 +200,24 @@ def test_a_sync_ceiling_whose_process_dies_fails_the_burst_without_hanging():
         ceil.close()
     assert all(p.exitcode is not None for p in procs)
     assert procs[1].exitcode == -signal.SIGKILL
+
+
+def test_a_spin_barrier_waiter_alone_times_out(monkeypatch):
+    """ceiling-sync's barrier: a process whose partner never arrives raises
+    TimeoutError after BARRIER_TIMEOUT instead of polling forever; one
+    whose partner has arrived passes at once with the leader's phase."""
+    import multiprocessing as mp
+    import time
+
+    from shmatari import _bench_backends as backends
+
+    monkeypatch.setattr(backends, "BARRIER_TIMEOUT", 0.3)
+    barrier = backends.SpinBarrier(mp.get_context("fork"), 2)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="waited 0.3 s at the barrier"):
+        barrier.wait(1, 1)
+    assert 0.3 <= time.monotonic() - t0 < 5.0
+    # rank 1 has arrived (above); the leader's arrival 1 passes, and rank 1's
+    # next look sees the leader's phase for arrival 1
+    assert barrier.wait(0, 1, 2) == 2
+    assert barrier.wait(1, 1) == 2

@@ -103,6 +103,8 @@ def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
     ("shmatari-bench", ["--rounds", "0"], ["--rounds", "must be >= 1"]),
     ("shmatari-bench", ["--num-envs", "2", "--batch-size", "3"], ["--batch-size 3"]),
     ("shmatari-bench", ["--game", "Breakoot"], ["did you mean 'breakout'"]),
+    ("shmatari-bench", ["--env", "null", "--backends", "ceiling"],
+     ["--backends does not apply to --env null"]),
     # the minimum of the default pairings (workers, async), not 1 (issue 25)
     ("shmatari-check", ["--num-envs", "0"], ["num_envs must be >= 2", "got 0"]),
     ("shmatari-check", ["--steps", "x"], ["--steps", "expected an integer"]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import os
 import signal
 import threading
 import time
@@ -25,7 +26,8 @@ BACKENDS = ("shmatari", "shmatari-async", "shmatari-ale-reset", "shmatari-async-
 #: any pool that does; "ceiling-fast" with shmatari's fast resets
 #: (``fast_reset="auto"``, :mod:`shmatari.fast_reset`); "ceiling-sync" is
 #: ceiling-fast's processes meeting at a barrier after every round (each env
-#: stepped once), the bound for a synchronous pool with those resets.
+#: stepped once; a polling barrier, :class:`SpinBarrier`): what a synchronous
+#: pool with those resets could reach if its signalling were free.
 CEILINGS = ("ceiling", "ceiling-fast", "ceiling-sync")
 #: Backends of ``--policy``: ``shmatari-double`` is shmatari's async pool
 #: with batch_size num_envs / 2 (double-buffered sampling), the halves served
@@ -233,15 +235,62 @@ def setting_text(name: str, cfg: _config.EnvConfig, batch_size: int) -> str:
 
 # -- the ceiling: shmatari's core, one process per worker group, no IPC -------------
 
-def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, phases=None) -> None:
+class SpinBarrier:
+    """A barrier of ``parties`` processes over shared words, for ceiling-sync.
+
+    A process that arrives before the others polls (``os.sched_yield()``
+    between looks) instead of sleeping, so the last arrival frees everyone
+    within microseconds: the optimistic barrier a bound wants
+    (``multiprocessing.Barrier``, whose semaphores put a waiter to sleep,
+    took about 220 us a wait on this project's 2-core VM). Every process
+    makes the same arrivals, numbered 1, 2, ... Process 0 leads: its arrival
+    ``n`` is one word, ``4 * n + phase``, in slot ``n % 2``, so what the
+    others read after arrival ``n`` is arrival ``n``'s phase (the leader
+    rewrites that slot only after arrival ``n + 1``, which waits for them).
+
+    Args:
+        ctx: the multiprocessing context the processes are started with.
+        parties: how many processes wait.
+    """
+
+    def __init__(self, ctx, parties: int):
+        self.parties = parties
+        self.words = ctx.RawArray("q", parties + 1)  # 2 leader slots, then ranks 1..
+
+    def wait(self, rank: int, n: int, phase: int = 0) -> int:
+        """Arrival ``n`` of process ``rank`` (the leader, rank 0, passes
+        ``phase``, 0..3); returns the leader's phase of arrival ``n``.
+
+        Raises:
+            TimeoutError: after ``BARRIER_TIMEOUT`` seconds without every
+                process (a dead partner)."""
+        w = self.words
+        if rank == 0:
+            w[n % 2] = 4 * n + phase
+        else:
+            w[1 + rank] = n
+        looks, deadline = 0, None
+        while True:
+            lead = w[n % 2]
+            if lead // 4 == n and all(w[1 + r] >= n for r in range(1, self.parties)):
+                return lead % 4
+            os.sched_yield()
+            looks += 1
+            if looks % 4096 == 0:
+                now = time.monotonic()
+                deadline = deadline or now + BARRIER_TIMEOUT
+                if now > deadline:
+                    raise TimeoutError(f"ceiling-sync process {rank} waited "
+                                       f"{BARRIER_TIMEOUT:g} s at the barrier")
+
+
+def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, rank: int = 0) -> None:
     """Builds its envs, then runs one burst per ``(warmup, seconds)`` it
     receives, answering ``(env_steps, seconds)``; ends at None or EOF.
 
-    With ``barrier`` (a ``multiprocessing.Barrier`` of every ceiling process)
-    the processes meet after every round, as a synchronous pool's workers
-    do (:func:`_barrier_burst`; ``phases``: 2 shared ints). A process that
-    waits ``BARRIER_TIMEOUT`` seconds for another (which died) ends with
-    ``threading.BrokenBarrierError``, which the parent reports."""
+    With ``barrier`` (a :class:`SpinBarrier` of every ceiling process; this
+    one's ``rank``) the processes meet after every round, as a synchronous
+    pool's workers do (:func:`_barrier_burst`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
     from . import atari
 
@@ -263,7 +312,7 @@ def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, phases=None
         return len(cores)
 
     conn.send("ready")
-    k = 0
+    k, arrivals = 0, 0
     while True:
         try:
             cmd = conn.recv()
@@ -273,7 +322,8 @@ def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, phases=None
             return
         warmup, seconds = cmd
         if barrier is not None:
-            steps, spent, k = _barrier_burst(one_round, k, warmup, seconds, barrier, phases)
+            steps, spent, k, arrivals = _barrier_burst(one_round, k, warmup, seconds,
+                                                       barrier, rank, arrivals)
             conn.send((steps, spent))
             continue
         t_start = time.perf_counter() + warmup
@@ -290,35 +340,30 @@ def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, phases=None
         conn.send((steps, now - t_start))
 
 
-def _barrier_burst(one_round, k: int, warmup: float, seconds: float, barrier,
-                   phases) -> tuple[int, float, int]:
-    """One ceiling-sync burst: rounds, each followed by the barrier. The
-    process the barrier numbers 0 at the start (the leader) decides, before
-    each wait, the phase all take from the wait on: 0 warm-up, 1 counting,
-    2 over. It writes round r's phase into ``phases[r % 2]``, so that a
-    process still reading round r's phase after the wait never sees round
-    r + 1's (written before the next wait, which no one passes before every
-    process has read). So all count the same rounds and leave after the
-    same one. Returns (env steps counted, seconds counted, next k)."""
-    leader = barrier.wait(BARRIER_TIMEOUT) == 0
-    if leader:
-        phases[0] = phases[1] = 0
-    barrier.wait(BARRIER_TIMEOUT)  # the phases are clear before anyone steps
+def _barrier_burst(one_round, k: int, warmup: float, seconds: float, barrier: SpinBarrier,
+                   rank: int, n: int) -> tuple[int, float, int, int]:
+    """One ceiling-sync burst: a first arrival (all start together), then
+    rounds, each followed by an arrival. The leader decides each arrival's
+    phase from its clock: 0 warm-up, 1 counting, 2 over; all take it from
+    the wait on, so all count the same rounds and leave after the same one.
+    ``n``: the arrivals made so far. Returns (env steps counted, seconds
+    counted, next k, arrivals made)."""
+    n += 1
+    barrier.wait(rank, n)
     t_start = time.perf_counter() + warmup
     end = t_start + seconds
-    steps, counting, r = 0, False, 0
+    steps, counting = 0, False
     while True:
-        done = one_round(k)
+        steps += one_round(k)
         k += 1
-        steps += done
-        if leader:
+        phase = 0
+        if rank == 0:
             now = time.perf_counter()
-            phases[r % 2] = 2 if counting and now >= end else 1 if now >= t_start else 0
-        barrier.wait(BARRIER_TIMEOUT)
-        phase = phases[r % 2]
-        r += 1
+            phase = 2 if counting and now >= end else 1 if now >= t_start else 0
+        n += 1
+        phase = barrier.wait(rank, n, phase)
         if phase == 2:
-            return steps, time.perf_counter() - t_start, k
+            return steps, time.perf_counter() - t_start, k, n
         if phase == 1 and not counting:
             counting, steps, t_start = True, 0, time.perf_counter()
 
@@ -340,14 +385,14 @@ class Ceiling:
         ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()
-        sync = (ctx.Barrier(len(self.groups)), ctx.RawArray("i", 2)) if barrier else ()
+        spin = SpinBarrier(ctx, len(self.groups)) if barrier else None
         self.conns, self.procs = [], []
         try:
             with single_threaded_children():
                 for g in self.groups:
                     parent, child = ctx.Pipe()
                     p = ctx.Process(target=_ceiling_worker, daemon=True,
-                                    args=(fields, list(g), child, *sync))
+                                    args=(fields, list(g), child, spin, len(self.procs)))
                     p.start()
                     child.close()
                     self.conns.append(parent)

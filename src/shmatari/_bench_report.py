@@ -186,8 +186,9 @@ _LEGEND = (
     "columns are ratios of medians.\nceiling: the same envs stepped in one process per core "
     "with no IPC at all and ALE's own reset, the bound for any vector env that resets as ALE "
     "does; ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', where proven "
-    "exact); ceiling-sync: ceiling-fast's processes meeting at a barrier after every round, "
-    "the bound for a synchronous pool with those resets; -ale-reset rows: shmatari with "
+    "exact); ceiling-sync: ceiling-fast's processes meeting at a polling barrier after every "
+    "round, what a synchronous pool with those resets could reach if its signalling were "
+    "free; -ale-reset rows: shmatari with "
     "fast_reset='off'.\npipe: the classic baseline (one "
     "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
     "with shmatari's kernel.")

@@ -28,10 +28,11 @@ env that resets as ALE does. ``ceiling-fast`` is the same with shmatari's fast
 resets (``fast_reset="auto"``: a saved post-reset state restored where that is
 proven exact, :mod:`shmatari.fast_reset`), which shmatari's own rows use; the
 ``-ale-reset`` rows are shmatari with ``fast_reset="off"``.
-``ceiling-sync`` is ceiling-fast's processes meeting at a barrier
-(``multiprocessing.Barrier``) after every round, each env stepped once: the
-bound for a synchronous pool with those resets, whatever its signalling
-(a barrier loses whenever one core runs slower than another). All take their
+``ceiling-sync`` is ceiling-fast's processes meeting at a barrier after
+every round, each env stepped once; its waiters poll, so the barrier itself
+costs next to nothing: what a synchronous pool with those resets could reach
+if its signalling were free (a barrier still loses whenever one core runs
+slower than another). All take their
 bursts in the same rotation. ``--game`` with a game whose random-policy
 episodes are long (Pong: about 800 agent steps, against Breakout's 170)
 shows the gain where resets are rare.
@@ -333,6 +334,9 @@ def _check_args(parser, args) -> None:
     """Every usage error, before anything starts (``parser.error``: exit 2)."""
     if args.policy and (args.env == "null" or args.sweep):
         parser.error("--policy runs alone: not with --env null or --sweep")
+    if args.env == "null" and args.backends is not None:
+        parser.error("--backends does not apply to --env null, which times shmatari's and "
+                     "the pipe baseline's round trips")
     if args.policy:
         missing = _b.torch_missing()
         if missing:
