@@ -101,7 +101,7 @@ cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, re
 
 def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2,
-                bint restarted=False, dict positions=None):
+                bint restarted=False, dict positions=None, int64_t long_spin_ns=0):
     """Runs a worker until the pool closes or its parent dies.
 
     Args:
@@ -117,6 +117,9 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             returns when it is False.
         spin_ns: nanoseconds to poll the wake word before sleeping on it.
         spin_mode: ``SHMATARI_SPIN_PAUSE`` (0) or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
+        long_spin_ns: poll this long instead of ``spin_ns`` while the
+            average of the recent waits (each new one weighing 1/8) is
+            under half of it (0: never); see ``shmatari.spin``.
         poll: seconds between parent checks.
         restarted: this worker replaces one that died: each env's first
             result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
@@ -154,6 +157,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
+    cdef int64_t gap = -1, t_wait
     cdef uint32_t *seen = <uint32_t *>malloc(n * sizeof(uint32_t))
     # per env: -2 once its first result is out, else where to write it
     cdef int64_t *first = <int64_t *>malloc(n * sizeof(int64_t))
@@ -240,8 +244,13 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                         return "orphaned"
                 continue
             with nogil:
-                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping, spin_ns,
-                                         spin_mode, poll_ns)
+                # gap: the recent waits' average (ns; -1 before the first)
+                t_wait = shmatari_now_ns()
+                r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping,
+                                         long_spin_ns if 0 <= gap < long_spin_ns // 2
+                                         else spin_ns, spin_mode, poll_ns)
+                t_wait = shmatari_now_ns() - t_wait
+                gap = t_wait if gap < 0 else (gap * 7 + t_wait) // 8
             if r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
                 return "orphaned"
     finally:

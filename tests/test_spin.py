@@ -1,0 +1,64 @@
+"""The workers' adaptive poll (shmatari.spin): a worker whose requests come
+back within about a millisecond keeps polling between them; one whose
+requests come slowly sleeps on the futex after the short poll, as before.
+Counted from the worker's voluntary context switches (``/proc``): a poll
+(``sched_yield``) is not one, a futex sleep is."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import shmatari
+from shmatari import spin
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def _sleeps(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc status")
+
+
+def _sleeps_per_step(env, pause, steps: int) -> float:
+    actions = np.zeros(env.num_envs, np.int64)
+    for _ in range(40):  # the worker's average of recent waits settles
+        pause()
+        env.step(actions)
+    pid = env.worker_pids[0]
+    before = _sleeps(pid)
+    for _ in range(steps):
+        pause()
+        env.step(actions)
+    return (_sleeps(pid) - before) / steps
+
+
+def _busy(seconds: float):
+    def pause():
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    return pause
+
+
+def test_spin_policy_polls_long_only_with_a_core_per_worker():
+    assert spin.spin_policy(1, 2)["worker"][2] == spin.LONG_SPIN_NS
+    assert spin.spin_policy(2, 2)["worker"][2] == spin.LONG_SPIN_NS
+    assert spin.spin_policy(3, 2)["worker"][2] == 0  # more workers than cores: sleep at once
+
+
+def test_a_worker_polls_through_quick_answers_and_sleeps_through_slow_ones():
+    """The trainer takes 0.3 ms between steps (longer than the short poll,
+    shorter than the long one): the worker sleeps at most now and then. It
+    takes 6 ms (a slow policy): the worker sleeps after almost every step."""
+    with shmatari.make("null", 2, num_workers=1, seed=0) as env:
+        env.reset()
+        quick = _sleeps_per_step(env, _busy(0.0003), 300)
+        slow = _sleeps_per_step(env, lambda: time.sleep(0.006), 60)
+    assert quick < 0.3, quick
+    assert slow > 0.7, slow
