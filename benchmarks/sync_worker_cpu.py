@@ -10,7 +10,7 @@ pool open for the whole run, with bursts in rotation:
 - ``2w``: two workers with 4 envs each, sharing the two cores with the
   trainer (the bench's setting), with the default spin policy;
 - ``2w-nospin``: the same with workers that sleep at once instead of
-  polling 50 us (``shmatari.spin``): whether polling is the extra CPU;
+  polling first (``shmatari.spin``): whether polling is the extra CPU;
 
 and after each burst, the same 4 envs' cores stepped in this process
 (``in-process``: CPU per env step with no IPC and no other process).
@@ -57,7 +57,7 @@ def main() -> None:
     p.add_argument("--seconds", type=_cli.positive_float, default=2.0)
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    variants = {"1w": (1, None), "2w": (2, None), "2w-nospin": (2, (0, 1))}
+    variants = {"1w": (1, None), "2w": (2, None), "2w-nospin": (2, (0, 1, 0))}
     runners = {}
     try:
         for name, (nw, spin) in variants.items():

@@ -404,7 +404,8 @@ class Ceiling:
             raise
 
     def _failed(self):
-        raise RuntimeError(f"a ceiling process failed: exit codes {[p.exitcode for p in self.procs]}")
+        codes = [p.exitcode for p in self.procs]
+        raise RuntimeError(f"a ceiling process failed: exit codes {codes}")
 
     def _recv(self, conn, timeout: float):
         deadline = time.perf_counter() + timeout

@@ -188,9 +188,8 @@ _LEGEND = (
     "does; ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', where proven "
     "exact); ceiling-sync: ceiling-fast's processes meeting at a polling barrier after every "
     "round, what a synchronous pool with those resets could reach if its signalling were "
-    "free; -ale-reset rows: shmatari with "
-    "fast_reset='off'.\npipe: the classic baseline (one "
-    "process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
+    "free; -ale-reset rows: shmatari with fast_reset='off'.\npipe: the classic baseline "
+    "(one process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
     "with shmatari's kernel.")
 
 _POLICY_LEGEND = (

@@ -25,8 +25,8 @@ def spin_policy(num_workers: int, cores: int) -> dict:
     With more workers than cores a poll only delays the process it waits
     for, so then everyone sleeps at once.
 
-    A worker with a core to itself or a shared one also polls longer, up to
-    ``long_spin_ns`` (2 ms), while its recent waits have been short (an
+    Unless there are more workers than cores, a worker also polls longer, up
+    to ``long_spin_ns`` (2 ms), while its recent waits have been short (an
     average under 1 ms: a trainer that answers at once, as a synchronous
     loop or a double-buffered one does). Then it keeps its core between
     rounds instead of handing it back to the hypervisor and waiting to get

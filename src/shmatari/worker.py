@@ -73,7 +73,7 @@ def _check_terminated() -> None:
 
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
-                spin: tuple, fault_pipe=None, restart: int = 0,
+                spin: tuple[int, int, int], fault_pipe=None, restart: int = 0,
                 positions: dict | None = None, parent_is_zygote: bool = False) -> None:
     """Entry point of a worker process (the target of ``Process``, or what
     :mod:`shmatari._zygote` runs in a forked child).
@@ -84,7 +84,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         config_fields: the pool's ``EnvConfig`` as a dict.
         owner_pid: the process that owns the pool (the segment's header names
             it by pid and start time: ``Segment.owner_alive``).
-        spin: (spin_ns, spin_mode[, long_spin_ns]) for the worker loop
+        spin: (spin_ns, spin_mode, long_spin_ns) for the worker loop
             (:func:`shmatari.spin.spin_policy`).
         fault_pipe: where ``faulthandler`` reports a fatal signal: a writable
             ``multiprocessing`` connection, an fd, or None.
@@ -254,4 +254,4 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
     return _core.worker_loop(seg, worker, cores, reseed, alive,
                              spin_ns=spin[0], spin_mode=spin[1],
                              restarted=restart > 0, positions=positions,
-                             long_spin_ns=spin[2] if len(spin) > 2 else 0)
+                             long_spin_ns=spin[2])
