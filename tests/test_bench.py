@@ -66,6 +66,50 @@ def test_fast_reset_rows_sit_beside_the_real_reset_ceiling(tmp_path):
     assert "vs pipe" not in proc.stdout and "vs EnvPool" not in proc.stdout
 
 
+def test_sticky_actions_are_set_on_every_backend(tmp_path):
+    """--repeat-action-probability reaches shmatari, the pipe baseline, the
+    ceilings and the peers alike (each asked back through its own API
+    where it has one), and the report and its title say it."""
+    from shmatari import _bench_backends as b, config as _config
+
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "2", "--rounds", "1", "--repeat-action-probability", "0",
+                  "--backends", "shmatari,pipe,ceiling", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["config"]["options"]["repeat_action_probability"] == 0.0
+    assert "(sticky actions 0)" in proc.stdout
+    default = json.loads(_run_to_json(tmp_path / "d.json", "shmatari"))
+    assert default["config"]["options"]["repeat_action_probability"] == 0.25
+
+    cfg = _config.build_config("Breakout", 2, num_workers=1, seed=0, **b.options(0.0))
+    assert b.options()["repeat_action_probability"] == 0.25 and b.OPTIONS == b.options(0.25)
+    seen = {}
+    for name in ("shmatari", "pipe", "envpool", "gymnasium"):
+        if b.peer_available(name):
+            continue
+        runner = b.open_backend(name, cfg, 1)
+        try:
+            env = runner.env
+            seen[name] = (env.spec.config.repeat_action_probability if name == "envpool"
+                          else env.get_attr("spec")[0].kwargs["repeat_action_probability"]
+                          if name == "gymnasium" else env.config.repeat_action_probability)
+        finally:
+            runner.close()
+    assert seen and set(seen.values()) == {0.0}, seen
+    ceiling = b.Ceiling(cfg)
+    try:
+        assert ceiling.config.repeat_action_probability == 0.0
+    finally:
+        ceiling.close()
+
+
+def _run_to_json(path, backends: str) -> str:
+    proc = _bench("--num-envs", "2", "--rounds", "1", "--backends", backends, "--json", str(path))
+    assert proc.returncode == 0, proc.stderr
+    return path.read_text()
+
+
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):
     """Bursts rotate: round r starts with backend r (mod the number open), so
     no backend always runs first after the others' bursts."""

@@ -15,9 +15,9 @@ import numpy as np
 
 from . import config as _config
 
-__all__ = ["BACKENDS", "CEILINGS", "POLICY_BACKENDS", "OPTIONS", "Runner", "Ceiling", "open_backend",
-           "peer_available", "setting_text", "torch_missing", "nature_cnn_policy", "close_all",
-           "plural"]
+__all__ = ["BACKENDS", "CEILINGS", "POLICY_BACKENDS", "OPTIONS", "Runner", "Ceiling",
+           "open_backend", "options", "peer_available", "setting_text", "torch_missing",
+           "nature_cnn_policy", "close_all", "plural"]
 
 #: Backends in the order they run and print.
 BACKENDS = ("shmatari", "shmatari-async", "shmatari-ale-reset", "shmatari-async-ale-reset",
@@ -39,12 +39,25 @@ PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
 #: ALE v5's options, set explicitly on every backend so that all do the same
 #: work. shmatari's rows reset fast where proven exact (the same streams), its
-#: "-ale-reset" rows and the "ceiling" row as ALE does.
+#: "-ale-reset" rows and the "ceiling" row as ALE does. ``shmatari-bench
+#: --repeat-action-probability`` replaces the sticky-action probability on
+#: every backend (:func:`options`).
 OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_num=4,
                img_height=84, img_width=84, grayscale=True, maxpool=True,
                episodic_life=False, use_fire_reset=False, reward_clip=False,
                full_action_space=False, max_episode_frames=108_000, fast_reset="auto")
 ACTION_ROWS = 4096
+
+
+def options(repeat_action_probability: float | None = None) -> dict:
+    """:data:`OPTIONS`, with ``repeat_action_probability`` (the per-frame
+    probability of sticky actions, ALE's own) replaced when given: the
+    options every backend of one run is opened with (``open_backend`` reads
+    the probability from the config, so the peers follow it too)."""
+    out = dict(OPTIONS)
+    if repeat_action_probability is not None:
+        out["repeat_action_probability"] = float(repeat_action_probability)
+    return out
 #: Seconds a ceiling-sync process waits at its barrier for the others.
 BARRIER_TIMEOUT = 60.0
 
@@ -174,7 +187,8 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
         kw = dict(batch_size=batch_size) if name == "envpool-async" else {}
         env = envpool.make(f"{game_title(cfg.game)}-v5", env_type="gymnasium", num_envs=n,
                            num_threads=cfg.num_workers, seed=seed, frame_skip=4,
-                           repeat_action_probability=0.25, noop_max=30, stack_num=4,
+                           repeat_action_probability=cfg.repeat_action_probability,
+                           noop_max=30, stack_num=4,
                            img_height=84, img_width=84, gray_scale=True,
                            use_inter_area_resize=True, episodic_life=False,
                            reward_clip=False, use_fire_reset=False,
@@ -186,7 +200,8 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
 
         ALEInterface.setLoggerMode(LoggerMode.Error)
         env = AtariVectorEnv(cfg.game, n, num_threads=cfg.num_workers, frameskip=4,
-                             repeat_action_probability=0.25, noop_max=30, stack_num=4,
+                             repeat_action_probability=cfg.repeat_action_probability,
+                             noop_max=30, stack_num=4,
                              img_height=84, img_width=84, grayscale=True, maxpool=True,
                              episodic_life=False, reward_clipping=False,
                              use_fire_reset=False, full_action_space=False,
@@ -198,11 +213,12 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
         from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
         gym.register_envs(ale_py)
+        sticky = cfg.repeat_action_probability
         game_id = f"ALE/{game_title(cfg.game)}-v5"
 
         def thunk():
             ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-            e = gym.make(game_id, frameskip=1, repeat_action_probability=0.25,
+            e = gym.make(game_id, frameskip=1, repeat_action_probability=sticky,
                          full_action_space=False, max_num_frames_per_episode=108_000)
             e = AtariPreprocessing(e, noop_max=30, frame_skip=4, screen_size=84,
                                    terminal_on_life_loss=False, grayscale_obs=True)
@@ -382,6 +398,8 @@ class Ceiling:
         from .atari import single_threaded_children
 
         cfg = dataclasses.replace(cfg, fast_reset="auto" if fast_reset else "off")
+        #: the config every process builds its envs from
+        self.config = cfg
         ctx = mp.get_context(_config.mp_start_method(cfg.start_method))
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()

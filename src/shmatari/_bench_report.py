@@ -254,12 +254,14 @@ def _print_report(args, report: dict) -> None:
     how += f" of {args.seconds:g} s" + (", interleaved" if args.interleave
                                          else ", backend after backend")
     where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
+    sticky = report["config"]["options"]["repeat_action_probability"]
+    game = f"{report['game']} (sticky actions {sticky:g})"
     if report["kind"] == "null":
         _print_table(report["results"], f"shmatari-bench --env null: round trip, "
                      f"{_b.plural(m['cores'], 'core')}, {args.seconds:g} s each", _NULL_COLUMNS)
     elif report["kind"] == "sweep":
         skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
-        _print_table(report["results"], f"shmatari-bench --sweep: {report['game']}, {where}",
+        _print_table(report["results"], f"shmatari-bench --sweep: {game}, {where}",
                      _MAIN_COLUMNS[:4] + _MAIN_COLUMNS[-1:],
                      f"skipped at every size: {skipped}" if skipped else "")
         if report["results"]:
@@ -271,8 +273,8 @@ def _print_report(args, report: dict) -> None:
                 print("matplotlib is not installed: no plot (pip install 'shmatari[bench]')",
                       file=sys.stderr)
     elif report["kind"] == "policy":
-        _print_table(report["results"], f"shmatari-bench --policy: {report['game']}, {n}, "
+        _print_table(report["results"], f"shmatari-bench --policy: {game}, {n}, "
                      f"{where}", _POLICY_COLUMNS, _POLICY_LEGEND)
     else:
-        _print_table(report["results"], f"shmatari-bench: {report['game']}, {n}, {where}",
+        _print_table(report["results"], f"shmatari-bench: {game}, {n}, {where}",
                      _MAIN_COLUMNS, _LEGEND)

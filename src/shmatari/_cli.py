@@ -104,6 +104,14 @@ def nonnegative_float(text: str) -> float:
     return _number(float, 0.0, False, text)
 
 
+def probability(text: str) -> float:
+    """argparse type: a float in [0, 1]."""
+    value = _number(float, 0.0, False, text)
+    if value > 1.0:
+        raise argparse.ArgumentTypeError(f"must be <= 1, got {text}")
+    return value
+
+
 def env_option(text: str) -> tuple:
     """``-o KEY=VALUE``: ``(key, value)``, the value parsed by the option's
     type (:func:`shmatari.config.parse_option`).

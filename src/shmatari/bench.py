@@ -3,7 +3,8 @@
 Every backend steps the same game with the same work per step (ALE v5 options:
 frame_skip 4, sticky actions 0.25, up to 30 no-ops, 84x84 grayscale, max-pool,
 a stack of 4; no episodic life, no reward clipping, no fire reset) under
-uniformly random actions. Optional peers appear when installed: EnvPool,
+uniformly random actions. ``--repeat-action-probability 0`` turns sticky
+actions off on every backend (the Nature DQN's and EnvPool's default). Optional peers appear when installed: EnvPool,
 ale-py's ``AtariVectorEnv`` and Gymnasium's ``AsyncVectorEnv(shared_memory=True)``
 with ``AtariPreprocessing`` and ``FrameStackObservation``. ``pipe`` is the
 classic baseline (one process per env, pickled over pipes, ALE's grayscale +
@@ -91,7 +92,8 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
     :data:`BACKENDS` order, the ceiling last) and whether Ctrl-C cut it short."""
     workers = min(num_envs, args.num_workers or _config.available_cores())
     cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=0,
-                               start_method=args.start_method, **_b.OPTIONS)
+                               start_method=args.start_method,
+                               **_b.options(args.repeat_action_probability))
     batch_size = min(num_envs, args.batch_size or max(1, num_envs // 2))
     order = [b for b in (POLICY_BACKENDS if args.policy else BACKENDS) if b in wanted]
     order += [c for c in CEILINGS if c in wanted]
@@ -242,7 +244,8 @@ def _report(args, kind: str, **body) -> dict:
                        "batch_size": args.batch_size, "seconds": args.seconds,
                        "warmup": args.warmup, "rounds": args.rounds,
                        "interleave": args.interleave, "policy": args.policy,
-                       "start_method": args.start_method, "options": _b.OPTIONS},
+                       "start_method": args.start_method,
+                       "options": _b.options(args.repeat_action_probability)},
             "machine": machine_info(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
 
 
@@ -313,6 +316,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", action="store_true",
                    help="a Nature-CNN forward pass (torch, CPU, 1 thread) on every batch: "
                         f"{', '.join(POLICY_BACKENDS)}")
+    p.add_argument("--repeat-action-probability", type=_cli.probability, default=None,
+                   metavar="P",
+                   help="sticky actions: the probability that each emulated frame repeats the "
+                        "previous action (ALE's own), on every backend; 0 as in the Nature "
+                        "DQN, SB3's AtariWrapper and EnvPool's default (default: 0.25, ALE v5)")
     p.add_argument("--backends", default=None,
                    help=f"comma-separated subset of {','.join(BACKENDS + CEILINGS)} (with "
                         f"--policy: of {','.join(POLICY_BACKENDS)}) (default: all)")
@@ -337,6 +345,9 @@ def _check_args(parser, args) -> None:
     if args.env == "null" and args.backends is not None:
         parser.error("--backends does not apply to --env null, which times shmatari's and "
                      "the pipe baseline's round trips")
+    if args.env == "null" and args.repeat_action_probability is not None:
+        parser.error("--repeat-action-probability does not apply to --env null, which "
+                     "emulates nothing")
     if args.policy:
         missing = _b.torch_missing()
         if missing:
