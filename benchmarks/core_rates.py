@@ -31,7 +31,7 @@ import numpy as np
 from shmatari import _bench_backends as backends, _cli, atari, config as _config
 
 
-def _pinned(core: int, game: str, num_envs: int, start: float, seconds: float,
+def _pinned(core: int, rank: int, game: str, num_envs: int, start: float, windows: int,
             window: float, conn) -> None:
     os.sched_setaffinity(0, {core})
     cfg = _config.build_config(game, num_envs, num_workers=1, **backends.OPTIONS)
@@ -39,13 +39,17 @@ def _pinned(core: int, game: str, num_envs: int, start: float, seconds: float,
     cores = [atari.build_core(cfg, i, palette) for i in range(num_envs)]
     for c in cores:
         c.reset()
-    acts = np.random.default_rng(core).integers(0, cores[0].num_actions,
+    acts = np.random.default_rng(rank).integers(0, cores[0].num_actions,
                                                 (backends.ACTION_ROWS, num_envs)).tolist()
     k, rates = 0, []
+    if time.time() >= start:
+        conn.send(f"building the envs on core {core} took past the common start: the "
+                  f"windows would not line up across cores")
+        return
     while time.time() < start:  # every process starts its windows together
         time.sleep(0.001)
     t0 = time.perf_counter()
-    for w in range(int(seconds / window)):
+    for w in range(windows):
         steps, end = 0, t0 + (w + 1) * window
         while time.perf_counter() < end:
             row = acts[k % backends.ACTION_ROWS]
@@ -68,19 +72,25 @@ def main() -> None:
     p.add_argument("--json", default=None,
                    help="also write every window's rates per core and the shares as JSON")
     args = p.parse_args()
+    windows = round(args.seconds / args.window)
+    if windows < 2:
+        p.error(f"--seconds {args.seconds:g} holds fewer than 2 windows of {args.window:g} s")
     cpus = sorted(os.sched_getaffinity(0))
     ctx = mp.get_context("spawn")
     start = time.time() + 8.0  # time to build the envs
     pipes, procs = [], []
-    for cpu in cpus:
+    for rank, cpu in enumerate(cpus):
         parent, child = ctx.Pipe()
-        procs.append(ctx.Process(target=_pinned, args=(cpu, args.game, args.num_envs, start,
-                                                       args.seconds, args.window, child)))
+        procs.append(ctx.Process(target=_pinned, args=(cpu, rank, args.game, args.num_envs,
+                                                       start, windows, args.window, child)))
         procs[-1].start()
         pipes.append(parent)
     rates = [conn.recv() for conn in pipes]
     for proc in procs:
         proc.join()
+    late = [r for r in rates if isinstance(r, str)]
+    if late:
+        raise SystemExit("core_rates: " + late[0])
     shares = [min(col) * len(col) / sum(col) for col in zip(*rates)]
     print(f"{args.game}, {args.num_envs} envs per core, cores {cpus}, windows of "
           f"{args.window:g} s")

@@ -168,14 +168,18 @@ def test_null_env_round_trip_report(tmp_path):
 
 def test_sweep_writes_json_and_plot(tmp_path):
     out, png = tmp_path / "sweep.json", tmp_path / "sweep.png"
-    proc = _bench("--sweep", "--max-envs", "2", "--backends", "shmatari,ceiling",
+    proc = _bench("--sweep", "--max-envs", "2", "--backends", "shmatari,ceiling,ceiling-fast",
                   "--json", str(out), "--plot", str(png))
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["results"]
     assert {(r["backend"], r["num_envs"]) for r in rows} == {
-        ("shmatari", 1), ("shmatari", 2), ("ceiling", 1), ("ceiling", 2)}
-    assert {r["setting"] for r in rows if r["num_envs"] == 1} == {"1 env, 1 worker",
-                                                                  "1 process, no IPC, ALE's reset"}
+        (b, n) for b in ("shmatari", "ceiling", "ceiling-fast") for n in (1, 2)}
+    # the ratios to the ceilings that ran, picked by name (not the last column)
+    header = next(line for line in proc.stdout.splitlines() if "env steps/s" in line)
+    assert "vs ceiling " in header and "vs ceiling-fast" in header
+    assert "vs ceiling-sync" not in header
+    assert {r["setting"] for r in rows if r["num_envs"] == 1} == {
+        "1 env, 1 worker", "1 process, no IPC, ALE's reset", "1 process, no IPC, fast resets"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -222,10 +226,14 @@ def test_the_sync_ceiling_steps_its_processes_in_lock_step(tmp_path):
     assert "vs ceiling-sync" in proc.stdout and "vs ceiling " not in proc.stdout
 
 
-def test_a_sync_ceiling_whose_process_dies_fails_the_burst_without_hanging():
-    """A ceiling-sync process killed mid-run: the burst raises at once
-    (its partner waits at the barrier, not forever: close() ends it)."""
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_a_sync_ceiling_whose_process_dies_fails_the_burst_without_hanging(when):
+    """A ceiling-sync process killed before a burst, or in the middle of
+    one: the burst raises within about a second, naming the exit codes, and
+    its partner stops polling at the barrier at once (the barrier is
+    aborted), not after BARRIER_TIMEOUT."""
     import signal
+    import threading
     import time
 
     from shmatari import _bench_backends as backends, config
@@ -234,16 +242,45 @@ def test_a_sync_ceiling_whose_process_dies_fails_the_burst_without_hanging():
     ceil = backends.Ceiling(cfg, fast_reset=True, barrier=True)
     procs = list(ceil.procs)
     try:
-        ceil.procs[1].kill()
-        ceil.procs[1].join(5)
+        if when == "before":
+            ceil.procs[1].kill()
+            ceil.procs[1].join(5)
+        else:
+            threading.Timer(1.0, ceil.procs[1].kill).start()
         t0 = time.perf_counter()
-        with pytest.raises(RuntimeError, match="a ceiling process failed"):
-            ceil.burst(0.0, 5.0, lambda t: None)
-        assert time.perf_counter() - t0 < 2.0
+        with pytest.raises(RuntimeError, match=r"a ceiling process failed: exit codes \[.*-9"):
+            ceil.burst(0.0, 20.0, lambda t: None)
+        assert time.perf_counter() - t0 < (2.0 if when == "before" else 4.0)
+        procs[0].join(3.0)  # the survivor left the barrier (aborted) and ended
+        assert procs[0].exitcode is not None
     finally:
         ceil.close()
     assert all(p.exitcode is not None for p in procs)
     assert procs[1].exitcode == -signal.SIGKILL
+
+
+def test_a_ceiling_process_that_stops_answering_fails_the_burst_at_its_deadline(monkeypatch):
+    """A ceiling process stopped (SIGSTOP) neither answers nor dies: the
+    burst raises after its warm-up, seconds and ANSWER_SLACK, naming the
+    pids, instead of waiting forever."""
+    import os
+    import signal
+    import time
+
+    from shmatari import _bench_backends as backends, config
+
+    monkeypatch.setattr(backends, "ANSWER_SLACK", 1.0)
+    cfg = config.build_config("Breakout", 2, num_workers=2, **backends.OPTIONS)
+    ceil = backends.Ceiling(cfg, fast_reset=True)
+    try:
+        os.kill(ceil.procs[0].pid, signal.SIGSTOP)
+        t0 = time.perf_counter()
+        with pytest.raises(RuntimeError, match="did not answer in time"):
+            ceil.burst(0.0, 0.5, lambda t: None)
+        assert 1.4 < time.perf_counter() - t0 < 5.0
+        os.kill(ceil.procs[0].pid, signal.SIGCONT)
+    finally:
+        ceil.close()
 
 
 def test_a_spin_barrier_waiter_alone_times_out(monkeypatch):
@@ -257,6 +294,10 @@ def test_a_spin_barrier_waiter_alone_times_out(monkeypatch):
 
     monkeypatch.setattr(backends, "BARRIER_TIMEOUT", 0.3)
     barrier = backends.SpinBarrier(mp.get_context("fork"), 2)
+    aborted = backends.SpinBarrier(mp.get_context("fork"), 2)
+    aborted.abort()
+    with pytest.raises(RuntimeError, match="aborted"):
+        aborted.wait(0, 1)
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="waited 0.3 s at the barrier"):
         barrier.wait(1, 1)

@@ -60,6 +60,9 @@ def options(repeat_action_probability: float | None = None) -> dict:
     return out
 #: Seconds a ceiling-sync process waits at its barrier for the others.
 BARRIER_TIMEOUT = 60.0
+#: Seconds a ceiling burst may run past its warm-up and measured seconds
+#: before the bench gives up on a process that neither answers nor dies.
+ANSWER_SLACK = 30.0
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -271,33 +274,42 @@ class SpinBarrier:
 
     def __init__(self, ctx, parties: int):
         self.parties = parties
-        self.words = ctx.RawArray("q", parties + 1)  # 2 leader slots, then ranks 1..
+        # 2 leader slots, ranks 1.., then the abort word (set by the parent
+        # when a process died: the others stop waiting at once)
+        self.words = ctx.RawArray("q", parties + 2)
+
+    def abort(self) -> None:
+        """Makes every wait, current or later, raise ``RuntimeError``."""
+        self.words[self.parties + 1] = 1
 
     def wait(self, rank: int, n: int, phase: int = 0) -> int:
         """Arrival ``n`` of process ``rank`` (the leader, rank 0, passes
         ``phase``, 0..3); returns the leader's phase of arrival ``n``.
 
         Raises:
-            TimeoutError: after ``BARRIER_TIMEOUT`` seconds without every
-                process (a dead partner)."""
+            TimeoutError: after ``BARRIER_TIMEOUT`` seconds, counted from
+                the call, without every process (a dead or stopped partner).
+            RuntimeError: after :meth:`abort`."""
         w = self.words
         if rank == 0:
             w[n % 2] = 4 * n + phase
         else:
             w[1 + rank] = n
-        looks, deadline = 0, None
+        looks, deadline = 0, time.monotonic() + BARRIER_TIMEOUT
         while True:
             lead = w[n % 2]
             if lead // 4 == n and all(w[1 + r] >= n for r in range(1, self.parties)):
                 return lead % 4
+            if w[self.parties + 1]:
+                raise RuntimeError(f"ceiling-sync process {rank}: the barrier was aborted "
+                                   f"(another process died)")
             os.sched_yield()
             looks += 1
-            if looks % 4096 == 0:
-                now = time.monotonic()
-                deadline = deadline or now + BARRIER_TIMEOUT
-                if now > deadline:
-                    raise TimeoutError(f"ceiling-sync process {rank} waited "
-                                       f"{BARRIER_TIMEOUT:g} s at the barrier")
+            # the clock every 64 looks: a look can take a whole time slice
+            # when another process wants this core
+            if looks % 64 == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"ceiling-sync process {rank} waited "
+                                   f"{BARRIER_TIMEOUT:g} s at the barrier")
 
 
 def _ceiling_worker(fields: dict, indices: list, conn, barrier=None, rank: int = 0) -> None:
@@ -404,6 +416,7 @@ class Ceiling:
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         self.groups = cfg.worker_groups()
         spin = SpinBarrier(ctx, len(self.groups)) if barrier else None
+        self._barrier = spin
         self.conns, self.procs = [], []
         try:
             with single_threaded_children():
@@ -415,24 +428,40 @@ class Ceiling:
                     child.close()
                     self.conns.append(parent)
                     self.procs.append(p)
+            deadline = time.perf_counter() + 60.0
             for c in self.conns:
-                self._recv(c, 60.0)
+                self._recv(c, deadline)
         except BaseException:
             self.close()
             raise
 
     def _failed(self):
+        if self._barrier is not None:  # the survivors stop polling at once
+            self._barrier.abort()
+        end = time.perf_counter() + 0.5
+        for p in self.procs:  # a process whose pipe closed is exiting
+            p.join(max(0.0, end - time.perf_counter()))
         codes = [p.exitcode for p in self.procs]
         raise RuntimeError(f"a ceiling process failed: exit codes {codes}")
 
-    def _recv(self, conn, timeout: float):
-        deadline = time.perf_counter() + timeout
+    def _recv(self, conn, deadline: float, tick=None):
+        """The next answer on ``conn``, by ``deadline`` (perf_counter);
+        ``RuntimeError`` when a process died (with the exit codes) or the
+        deadline passed (a process stopped or stuck)."""
         while not conn.poll(0.1):
             if any(p.exitcode is not None for p in self.procs):
                 self._failed()
             if time.perf_counter() > deadline:
-                raise RuntimeError(f"a ceiling process did not answer in {timeout:g} s")
-        return conn.recv()
+                if self._barrier is not None:
+                    self._barrier.abort()
+                raise RuntimeError("a ceiling process did not answer in time (stopped or "
+                                   "stuck): pids " + ", ".join(str(p.pid) for p in self.procs))
+            if tick is not None:
+                tick()
+        try:
+            return conn.recv()
+        except (EOFError, OSError):  # the process at the other end is gone
+            self._failed()
 
     def burst(self, warmup: float, seconds: float, tick) -> dict:
         for c in self.conns:
@@ -441,11 +470,9 @@ class Ceiling:
             except OSError:  # the process at the other end is gone
                 self._failed()
         t0 = time.perf_counter()
-        answers = []
-        for c in self.conns:
-            while not c.poll(0.1):
-                tick(min(seconds, max(0.0, time.perf_counter() - t0 - warmup)))
-            answers.append(self._recv(c, warmup + seconds + 30.0))
+        deadline = t0 + warmup + seconds + ANSWER_SLACK
+        answers = [self._recv(c, deadline, lambda: tick(
+            min(seconds, max(0.0, time.perf_counter() - t0 - warmup)))) for c in self.conns]
         return {"env_steps": sum(a[0] for a in answers),
                 "seconds": max(a[1] for a in answers),
                 "per_process": [a[0] for a in answers]}

@@ -206,6 +206,9 @@ _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("vs ceiling", "vs_ceiling", "{:.2f}x"),
                  ("vs ceiling-fast", "vs_ceiling_fast", "{:.2f}x"),
                  ("vs ceiling-sync", "vs_ceiling_sync", "{:.2f}x"))
+#: the sweep's: the rate and its ratios to the ceilings (picked by key)
+_SWEEP_COLUMNS = _MAIN_COLUMNS[:4] + tuple(
+    c for c in _MAIN_COLUMNS if c[1] in ("vs_ceiling", "vs_ceiling_fast", "vs_ceiling_sync"))
 _POLICY_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                    ("env steps/s", "env_steps_per_s", "{:,.0f}"),
                    ("range", "range", ""), ("policy share", "policy_share", "{:.0%}"),
@@ -262,7 +265,7 @@ def _print_report(args, report: dict) -> None:
     elif report["kind"] == "sweep":
         skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
         _print_table(report["results"], f"shmatari-bench --sweep: {game}, {where}",
-                     _MAIN_COLUMNS[:4] + _MAIN_COLUMNS[-1:],
+                     _SWEEP_COLUMNS,
                      f"skipped at every size: {skipped}" if skipped else "")
         if report["results"]:
             plot = args.plot or "shmatari-sweep.png"
