@@ -62,3 +62,26 @@ def test_a_worker_polls_through_quick_answers_and_sleeps_through_slow_ones():
         slow = _sleeps_per_step(env, lambda: time.sleep(0.006), 60)
     assert quick < 0.3, quick
     assert slow > 0.7, slow
+
+
+def test_a_trainer_slow_one_step_in_eight_gets_a_worker_that_sleeps():
+    """Seven quick answers (0.3 ms), then a slow one (6 ms, a gradient step
+    every 8 env steps): the slow wait keeps the worker from polling long
+    (it would poll 2 ms of every slow step, when the trainer needs the
+    cores), so it sleeps after nearly every step, as with a slow trainer;
+    an average of the waits (0.8 ms) would stay under 1 ms and poll through
+    them."""
+    k = [0]
+    quick = _busy(0.0003)
+
+    def pause():
+        k[0] += 1
+        if k[0] % 8 == 0:
+            time.sleep(0.004)
+        else:
+            quick()
+
+    with shmatari.make("null", 2, num_workers=1, seed=0) as env:
+        env.reset()
+        mixed = _sleeps_per_step(env, pause, 320)
+    assert mixed > 0.7, mixed

@@ -118,8 +118,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         spin_ns: nanoseconds to poll the wake word before sleeping on it.
         spin_mode: ``SHMATARI_SPIN_PAUSE`` (0) or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
         long_spin_ns: poll this long instead of ``spin_ns`` while the
-            average of the recent waits (each new one weighing 1/8) is
-            under half of it (0: never); see ``shmatari.spin``.
+            longest recent wait (fading by 1/8 a wait) is under half of it
+            (0: never); see ``shmatari.spin``.
         poll: seconds between parent checks.
         restarted: this worker replaces one that died: each env's first
             result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
@@ -244,13 +244,19 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                         return "orphaned"
                 continue
             with nogil:
-                # gap: the recent waits' average (ns; -1 before the first)
+                # gap: the longest recent wait, fading by 1/8 a wait (ns; -1
+                # before the first). A maximum, not an average: a trainer
+                # that is slow one step in 8 (a gradient step every 8 env
+                # steps) keeps it over the bound, so the worker does not
+                # poll through the slow steps, when the trainer needs the
+                # cores; after one 5 ms wait it takes 12 quick ones to poll
+                # long again.
                 t_wait = shmatari_now_ns()
                 r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping,
                                          long_spin_ns if 0 <= gap < long_spin_ns // 2
                                          else spin_ns, spin_mode, poll_ns)
                 t_wait = shmatari_now_ns() - t_wait
-                gap = t_wait if gap < 0 else (gap * 7 + t_wait) // 8
+                gap = t_wait if t_wait > gap - gap // 8 else gap - gap // 8
             if r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
                 return "orphaned"
     finally:

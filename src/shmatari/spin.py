@@ -26,14 +26,16 @@ def spin_policy(num_workers: int, cores: int) -> dict:
     for, so then everyone sleeps at once.
 
     Unless there are more workers than cores, a worker also polls longer, up
-    to ``long_spin_ns`` (2 ms), while its recent waits have been short (an
-    average under 1 ms: a trainer that answers at once, as a synchronous
-    loop or a double-buffered one does). Then it keeps its core between
-    rounds instead of handing it back to the hypervisor and waiting to get
-    it again, which on a shared VM costs more than the futex itself. A
-    trainer whose answers take longer (a policy of several milliseconds
-    between steps, an idle pool) lifts the average and the worker sleeps
-    after the short poll again. Measured interleaved on this project's
+    to ``long_spin_ns`` (2 ms), while its recent waits have all been short
+    (the longest recent wait, fading by 1/8 a wait, under 1 ms: a trainer
+    that answers at once, as a synchronous loop or a double-buffered one
+    does). Then it keeps its core between rounds instead of handing it back
+    to the hypervisor and waiting to get it again, which on a shared VM
+    costs more than the futex itself. A trainer whose answers take longer
+    (a policy of several milliseconds between steps, an idle pool), or are
+    slow now and then (a gradient step every few env steps: one 5 ms wait
+    keeps the worker from polling long for the next 12), gets workers that
+    sleep after the short poll, and keeps the cores for its own work. Measured interleaved on this project's
     2-core VM, Breakout, 8 envs, 2 workers, two sittings
     (``benchmarks/step_throughput_ab.py``,
     ``benchmarks/results/adaptive-poll-ab.txt``), against the 50 us poll
