@@ -110,6 +110,70 @@ def _run_to_json(path, backends: str) -> str:
     return path.read_text()
 
 
+def _report_rows():
+    """Rows as the bench makes them: every column filled, one skipped peer."""
+    from shmatari import _bench_report as rep
+
+    series = []
+    for k, (name, setting) in enumerate((
+            ("shmatari-async-ale-reset", "8 envs, batch 4, 2 workers, ALE's reset"),
+            ("pipe", "8 envs, 1 process per env"), ("envpool", "8 envs, 2 threads"),
+            ("ceiling", "2 processes, no IPC, ALE's reset"),
+            ("ceiling-fast", "2 processes, no IPC, fast resets"),
+            ("ceiling-sync", "2 processes, no IPC, fast resets, a barrier per round"))):
+        s = rep.Series(name, setting, 8)
+        s.bursts = [{"round": r, "env_steps": 1000 * (k + 2) + 7 * r, "seconds": 1.0}
+                    for r in range(3)]
+        series.append(s)
+    series.append(rep.Series("gymnasium", "", 8, skipped="not installed"))
+    return rep._rows(series, 4)
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 250])
+def test_the_table_keeps_every_number_in_a_narrow_terminal(width):
+    """Whatever the terminal's width, every rate, range and ratio is printed
+    whole (a squeezed table once showed none of them at 80 columns); where
+    the table does not fit, the settings go below it."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from shmatari import _bench_report as rep
+
+    rows = _report_rows()
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=False, color_system=None)
+    rep._print_table(rows, "title", rep._MAIN_COLUMNS, rep._legend(rows), console=console)
+    text = out.getvalue()
+    for row in rows:
+        if "skipped" in row:
+            assert "skipped: not installed" in text
+            continue
+        cells = [f"{row['env_steps_per_s']:,.0f}", f"{row['min']:,.0f} - {row['max']:,.0f}"]
+        cells += [f"{row[k]:.2f}x" for k in ("vs_pipe", "vs_envpool", "vs_ceiling",
+                                             "vs_ceiling_fast", "vs_ceiling_sync")]
+        line = next(ln for ln in text.splitlines()
+                    if ln.startswith("│") and ln.strip("│ ").startswith(row["backend"] + " "))
+        for cell in cells:
+            assert re.search(rf"(?<![\d,.]){re.escape(cell)}", line), (cell, line)
+        assert row["setting"] in " ".join(text.split())
+    for header in ("vs EnvPool sync", "vs ceiling-fast", "vs ceiling-sync"):
+        assert header in text
+
+
+def test_the_legend_explains_the_rows_in_the_table():
+    from shmatari import _bench_report as rep
+
+    rows = _report_rows()
+    full = rep._legend(rows)
+    assert "ceiling-sync:" in full and "pipe:" in full and "-ale-reset rows" in full
+    assert "vs EnvPool sync" in full
+    only = rep._legend([r for r in rows if r["backend"] in ("envpool", "ceiling")])
+    assert "ceiling:" in only and "ceiling-sync" not in only and "pipe:" not in only
+    assert "ceiling-fast" not in only and "-ale-reset" not in only
+
+
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):
     """Bursts rotate: round r starts with backend r (mod the number open), so
     no backend always runs first after the others' bursts."""
@@ -178,6 +242,9 @@ def test_sweep_writes_json_and_plot(tmp_path):
     header = next(line for line in proc.stdout.splitlines() if "env steps/s" in line)
     assert "vs ceiling " in header and "vs ceiling-fast" in header
     assert "vs ceiling-sync" not in header
+    report = json.loads(out.read_text())
+    assert report["sweep_num_envs"] == [1, 2] and report["config"]["max_envs"] == 2
+    assert "ceiling-fast: the same with shmatari's fast resets" in " ".join(proc.stdout.split())
     assert {r["setting"] for r in rows if r["num_envs"] == 1} == {
         "1 env, 1 worker", "1 process, no IPC, ALE's reset", "1 process, no IPC, fast resets"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -111,6 +111,8 @@ def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
      ["--repeat-action-probability", "must be >= 0.0"]),
     ("shmatari-bench", ["--env", "null", "--repeat-action-probability", "0"],
      ["--repeat-action-probability does not apply to --env null"]),
+    ("shmatari-bench", ["--max-envs", "4"], ["--max-envs goes with --sweep"]),
+    ("shmatari-bench", ["--sweep", "--env", "null"], ["--sweep does not apply to --env null"]),
     # the minimum of the default pairings (workers, async), not 1 (issue 25)
     ("shmatari-check", ["--num-envs", "0"], ["num_envs must be >= 2", "got 0"]),
     ("shmatari-check", ["--steps", "x"], ["--steps", "expected an integer"]),

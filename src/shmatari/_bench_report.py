@@ -142,15 +142,20 @@ def _rows(series: list[Series], frame_skip: int) -> list[dict]:
     return [_row(s, frame_skip, medians) for s in series]
 
 
-def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> None:
+def _print_table(rows: list[dict], header: str, columns, legend: str = "",
+                 console=None) -> None:
     """``columns``: (title, key, format) triples; ``legend``: printed below.
     A ratio column ("vs ...") whose reference was not run (no row has a
-    value in it) is left out."""
+    value in it) is left out. Every number is printed whatever the
+    terminal's width: where the table does not fit, the settings move below
+    it, and a table still too wide is printed at its own width (the
+    terminal wraps its lines) rather than squeezed. ``console``: where to
+    print (a ``rich`` console; default stdout, 200 columns wide when stdout
+    is a file or a pipe)."""
     columns = [c for c in columns if not c[1].startswith("vs_")
                or any(row.get(c[1]) is not None for row in rows)]
     try:
         from rich.console import Console
-        from rich.table import Table
     except ImportError:
         print(header)
         for row in rows:
@@ -158,39 +163,90 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "") -> No
                                                             if "skipped" in row else {}))
         print(legend)
         return
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a file or a pipe: don't wrap rows at 80 columns
+            console = Console(width=200)
+    table = _table(rows, columns, legend)
+    width = _natural_width(console, table)
+    if width > console.width and any(c[1] == "setting" for c in columns):
+        settings = "\n".join(f"{row['backend']}: " + (f"skipped: {row['skipped']}"
+                                                      if "skipped" in row else row["setting"])
+                             for row in rows)
+        table = _table(rows, [c for c in columns if c[1] != "setting"],
+                       settings + ("\n" + legend if legend else ""))
+        width = _natural_width(console, table)
+    console.print(header, highlight=False, soft_wrap=True)
+    narrow = console.width
+    console.width = max(narrow, width)  # rich squeezes to the console's width otherwise
+    try:
+        console.print(table)
+    finally:
+        console.width = narrow
+
+
+def _table(rows: list[dict], columns, legend: str):
+    from rich.table import Table
+
     table = Table(caption=legend or None, caption_justify="left")
-    for i, (title, _, _) in enumerate(columns):
-        table.add_column(title, justify="left" if i < 2 else "right",
-                         no_wrap=i < 2 or title == "range")
+    for i, (title, key, _) in enumerate(columns):
+        table.add_column(title, justify="left" if key in ("backend", "setting") else "right",
+                         no_wrap=key != "setting")
+    has_setting = any(c[1] == "setting" for c in columns)
     for row in rows:
-        if "skipped" in row:
+        if "skipped" in row and has_setting:
             table.add_row(row["backend"], f"skipped: {row['skipped']}",
                           *["-"] * (len(columns) - 2))
             continue
         table.add_row(*[_cell(row, key, fmt) for _, key, fmt in columns])
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: don't wrap rows at 80 columns
-        console = Console(width=200)
-    console.print(header, highlight=False, soft_wrap=True)
-    console.print(table)
+    return table
+
+
+def _natural_width(console, table) -> int:
+    """The width ``table`` takes when nothing is squeezed (its caption
+    aside, which wraps)."""
+    caption, table.caption = table.caption, None
+    try:
+        return console.measure(table, options=console.options.update_width(10_000)).maximum
+    finally:
+        table.caption = caption
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:
     if key == "range":
         return f"{row['min']:,.0f} - {row['max']:,.0f}" if "min" in row else "-"
+    if key == "setting" and "skipped" in row:
+        return f"skipped: {row['skipped']}"
     return fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
-_LEGEND = (
-    "Higher is better. Median over bursts; range: the slowest and fastest burst. The vs "
-    "columns are ratios of medians.\nceiling: the same envs stepped in one process per core "
-    "with no IPC at all and ALE's own reset, the bound for any vector env that resets as ALE "
-    "does; ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', where proven "
-    "exact); ceiling-sync: ceiling-fast's processes meeting at a polling barrier after every "
-    "round, what a synchronous pool with those resets could reach if its signalling were "
-    "free; -ale-reset rows: shmatari with fast_reset='off'.\npipe: the classic baseline "
-    "(one process per env, pickled over pipes, OpenCV preprocessing); pipe-kernel: the same "
-    "with shmatari's kernel.")
+def _legend(rows: list[dict]) -> str:
+    """What the table's rows and columns mean, for the rows it has."""
+    names = {row["backend"] for row in rows}
+    parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst. The "
+             "vs columns are ratios of medians (vs EnvPool sync: to EnvPool's synchronous row, "
+             "for every row; the JSON's summary has async / EnvPool async)."]
+    ceilings = []
+    if names & {"ceiling", "ceiling-fast", "ceiling-sync"}:
+        ceilings.append("ceiling: the same envs stepped in one process per core with no IPC at "
+                        "all and ALE's own reset, the bound for any vector env that resets as "
+                        "ALE does")
+    if names & {"ceiling-fast", "ceiling-sync"}:
+        ceilings.append("ceiling-fast: the same with shmatari's fast resets (fast_reset='auto', "
+                        "where proven exact)")
+    if "ceiling-sync" in names:
+        ceilings.append("ceiling-sync: ceiling-fast's processes meeting at a polling barrier "
+                        "after every round, what a synchronous pool with those resets could "
+                        "reach if its signalling were free")
+    if any(n.endswith("-ale-reset") for n in names):
+        ceilings.append("-ale-reset rows: shmatari with fast_reset='off'")
+    if ceilings:
+        parts.append("; ".join(ceilings) + ".")
+    if names & {"pipe", "pipe-kernel"}:
+        parts.append("pipe: the classic baseline (one process per env, pickled over pipes, "
+                     "OpenCV preprocessing); pipe-kernel: the same with shmatari's kernel.")
+    return "\n".join(parts)
+
 
 _POLICY_LEGEND = (
     "env steps/s inside a loop that runs a Nature-CNN forward pass (torch, CPU, 1 thread) on "
@@ -202,7 +258,7 @@ _POLICY_LEGEND = (
 _MAIN_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("env steps/s", "env_steps_per_s", "{:,.0f}"),
                  ("range", "range", ""), ("vs pipe", "vs_pipe", "{:.2f}x"),
-                 ("vs EnvPool", "vs_envpool", "{:.2f}x"),
+                 ("vs EnvPool sync", "vs_envpool", "{:.2f}x"),
                  ("vs ceiling", "vs_ceiling", "{:.2f}x"),
                  ("vs ceiling-fast", "vs_ceiling_fast", "{:.2f}x"),
                  ("vs ceiling-sync", "vs_ceiling_sync", "{:.2f}x"))
@@ -212,7 +268,7 @@ _SWEEP_COLUMNS = _MAIN_COLUMNS[:4] + tuple(
 _POLICY_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                    ("env steps/s", "env_steps_per_s", "{:,.0f}"),
                    ("range", "range", ""), ("policy share", "policy_share", "{:.0%}"),
-                   ("vs EnvPool", "vs_envpool", "{:.2f}x"))
+                   ("vs EnvPool sync", "vs_envpool", "{:.2f}x"))
 _NULL_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
                  ("median us/round trip", "median_us", "{:.1f}"), ("p99 us", "p99_us", "{:.1f}"),
                  ("round trips/s", "round_trips_per_s", "{:,.0f}"),
@@ -230,10 +286,12 @@ def plot_sweep(report: dict, path: str) -> None:
     for row in report["results"]:
         if "env_steps_per_s" in row:
             series.setdefault(row["backend"], []).append((row["num_envs"], row["env_steps_per_s"]))
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
+    ceiling_lines = {"ceiling": "--", "ceiling-fast": "-.", "ceiling-sync": ":"}
     for name, pts in series.items():
         xs, ys = zip(*sorted(pts))
-        style = dict(color="black", linestyle="--", linewidth=1.5) if name in CEILINGS else \
+        style = dict(color="black", linestyle=ceiling_lines.get(name, "--"), linewidth=1.5) \
+            if name in CEILINGS else \
             dict(marker="o", linewidth=2 if name.startswith("shmatari") else 1.2)
         ax.plot(xs, ys, label=name, **style)
     ax.set_xscale("log", base=2)
@@ -242,7 +300,7 @@ def plot_sweep(report: dict, path: str) -> None:
     m = report["machine"]
     ax.set_title(f"{report['game']}: {m['cores']} cores, {m['cpu_model']}", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the lines
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -265,8 +323,8 @@ def _print_report(args, report: dict) -> None:
     elif report["kind"] == "sweep":
         skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
         _print_table(report["results"], f"shmatari-bench --sweep: {game}, {where}",
-                     _SWEEP_COLUMNS,
-                     f"skipped at every size: {skipped}" if skipped else "")
+                     _SWEEP_COLUMNS, _legend(report["results"])
+                     + (f"\nskipped at every size: {skipped}" if skipped else ""))
         if report["results"]:
             plot = args.plot or "shmatari-sweep.png"
             try:
@@ -280,4 +338,4 @@ def _print_report(args, report: dict) -> None:
                      f"{where}", _POLICY_COLUMNS, _POLICY_LEGEND)
     else:
         _print_table(report["results"], f"shmatari-bench: {game}, {n}, {where}",
-                     _MAIN_COLUMNS, _LEGEND)
+                     _MAIN_COLUMNS, _legend(report["results"]))

@@ -244,7 +244,7 @@ def _report(args, kind: str, **body) -> dict:
                        "batch_size": args.batch_size, "seconds": args.seconds,
                        "warmup": args.warmup, "rounds": args.rounds,
                        "interleave": args.interleave, "policy": args.policy,
-                       "start_method": args.start_method,
+                       "start_method": args.start_method, "max_envs": args.max_envs,
                        "options": _b.options(args.repeat_action_probability)},
             "machine": machine_info(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
 
@@ -280,7 +280,7 @@ def run(args) -> dict:
                 if interrupted:
                     break
             return _report(args, "sweep", results=rows, skipped=skipped,
-                           interrupted=interrupted)
+                           interrupted=interrupted, sweep_num_envs=points)
         series, interrupted = _run_point(args, progress, wanted, args.num_envs)
         return _report(args, "policy" if args.policy else "single",
                        results=_rows(series, _b.OPTIONS["frame_skip"]),
@@ -329,8 +329,9 @@ def _parser() -> argparse.ArgumentParser:
                         f"{_config.default_start_method()})")
     p.add_argument("--sweep", action="store_true",
                    help="num_envs = 1, 2, 4, ... --max-envs for every backend")
-    p.add_argument("--max-envs", type=_cli.positive_int, default=64,
-                   help="largest num_envs of --sweep")
+    p.add_argument("--max-envs", type=_cli.positive_int, default=None,
+                   help="with --sweep: num_envs runs through the powers of two up to this "
+                        "(default: 64)")
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="with --sweep: write the PNG plot here (default shmatari-sweep.png)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
@@ -342,6 +343,12 @@ def _check_args(parser, args) -> None:
     """Every usage error, before anything starts (``parser.error``: exit 2)."""
     if args.policy and (args.env == "null" or args.sweep):
         parser.error("--policy runs alone: not with --env null or --sweep")
+    if args.sweep and args.env == "null":
+        parser.error("--sweep does not apply to --env null, which times one round trip")
+    if args.max_envs is not None and not args.sweep:
+        parser.error("--max-envs goes with --sweep")
+    if args.sweep and args.max_envs is None:
+        args.max_envs = 64
     if args.env == "null" and args.backends is not None:
         parser.error("--backends does not apply to --env null, which times shmatari's and "
                      "the pipe baseline's round trips")
