@@ -47,6 +47,11 @@ OPTIONS = dict(frame_skip=4, repeat_action_probability=0.25, noop_max=30, stack_
                episodic_life=False, use_fire_reset=False, reward_clip=False,
                full_action_space=False, max_episode_frames=108_000, fast_reset="auto")
 ACTION_ROWS = 4096
+#: Seconds a ceiling-sync process waits at its barrier for the others.
+BARRIER_TIMEOUT = 60.0
+#: Seconds a ceiling burst may run past its warm-up and measured seconds
+#: before the bench gives up on a process that neither answers nor dies.
+ANSWER_SLACK = 30.0
 
 
 def options(repeat_action_probability: float | None = None) -> dict:
@@ -58,11 +63,6 @@ def options(repeat_action_probability: float | None = None) -> dict:
     if repeat_action_probability is not None:
         out["repeat_action_probability"] = float(repeat_action_probability)
     return out
-#: Seconds a ceiling-sync process waits at its barrier for the others.
-BARRIER_TIMEOUT = 60.0
-#: Seconds a ceiling burst may run past its warm-up and measured seconds
-#: before the bench gives up on a process that neither answers nor dies.
-ANSWER_SLACK = 30.0
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -302,7 +302,7 @@ class SpinBarrier:
                 return lead % 4
             if w[self.parties + 1]:
                 raise RuntimeError(f"ceiling-sync process {rank}: the barrier was aborted "
-                                   f"(another process died)")
+                                   f"(another process died or stopped answering)")
             os.sched_yield()
             looks += 1
             # the clock every 64 looks: a look can take a whole time slice
