@@ -249,7 +249,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 # that is slow one step in 8 (a gradient step every 8 env
                 # steps) keeps it over the bound, so the worker does not
                 # poll through the slow steps, when the trainer needs the
-                # cores; after one 5 ms wait it takes 12 quick ones to poll
+                # cores; after one 5 ms wait it takes 13 quick ones to poll
                 # long again.
                 t_wait = shmatari_now_ns()
                 r = shmatari_wait_change(&wc.wake_seq, wake, &wc.sleeping,

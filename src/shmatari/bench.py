@@ -4,9 +4,10 @@ Every backend steps the same game with the same work per step (ALE v5 options:
 frame_skip 4, sticky actions 0.25, up to 30 no-ops, 84x84 grayscale, max-pool,
 a stack of 4; no episodic life, no reward clipping, no fire reset) under
 uniformly random actions. ``--repeat-action-probability 0`` turns sticky
-actions off on every backend (the Nature DQN's and EnvPool's default). Optional peers appear when installed: EnvPool,
-ale-py's ``AtariVectorEnv`` and Gymnasium's ``AsyncVectorEnv(shared_memory=True)``
-with ``AtariPreprocessing`` and ``FrameStackObservation``. ``pipe`` is the
+actions off on every backend (the Nature DQN's and EnvPool's default).
+Optional peers appear when installed: EnvPool, ale-py's ``AtariVectorEnv``
+and Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` with
+``AtariPreprocessing`` and ``FrameStackObservation``. ``pipe`` is the
 classic baseline (one process per env, pickled over pipes, ALE's grayscale +
 NumPy + OpenCV in each worker); ``pipe-kernel`` is the same with shmatari's
 fused kernel in the workers, so that shmatari and it differ in the IPC alone.

@@ -34,15 +34,19 @@ def spin_policy(num_workers: int, cores: int) -> dict:
     costs more than the futex itself. A trainer whose answers take longer
     (a policy of several milliseconds between steps, an idle pool), or are
     slow now and then (a gradient step every few env steps: one 5 ms wait
-    keeps the worker from polling long for the next 12), gets workers that
-    sleep after the short poll, and keeps the cores for its own work. Measured interleaved on this project's
-    2-core VM, Breakout, 8 envs, 2 workers, two sittings
-    (``benchmarks/step_throughput_ab.py``,
+    keeps the worker from polling long for the next 13), gets workers that
+    sleep after the short poll, and keeps the cores for its own work.
+
+    Measured interleaved on this project's 2-core VM, Breakout, 8 envs, 2
+    workers, two sittings (``benchmarks/step_throughput_ab.py``,
     ``benchmarks/results/adaptive-poll-ab.txt``), against the 50 us poll
     alone: 1.06-1.07x the env steps/s synchronous (per-round medians
     1.08-1.11x); with a Nature-CNN policy between batches 1.08x
     double-buffered (1.02-1.10x) and 1.02-1.08x synchronous (0.99x);
-    async 1.00-1.02x (0.98-1.03x).
+    async 1.00-1.02x (0.98-1.03x). The fading maximum against the first
+    version's average of the waits
+    (``benchmarks/results/adaptive-poll-fading-ab.txt``): sync 0.94-1.02x,
+    with the policy 0.95-0.99x, within the noise.
 
     Returns:
         dict: ``{"worker": (spin_ns, mode, long_spin_ns), "client": (spin_ns, mode)}``.
