@@ -285,9 +285,10 @@ def test_server_killed_under_a_waiting_client(server):
 
 
 def test_attach_errors_say_what_to_do():
+    # a short wait: the default waits 30 s for a server still starting
     with pytest.raises(shmatari.AttachError, match="shmatari serve GAME --name nosuchpool") as e:
-        shmatari.attach("nosuchpool")
-    assert e.value.code == "not_found"
+        shmatari.attach("nosuchpool", timeout=0.5)
+    assert e.value.code == "not_found" and "waited 0.5 s" in str(e.value)
     with pytest.raises(ValueError, match="without '/'"):
         shmatari.attach("a/b")
 
