@@ -170,8 +170,7 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "",
     table = _table(rows, columns, legend)
     width = _natural_width(console, table)
     if width > console.width and any(c[1] == "setting" for c in columns):
-        settings = "\n".join(f"{row['backend']}: " + (f"skipped: {row['skipped']}"
-                                                      if "skipped" in row else row["setting"])
+        settings = "\n".join(f"{row['backend']}: {_cell(row, 'setting', '{}')}"
                              for row in rows)
         table = _table(rows, [c for c in columns if c[1] != "setting"],
                        settings + ("\n" + legend if legend else ""))
@@ -189,15 +188,10 @@ def _table(rows: list[dict], columns, legend: str):
     from rich.table import Table
 
     table = Table(caption=legend or None, caption_justify="left")
-    for i, (title, key, _) in enumerate(columns):
+    for title, key, _ in columns:
         table.add_column(title, justify="left" if key in ("backend", "setting") else "right",
                          no_wrap=key != "setting")
-    has_setting = any(c[1] == "setting" for c in columns)
-    for row in rows:
-        if "skipped" in row and has_setting:
-            table.add_row(row["backend"], f"skipped: {row['skipped']}",
-                          *["-"] * (len(columns) - 2))
-            continue
+    for row in rows:  # a skipped row: its reason as the setting, "-" elsewhere (_cell)
         table.add_row(*[_cell(row, key, fmt) for _, key, fmt in columns])
     return table
 

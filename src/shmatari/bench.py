@@ -77,6 +77,9 @@ from ._progress import Progress
 
 __all__ = ["main", "run", "machine_info"]
 
+#: The largest num_envs of ``--sweep`` unless ``--max-envs`` says otherwise.
+SWEEP_MAX_ENVS = 64
+
 
 def _open(name: str, cfg, batch_size: int, policy_for):
     if name in CEILINGS:
@@ -332,7 +335,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="num_envs = 1, 2, 4, ... --max-envs for every backend")
     p.add_argument("--max-envs", type=_cli.positive_int, default=None,
                    help="with --sweep: num_envs runs through the powers of two up to this "
-                        "(default: 64)")
+                        f"(default: {SWEEP_MAX_ENVS})")
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="with --sweep: write the PNG plot here (default shmatari-sweep.png)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
@@ -349,7 +352,7 @@ def _check_args(parser, args) -> None:
     if args.max_envs is not None and not args.sweep:
         parser.error("--max-envs goes with --sweep")
     if args.sweep and args.max_envs is None:
-        args.max_envs = 64
+        args.max_envs = SWEEP_MAX_ENVS
     if args.env == "null" and args.backends is not None:
         parser.error("--backends does not apply to --env null, which times shmatari's and "
                      "the pipe baseline's round trips")
