@@ -6,11 +6,12 @@ import dataclasses
 import gc
 import hashlib
 import multiprocessing as mp
+import os
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import pid_alive, random_actions, shm_entries
+from conftest import SHM_DIR, pid_alive, random_actions, shm_entries
 
 import shmatari
 from shmatari import config
@@ -177,6 +178,46 @@ def test_close_removes_segment_and_workers():
     assert not any(pid_alive(p) for p in pids)
     with pytest.raises(shmatari.PoolClosedError):
         env.step([0, 0, 0, 0])
+
+
+def _mapped(name: str) -> tuple[int, bool]:
+    """This process's open descriptors of /dev/shm/<name>, and whether it is mapped."""
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds += os.readlink(f"/proc/self/fd/{fd}").startswith(f"{SHM_DIR}/{name}")
+        except OSError:
+            pass
+    with open("/proc/self/maps") as maps:
+        return fds, f"{SHM_DIR}/{name}" in maps.read()
+
+
+@pytest.mark.parametrize("ram_info", [False, True])
+def test_close_lets_the_mapping_go_while_the_env_object_lives(ram_info):
+    """close() unmaps the segment and closes its file at once, not when the
+    env object is collected (the client's own ring views held both: a pool
+    kept in a list, a ``with`` variable or a traceback kept its memory)."""
+    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0, ram_info=ram_info,
+                        render_mode="rgb_array")
+    name = env.segment_name
+    env.reset()
+    env.step([0, 0])
+    fds, mapped = _mapped(name)
+    assert fds >= 1 and mapped  # SharedMemory's descriptor, and mmap's own copy
+    env.close()
+    assert _mapped(name) == (0, False)
+    assert env.closed  # the object lives on
+
+
+def test_close_keeps_the_mapping_for_zero_copy_views_the_caller_holds():
+    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0, zero_copy=True)
+    name = env.segment_name
+    obs, _ = env.reset()
+    env.close()
+    assert _mapped(name)[1] and int(obs.sum()) >= 0  # still readable
+    del obs
+    gc.collect()
+    assert _mapped(name) == (0, False)
 
 
 def test_garbage_collected_pool_cleans_up():

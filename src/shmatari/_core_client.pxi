@@ -239,3 +239,58 @@ cdef class ClientMachine:
         if n:
             shmatari_accept_rows(&self.cl, &env_id[0], &flags[0], &terminated[0],
                                  &truncated[0], n)
+
+
+# --------------------------------------------------------------------------
+# The per-pool thread guard of the client's public calls
+
+from cpython.pythread cimport PyThread_get_thread_ident
+
+
+cdef class CallGuard:
+    """One thread inside a pool's calls at a time (``shmatari.client``'s
+    ``_one_thread``): taken, the call run and the guard given back in one C
+    function, so that a KeyboardInterrupt (Ctrl-C), which Python raises only
+    between bytecodes of Python code, cannot land between taking the guard
+    and the ``finally`` that gives it back. (A ``threading.Lock`` taken and
+    released by Python code could be left held by a Ctrl-C there, and every
+    later call was refused as "another thread is inside".)
+
+    Args:
+        refuse: ``refuse(inside, name) -> Exception``, the error for a call
+            ``name`` made while another thread is inside call ``inside``.
+    """
+
+    cdef unsigned long holder  # thread ident inside, 0: none
+    cdef object inside         # the name of the call it is inside
+    cdef object refuse
+
+    def __cinit__(self, refuse):
+        self.holder = 0
+        self.inside = ""
+        self.refuse = refuse
+
+    def run(self, str name, method, obj, tuple args, dict kwargs):
+        """Returns ``method(obj, *args, **kwargs)``, run under the guard; a
+        call from the thread already inside (a nested call: ``reset`` runs
+        ``recv``) runs as part of the outer one.
+
+        Raises:
+            ``refuse(inside, name)``: another thread is inside; nothing was run.
+        """
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if self.holder == me:
+            return method(obj, *args, **kwargs)
+        if self.holder != 0:
+            raise self.refuse(self.inside, name)
+        self.holder = me
+        self.inside = name
+        try:
+            return method(obj, *args, **kwargs)
+        finally:
+            self.holder = 0
+
+    @property
+    def held(self):
+        """Whether a thread is inside (for tests and diagnostics)."""
+        return self.holder != 0

@@ -27,7 +27,6 @@ import math
 import numbers
 import functools
 import os
-import threading
 import time
 from collections.abc import Mapping
 
@@ -118,12 +117,20 @@ def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
     return _core.as_int32(actions, "actions", num_envs if ids is None else ids.size), ids
 
 
+def _refuse_other_thread(inside: str, name: str) -> CallOrderError:
+    return CallOrderError(
+        f"another thread is inside {inside}() on this pool: a pool is used by one "
+        f"thread at a time (give each thread its own pool, or a lock around its "
+        f"calls); {name}() did nothing")
+
+
 def _one_thread(method):
     """The per-pool guard of the public calls (as sqlite3's
     ``check_same_thread``, but per call): a second thread calling in while
     one is inside gets CallOrderError at once, and the pool is unchanged; the
     same thread may nest (reset -> recv). A process forked from the pool's
-    owner gets PoolClosedError."""
+    owner gets PoolClosedError. The guard is ``_core.CallGuard``: taken and
+    given back in C, so that a Ctrl-C cannot leave it held."""
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
         if os.getpid() != self._pid:
@@ -131,20 +138,8 @@ def _one_thread(method):
                 f"this pool belongs to process {self._pid}, which this process was forked "
                 f"from: a forked child cannot use it; make its own pool, or attach to a "
                 f"served one (shmatari.attach)")
-        me = threading.get_ident()
-        if not self._guard.acquire(blocking=False):
-            if self._guard_thread == me:
-                return method(self, *args, **kwargs)
-            raise CallOrderError(
-                f"another thread is inside {self._guard_call}() on this pool: a pool is used "
-                f"by one thread at a time (give each thread its own pool, or a lock around "
-                f"its calls); {method.__name__}() did nothing")
-        self._guard_thread, self._guard_call = me, method.__name__
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._guard_thread = None
-            self._guard.release()
+        return self._guard.run(name, method, self, args, kwargs)
+    name = method.__name__
     return guarded
 
 
@@ -168,7 +163,7 @@ class Client:
         self.supervisor = supervisor
         self.closed = False
         self._pid = os.getpid()
-        self._guard, self._guard_thread, self._guard_call = threading.Lock(), None, ""
+        self._guard = _core.CallGuard(_refuse_other_thread)
         self.seed_entropy = seed_entropy
         self._seg = seg
         self._zero_copy = zero_copy
@@ -207,31 +202,30 @@ class Client:
         # caller kept (np.ndarray(buffer=...) holds none: reading such a view
         # after close() crashed); and they come from a read-only view of the
         # mapping, so that nobody can make them writable.
+        # The views live in ``res.views`` only, never in an attribute of
+        # this client: close() drops them there, and the mapping can then be
+        # unmapped at once (a view of the client's own, kept while the env
+        # object lived, held the mapping and its file open after close()).
         readonly = segment.buf.toreadonly()
         count = int(np.prod(self._batch_obs_shape))
-        self._ring_obs = [
+        self._res = res
+        res.views["ring_obs"] = [
             np.frombuffer(readonly, np.uint8, count, seg.slot_offset(s) + hdr["slot_obs_offset"])
             .reshape(self._batch_obs_shape)
             for s in range(hdr["ring_depth"])]
         # render_mode: each env's palette and last screen (layout.h's render area)
         self.screen_shape = (hdr["screen_height"], hdr["screen_width"])
-        self._render_area = None
         if hdr["render_offset"]:
-            self._render_area = np.frombuffer(
+            res.views["render"] = np.frombuffer(
                 readonly, np.uint8, self.num_envs * hdr["render_env_bytes"],
                 hdr["render_offset"]).reshape(self.num_envs, hdr["render_env_bytes"])
         # ram_info: each env's console RAM (layout.h's RAM area, ABI 1.3)
-        self._ram_area = None
-        if hdr.get("ram_offset"):
-            self._ram_area = np.frombuffer(
+        self._has_ram = bool(hdr.get("ram_offset"))
+        if self._has_ram:
+            res.views["ram"] = np.frombuffer(
                 readonly, np.uint8, self.num_envs * hdr["ram_bytes"],
                 hdr["ram_offset"]).reshape(self.num_envs, hdr["ram_bytes"])
         readonly.release()
-        res.views.append(self._ring_obs)
-        if self._render_area is not None:
-            res.views.append(self._render_area)
-        if self._ram_area is not None:
-            res.views.append(self._ram_area)
 
     @property
     def _pending(self) -> int:
@@ -373,7 +367,8 @@ class Client:
         batch = seg.taken
         if self._zero_copy:
             views, bits = seg.collect(batch, None)
-            obs = self._ring_obs[batch % len(self._ring_obs)]
+            ring = self._res.views["ring_obs"]
+            obs = ring[batch % len(ring)]
         else:
             obs = np.empty(self._batch_obs_shape, np.uint8)
             views, bits = seg.collect(batch, obs.reshape(-1))
@@ -387,8 +382,8 @@ class Client:
         self._last_ids = f["env_id"]
         info = results.build_info(f, final, final_obs, bits,
                                   episode_statistics=self._episode_statistics)
-        if self._ram_area is not None:  # a copy, taken before anything is sent again
-            info["ram"] = self._ram_area[f["env_id"]]
+        if self._has_ram:  # a copy, taken before anything is sent again
+            info["ram"] = self._res.views["ram"][f["env_id"]]
         if bits and self._episode_statistics:
             self._time_episodes(info, f["env_id"], bits)
         return obs, f["reward"], f["terminated"], f["truncated"], info
@@ -415,7 +410,7 @@ class Client:
         h, w = self.screen_shape
         n = _core.RENDER_PALETTE_BYTES
         out = np.empty((self.num_envs, h, w, 3), np.uint8)
-        for i, area in enumerate(self._render_area):
+        for i, area in enumerate(self._res.views["render"]):
             np.take(area[:n].reshape(256, 3), area[n:n + h * w].reshape(h, w), axis=0,
                     out=out[i])
         return tuple(out)

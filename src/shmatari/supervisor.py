@@ -61,7 +61,10 @@ class _Resources:
         self.segment = None  # SharedMemory
         self.ident = None    # (st_dev, st_ino) of the segment file it created
         self.seg = None      # _core.Segment
-        self.views = []      # NumPy arrays over the segment
+        # NumPy arrays over the segment, by name (the client's ring_obs,
+        # render and ram): held here alone, so that dropping them lets the
+        # mapping go (the caller's zero-copy observations keep it alive).
+        self.views = {}
         self.processes = []
         self.fault_pipes = []  # per worker: the read end of its faulthandler pipe
         self.client_pid = 0  # set while this process holds the client claim
@@ -88,7 +91,7 @@ class _Resources:
         for p in self.processes:
             if children is not None:
                 children.discard(p)
-        self.processes, self.views = [], []
+        self.processes, self.views = [], {}
         for pipe in self.fault_pipes:
             try:
                 pipe.close()
@@ -135,7 +138,7 @@ class _Resources:
         for pipe in self.fault_pipes:
             pipe.close()
         self.fault_pipes = []
-        self.views = []
+        self.views = {}
         if seg is not None:
             seg.release()
         self.seg = None
