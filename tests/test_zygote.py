@@ -214,6 +214,67 @@ def test_a_killed_zygote_fails_its_pools_and_a_new_one_starts():
     assert not os.path.exists(os.path.join(SHM_DIR, out["seg"]))
 
 
+STOPPED_ZYGOTE = '''
+import json, os, signal, time
+import numpy as np
+import shmatari
+from shmatari import _zygote
+env = shmatari.make("null", num_envs=2, num_workers=2, seed=0)
+env.reset()
+zygote = _zygote._zygote.proc.pid
+os.kill(zygote, signal.SIGSTOP)  # it can no longer report (or reap) a worker's exit
+os.kill(env.worker_pids[1], signal.SIGKILL)
+signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("step() hung")))
+signal.alarm(20)
+t = time.monotonic()
+try:
+    env.step(np.zeros(2, np.int64))  # timeout=None: no limit but the workers' lives
+    err = None
+except shmatari.WorkerError as exc:
+    err = str(exc)
+seconds = time.monotonic() - t
+signal.alarm(0)
+os.kill(zygote, signal.SIGCONT)
+env.close()
+print("RESULT " + json.dumps(dict(err=err, seconds=seconds)), flush=True)
+'''
+
+
+def test_a_worker_dead_under_a_stopped_zygote_is_reported():
+    """A stopped zygote reports no exit: the kernel's word decides (a wait
+    that trusted the missing exit code never ended)."""
+    proc = subprocess.run([sys.executable, "-c", STOPPED_ZYGOTE], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert out["err"] is not None and "worker 1" in out["err"], out
+    assert "ended" in out["err"] and "still running" not in out["err"]
+    assert out["seconds"] < 10
+
+
+def test_zygote_starts_before_the_segment_exists():
+    """On a process's first make() the zygote takes up to a second to start;
+    a trainer killed then would leave a segment nobody maps, so it starts
+    before the segment is created."""
+    script = textwrap.dedent('''
+        import json
+        import shmatari, shmatari.shm as shm
+        from shmatari import _zygote
+        real, seen = shm.create, []
+        def create(name, size):
+            seen.append(_zygote._zygote is not None and _zygote._zygote.alive())
+            return real(name, size)
+        shm.create = create
+        with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+            env.reset()
+        print("RESULT " + json.dumps(seen), flush=True)
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _result(proc.stdout) == [True]
+
+
 def test_zygote_ends_with_its_trainer():
     script = textwrap.dedent('''
         import json, time

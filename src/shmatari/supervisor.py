@@ -160,11 +160,15 @@ def _check_can_start_children(start_method: str) -> None:
 
 
 def _worker_alive(p) -> bool:
-    """Whether a worker process runs. Under forkserver a worker whose fork
-    server died reports exit code 255 (multiprocessing lost the server that
-    would tell it the real one) though it may run on: ask the kernel then."""
+    """Whether a worker process runs: its exit code not known yet, and the
+    kernel's word that the pid runs (not a zombie). Under forkserver a worker
+    whose fork server died reports exit code 255 (multiprocessing lost the
+    server that would tell it the real one) though it may run on; and a
+    zygote that is stopped (SIGSTOP) reports no exit at all, so a worker
+    that died under it would otherwise count as alive, and a wait for it
+    would never end: the kernel decides both."""
     code = p.exitcode
-    return code is None or (code == 255 and _core.pid_alive(p.pid))
+    return (code is None or code == 255) and _core.pid_alive(p.pid)
 
 
 def _wait_for_exit(procs, seconds: float) -> None:
@@ -238,6 +242,15 @@ class Supervisor:
                if cfg.render_mode == "rgb_array" else {}),
             ram_bytes=_core.RAM_BYTES if cfg.ram_info else 0)
         total = _core.header_words(header)["total_bytes"]
+        if cfg.start_method == "zygote":
+            # Started (on a process's first make: up to a second) before the
+            # segment exists: from its creation to the first worker mapping
+            # it, nobody would remove it if this process were killed, so
+            # that window is kept to milliseconds. (A segment left by a kill
+            # there is removed by the next make() of this user: sweep_stale.)
+            from . import _zygote
+
+            _zygote.get()
         shm.sweep_stale()
         segment = shm.create(segment_name, total)
         self.res.segment = segment
@@ -413,8 +426,10 @@ class Supervisor:
         """Waits for dead worker ``w``'s process to end (a failed worker
         exits by itself), killing it if it does not within a second."""
         p = self.res.processes[w]
-        p.join(1.0)
-        if p.exitcode is None:
+        # Gone for the kernel (a zombie whose stopped zygote does not reap
+        # it): only a short wait for the exit code.
+        p.join(1.0 if _core.pid_alive(p.pid) else 0.2)
+        if p.exitcode is None and _core.pid_alive(p.pid):
             p.kill()
             p.join(1.0)
 
@@ -435,7 +450,9 @@ class Supervisor:
         text = seg.worker_error(w) or self.fault_text(w)
         code = p.exitcode
         if code is None:
-            how = "still running"
+            how = ("still running" if _core.pid_alive(p.pid) else
+                   "its process has ended, exit status unknown (the process that "
+                   "started it has not reported it: stopped?)")
         elif code < 0:
             try:
                 how = f"killed by signal {-code} ({signal.Signals(-code).name})"

@@ -25,7 +25,10 @@ How it ends:
   or its parent pid changed. An orphaned worker removes the segment, so a
   killed trainer leaves nothing in ``/dev/shm``; but only the file it maps
   (same device and inode): a new server that took the name meanwhile keeps
-  its segment.
+  its segment. A trainer killed after creating its segment and before any
+  worker maps it (milliseconds: the zygote is started first) leaves the
+  file until the next ``make()`` of its user removes it
+  (``shm.sweep_stale``: its owner is dead and no process maps it).
 """
 
 from __future__ import annotations
