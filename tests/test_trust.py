@@ -292,6 +292,43 @@ def test_worker_error_text_is_bounded_without_a_nul():
     assert seg.worker_error(0) == "x" * (_core.ERROR_BYTES - 1)
 
 
+HOSTILE_ERROR = ("Traceback\n\tline 1\n\x1b[2J\x1b[H\x1b]0;pwned\x07all good\r"
+                 "fake: finished OK\n\x1b[8mhidden \x7f\u009b2J caf\u00e9 \u2713")
+
+
+def test_worker_error_text_has_its_control_characters_escaped():
+    """Any process of the user can write the error text: escape sequences in
+    it must not reach a terminal through a message or a log."""
+    buf = segment_bytes()
+    seg = _core.Segment(buf)
+    errors = seg.header()["errors_offset"]
+    data = HOSTILE_ERROR.encode()
+    buf[errors:errors + len(data) + 1] = data + b"\0"
+    text = seg.worker_error(0)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
+    assert text == ("Traceback\n\tline 1\n\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07all good\\x0d"
+                    "fake: finished OK\n\\x1b[8mhidden \\x7f\\x9b2J caf\u00e9 \u2713")
+
+
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_c_client_writes_the_error_text_without_control_bytes(lang, tmp_path):
+    names = ("cc", "gcc", "clang") if lang == "c" else ("c++", "g++", "clang++")
+    cc = next((c for c in map(shutil.which, names) if c), None)
+    if cc is None:
+        pytest.skip(f"no {lang} compiler on this machine")
+    exe = tmp_path / "printable"
+    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
+    build_sanitized([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{INCLUDE}",
+                     str(ROOT / "tests" / "c" / "printable.c"), "-o", str(exe)])
+    data = HOSTILE_ERROR.encode()
+    out = subprocess.run([str(exe), data.hex()], capture_output=True, text=True, check=True)
+    got = bytes.fromhex(out.stdout.strip())
+    assert len(got) == len(data)
+    assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", got), got
+    assert got.decode() == ("Traceback\n\tline 1\n?[2J?[H?]0;pwned?all good?"
+                            "fake: finished OK\n?[8mhidden ?\u003f\u003f2J caf\u00e9 \u2713")
+
+
 _WORKER_GROUP_SCRIPT = """
 import mmap, sys
 sys.path.insert(0, sys.argv[1])

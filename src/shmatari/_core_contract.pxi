@@ -369,3 +369,19 @@ def segment_name(str name):
     if shmatari_segment_name(data, out, SHMATARI_NAME_MAX, msg, sizeof(msg)) != SHMATARI_OK:
         raise ValueError(msg.decode("utf-8", "replace"))
     return out.decode("utf-8")
+
+
+import re as _re
+
+# C0 controls but tab and newline, DEL, and C1 controls (U+0080..U+009F).
+_CONTROL = _re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(str text):
+    """``text`` with every control character but tab and newline written as
+    ``\\xNN``: a worker's error text comes from the segment, which any
+    process of the user may write, and ends up in messages, logs and
+    terminals, where escape sequences could clear the screen, retitle the
+    window or hide what follows (``shmatari_pool_check`` does the same in C,
+    with ``?``)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

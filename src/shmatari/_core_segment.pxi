@@ -196,13 +196,14 @@ cdef class Segment(ClientMachine):
         return (wc.env_begin, wc.env_end)
 
     def worker_error(self, uint32_t worker):
-        """The error text a failed worker left (str, empty when none)."""
+        """The error text a failed worker left (str, empty when none), with
+        control characters escaped (:func:`printable`)."""
         self._check()
         # Copied once (a slice: one memcpy), then bounded: a NUL tested, then
         # looked for again in the segment, could be gone by the second read.
         cdef bytes data = shmatari_error_text(&self.geo, worker)[:SHMATARI_ERROR_BYTES - 1]
         cdef Py_ssize_t n = data.find(b"\0")
-        return (data if n < 0 else data[:n]).decode("utf-8", "replace")
+        return printable((data if n < 0 else data[:n]).decode("utf-8", "replace"))
 
     def counts(self):
         """(ready_workers, failed_workers)."""

@@ -25,6 +25,24 @@ static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
                        (int)pid);
 }
 
+/* Overwrites, in place, every control byte of text[0..n) but tab and newline
+ * (C0, DEL, and C1 as UTF-8: 0xC2 0x80..0x9F) with '?': a worker's error
+ * text comes from the segment, which any process of the user may write, and
+ * ends up in messages and terminals, where escape sequences could clear the
+ * screen or hide what follows. */
+static inline void shmatari_printable(char *text, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      text[i] = '?';
+    } else if (c == 0xc2 && i + 1 < n && (unsigned char)text[i + 1] >= 0x80 &&
+               (unsigned char)text[i + 1] <= 0x9f) {
+      text[i] = text[i + 1] = '?';
+      i++;
+    }
+  }
+}
+
 /* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
  * worker reported failure, or, with check_pids, its process is gone),
  * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
@@ -43,6 +61,7 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
          * end while it is measured and printed. */
         char text[SHMATARI_ERROR_BYTES];
         memcpy(text, shmatari_error_text(g, w), sizeof text);
+        shmatari_printable(text, strnlen(text, sizeof text));
         return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                              "worker %u (pid %d, envs %u..%u) failed: %.*s", w,
                              (int)wc->pid, wc->env_begin, wc->env_end - 1,
