@@ -29,7 +29,7 @@ from conftest import build_sanitized, pid_alive
 from test_env import per_env_digests, rollout
 
 import shmatari
-from shmatari import _core, shm
+from shmatari import _core, cli, shm
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "csrc" / "include"
@@ -235,6 +235,15 @@ os.kill(os.getpid(), signal.SIGKILL)""")
     assert p.wait(60) == -signal.SIGKILL, p.stderr.read()
     _wait_until(lambda: f"client pid {p.pid} died" in s.stderr(), 5.0,
                 "the server did not notice its client's death")
+    # The server freed the dead client's claim: a process that reuses its pid
+    # would otherwise look like a live client and keep every attach out.
+    mapped = shm.attach(s.segment)
+    try:
+        word = cli._claim_word(mapped)
+        assert int(word) == 0
+        del word
+    finally:
+        shm.close_mapping(mapped)
     with shmatari.attach(s.name, timeout=10) as env:
         obs, info = env.reset()
         # Without recovery this would be a stale batch of the dead client.

@@ -239,6 +239,14 @@ cdef class Segment(ClientMachine):
                 return r, 0, self.client_error
         return r, holder, msg.decode("utf-8", "replace")
 
+    def unclaim(self, int32_t pid):
+        """Frees the client claim if ``pid`` holds it, and nothing else
+        (``shmatari_unclaim``: a compare-and-swap): the server's release of
+        a client it saw die, so that a process that reuses the pid later
+        does not look like a live client to the next attach."""
+        self._check()
+        shmatari_unclaim(self.hdr, pid)
+
     def release_client(self, int32_t pid):
         """Gives up the client claim if ``pid`` holds it (``shmatari_unclaim``)."""
         self._check()

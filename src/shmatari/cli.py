@@ -214,9 +214,11 @@ class _Clients:
     microseconds, or was refused), the open and close are logged without a
     pid."""
 
-    def __init__(self, claim: np.ndarray, watch: _OpenWatch, guard=None):
+    def __init__(self, claim: np.ndarray, watch: _OpenWatch, guard=None, release=None):
         self.claim, self.watch = claim, watch
         self.guard = guard  # called before each read of the claim word
+        # release(pid): frees the claim if pid still holds it (Segment.unclaim)
+        self.release = release
         self.client, self.reported_dead = 0, False
         self.balance = 0  # client opens of the segment minus attaches seen
 
@@ -265,7 +267,14 @@ class _Clients:
 
     def check(self) -> None:
         if self.client and not self.reported_dead and not _core.pid_alive(self.client):
-            _log(f"client pid {self.client} died; the next client to attach takes over")
+            # The claim is freed now (if that pid still holds it), not left
+            # for the next attach to judge: by then another process may have
+            # the pid, and the dead client would look alive (ABI 1.x keeps
+            # no start time for the client).
+            if self.release is not None:
+                self.release(self.client)
+            _log(f"client pid {self.client} died; its claim is freed, the next client to "
+                 f"attach takes the pool")
             self.reported_dead = True
 
 
@@ -346,7 +355,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
             if _restore_size(env._res.segment, total):
                 raise _Shrunk()
 
-        clients, next_check = _Clients(claim, watch, guard), 0.0
+        clients, next_check = _Clients(claim, watch, guard, env._seg.unclaim), 0.0
         while True:
             clients.wait(_CLAIM_POLL)
             t = time.monotonic()
