@@ -12,10 +12,13 @@ Importing this module imports SB3 (``import shmatari`` does not)::
 when done (shmatari's ``autoreset_mode="same_step"`` underneath),
 ``dones = terminated | truncated``, and each done env's info holds
 ``terminal_observation`` and ``TimeLimit.truncated``. When a game ends, its
-info holds ``episode = {"r", "l", "t"}`` as SB3's ``Monitor`` writes it
-(``r`` the raw score, ``l`` agent steps, ``t`` seconds since the VecEnv was
-made), so ``env_is_wrapped(Monitor)`` answers True and ``evaluate_policy``
-counts games, not lives.
+info holds ``episode = {"r", "l", "t"}`` as SB3's ``Monitor`` writes it in
+SB3's Atari recipe (``make_atari_env``, where ``Monitor`` wraps the
+NoFrameskip env): ``r`` the raw score, ``l`` the game's emulator frames
+(no-ops included; agent steps times ``frame_skip``, or fewer on the step
+that ends it), ``t`` seconds since the VecEnv was made. So
+``env_is_wrapped(Monitor)`` answers True, ``evaluate_policy`` counts games,
+not lives, and ``rollout/ep_len_mean`` reads as with SB3's own.
 """
 
 from __future__ import annotations
@@ -201,10 +204,11 @@ class ShmatariVecEnv(VecEnv):
         if "_episode" in info:
             ep, t = info["episode"], round(time.time() - self._t_start, 6)
             for i in np.flatnonzero(info["_episode"]):
-                infos[i]["episode"] = {"r": round(float(ep["r"][i]), 6), "l": int(ep["l"][i]),
-                                       "t": t}
+                # l in frames, as SB3's Monitor around the NoFrameskip env
+                infos[i]["episode"] = {"r": round(float(ep["r"][i]), 6),
+                                       "l": int(ep["frames"][i]), "t": t}
                 if self._monitors:
-                    row = {"r": infos[i]["episode"]["r"], "l": int(ep["frames"][i]), "t": t}
+                    row = dict(infos[i]["episode"])
                     row.update({k: infos[i].get(k) for k in self._info_keywords})
                     self._monitors[i].write_row(row)
         return infos

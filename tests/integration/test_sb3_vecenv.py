@@ -69,7 +69,8 @@ def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
         for info in infos:
             assert info["TimeLimit.truncated"] is True
             assert info["terminal_observation"].shape == (6, 84, 84)
-            assert info["episode"]["l"] == 30 and "t" in info["episode"]
+            # frames, as SB3's Monitor around the NoFrameskip env counts them
+            assert info["episode"]["l"] == 120 and "t" in info["episode"]
         assert not np.array_equal(infos[0]["terminal_observation"], obs[0])
         env.seed(7)
         assert np.array_equal(env.reset(), first)             # seed() replays at reset()
