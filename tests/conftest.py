@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -50,6 +51,18 @@ def pid_alive(pid: int) -> bool:
 
 #: AddressSanitizer and UBSan, stopping at the first report.
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+
+def c_compiler(lang: str) -> list[str]:
+    """The start of a strict compile command for ``lang`` ("c": C11, "c++":
+    the same source as C++11) with the first compiler found; skips the test
+    where there is none."""
+    names = ("cc", "gcc", "clang") if lang == "c" else ("c++", "g++", "clang++")
+    cc = next((c for c in map(shutil.which, names) if c), None)
+    if cc is None:
+        pytest.skip(f"no {lang} compiler on this machine")
+    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
+    return [cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic"]
 
 
 def build_sanitized(cmd: list[str]) -> bool:

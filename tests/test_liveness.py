@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 import shmatari
 from shmatari import _core, shm
-from conftest import build_sanitized
+from conftest import build_sanitized, c_compiler
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HDR = _core.MEMBERS["shmatari_header"]
@@ -127,15 +126,9 @@ def test_c_judges_processes_by_the_same_rule(lang, tmp_path):
     """tests/c/liveness.c: the C functions on this process, a zombie and a
     reaped child, and a header whose owner_start names another process; the
     start time it reads is the one Python reads."""
-    names = ("cc", "gcc", "clang") if lang == "c" else ("c++", "g++", "clang++")
-    cc = next((c for c in map(shutil.which, names) if c), None)
-    if cc is None:
-        pytest.skip(f"no {lang} compiler on this machine")
     exe = tmp_path / "liveness"
-    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
-    build_sanitized([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic",
-                     f"-I{ROOT / 'csrc' / 'include'}", str(ROOT / "tests" / "c" / "liveness.c"),
-                     "-o", str(exe)])
+    build_sanitized([*c_compiler(lang), f"-I{ROOT / 'csrc' / 'include'}",
+                     str(ROOT / "tests" / "c" / "liveness.c"), "-o", str(exe)])
     p = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     python_says = _core.process_start(p.pid)
     out, _ = p.communicate("\n", timeout=30)

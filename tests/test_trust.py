@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import shmatari
-from conftest import SANITIZE, build_sanitized
+from conftest import SANITIZE, build_sanitized, c_compiler
 from shmatari import _core, cli, shm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,13 +312,8 @@ def test_worker_error_text_has_its_control_characters_escaped():
 
 @pytest.mark.parametrize("lang", ["c", "c++"])
 def test_c_client_writes_the_error_text_without_control_bytes(lang, tmp_path):
-    names = ("cc", "gcc", "clang") if lang == "c" else ("c++", "g++", "clang++")
-    cc = next((c for c in map(shutil.which, names) if c), None)
-    if cc is None:
-        pytest.skip(f"no {lang} compiler on this machine")
     exe = tmp_path / "printable"
-    std = ["-std=c11"] if lang == "c" else ["-x", "c++", "-std=c++11"]
-    build_sanitized([cc, *std, "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{INCLUDE}",
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}",
                      str(ROOT / "tests" / "c" / "printable.c"), "-o", str(exe)])
     data = HOSTILE_ERROR.encode()
     out = subprocess.run([str(exe), data.hex()], capture_output=True, text=True, check=True)
