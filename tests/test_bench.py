@@ -106,6 +106,14 @@ def _report_rows():
     """Rows as the bench makes them: every column filled, one skipped peer."""
     from shmatari import _bench_report as rep
 
+    return rep._rows(_report_series() + [rep.Series("gymnasium", "", 8,
+                                                    skipped="not installed")], 4)
+
+
+def _report_series():
+    """The measured series behind :func:`_report_rows`."""
+    from shmatari import _bench_report as rep
+
     series = []
     for k, (name, setting) in enumerate((
             ("shmatari-async-ale-reset", "8 envs, batch 4, 2 workers, ALE's reset"),
@@ -117,8 +125,7 @@ def _report_rows():
         s.bursts = [{"round": r, "env_steps": 1000 * (k + 2) + 7 * r, "seconds": 1.0}
                     for r in range(3)]
         series.append(s)
-    series.append(rep.Series("gymnasium", "", 8, skipped="not installed"))
-    return rep._rows(series, 4)
+    return series
 
 
 @pytest.mark.parametrize("width", [60, 80, 120, 250])
@@ -164,6 +171,12 @@ def test_the_legend_explains_the_rows_in_the_table():
     only = rep._legend([r for r in rows if r["backend"] in ("envpool", "ceiling")])
     assert "ceiling:" in only and "ceiling-sync" not in only and "pipe:" not in only
     assert "ceiling-fast" not in only and "-ale-reset" not in only
+    # EnvPool not installed: no "vs EnvPool sync" column, and the legend
+    # does not explain one (it did)
+    no_envpool = rep._rows([s for s in _report_series() if s.backend != "envpool"]
+                           + [rep.Series("envpool", "", 8, skipped="not installed")], 4)
+    assert all(r.get("vs_envpool") is None for r in no_envpool)
+    assert "EnvPool" not in rep._legend(no_envpool)
 
 
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):

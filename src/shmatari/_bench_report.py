@@ -217,9 +217,12 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 def _legend(rows: list[dict]) -> str:
     """What the table's rows and columns mean, for the rows it has."""
     names = {row["backend"] for row in rows}
+    # The "vs EnvPool sync" column is printed only where EnvPool ran (_print_table).
+    envpool = any(row.get("vs_envpool") is not None for row in rows)
     parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst. The "
-             "vs columns are ratios of medians (vs EnvPool sync: to EnvPool's synchronous row, "
-             "for every row; the JSON's summary has async / EnvPool async)."]
+             "vs columns are ratios of medians"
+             + (" (vs EnvPool sync: to EnvPool's synchronous row, for every row; the JSON's "
+                "summary has async / EnvPool async)." if envpool else ".")]
     ceilings = []
     if names & {"ceiling", "ceiling-fast", "ceiling-sync"}:
         ceilings.append("ceiling: the same envs stepped in one process per core with no IPC at "
