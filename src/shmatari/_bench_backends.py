@@ -221,6 +221,13 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
 
         def thunk():
             ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+            if game_id not in gym.registry:
+                # A forkserver child whose server preloaded ale_py without
+                # Gymnasium (shmatari._worker_ale, for shmatari's workers):
+                # its envs were never registered there.
+                from ale_py.registration import register_v5_envs
+
+                register_v5_envs()
             e = gym.make(game_id, frameskip=1, repeat_action_probability=sticky,
                          full_action_space=False, max_num_frames_per_episode=108_000)
             e = AtariPreprocessing(e, noop_max=30, frame_skip=4, screen_size=84,
