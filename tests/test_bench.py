@@ -177,6 +177,8 @@ def test_the_legend_explains_the_rows_in_the_table():
                            + [rep.Series("envpool", "", 8, skipped="not installed")], 4)
     assert all(r.get("vs_envpool") is None for r in no_envpool)
     assert "EnvPool" not in rep._legend(no_envpool)
+    # the sweep's table has no "vs EnvPool sync" column, EnvPool or not
+    assert "EnvPool" not in rep._legend(rows, rep._SWEEP_COLUMNS)
 
 
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):

@@ -220,6 +220,32 @@ def test_close_keeps_the_mapping_for_zero_copy_views_the_caller_holds():
     assert _mapped(name) == (0, False)
 
 
+def test_render_in_a_forked_child_says_the_pool_is_the_parents():
+    """render() is refused in a forked child as step() is (it raised a bare
+    KeyError once the child's resources had forgotten the parent's views)."""
+    with shmatari.make("Breakout", num_envs=1, num_workers=1, seed=0,
+                       render_mode="rgb_array") as env:
+        env.reset()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without cleanup
+            try:
+                env.render()
+                msg = b"no error"
+            except shmatari.PoolClosedError as exc:
+                msg = b"PoolClosedError " + str(exc).encode()[:200]
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                msg = type(exc).__name__.encode()
+            os.write(w, msg)
+            os._exit(0)
+        os.close(w)
+        msg = os.read(r, 4096)
+        os.close(r)
+        os.waitpid(pid, 0)
+        assert msg.startswith(b"PoolClosedError") and b"forked" in msg, msg
+        assert env.render()[0].shape == (210, 160, 3)  # the parent's pool is untouched
+
+
 def test_garbage_collected_pool_cleans_up():
     env = shmatari.make("Pong", num_envs=2, seed=0)
     name, pids = env.segment_name, list(env.worker_pids)

@@ -316,12 +316,32 @@ def test_c_client_writes_the_error_text_without_control_bytes(lang, tmp_path):
     build_sanitized([*c_compiler(lang), f"-I{INCLUDE}",
                      str(ROOT / "tests" / "c" / "printable.c"), "-o", str(exe)])
     data = HOSTILE_ERROR.encode()
-    out = subprocess.run([str(exe), data.hex()], capture_output=True, text=True, check=True)
-    got = bytes.fromhex(out.stdout.strip())
-    assert len(got) == len(data)
-    assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", got), got
-    assert got.decode() == ("Traceback\n\tline 1\n?[2J?[H?]0;pwned?all good?"
-                            "fake: finished OK\n?[8mhidden ?\u003f\u003f2J caf\u00e9 \u2713")
+    # Raw bytes an 8-bit terminal acts on (0x9b is CSI), bad and overlong
+    # UTF-8 (e0 80 9b would carry 0x9b), a surrogate, past U+10FFFF, a lone
+    # lead byte at the end, and random bytes.
+    rng = np.random.default_rng(0)
+    cases = [data, b"a\x9b2Jb", b"\xe0\x80\x9b", b"\xc0\x9b", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+             b"ok \xc2", b"\xe2\x82\xac \xf0\x9f\x98\x80 ok"]
+    cases += [rng.integers(0, 256, int(rng.integers(1, 40)), np.uint8).tobytes()
+              for _ in range(300)]
+    out = subprocess.run([str(exe), *(c.hex() for c in cases)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert len(out) == len(cases)
+    for case, line in zip(cases, out):
+        got = bytes.fromhex(line)
+        assert len(got) == len(case)
+        text = got.decode("utf-8")  # well formed: every bad byte is now "?"
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), (case, got)
+        try:
+            clean = not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", case.decode("utf-8"))
+        except UnicodeDecodeError:
+            clean = False
+        assert not clean or got == case  # printable UTF-8 passes unchanged
+    assert bytes.fromhex(out[0]).decode() == (
+        "Traceback\n\tline 1\n?[2J?[H?]0;pwned?all good?"
+        "fake: finished OK\n?[8mhidden ???2J caf\u00e9 \u2713")
+    assert bytes.fromhex(out[1]) == b"a?2Jb" and bytes.fromhex(out[2]) == b"???"
+    assert bytes.fromhex(out[7]) == cases[7]
 
 
 _WORKER_GROUP_SCRIPT = """

@@ -214,11 +214,14 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     return fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
-def _legend(rows: list[dict]) -> str:
-    """What the table's rows and columns mean, for the rows it has."""
+def _legend(rows: list[dict], columns=None) -> str:
+    """What the table's rows and columns mean, for the rows it has and the
+    ``columns`` it prints (default ``_MAIN_COLUMNS``)."""
     names = {row["backend"] for row in rows}
-    # The "vs EnvPool sync" column is printed only where EnvPool ran (_print_table).
-    envpool = any(row.get("vs_envpool") is not None for row in rows)
+    # "vs EnvPool sync" is printed only in tables that have the column, and
+    # only where EnvPool ran (_print_table).
+    envpool = any(key == "vs_envpool" for _, key, _ in (columns or _MAIN_COLUMNS)) and \
+        any(row.get("vs_envpool") is not None for row in rows)
     parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst. The "
              "vs columns are ratios of medians"
              + (" (vs EnvPool sync: to EnvPool's synchronous row, for every row; the JSON's "
@@ -320,7 +323,7 @@ def _print_report(args, report: dict) -> None:
     elif report["kind"] == "sweep":
         skipped = "; ".join(f"{k}: {v}" for k, v in report["skipped"].items())
         _print_table(report["results"], f"shmatari-bench --sweep: {game}, {where}",
-                     _SWEEP_COLUMNS, _legend(report["results"])
+                     _SWEEP_COLUMNS, _legend(report["results"], _SWEEP_COLUMNS)
                      + (f"\nskipped at every size: {skipped}" if skipped else ""))
         if report["results"]:
             plot = args.plot or "shmatari-sweep.png"

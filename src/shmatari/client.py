@@ -133,11 +133,7 @@ def _one_thread(method):
     given back in C, so that a Ctrl-C cannot leave it held."""
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
-        if os.getpid() != self._pid:
-            raise PoolClosedError(
-                f"this pool belongs to process {self._pid}, which this process was forked "
-                f"from: a forked child cannot use it; make its own pool, or attach to a "
-                f"served one (shmatari.attach)")
+        self._check_owner()
         return self._guard.run(name, method, self, args, kwargs)
     name = method.__name__
     return guarded
@@ -282,6 +278,23 @@ class Client:
     def _usable(self) -> None:
         check_usable(self.closed, self._broken)
 
+    def _check_owner(self) -> None:
+        """PoolClosedError in a process forked from the pool's owner."""
+        if os.getpid() != self._pid:
+            raise PoolClosedError(
+                f"this pool belongs to process {self._pid}, which this process was forked "
+                f"from: a forked child cannot use it; make its own pool, or attach to a "
+                f"served one (shmatari.attach)")
+
+    def _view(self, name: str):
+        """The named view over the segment (``res.views``); PoolClosedError
+        once close() has dropped it (a close() from another thread, or
+        a forked child's, whose resources forgot the parent's pool)."""
+        view = self._res.views.get(name)
+        if view is None:
+            raise PoolClosedError("the env pool is closed")
+        return view
+
     # -- the async API -----------------------------------------------------------
     @_one_thread
     def send(self, actions, env_id=None) -> None:
@@ -367,7 +380,7 @@ class Client:
         batch = seg.taken
         if self._zero_copy:
             views, bits = seg.collect(batch, None)
-            ring = self._res.views["ring_obs"]
+            ring = self._view("ring_obs")
             obs = ring[batch % len(ring)]
         else:
             obs = np.empty(self._batch_obs_shape, np.uint8)
@@ -383,7 +396,7 @@ class Client:
         info = results.build_info(f, final, final_obs, bits,
                                   episode_statistics=self._episode_statistics)
         if self._has_ram:  # a copy, taken before anything is sent again
-            info["ram"] = self._res.views["ram"][f["env_id"]]
+            info["ram"] = self._view("ram")[f["env_id"]]
         if bits and self._episode_statistics:
             self._time_episodes(info, f["env_id"], bits)
         return obs, f["reward"], f["terminated"], f["truncated"], info
@@ -406,11 +419,12 @@ class Client:
 
     def render(self) -> tuple:
         """See :meth:`ShmVectorEnv.render`."""
+        self._check_owner()
         self._usable()
         h, w = self.screen_shape
         n = _core.RENDER_PALETTE_BYTES
         out = np.empty((self.num_envs, h, w, 3), np.uint8)
-        for i, area in enumerate(self._res.views["render"]):
+        for i, area in enumerate(self._view("render")):
             np.take(area[:n].reshape(256, 3), area[n:n + h * w].reshape(h, w), axis=0,
                     out=out[i])
         return tuple(out)

@@ -447,7 +447,7 @@ class Supervisor:
         seg, p, group = self.seg, self.res.processes[w], self.groups[w]
         failed = seg.worker_state(w) == _core.WORKER_FAILED
         self.reap(w)
-        text = seg.worker_error(w) or self.fault_text(w)
+        text = seg.worker_error(w) or _core.printable(self.fault_text(w))
         code = p.exitcode
         if code is None:
             how = ("still running" if _core.pid_alive(p.pid) else

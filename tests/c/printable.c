@@ -1,6 +1,6 @@
-/* shmatari_printable (pool.h) on the bytes of its one argument, given as
- * hex: prints the result as hex. tests/test_trust.py compares it with
- * Python's _core.printable. */
+/* shmatari_printable (pool.h) on the bytes of each argument, given as hex:
+ * prints each result as hex, one line each. tests/test_trust.py checks what
+ * comes out. */
 #include "shmatari/shmatari.h" /* first: it sets the feature macros */
 
 #include <stdio.h>
@@ -8,19 +8,20 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-  if (argc != 2) return 2;
-  size_t n = strlen(argv[1]) / 2;
-  char *text = (char *)malloc(n + 1);
-  if (text == NULL) return 2;
-  for (size_t i = 0; i < n; i++) {
-    unsigned v;
-    if (sscanf(argv[1] + 2 * i, "%2x", &v) != 1) return 2;
-    text[i] = (char)v;
+  for (int a = 1; a < argc; a++) {
+    size_t n = strlen(argv[a]) / 2;
+    char *text = (char *)malloc(n + 1);
+    if (text == NULL) return 2;
+    for (size_t i = 0; i < n; i++) {
+      unsigned v;
+      if (sscanf(argv[a] + 2 * i, "%2x", &v) != 1) return 2;
+      text[i] = (char)v;
+    }
+    text[n] = 0;
+    shmatari_printable(text, n);
+    for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)text[i]);
+    printf("\n");
+    free(text);
   }
-  text[n] = 0;
-  shmatari_printable(text, n);
-  for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)text[i]);
-  printf("\n");
-  free(text);
   return 0;
 }

@@ -25,21 +25,46 @@ static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
                        (int)pid);
 }
 
-/* Overwrites, in place, every control byte of text[0..n) but tab and newline
- * (C0, DEL, and C1 as UTF-8: 0xC2 0x80..0x9F) with '?': a worker's error
- * text comes from the segment, which any process of the user may write, and
- * ends up in messages and terminals, where escape sequences could clear the
- * screen or hide what follows. */
+/* Overwrites, in place, with '?' every byte of text[0..n) that a terminal
+ * could act on: control bytes but tab and newline (C0, DEL), C1 controls
+ * written in UTF-8 (0xC2 0x80..0x9F), and every byte that is not part of a
+ * well-formed UTF-8 sequence (Unicode's table 3-7: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), so that no byte 0x80..0x9F reaches an
+ * 8-bit terminal, where 0x9B starts an escape sequence as ESC [ does. A
+ * worker's error text comes from the segment, which any process of the user
+ * may write, and ends up in messages and terminals. */
 static inline void shmatari_printable(char *text, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)text[i];
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-      text[i] = '?';
-    } else if (c == 0xc2 && i + 1 < n && (unsigned char)text[i + 1] >= 0x80 &&
-               (unsigned char)text[i + 1] <= 0x9f) {
-      text[i] = text[i + 1] = '?';
+  unsigned char *t = (unsigned char *)text;
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = t[i];
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) t[i] = '?';
       i++;
+      continue;
     }
+    /* the sequence's length and the range of its second byte */
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    }
+    int ok = len != 0 && i + len <= n && t[i + 1] >= lo && t[i + 1] <= hi;
+    for (size_t k = 2; ok && k < len; k++) ok = t[i + k] >= 0x80 && t[i + k] <= 0xbf;
+    if (!ok) {
+      t[i] = '?';
+      i++;
+      continue;
+    }
+    if (c == 0xc2 && t[i + 1] <= 0x9f) t[i] = t[i + 1] = '?'; /* a C1 control */
+    i += len;
   }
 }
 
