@@ -152,8 +152,7 @@ def _print_table(rows: list[dict], header: str, columns, legend: str = "",
     terminal wraps its lines) rather than squeezed. ``console``: where to
     print (a ``rich`` console; default stdout, 200 columns wide when stdout
     is a file or a pipe)."""
-    columns = [c for c in columns if not c[1].startswith("vs_")
-               or any(row.get(c[1]) is not None for row in rows)]
+    columns = _printed(rows, columns)
     try:
         from rich.console import Console
     except ImportError:
@@ -214,14 +213,18 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     return fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
+def _printed(rows: list[dict], columns) -> list:
+    """The columns a table prints: a ratio column ("vs ...") only where its
+    reference ran (some row has a value in it)."""
+    return [c for c in columns if not c[1].startswith("vs_")
+            or any(row.get(c[1]) is not None for row in rows)]
+
+
 def _legend(rows: list[dict], columns=None) -> str:
     """What the table's rows and columns mean, for the rows it has and the
     ``columns`` it prints (default ``_MAIN_COLUMNS``)."""
     names = {row["backend"] for row in rows}
-    # "vs EnvPool sync" is printed only in tables that have the column, and
-    # only where EnvPool ran (_print_table).
-    envpool = any(key == "vs_envpool" for _, key, _ in (columns or _MAIN_COLUMNS)) and \
-        any(row.get("vs_envpool") is not None for row in rows)
+    envpool = any(key == "vs_envpool" for _, key, _ in _printed(rows, columns or _MAIN_COLUMNS))
     parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst. The "
              "vs columns are ratios of medians"
              + (" (vs EnvPool sync: to EnvPool's synchronous row, for every row; the JSON's "

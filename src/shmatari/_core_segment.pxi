@@ -251,7 +251,7 @@ cdef class Segment(ClientMachine):
         """Gives up the client claim if ``pid`` holds it (``shmatari_unclaim``)."""
         self._check()
         shmatari_client_close(&self.cl)
-        shmatari_unclaim(self.hdr, pid)
+        self.unclaim(pid)
 
     # -- the client's transport: the segment (client.h) ----------------------
     @property
