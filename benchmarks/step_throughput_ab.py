@@ -8,7 +8,10 @@ ratios of env steps per second against the first build. With the built-in
 workers' protocol cost; with a game (``--game Breakout``) it is the whole
 step, emulation included, under uniformly random actions from a fixed table
 (the same in every build), or under a Nature-CNN policy (``--policy``: torch,
-CPU, one thread). ``--ceiling SRC`` adds the fast-reset ceiling (shmatari's
+CPU, one thread). ``--slow-every N --slow-ms MS`` makes the trainer compute
+(a busy loop of NumPy products, one thread) for MS milliseconds before
+every Nth batch, as a DQN-style trainer's gradient step every N env steps
+would. ``--ceiling SRC`` adds the fast-reset ceiling (shmatari's
 core in one process per worker, no IPC; ``shmatari-bench``'s
 ``ceiling-fast`` row) to the rotation.
 
@@ -19,6 +22,8 @@ core in one process per worker, no IPC; ``shmatari-bench``'s
         --game Breakout --batch-size 4 --policy --json out.json
     python3 benchmarks/step_throughput_ab.py --build new=src --game Breakout \\
         --ceiling src
+    python3 benchmarks/step_throughput_ab.py --a old/src --b src --game Breakout \\
+        --slow-every 8 --slow-ms 5
 
 A build is ``LABEL=SRC[:NAME=VALUE,...]``: ``SRC`` is a directory put first
 on ``sys.path`` (a source tree's ``src`` with its extension built in place);
@@ -46,6 +51,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np, shmatari
 num_envs, batch_size, game, kind = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 use_policy, order, warmup = sys.argv[6] == "1", sys.argv[7], float(sys.argv[8])
+slow_every, slow_s = int(sys.argv[9]), float(sys.argv[10]) / 1e3
 order_kw = {"batch_order": order} if order else {}
 
 
@@ -69,6 +75,7 @@ def pool():
         from shmatari import _bench_backends as backends
         policy = backends.nature_cnn_policy(obs.shape[1], n_actions)
     k = 0
+    work = np.random.default_rng(0).random((128, 128))
 
     def act(obs, m):
         return policy(obs) if use_policy else table[k % len(table)][:m]
@@ -87,6 +94,10 @@ def pool():
             if t0 is not None and now - t0 >= burst:
                 break
             k += 1
+            if slow_every and k % slow_every == 0:
+                t_slow = time.perf_counter()
+                while time.perf_counter() - t_slow < slow_s:
+                    work @ work
             if batch_size == num_envs:
                 obs = env.step(act(obs, num_envs))[0]
             else:
@@ -174,6 +185,10 @@ def main() -> None:
     p.add_argument("--batch-size", type=_at_least(1, int), default=None)
     p.add_argument("--game", default="null", help="'null' (the protocol alone) or a game")
     p.add_argument("--policy", action="store_true", help="a Nature-CNN policy picks the actions")
+    p.add_argument("--slow-every", type=_at_least(0, int), default=0, metavar="N",
+                   help="the trainer computes for --slow-ms before every Nth batch (0: never)")
+    p.add_argument("--slow-ms", type=_at_least(0.0), default=5.0, metavar="MS",
+                   help="milliseconds of each --slow-every computation (default 5)")
     p.add_argument("--json", default=None, help="also write every burst as JSON")
     args = p.parse_args()
     try:
@@ -183,8 +198,9 @@ def main() -> None:
         p.error(str(exc))
     if not builds:
         p.error("name at least one build (--a/--b or --build)")
-    if args.ceiling and (args.game == "null" or args.policy):
-        p.error("--ceiling needs a game (--game Breakout) and no --policy (it emulates alone)")
+    if args.ceiling and (args.game == "null" or args.policy or args.slow_every):
+        p.error("--ceiling needs a game (--game Breakout) and no --policy or --slow-every "
+                "(it emulates alone)")
     labels = [b[0] for b in builds]
     if len(set(labels)) != len(labels) or "ceiling-fast" in labels:
         p.error(f"build labels must be distinct and not 'ceiling-fast': {labels}")
@@ -203,7 +219,8 @@ def main() -> None:
             for label, src, env, order, kind in runs:
                 procs[label] = subprocess.Popen(
                     [sys.executable, child, src, str(args.num_envs), str(batch), args.game, kind,
-                     "1" if args.policy else "0", order, str(args.warmup)],
+                     "1" if args.policy else "0", order, str(args.warmup),
+                     str(args.slow_every), str(args.slow_ms)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                     env={**os.environ, **env})
                 line = _read_line(label, procs[label])
@@ -238,7 +255,8 @@ def main() -> None:
                      f"(per round {statistics.median(x / y for x, y in zip(xs, ceil)):.3f})")
         print(line)
     setting = (f"{args.game}, num_envs {args.num_envs}, batch_size {batch}"
-               f"{', Nature-CNN policy' if args.policy else ''}")
+               f"{', Nature-CNN policy' if args.policy else ''}"
+               f"{f', {args.slow_ms:g} ms of trainer work every {args.slow_every} batches' if args.slow_every else ''}")
     print(f"({setting})")
     if args.json:
         with open(args.json, "w") as f:

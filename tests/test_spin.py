@@ -1,8 +1,9 @@
 """The workers' adaptive poll (shmatari.spin): a worker whose requests come
-back within about a millisecond keeps polling between them; one whose
-requests come slowly sleeps on the futex after the short poll, as before.
-Counted from the worker's voluntary context switches (``/proc``): a poll
-(``sched_yield``) is not one, a futex sleep is."""
+back within about a millisecond of its batch filling keeps polling between
+them; one whose requests come slowly sleeps on the futex after the short
+poll, as before; a worker that waits for a slower worker of its round keeps
+polling. Counted from the worker's voluntary context switches (``/proc``):
+a poll (``sched_yield``) is not one, a futex sleep is."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from ale_py import ALEInterface, LoggerMode, roms
 
 import shmatari
 from shmatari import spin
@@ -89,3 +91,48 @@ def test_a_trainer_slow_one_step_in_eight_gets_a_worker_that_sleeps():
         env.reset()
         mixed = _sleeps_per_step(env, pause, 320)
     assert mixed > 0.7, mixed
+
+
+def _frame_seconds() -> float:
+    """Seconds this machine takes to emulate one Breakout frame: the fastest
+    of 5 runs of 300 frames (a busy moment only slows a run down)."""
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.loadROM(roms.get_rom_path("breakout"))
+    ale.reset_game()
+    runs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for i in range(300):
+            ale.act(i % 4)
+            if ale.game_over():
+                ale.reset_game()
+        runs.append((time.perf_counter() - t) / 300)
+    return min(runs)
+
+
+def test_a_worker_that_waits_for_a_slower_worker_keeps_polling():
+    """Three envs on two workers: one worker steps two envs, the other one,
+    and frame_skip makes an env step about 1.3 ms on this machine. The
+    lighter worker waits about 1.3 ms a round for the other, longer than the
+    1 ms bound but within its 2 ms poll, and then the trainer answers at
+    once. Only the trainer's share of a wait (from the batch filling to the
+    next request) decides how long to poll, so it polls through the round
+    (on this project's VM it slept after 0.01-0.02 of the steps); when the
+    whole wait decided (before 2026-12-02), it slept after 0.75-0.99 of
+    them, and on a VM each sleep gives the core back to the hypervisor."""
+    frame_skip = int(min(max(round(0.0010 / _frame_seconds()), 1), 64))
+    with shmatari.make("Breakout", 3, num_workers=2, seed=0, frame_skip=frame_skip,
+                       repeat_action_probability=0.0) as env:
+        env.reset(seed=0)
+        assert [len(g) for g in env.config.worker_groups()] == [2, 1]
+        lighter = env.worker_pids[1]
+        actions = np.zeros(3, np.int64)
+        for _ in range(40):
+            env.step(actions)
+        before = _sleeps(lighter)
+        for _ in range(300):
+            env.step(actions)
+        per_step = (_sleeps(lighter) - before) / 300
+    assert per_step < 0.4, (per_step, frame_skip)
