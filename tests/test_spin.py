@@ -128,5 +128,5 @@ def test_a_worker_that_waits_for_a_slower_worker_keeps_polling():
     # part, which makes this estimate of a step a little long)
     step = _heavier_round(12)[0] / 2
     frame_skip = int(min(max(round(12 * 0.0012 / step), 1), 64))
-    per_round, per_step = _heavier_round(frame_skip, 300)
-    assert per_step < 0.4, (per_step, frame_skip, per_round)
+    round_s, sleeps = _heavier_round(frame_skip, 300)
+    assert sleeps < 0.4, (sleeps, frame_skip, round_s)

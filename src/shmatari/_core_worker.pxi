@@ -316,8 +316,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 r = _worker_wait(&wc.wake_seq, wake, &wc.sleeping, &h.main_seq, main_seen,
                                  &filled, long_spin_ns if gap < long_spin_ns // 2
                                  else spin_ns, spin_mode, poll_ns)
-                if gap > 0:
-                    gap -= gap // 8
+                gap -= gap // 8
                 if filled >= 0:
                     filled = shmatari_now_ns() - filled
                     if filled > gap:
