@@ -25,7 +25,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import build_sanitized, pid_alive
+from conftest import build_sanitized, c_compiler, pid_alive
 from test_env import per_env_digests, rollout
 
 import shmatari
@@ -454,6 +454,36 @@ def test_python_client_started_with_the_server_waits_for_it():
         assert client.stdout.strip() == "(2, 4, 84, 84)"
     finally:
         _stop_and_check_gone(proc, name)
+
+
+@pytest.mark.parametrize("timeout_ns", ["-1", str(2**63 - 1)])
+def test_c_attach_without_a_limit_waits_for_a_server_still_starting(timeout_ns, tmp_path):
+    """Regression: shmatari_attach with timeout_ns < 0 ("no limit", as every
+    other wait of the C client) gave up at once with not_found while the
+    server was starting; a timeout too large to add to the clock (INT64_MAX)
+    overflowed. Both must wait for the server; 0 must still not wait."""
+    exe = tmp_path / "attach_wait"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
+                     "-o", str(exe)])
+    name = f"t{os.getpid()}nolimit"
+    at_once = subprocess.run([str(exe), name, "0"], capture_output=True, text=True, timeout=30)
+    assert at_once.returncode == 1 and "no shmatari pool named" in at_once.stdout
+    client = subprocess.Popen([str(exe), name, timeout_ns], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # the client looks for the segment before the server starts
+        assert client.poll() is None, client.stdout.read()
+        proc = _serve_in_background(name)
+        try:
+            out, _ = client.communicate(timeout=90)
+            assert client.returncode == 0, out
+            assert out.startswith("attached num_envs=2 after ")
+            assert float(out.split()[-2]) >= 0.5
+        finally:
+            _stop_and_check_gone(proc, name)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
 
 
 def test_cpp_client_started_with_the_server_waits_for_it(trainer):

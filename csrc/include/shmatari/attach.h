@@ -173,8 +173,9 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
   int r = shmatari_segment_name(name, c->segment, sizeof c->segment, msg, len);
   if (r != SHMATARI_OK) return r;
   /* A server that is still starting has no segment yet, or one whose header
-   * is still zero: look again every 20 ms until timeout_ns has passed. */
-  const int64_t deadline = shmatari_now_ns() + (timeout_ns > 0 ? timeout_ns : 0);
+   * is still zero: look again every 20 ms until timeout_ns has passed (< 0:
+   * no limit, as every other wait of the client). */
+  const int64_t deadline = shmatari_deadline(timeout_ns); /* -1: no limit */
   const struct timespec retry = {0, 20000000};
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
@@ -188,7 +189,8 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
 #endif
 again:;
   int fd = SHMATARI_OPEN_SEGMENT();
-  while (fd < 0 && errno == ENOENT && shmatari_now_ns() < deadline) {
+  while (fd < 0 && errno == ENOENT &&
+         (deadline < 0 || shmatari_now_ns() < deadline)) {
     nanosleep(&retry, NULL);
     fd = SHMATARI_OPEN_SEGMENT();
   }
@@ -229,7 +231,8 @@ again:;
     return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot map %s: %s",
                          path, strerror(err));
   }
-  if (((shmatari_header *)base)->magic == 0 && shmatari_now_ns() < deadline) {
+  if (((shmatari_header *)base)->magic == 0 &&
+      (deadline < 0 || shmatari_now_ns() < deadline)) {
     munmap(base, (size_t)st.st_size); /* the header is still being written */
     nanosleep(&retry, NULL);
     goto again;

@@ -144,7 +144,10 @@ static inline int shmatari_sleep_main(const shmatari_geom *g, uint32_t seen,
 }
 
 static inline int64_t shmatari_deadline(int64_t timeout_ns) {
-  return timeout_ns < 0 ? -1 : shmatari_now_ns() + timeout_ns;
+  if (timeout_ns < 0) return -1;
+  int64_t now = shmatari_now_ns();
+  /* A timeout past INT64_MAX ns from now (292 years) waits without limit. */
+  return timeout_ns > INT64_MAX - now ? -1 : now + timeout_ns;
 }
 
 /* Waits until the pool is RUNNING (its workers are ready). */

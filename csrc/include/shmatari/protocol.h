@@ -277,8 +277,7 @@ static inline int shmatari_wait_batch(const shmatari_geom *g, uint64_t batch,
                                       size_t len) {
   shmatari_header *h = g->hdr;
   shmatari_slot_header *slot = (shmatari_slot_header *)shmatari_slot(g, batch);
-  int64_t now = shmatari_now_ns(), deadline = -1;
-  if (timeout_ns >= 0) deadline = now + timeout_ns;
+  int64_t now = shmatari_now_ns(), deadline = shmatari_deadline(timeout_ns);
   if (now >= *next_check_ns) {
     *next_check_ns = now + SHMATARI_POLL_NS;
     int r = shmatari_pool_check(g, 1, msg, len);
