@@ -308,6 +308,80 @@ def test_zygote_ends_with_its_trainer():
         proc.communicate()
 
 
+@pytest.mark.parametrize("start_method", ["zygote", "fork", "spawn"])
+def test_stopped_workers_end_with_a_killed_trainer(start_method):
+    """Regression (an attacker's pass): the whole job stopped (as by Ctrl-Z:
+    trainer, zygote and workers), then the trainer killed. The workers'
+    parent-death signal was SIGTERM, which stays pending while a process is
+    stopped: they stayed stopped under init, mapping the segment, for good.
+    Now it is SIGCONT, which resumes them, and they end and remove the
+    segment as after any death of the trainer."""
+    script = textwrap.dedent(f'''
+        import json, time
+        import shmatari
+        from shmatari import _zygote
+        env = shmatari.make("null", num_envs=4, num_workers=2, seed=0,
+                            start_method={start_method!r})
+        env.reset(seed=0)
+        z = _zygote._zygote.proc.pid if {start_method!r} == "zygote" else None
+        print("RESULT " + json.dumps(dict(zygote=z, pids=env.worker_pids,
+                                          seg=env.segment_name)), flush=True)
+        time.sleep(60)
+    ''')
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out = None
+    try:
+        out = json.loads(proc.stdout.readline()[len("RESULT "):])
+        stopped = out["pids"] + ([out["zygote"]] if out["zygote"] else [])
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        proc.kill()
+        proc.wait(10)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and (
+                any(pid_alive(p) for p in stopped)
+                or os.path.exists(os.path.join(SHM_DIR, out["seg"]))):
+            time.sleep(0.01)
+        assert not any(pid_alive(p) for p in stopped), [
+            open(f"/proc/{p}/stat").read() for p in stopped if pid_alive(p)]
+        assert not os.path.exists(os.path.join(SHM_DIR, out["seg"]))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        # Never leave a stopped process behind (first: they hold the pipes).
+        for pid in (out or {}).get("pids", []):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate()
+
+
+def test_a_stopped_and_resumed_pool_goes_on():
+    """A stopped job resumed (Ctrl-Z, then fg) sends SIGCONT, the workers'
+    parent-death signal: with their parent alive they go on serving."""
+    import numpy as np
+
+    import shmatari
+
+    with shmatari.make("null", num_envs=4, num_workers=2, seed=0) as env:
+        env.reset(seed=0)
+        for pid in env.worker_pids:
+            os.kill(pid, signal.SIGSTOP)
+        env.send(np.zeros(4, np.int64))
+        with pytest.raises(shmatari.StepTimeoutError):
+            env.recv(timeout=0.3)
+        for pid in env.worker_pids:
+            os.kill(pid, signal.SIGCONT)
+        obs, *_ = env.recv(timeout=30)
+        for _ in range(20):
+            for pid in env.worker_pids:
+                os.kill(pid, signal.SIGCONT)
+            obs, *_ = env.step(np.zeros(4, np.int64))
+        assert obs.shape[0] == 4 and all(pid_alive(p) for p in env.worker_pids)
+
+
 def test_zygote_is_reused_within_a_process():
     import numpy as np
 

@@ -26,7 +26,7 @@ Lifetime: the zygote ends when the trainer does: ``PR_SET_PDEATHSIG``
 (SIGKILL; only when started from the trainer's main thread, since Linux
 ties it to the thread that started the child), the socket's end of file
 (the kernel closes the trainer's end when it dies), and a parent-pid check
-every 0.2 s. Its workers get SIGTERM when it dies (``PR_SET_PDEATHSIG``) and
+every 0.2 s. Its workers get SIGCONT when it dies (``PR_SET_PDEATHSIG``) and
 watch the trainer themselves (:func:`shmatari.worker.worker_main`). A
 process forked from the trainer (``os.fork``) starts its own zygote.
 """

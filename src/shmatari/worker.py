@@ -14,15 +14,21 @@ How it ends:
 - SIGTERM from anyone but a dying parent: it cleans up, then dies of SIGTERM,
   so the parent reports the signal;
 - its owner dies: under ``fork`` and ``spawn`` the owner is its parent, and
-  Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM at once. Under ``zygote``
+  Linux's ``PR_SET_PDEATHSIG`` sends it SIGCONT at once, whose handler, on
+  finding its parent gone, ends it as a SIGTERM would. (SIGCONT rather than
+  SIGTERM: it also resumes a worker that was stopped, as by a Ctrl-Z of the
+  whole job before the trainer was killed, where a SIGTERM would stay
+  pending for as long as the worker stays stopped; a SIGCONT while the
+  parent lives, a stopped job resumed, changes nothing.) Under ``zygote``
   its parent is the owner's zygote (:mod:`shmatari._zygote`), which the
-  kernel kills with the owner: the worker then gets SIGTERM the same way
-  and confirms the owner's death before removing anything. Under
-  ``forkserver`` its parent is the fork server, which outlives the owner as
+  kernel kills with the owner, stopped or not: the worker then gets SIGCONT
+  the same way and confirms the owner's death before removing anything.
+  Under ``forkserver`` its parent is the fork server, which outlives the owner as
   long as any of its children lives (each holds the owner's end of the
   server's "alive" pipe); there, and on other systems, the worker notices
   within ``poll`` (0.2) seconds, busy or idle, that the owner's pid is gone
-  or its parent pid changed. An orphaned worker removes the segment, so a
+  or its parent pid changed (a worker stopped there stays stopped until it
+  is resumed). An orphaned worker removes the segment, so a
   killed trainer leaves nothing in ``/dev/shm``; but only the file it maps
   (same device and inode): a new server that took the name meanwhile keeps
   its segment. A trainer killed after creating its segment and before any
@@ -120,7 +126,11 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     # end the pool: the owner is watched instead (every 0.2 s).
     parent_is_owner = initial_ppid == owner_pid
     if parent_is_owner or parent_is_zygote:
-        _set_parent_death_signal(signal.SIGTERM)
+        # SIGCONT, not SIGTERM: it also wakes a worker that was stopped (a
+        # Ctrl-Z of the whole job, then a kill of the trainer), where a
+        # SIGTERM would wait, pending, as long as the worker stays stopped.
+        # Its handler (below) ends the worker only if the parent is gone.
+        _set_parent_death_signal(signal.SIGCONT)
 
     def parent_alive() -> bool:
         # A dead owner whose parent has not reaped it yet counts as dead, and
@@ -146,9 +156,16 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 time.sleep(0.01)
         return False
 
+    def on_sigcont(signum, frame):
+        # The parent's death (PR_SET_PDEATHSIG: the worker was reparented
+        # first), as SIGTERM was; or a stopped job resumed, which goes on.
+        if os.getppid() != initial_ppid:
+            _on_sigterm(signum, frame)
+
     segment = seg = ident = None
     status, exitcode, cores, holder = "failed", 1, [], []
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGCONT, on_sigcont)
     try:
         status = _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
                       parent_alive, cores, holder)
@@ -179,6 +196,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         exitcode = 1
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up: nothing more to stop
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
         cores.clear()
         if seg is not None:
             seg.release()
