@@ -47,7 +47,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             or ``"null"``, a built-in env that emulates nothing and only
             writes a frame per step (4 actions, never done), to measure the
             cost of the round trip itself.
-        num_envs: envs in the pool (>= 1).
+        num_envs: envs in the pool (>= 1; default 8).
         batch_size: results per :meth:`ShmVectorEnv.recv` (1..num_envs; default
             num_envs, which makes the pool synchronous).
         batch_order: which envs a batch of an asynchronous pool
