@@ -36,8 +36,10 @@ def test_stale_worker_of_a_killed_server_leaves_the_new_servers_segment(tmp_path
     """Server A's owner is killed -9 while its worker is busy (stopped here,
     as a huge noop_max would keep it); server B takes the name; A's worker,
     running again, finds its owner gone and must remove only A's segment
-    (already unlinked by B), not B's, which has the same name."""
-    a = Server(tmp_path, num_envs=1, num_workers=1)
+    (already unlinked by B), not B's, which has the same name. Under
+    forkserver, whose workers have no parent-death signal: under the other
+    start methods that signal (SIGCONT) resumes a stopped worker at once."""
+    a = Server(tmp_path, "--start-method", "forkserver", num_envs=1, num_workers=1)
     worker = a.worker_pids[0]
     b = None
     try:
