@@ -54,6 +54,15 @@ _WRAPPER_KWARGS = {
 }
 
 
+def _step_info(rows: tuple, i: int, time_limit_truncated: bool) -> dict:
+    """Row ``i`` of (lives, raw_reward, game_over, episode_frame_number,
+    frame_number) as one SB3 info dict, with ``TimeLimit.truncated``."""
+    lives, raw, over, episode_frames, frames = rows
+    return {"lives": int(lives[i]), "episode_frame_number": int(episode_frames[i]),
+            "frame_number": int(frames[i]), "TimeLimit.truncated": time_limit_truncated,
+            "raw_reward": float(raw[i]), "game_over": bool(over[i])}
+
+
 class ShmatariVecEnv(VecEnv):
     """A shmatari pool as an SB3 ``VecEnv``.
 
@@ -64,10 +73,12 @@ class ShmatariVecEnv(VecEnv):
     and ``(num_envs, H, W, 3 * stack_num)``, the layout of SB3's own
     ``make_atari_env``, which ``VecTransposeImage`` requires.
     Rewards float32, dones bool, shape ``(num_envs,)``; ``infos`` a list of
-    ``num_envs`` dicts with ``lives``, ``raw_reward`` (unclipped),
-    ``game_over``, and on done steps ``terminal_observation`` (the done
-    step's own observation), ``TimeLimit.truncated`` and, when the game
-    ended, ``episode``.
+    ``num_envs`` dicts with ``lives``, ``episode_frame_number`` and
+    ``frame_number`` (ale-py's, in emulator frames, no-ops included),
+    ``TimeLimit.truncated`` (as SB3's ``DummyVecEnv``), ``raw_reward``
+    (unclipped) and ``game_over``; on done steps, those of the step that
+    ended the game, ``terminal_observation`` (the done step's own
+    observation) and, when the game ended, ``episode``.
 
     ``seed(s)`` takes effect at the next ``reset()``; env i then derives its
     streams from ``SeedSequence(s, spawn_key=(i,))`` (:mod:`shmatari.seeding`),
@@ -190,17 +201,22 @@ class ShmatariVecEnv(VecEnv):
         return obs
 
     def _infos(self, info: dict, terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
-        lives, raw, over = info["lives"], info["raw_reward"], info["game_over"]
-        infos = [{"lives": int(lives[i]), "raw_reward": float(raw[i]),
-                  "game_over": bool(over[i])} for i in range(self.num_envs)]
+        # Each step's keys, as SB3's make_atari_env gives them (ale-py's
+        # lives and frame counters; DummyVecEnv's TimeLimit.truncated), and
+        # shmatari's raw_reward and game_over. A done row's are its ended
+        # game's (final_info), as the step that ended it saw them.
+        rows = (info["lives"], info["raw_reward"], info["game_over"],
+                info["episode_frame_number"], info["frame_number"])
+        infos = [_step_info(rows, i, bool(truncated[i] and not terminated[i]))
+                 for i in range(self.num_envs)]
         if "_final_obs" in info:
             fin = info["final_info"]
+            ended = (fin["lives"], fin["raw_reward"], fin["game_over"],
+                     fin["episode_frame_number"], fin["frame_number"])
             for i in np.flatnonzero(info["_final_obs"]):
                 d = infos[i]
-                d["lives"], d["raw_reward"] = int(fin["lives"][i]), float(fin["raw_reward"][i])
-                d["game_over"] = bool(fin["game_over"][i])
+                d.update(_step_info(ended, i, d["TimeLimit.truncated"]))
                 d["terminal_observation"] = self._obs(info["final_obs"][i][None])[0]
-                d["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
         if "_episode" in info:
             ep, t = info["episode"], round(time.time() - self._t_start, 6)
             for i in np.flatnonzero(info["_episode"]):
@@ -241,7 +257,10 @@ class ShmatariVecEnv(VecEnv):
         obs, info = self.pool.reset(seed=seed)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos = [{"lives": int(v)} for v in info["lives"]]
+        self.reset_infos = [{"lives": int(v), "episode_frame_number": int(e),
+                             "frame_number": int(f)}
+                            for v, e, f in zip(info["lives"], info["episode_frame_number"],
+                                               info["frame_number"])]
         return self._obs(obs)
 
     def step_async(self, actions: np.ndarray) -> None:

@@ -68,6 +68,7 @@ def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
             assert dones.tolist() == [step == 30] * 2
         for info in infos:
             assert info["TimeLimit.truncated"] is True
+            assert info["episode_frame_number"] == 120  # the ended game's, as its step saw it
             assert info["terminal_observation"].shape == (6, 84, 84)
             # frames, as SB3's Monitor around the NoFrameskip env counts them
             assert info["episode"]["l"] == 120 and "t" in info["episode"]
@@ -146,3 +147,32 @@ def test_make_atari_env_refuses_what_has_no_meaning_here():
         make_atari_env("Pong", n_envs=1, env_kwargs={"frameskip": 1})
     with pytest.raises(ValueError, match="episode_statistics"):
         make_atari_env("Pong", n_envs=1, monitor_dir="/tmp/x", episode_statistics=False)
+
+
+def test_step_infos_have_the_keys_of_sb3s_own_make_atari_env():
+    """Every step's infos hold what SB3's make_atari_env's hold (ale-py's
+    lives and frame counters, DummyVecEnv's TimeLimit.truncated), with the
+    same types; found missing by a client-code pass."""
+    from stable_baselines3.common.env_util import make_atari_env as sb3_make_atari_env
+
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    real = sb3_make_atari_env("BreakoutNoFrameskip-v4", n_envs=2, seed=0)
+    ours = make_atari_env("BreakoutNoFrameskip-v4", n_envs=2, seed=0)
+    try:
+        real.reset()
+        ours.reset()
+        assert set(ours.reset_infos[0]) >= {"lives", "episode_frame_number", "frame_number"}
+        for _ in range(3):
+            *_, real_infos = real.step(np.zeros(2, np.int64))
+            *_, our_infos = ours.step(np.zeros(2, np.int64))
+        for theirs, mine in zip(real_infos, our_infos):
+            assert set(theirs) <= set(mine), set(theirs) - set(mine)
+            assert {k: type(v) for k, v in theirs.items()} == {k: type(mine[k]) for k in theirs}
+        for key in ("episode_frame_number", "frame_number"):  # 3 steps of 4 frames
+            assert [i[key] - r[key] for i, r in zip(our_infos, ours.reset_infos)] == [12, 12]
+    finally:
+        real.close()
+        ours.close()
