@@ -358,6 +358,40 @@ def test_stopped_workers_end_with_a_killed_trainer(start_method):
         proc.communicate()
 
 
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "zygote"])
+def test_a_pool_made_in_a_thread_that_ended_goes_on(start_method, tmp_path):
+    """Linux sends the parent-death signal when the thread that started a
+    child exits, though its process lives on. With SIGTERM as that signal a
+    pool made in a thread (a data-loader or framework thread) lost its
+    workers when the thread ended (fork, spawn); SIGCONT's handler ends a
+    worker only if it was reparented, i.e. its parent process is gone."""
+    script = tmp_path / "thread_pool.py"
+    script.write_text(textwrap.dedent(f'''
+        import threading, time
+        import numpy as np
+        import shmatari
+
+        if __name__ == "__main__":
+            box = {{}}
+            def make():
+                box["env"] = shmatari.make("null", num_envs=2, num_workers=1, seed=0,
+                                           start_method={start_method!r})
+                box["env"].reset(seed=0)
+            t = threading.Thread(target=make)
+            t.start()
+            t.join()
+            time.sleep(0.5)  # the signal is sent as the thread exits
+            with box["env"] as env:
+                for _ in range(5):
+                    obs, *_ = env.step(np.zeros(2, np.int64))
+            print("RESULT", obs.shape, flush=True)
+    '''))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULT (2, 4, 84, 84)" in proc.stdout
+
+
 def test_a_stopped_and_resumed_pool_goes_on():
     """A stopped job resumed (Ctrl-Z, then fg) sends SIGCONT, the workers'
     parent-death signal: with their parent alive they go on serving."""

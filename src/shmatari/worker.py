@@ -19,7 +19,9 @@ How it ends:
   SIGTERM: it also resumes a worker that was stopped, as by a Ctrl-Z of the
   whole job before the trainer was killed, where a SIGTERM would stay
   pending for as long as the worker stays stopped; a SIGCONT while the
-  parent lives, a stopped job resumed, changes nothing.) Under ``zygote``
+  parent lives changes nothing: a stopped job resumed, or the exit of the
+  trainer's thread that started the worker, for which Linux sends the
+  signal too, though the process lives on.) Under ``zygote``
   its parent is the owner's zygote (:mod:`shmatari._zygote`), which the
   kernel kills with the owner, stopped or not: the worker then gets SIGCONT
   the same way and confirms the owner's death before removing anything.
@@ -158,7 +160,9 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
 
     def on_sigcont(signum, frame):
         # The parent's death (PR_SET_PDEATHSIG: the worker was reparented
-        # first), as SIGTERM was; or a stopped job resumed, which goes on.
+        # first), as SIGTERM was. A stopped job resumed, or the exit of the
+        # parent's thread that started this worker (Linux sends the signal
+        # then too, with the parent process alive), goes on.
         if os.getppid() != initial_ppid:
             _on_sigterm(signum, frame)
 
