@@ -125,6 +125,10 @@ cdef extern from "shmatari/sync.h" nogil:
     int shmatari_wait_change(uint32_t *word, uint32_t expected,
                              uint32_t *sleeping, int64_t spin_ns, int spin_mode,
                              int64_t timeout_ns)
+    int shmatari_wait_change_watching(uint32_t *word, uint32_t expected,
+                                      uint32_t *sleeping, int64_t spin_ns, int spin_mode,
+                                      int64_t timeout_ns, const uint32_t *watch,
+                                      uint32_t watch_seen, int64_t *watch_ns)
     void shmatari_notify(uint32_t *word, uint32_t *sleeping)
 
 

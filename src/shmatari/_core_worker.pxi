@@ -23,54 +23,6 @@ cdef extern from *:
         const shmatari_geom *g, char *slot, uint32_t idx, const shmatari_result *r) nogil
 
 
-cdef extern from *:
-    """
-    /* A worker's wait for its next request: shmatari_wait_change on
-     * wake_seq, which while it polls also watches main_seq, the word a
-     * worker bumps when it fills a slot. *filled_ns becomes the time the
-     * worker first saw main_seq differ from main_seen (the value it read
-     * with its last request): at the start if the batch had already filled
-     * (this worker filled it, or another did before), else while polling;
-     * -1 if it went to sleep first. From then on the wait is the client's:
-     * taking the batch and choosing the next actions. Before it, the
-     * worker waited for the other workers of the round. */
-    static inline int shmatari_worker_wait(uint32_t *word, uint32_t expected,
-                                           uint32_t *sleeping,
-                                           const uint32_t *main_seq,
-                                           uint32_t main_seen,
-                                           int64_t *filled_ns, int64_t spin_ns,
-                                           int spin_mode, int64_t timeout_ns) {
-      const int64_t start = shmatari_now_ns();
-      *filled_ns = -1;
-      if (__atomic_load_n(main_seq, __ATOMIC_ACQUIRE) != main_seen)
-        *filled_ns = start;
-      if (spin_ns > 0) {
-        const int64_t until = start + spin_ns;
-        for (unsigned i = 1;; i++) {
-          if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected)
-            return SHMATARI_WAIT_CHANGED;
-          if (*filled_ns < 0 &&
-              __atomic_load_n(main_seq, __ATOMIC_ACQUIRE) != main_seen)
-            *filled_ns = shmatari_now_ns();
-          if (spin_mode == SHMATARI_SPIN_YIELD) {
-            sched_yield();
-          } else {
-            shmatari_cpu_relax();
-            if (i % 64) continue;
-          }
-          if (shmatari_now_ns() >= until) break;
-        }
-      }
-      return shmatari_wait_change(word, expected, sleeping, 0, spin_mode,
-                                  timeout_ns);
-    }
-    """
-    int _worker_wait "shmatari_worker_wait" (
-        uint32_t *word, uint32_t expected, uint32_t *sleeping, const uint32_t *main_seq,
-        uint32_t main_seen, int64_t *filled_ns, int64_t spin_ns, int spin_mode,
-        int64_t timeout_ns) nogil
-
-
 cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
                           bint ordered, int64_t reserved) noexcept nogil:
     """Writes env ``env``'s result at its next position (``reserved`` >= 0:
@@ -205,7 +157,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef int r
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
-    cdef int64_t gap = 0, filled
+    cdef int64_t gap = 0, filled, share
     cdef uint32_t main_seen = shmatari_load_acquire(&h.main_seq)
     cdef uint32_t *seen = <uint32_t *>malloc(n * sizeof(uint32_t))
     # per env: -2 once its first result is out, else where to write it
@@ -247,7 +199,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                     qlen += 1
                     queued[i] = 1
                     # main_seq as this request is noticed: a change after
-                    # it is a batch filled since (worker_wait)
+                    # it is a batch filled since (the wait below watches it)
                     main_seen = shmatari_load_acquire(&h.main_seq)
             busy = qlen != 0
             if busy:
@@ -313,14 +265,15 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 # worker does not poll through the slow steps, when the
                 # trainer needs the cores; after one 5 ms wait it takes 13
                 # quick ones to poll long again.
-                r = _worker_wait(&wc.wake_seq, wake, &wc.sleeping, &h.main_seq, main_seen,
-                                 &filled, long_spin_ns if gap < long_spin_ns // 2
-                                 else spin_ns, spin_mode, poll_ns)
+                r = shmatari_wait_change_watching(
+                    &wc.wake_seq, wake, &wc.sleeping,
+                    long_spin_ns if gap < long_spin_ns // 2 else spin_ns, spin_mode,
+                    poll_ns, &h.main_seq, main_seen, &filled)
                 gap -= gap // 8
                 if filled >= 0:
-                    filled = shmatari_now_ns() - filled
-                    if filled > gap:
-                        gap = filled
+                    share = shmatari_now_ns() - filled
+                    if share > gap:
+                        gap = share
             if r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
                 return "orphaned"
     finally:

@@ -161,18 +161,28 @@ static inline int64_t shmatari_now_ns(void) {
 #define SHMATARI_SPIN_YIELD 1 /* poll with sched_yield(): gives the core to any
                                  runnable process, for oversubscribed cores */
 
-/* The waiter's side of the protocol above: returns once *word != expected
- * (SHMATARI_WAIT_CHANGED), or after timeout_ns of sleep (_TIMEOUT), or on a
- * signal (_EINTR). It polls for up to spin_ns first (0: sleep at once),
- * in spin_mode, then sleeps in the kernel. */
-static inline int shmatari_wait_change(uint32_t *word, uint32_t expected,
-                                       uint32_t *sleeping, int64_t spin_ns,
-                                       int spin_mode, int64_t timeout_ns) {
+/* shmatari_wait_change, also watching a second word while it polls: if
+ * watch is not NULL, *watch_ns becomes the time *watch was first seen to
+ * differ from watch_seen (at the start, or while polling), or -1 if it was
+ * not before the poll ended. The watch only reports; it never ends the
+ * wait. (A worker watches main_seq, to tell its wait for the other workers
+ * of a round from its wait for the client.) */
+static inline int shmatari_wait_change_watching(
+    uint32_t *word, uint32_t expected, uint32_t *sleeping, int64_t spin_ns,
+    int spin_mode, int64_t timeout_ns, const uint32_t *watch,
+    uint32_t watch_seen, int64_t *watch_ns) {
+  const int64_t start = shmatari_now_ns();
+  if (watch != NULL)
+    *watch_ns =
+        __atomic_load_n(watch, __ATOMIC_ACQUIRE) != watch_seen ? start : -1;
   if (spin_ns > 0) {
-    const int64_t until = shmatari_now_ns() + spin_ns;
+    const int64_t until = start + spin_ns;
     for (unsigned i = 1;; i++) {
       if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected)
         return SHMATARI_WAIT_CHANGED;
+      if (watch != NULL && *watch_ns < 0 &&
+          __atomic_load_n(watch, __ATOMIC_ACQUIRE) != watch_seen)
+        *watch_ns = shmatari_now_ns();
       if (spin_mode == SHMATARI_SPIN_YIELD) {
         sched_yield();
       } else {
@@ -188,6 +198,17 @@ static inline int shmatari_wait_change(uint32_t *word, uint32_t expected,
     r = shmatari_kernel_wait(word, expected, timeout_ns);
   __atomic_store_n(sleeping, 0u, __ATOMIC_SEQ_CST);
   return r;
+}
+
+/* The waiter's side of the protocol above: returns once *word != expected
+ * (SHMATARI_WAIT_CHANGED), or after timeout_ns of sleep (_TIMEOUT), or on a
+ * signal (_EINTR). It polls for up to spin_ns first (0: sleep at once),
+ * in spin_mode, then sleeps in the kernel. */
+static inline int shmatari_wait_change(uint32_t *word, uint32_t expected,
+                                       uint32_t *sleeping, int64_t spin_ns,
+                                       int spin_mode, int64_t timeout_ns) {
+  return shmatari_wait_change_watching(word, expected, sleeping, spin_ns,
+                                       spin_mode, timeout_ns, NULL, 0, NULL);
 }
 
 /* The notifier's side: bump *word by one, wake the waiter if it sleeps. */
