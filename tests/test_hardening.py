@@ -198,6 +198,42 @@ def test_crafted_action_set_gives_attach_error(case):
         with pytest.raises(shmatari.AttachError, match="action set") as info:
             shmatari.attach(name, timeout=30)
         assert info.value.code == "not_shmatari"
+        if case == "no_actions":  # refused by the C client's open, as a C trainer is
+            assert "its action set has 0 actions, not 1 to 18" in str(info.value)
+    finally:
+        owner.close()
+
+
+def test_num_actions_changed_after_the_c_client_read_it_changes_nothing(monkeypatch):
+    """The action space comes from the count the C client read once at
+    attach (which bounds the actions it accepts), not from a second read of
+    the header: a writer that changes ``num_actions`` between the two reads
+    (here, just before the Python client reads the header) cannot make the
+    space disagree with the actions accepted (before: Discrete(2), while
+    action 3 was accepted)."""
+    from shmatari import _vector_env
+
+    name = f"actn{os.getpid()}"
+    owner = ShmVectorEnv(build_config("null", 2, num_workers=1),
+                         segment_name=_core.segment_name(name), claim=False)
+    buf = owner._res.segment.buf
+    word = np.ndarray((), np.uint32, buffer=buf, offset=HEADER["num_actions"])
+    assert int(word) == 4
+
+    class RacedClient(_vector_env.Client):
+        def __init__(self, *args, **kwargs):
+            word[...] = 2  # a valid count, with a valid action set
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(_vector_env, "Client", RacedClient)
+    try:
+        with shmatari.attach(name, timeout=30) as env:
+            assert env.single_action_space.n == 4
+            assert list(env.action_set) == [0, 1, 2, 3]
+            env.reset()
+            env.step(np.full(2, 3))  # accepted, as the space says
+            with pytest.raises(ValueError, match="out of range"):
+                env.step(np.full(2, 4))
     finally:
         owner.close()
 

@@ -134,6 +134,22 @@ cdef class Segment(ClientMachine):
         out["action_set"] = out["action_set"][:min(out["num_actions"], SHMATARI_MAX_ACTIONS)]
         return out
 
+    def client_action_set(self):
+        """The action set of the client opened here (:meth:`open_client`):
+        the header's ``action_set`` words, read now, cut to the
+        ``num_actions`` that ``shmatari_client_open`` read once and checked
+        (1..18), which bounds every action the client accepts. Not the
+        header's ``num_actions`` again: a writer could change it between the
+        two reads, and the action space would then disagree with the actions
+        accepted. With no client open (a server's own pool, which takes no
+        steps), cut to the ``num_actions`` of the same snapshot. Returns a
+        list of ints (ALE action ids, still unchecked)."""
+        self._check()
+        words = header_words(self._view)
+        n = self.cl.num_actions if self.cl.hdr != NULL else \
+            min(words["num_actions"], SHMATARI_MAX_ACTIONS)
+        return words["action_set"][:n]
+
     # -- setup by the creator ----------------------------------------------
     def set_worker_group(self, uint32_t worker, uint32_t env_begin, uint32_t env_end):
         self._check()

@@ -178,11 +178,12 @@ class Client:
         # When each env's episode began (time.perf_counter), for info["episode"]["t"].
         self._episode_start = np.zeros(self.num_envs)
         self.obs_shape = obs_shape = seg.obs_shape
-        self.action_set = hdr["action_set"]
+        # Cut to the count the C client read once at open (1..18), which
+        # bounds the actions it accepts: never the header's num_actions again.
+        self.action_set = seg.client_action_set()
         self.n_actions = len(self.action_set)
-        # Worker-written words of this one snapshot: checked before use (the
-        # header's own check bounds num_actions above only; 0 is a pool whose
-        # workers never reported). ALE's actions are 0..17 (ale_py.Action).
+        # Worker-written words: checked before use. ALE's actions are 0..17
+        # (ale_py.Action).
         bad = [a for a in self.action_set if not 0 <= a < _core.MAX_ACTIONS]
         if self.n_actions == 0 or bad or len(set(self.action_set)) != self.n_actions:
             raise ValueError(

@@ -245,17 +245,24 @@ static inline void shmatari_client_close(shmatari_client *c) {
  * all of it; shmatari's Python client maps the segment itself and calls
  * this). Copies *g into c->geom: nothing after reads a size or offset from
  * the segment. Reads num_actions once (written by worker 0 before the pool
- * ran), bounded by SHMATARI_MAX_ACTIONS (0 if above: every action refused).
- * c->pid, spin settings and names stay as the caller set them. Returns
- * SHMATARI_OK (state NEEDS_RESET), or _ERR_SYSTEM / _ERR_NOT_SHMATARI (c
- * left DETACHED). */
+ * ran) and refuses a pool whose count is not 1..SHMATARI_MAX_ACTIONS: a
+ * client's actions are indices below it (a trainer draws them with
+ * `% c->num_actions`). c->pid, spin settings and names stay as the caller
+ * set them. Returns SHMATARI_OK (state NEEDS_RESET), or _ERR_SYSTEM /
+ * _ERR_NOT_SHMATARI (c left DETACHED). */
 static inline int shmatari_client_open(shmatari_client *c,
                                        const shmatari_geom *g) {
   shmatari_header *h = g->hdr;
+  uint32_t num_actions = *(volatile uint32_t *)&h->num_actions; /* once */
+  if (num_actions == 0 || num_actions > SHMATARI_MAX_ACTIONS)
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                         "not a shmatari pool: its action set has %u actions, "
+                         "not 1 to %u (its workers write num_actions before "
+                         "the pool runs)",
+                         num_actions, SHMATARI_MAX_ACTIONS);
   c->geom = *g;
   c->hdr = h;
-  c->num_actions = *(volatile uint32_t *)&h->num_actions;
-  if (c->num_actions > SHMATARI_MAX_ACTIONS) c->num_actions = 0;
+  c->num_actions = num_actions;
   c->env_flags = (uint8_t *)calloc(g->num_envs, 1);
   c->env_worker = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->touched = (uint8_t *)calloc(g->num_workers, 1);
