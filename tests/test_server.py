@@ -41,6 +41,12 @@ def _segment_path(segment: str) -> pathlib.Path:
     return pathlib.Path(shm.SHM_DIR) / segment
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` (/proc/PID/stat)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _wait_until(cond, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -407,6 +413,42 @@ def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     os.kill(s.worker_pids[1], signal.SIGKILL)
     assert s.proc.wait(15) == 1
     assert "worker 1" in s.stderr() and "killed by signal 9" in s.stderr()
+    s.assert_gone()
+
+
+def test_server_checks_its_workers_while_the_segment_is_opened_again_and_again(server):
+    """A process that opens the segment every 10 ms (a client retrying its
+    attach) kept the server watching the claim word, spinning, and not
+    checking its workers for as long as it went on: a dead worker went
+    unnoticed (more than 4 s here, without limit in general). Now each
+    watch lasts at most _CLAIM_SPIN_MAX, the server stops within its usual
+    check interval, and it sleeps between reads (CPU well under a core)."""
+    s = server(num_envs=2, num_workers=1)
+    path = str(_segment_path(s.segment))
+    stop = threading.Event()
+
+    def opener():
+        while not stop.is_set():
+            try:
+                os.close(os.open(path, os.O_RDWR))
+            except OSError:
+                pass
+            time.sleep(0.01)
+
+    t = threading.Thread(target=opener, daemon=True)
+    t.start()
+    try:
+        time.sleep(1.0)
+        before, t0 = _cpu_seconds(s.proc.pid), time.monotonic()
+        time.sleep(2.0)
+        busy = (_cpu_seconds(s.proc.pid) - before) / (time.monotonic() - t0)
+        os.kill(s.worker_pids[0], signal.SIGKILL)
+        assert s.proc.wait(5) == 1
+        assert "killed by signal 9" in s.stderr()
+        assert busy < 0.4, f"the server used {busy:.0%} of a core while watching"
+    finally:
+        stop.set()
+        t.join()
     s.assert_gone()
 
 

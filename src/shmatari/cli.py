@@ -40,6 +40,12 @@ _CLAIM_POLL = 0.005
 #: Seconds the server keeps watching the claim word closely after a process
 #: opens or closes the segment (an attach in progress).
 _CLAIM_SPIN = 0.02
+#: At most this many seconds of such watching in a row, however often the
+#: segment is opened (a client retrying its attach every few milliseconds
+#: kept the server watching, and not checking its workers, for as long as it
+#: retried); between its reads the server sleeps this long.
+_CLAIM_SPIN_MAX = 0.05
+_CLAIM_NAP = 50e-6
 
 
 class _Stop(BaseException):
@@ -248,14 +254,16 @@ class _Clients:
         # opens minus read-only closes counts the clients): over time these
         # opens match the attaches seen, and any excess went unseen.
         opens, ro_closes = self.watch.read()
-        quiet_until = time.monotonic() + _CLAIM_SPIN
-        while time.monotonic() < quiet_until:
+        now = time.monotonic()
+        quiet_until, give_up = now + _CLAIM_SPIN, now + _CLAIM_SPIN_MAX
+        while now < quiet_until:
             self._read_claim()
             o, c = self.watch.read()
+            now = time.monotonic()
             if o or c:
                 opens, ro_closes = opens + o, ro_closes + c
-                quiet_until = time.monotonic() + _CLAIM_SPIN
-            os.sched_yield()
+                quiet_until = min(now + _CLAIM_SPIN, give_up)
+            time.sleep(_CLAIM_NAP)
         self.balance += opens - ro_closes
         if self.balance > 0:
             _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
