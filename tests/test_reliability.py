@@ -582,6 +582,46 @@ def test_small_dev_shm_fails_before_starting_workers(tmp_path):
     assert out["left_after"] == []
 
 
+FD_LIMIT = """
+import os, resource, sys
+from shmatari import shm
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+while True:
+    try:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        break
+for _ in range(int(sys.argv[1])):
+    os.close(held.pop())
+try:
+    shm.create("shmatari_fd" + str(os.getpid()), 4096)
+    print("created")
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+
+
+@pytest.mark.parametrize("free", [1, 2, 3, 5])
+def test_no_segment_is_left_when_creating_runs_out_of_file_descriptors(tmp_path, free):
+    """``free`` descriptors left: before Python 3.13, SharedMemory made the
+    file, then failed to start its resource tracker (EMFILE) before shmatari
+    had an object to destroy, and the staged ``shmatari_<pid>_<hex>`` file
+    stayed in /dev/shm (``ulimit -n 9; shmatari serve ...`` left one)."""
+    path = tmp_path / "fds.py"
+    path.write_text(FD_LIMIT)
+    proc = subprocess.Popen([sys.executable, str(path), str(free)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert out.split()[:1] in (["refused"], ["created"]), err
+    if out.startswith("created"):  # the named segment of a success: not the question
+        os.unlink(os.path.join(SHM_DIR, f"shmatari_fd{proc.pid}"))
+    left = [n for n in os.listdir(SHM_DIR) if n.startswith(f"shmatari_{proc.pid}_")]
+    for n in left:
+        os.unlink(os.path.join(SHM_DIR, n))
+    assert left == [], f"{left} left behind ({out.strip()})"
+
+
 # -- 6. no resource-tracker noise ------------------------------------------------
 
 TRACKER = '''

@@ -358,7 +358,21 @@ def create(name: str, size: int) -> shared_memory.SharedMemory:
             f"(docker run --shm-size=...)", needed=size, free=free)
     staged = sys.platform.startswith("linux") and os.path.isdir(SHM_DIR) and \
         not _NAME.fullmatch(name)
-    shm = _open(new_name() if staged else name, True, size)
+    first = new_name() if staged else name
+    try:
+        shm = _open(first, True, size)
+    except FileExistsError:  # another's file: left alone
+        raise
+    except BaseException:
+        # SharedMemory made the file, then failed (before Python 3.13 it
+        # starts the resource tracker after shm_open: EMFILE there left the
+        # segment behind). A name of this process only: nobody else's.
+        if _NAME.fullmatch(first) and _NAME.fullmatch(first).group(1) == str(os.getpid()):
+            try:
+                _unlink_name(first)
+            except OSError:
+                pass
+        raise
     try:
         fd = getattr(shm, "_fd", -1)
         if fd >= 0 and hasattr(os, "posix_fallocate"):
