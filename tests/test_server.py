@@ -528,6 +528,42 @@ def test_c_attach_without_a_limit_waits_for_a_server_still_starting(timeout_ns, 
             client.wait()
 
 
+def test_c_reset_gives_up_on_a_command_that_never_finishes(server, tmp_path):
+    """shmatari_reset drains the commands in flight first; it waited for
+    them without limit, so a worker stopped (SIGSTOP) while an env ran kept a
+    C trainer waiting for good. It now gives up after
+    SHMATARI_RESET_TIMEOUT_NS (60 s as Python's reset; 1 s here) with
+    SHMATARI_ERR_TIMEOUT naming the env, and the pool goes on once resumed."""
+    exe = tmp_path / "reset_stuck"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}",
+                     "-DSHMATARI_RESET_TIMEOUT_NS=1000000000LL",
+                     str(ROOT / "tests" / "c" / "reset_stuck.c"), "-o", str(exe)])
+    s = server(num_envs=2, num_workers=1)
+    client = subprocess.Popen([str(exe), s.name], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline() == "batch\n"
+        os.kill(s.worker_pids[0], signal.SIGSTOP)
+        try:
+            client.stdin.write("go\n")
+            client.stdin.flush()
+            out, _ = client.communicate(timeout=30)
+        finally:
+            os.kill(s.worker_pids[0], signal.SIGCONT)
+        m = re.fullmatch(r"reset status (-?\d+) after (\S+) s: (.*)\n", out)
+        assert m, out
+        assert int(m.group(1)) == _core.ERR_TIMEOUT
+        assert 0.9 <= float(m.group(2)) < 20
+        assert "was still running a command" in m.group(3)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    with shmatari.attach(s.name, timeout=30) as env:  # resumed: it goes on
+        env.reset()
+        env.step(np.zeros(2, np.int64))
+
+
 def test_cpp_client_started_with_the_server_waits_for_it(trainer):
     name = f"t{os.getpid()}earlycpp"
     proc = _serve_in_background(name)

@@ -147,10 +147,22 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
   return SHMATARI_OK;
 }
 
+/* How long shmatari_reset waits for the commands in flight to finish: 60 s,
+ * as Python's reset() (a worker stopped with SIGSTOP, or a segment another
+ * process scribbled on, would otherwise keep it waiting for good). Define it
+ * before including the header to change it; shmatari_reset_envs takes any
+ * timeout, -1 for none. */
+#ifndef SHMATARI_RESET_TIMEOUT_NS
+#define SHMATARI_RESET_TIMEOUT_NS 60000000000LL
+#endif
+
 /* Resets every env (each keeps its random stream), first dropping whatever
- * is in flight; the first observations come back through shmatari_wait. */
+ * is in flight, waiting up to SHMATARI_RESET_TIMEOUT_NS for it
+ * (_ERR_TIMEOUT then, nothing dropped: call again to wait longer); the
+ * first observations come back through shmatari_wait. */
 static inline int shmatari_reset(shmatari_client *c) {
-  return shmatari_reset_envs(c, SHMATARI_CMD_RESET, NULL, -1);
+  return shmatari_reset_envs(c, SHMATARI_CMD_RESET, NULL,
+                             SHMATARI_RESET_TIMEOUT_NS);
 }
 
 /* (1.3) In a pool of batch_order FIXED, the next batch (index c->taken) is
