@@ -528,6 +528,31 @@ def test_c_attach_without_a_limit_waits_for_a_server_still_starting(timeout_ns, 
             client.wait()
 
 
+def test_the_sweep_removes_a_named_pool_whose_processes_all_died(server):
+    """Every process of a named pool killed at once (its process group; or
+    its server killed while it started the workers, which would have
+    removed the segment) left /dev/shm/shmatari_<name> for good: the sweep
+    of every make() looked at automatic names only, and just a later
+    ``serve`` of the same name removed it. Now the sweep removes a named
+    segment that no process maps and whose owner is gone; a live server's
+    stays."""
+    live, dead = server(num_envs=2, num_workers=1), server(num_envs=2, num_workers=1)
+    pids = [dead.proc.pid, *dead.worker_pids]
+    for pid in pids:  # stopped first, so that none sees another die and cleans up
+        os.kill(pid, signal.SIGSTOP)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    dead.proc.wait(10)
+    _wait_until(lambda: not any(map(pid_alive, pids)), 10.0, "the pool's processes died")
+    path = _segment_path(dead.segment)
+    assert path.exists()
+    removed = shm.sweep_stale()
+    assert dead.segment in removed and not path.exists()
+    assert live.segment not in removed and _segment_path(live.segment).exists()
+    with shmatari.attach(live.name, timeout=30) as env:
+        env.reset()
+
+
 def test_c_reset_gives_up_on_a_command_that_never_finishes(server, tmp_path):
     """shmatari_reset drains the commands in flight first; it waited for
     them without limit, so a worker stopped (SIGSTOP) while an env ran kept a

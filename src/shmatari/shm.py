@@ -22,7 +22,10 @@ says a segment is stale must never take a live pool's segment:
   to this user, no process holds its lock (the sweep's own exclusive,
   non-blocking ``flock`` succeeds), *and* the owner named in it is gone: no
   live process has that pid, or the one that has it started after the
-  segment was created (the pid was reused).
+  segment was created (the pid was reused);
+- or it is a named pool's ``shmatari_<name>`` (``shmatari serve --name``),
+  of this user, whose lock nobody holds, with a valid header whose owner is
+  not alive (its pid and start time: :func:`_sweep_named`).
 
 The lock test works across PID namespaces (two containers sharing
 ``/dev/shm``), where pids mean nothing; the pid test keeps the sweep off a
@@ -495,7 +498,11 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
     me, uid = os.getpid(), os.getuid()
     for name in names:
         m = _NAME.fullmatch(name)
-        if m is None or int(m[1]) == me:
+        if m is None:
+            if name.startswith(PREFIX) and _sweep_named(directory, name, uid):
+                removed.append(name)
+            continue
+        if int(m[1]) == me:
             continue
         path = os.path.join(directory, name)
         try:
@@ -522,3 +529,54 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def _sweep_named(directory: str, name: str, uid: int) -> bool:
+    """Removes the segment of a named pool (``shmatari serve --name``,
+    ``shmatari_<name>``) whose server is gone: this user's regular file, that
+    no process maps (the sweep's exclusive ``flock`` succeeds: a server
+    links the name only once it holds its shared lock), whose header names
+    an owner that is not alive (``Segment.owner_alive``: the pid and its
+    start time). A server killed while it started its workers left such a
+    file for good: its workers, which would have removed it, did not run
+    yet, and only a later ``serve`` of the same name looked at it. Anything
+    else (not a pool, a live owner, another user's file) is left alone.
+    Returns whether it was removed."""
+    import fcntl
+    import mmap
+
+    path = os.path.join(directory, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or \
+                st.st_size < _core.HEADER_BYTES:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a live process maps it
+        with mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                seg = _core.Segment(view)
+            except ValueError:
+                return False  # not a pool (serve's _free_name says so by name)
+            try:
+                owner, alive = seg.header()["owner_pid"], seg.owner_alive()
+            finally:
+                seg.release()
+                del seg
+                view.release()
+        if alive or os.stat(path).st_ino != st.st_ino or not unlink(name):
+            return False
+        _log.info("removed stale shared-memory segment %s (its server, pid %s, is gone)",
+                  name, owner)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
