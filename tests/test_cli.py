@@ -12,6 +12,7 @@ import os
 import re
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -134,6 +135,33 @@ def test_output_path_is_checked_before_the_run(command, args, tmp_path):
     assert time.monotonic() - t < 30  # refused at once, not after the run
     assert_usage_error(run(command, *args, "--json", str(tmp_path), timeout=60),
                        "is a directory")
+
+
+@pytest.mark.parametrize("command,args", [
+    ("shmatari-bench", ["--backends", "shmatari"]),
+    ("shmatari-check", []),
+])
+def test_output_path_that_is_empty_or_not_a_regular_file_is_refused(command, args, tmp_path):
+    """``--json ''`` ran and wrote nothing (exit 0); a FIFO was replaced by a
+    regular file."""
+    assert_usage_error(run(command, *args, "--json", "", timeout=60), "--json",
+                       "an empty file name")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert_usage_error(run(command, *args, "--json", str(fifo), timeout=60), "--json",
+                       "not a regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_json_through_a_symbolic_link_writes_its_target(tmp_path):
+    """The link stays a link (it was replaced by a regular file)."""
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("{}")
+    link.symlink_to(target)
+    proc = run("shmatari-check", "--steps", "20", "--pairings", "rerun", "--json", str(link),
+               timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and json.loads(target.read_text())["ok"] is True
 
 
 def test_bench_plot_path_is_checked_before_the_sweep(tmp_path):

@@ -386,6 +386,7 @@ def test_cpp_trainer_reports_a_dead_server_within_its_timeout(server, trainer):
 @pytest.mark.parametrize("args,match", [
     (["--name", "9lives"], "--name must be a letter"),
     (["--name", "x" * 21], "--name must be a letter"),
+    (["--name", "shmatari_9_ab"], "looks like an automatic segment name"),
     (["--num-envs", "0"], "--num-envs: must be >= 1, got 0"),
     (["--frame-skip", "four"], "frame_skip must be an int, got 'four'"),
     (["--grayscal"], "unrecognized arguments"),

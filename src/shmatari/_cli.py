@@ -134,25 +134,36 @@ def env_option(text: str) -> tuple:
 
 def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
     """Refuses (``parser.error``, exit 2) an output file that could not be
-    written, before the run that would fill it: a missing or unwritable
-    folder, a folder given as the file, an unwritable existing file."""
+    written, before the run that would fill it: an empty name, a missing or
+    unwritable folder, a folder given as the file, an existing file that is
+    not a regular file (a FIFO, a device: the file is written whole and
+    renamed over it) or is not writable. A symbolic link is followed (its
+    target is written, :func:`write_json`)."""
     if path is None:
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    if not path:
+        parser.error(f"{flag}: an empty file name; give a file name")
+    shown, path = path, os.path.realpath(path)
+    folder = os.path.dirname(path)
     if os.path.isdir(path):
-        parser.error(f"{flag} {path}: is a directory; give a file name")
+        parser.error(f"{flag} {shown}: is a directory; give a file name")
+    if os.path.exists(path) and not os.path.isfile(path):
+        parser.error(f"{flag} {shown}: {path} is not a regular file (a FIFO or a device); "
+                     f"give a file name")
     if not os.path.isdir(folder):
-        parser.error(f"{flag} {path}: the directory {folder} does not exist")
+        parser.error(f"{flag} {shown}: the directory {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
-        parser.error(f"{flag} {path}: the directory {folder} is not writable")
+        parser.error(f"{flag} {shown}: the directory {folder} is not writable")
     if os.path.exists(path) and not os.access(path, os.W_OK):
-        parser.error(f"{flag} {path}: the file exists and is not writable")
+        parser.error(f"{flag} {shown}: the file exists and is not writable")
 
 
 def write_json(path: str, obj) -> None:
     """Writes ``obj`` as indented JSON, whole or not at all (a temporary file
-    in the same folder, then renamed over ``path``)."""
-    folder = os.path.dirname(os.path.abspath(path))
+    in the same folder, then renamed over ``path``; over the target of a
+    symbolic link, which stays a link)."""
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".shmatari-", suffix=".json", dir=folder)
     try:
         umask = os.umask(0)

@@ -469,6 +469,10 @@ def main(argv=None) -> int:
     if args.name is not None and not NAME_RE.fullmatch(args.name):
         parser.error(f"--name must be a letter then up to 19 letters, digits, '_' or '-', "
                      f"got {args.name!r}")
+    if args.name is not None and shm.is_automatic_name(_core.segment_name(args.name)):
+        # make()'s names: the sweep and the workers treat them as a pid's
+        parser.error(f"--name {args.name!r} looks like an automatic segment name "
+                     f"({shm.PREFIX}<pid>_<hex>); choose another")
     try:
         cfg = _config.build_config(
             args.game, args.num_envs, batch_size=args.batch_size,

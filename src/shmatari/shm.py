@@ -138,6 +138,11 @@ def unlink_own(name: str, ident: tuple[int, int] | None) -> bool:
     return unlink(name)
 
 
+def is_automatic_name(name: str) -> bool:
+    """Whether segment ``name`` has the form of :func:`new_name`'s names."""
+    return _NAME.fullmatch(name) is not None
+
+
 def new_name(pid: int | None = None) -> str:
     """A fresh segment name: ``shmatari_<pid>_<8 hex digits>`` (short enough
     for macOS's 31-character limit)."""
