@@ -127,3 +127,30 @@ def test_served_pool_and_its_client_block_run(pair, tmp_path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+def _verdicts(text: str) -> list[str]:
+    """shmatari-check's verdict lines, each cut to its verdict and pairing (a
+    DIFFER line's step, env and field depend on unseeded draws)."""
+    return [line.split(":")[0] for line in text.splitlines()
+            if line.startswith(("agree ", "DIFFER "))]
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.has("transcript") and
+                                   b.suite == "core" and
+                                   docs_blocks.commands(b)[0][0] == "shmatari-check" and
+                                   "--train" not in docs_blocks.commands(b)[0]],
+                         ids=lambda b: b.id)
+def test_check_transcript_shows_what_the_check_prints(block, tmp_path):
+    """The verdict lines of a shmatari-check transcript are the ones the
+    command prints now (a transcript said "forkserver" after the default
+    start method had become the zygote)."""
+    cmd = docs_blocks.commands(block)[0]
+    if "--json" in cmd:  # not over the committed report
+        cmd[cmd.index("--json") + 1] = str(tmp_path / "report.json")
+    proc = subprocess.run([sys.executable, "-m", "shmatari.check", *cmd[1:]],
+                          capture_output=True, text=True, timeout=600)
+    shown = block.code.split("\n$ ", 1)[0]  # the first command's output
+    assert _verdicts(proc.stdout) == _verdicts(shown), proc.stdout
+    status = re.search(r"^\$ echo \$\?\n(\d+)$", block.code, re.M)
+    assert proc.returncode == (int(status.group(1)) if status else 0), proc.stderr
