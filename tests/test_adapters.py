@@ -176,6 +176,13 @@ def test_envpool_unknown_task_and_option():
         envpool.make("CartPole-v1", num_envs=1)
     with pytest.raises(TypeError, match="unknown EnvPool option"):
         envpool.make("Pong-v5", num_envs=1, grayscale=True)
+    # suggestions in EnvPool's own spellings (before: none for an option, and
+    # the ROM id 'breakout' for a task)
+    with pytest.raises(TypeError, match="did you mean 'episodic_life' for 'episodic_lfe'"):
+        envpool.make("Pong-v5", num_envs=1, episodic_lfe=True)
+    with pytest.raises(ValueError, match=r"unknown task 'Breakuot-v5' \(did you mean "
+                                         r"'Breakout-v5'"):
+        envpool.make("Breakuot-v5", num_envs=1)
     with pytest.raises(ValueError, match="dm"):
         envpool.make_dm("Pong-v5")
     assert "Breakout-v5" in envpool.list_all_envs()

@@ -93,6 +93,8 @@ def test_legacy_gym_names_warn_that_only_the_game_is_taken(name):
 def test_game_names_with_underscores_and_digits():
     assert shmatari.resolve_game("MsPacman") == "ms_pacman"
     assert shmatari.resolve_game("ALE/MsPacman-v5") == "ms_pacman"
+    # the id shmatari.registration gives it ("did you mean 'breakout'" before)
+    assert shmatari.resolve_game("shmatari/MsPacman-v5") == "ms_pacman"
     assert shmatari.resolve_game("TicTacToe3D") == "tic_tac_toe_3d"
     assert shmatari.resolve_game("Pacman") == "pacman"
 
@@ -283,6 +285,7 @@ def _children() -> set[int]:
     (dict(num_envs=2, num_workers=3), ValueError, "num_workers must be <= num_envs"),
     (dict(batch_size=9), ValueError, "batch_size must be <= num_envs"),
     (dict(frame_skipp=4), TypeError, "did you mean 'frame_skip'"),
+    (dict(sticky_actions=0.0), TypeError, "use repeat_action_probability"),
     (dict(repeat_action_probability=1.5), ValueError, "repeat_action_probability"),
     (dict(img_height=211), ValueError, "img_height"),
     (dict(grayscale="yes"), TypeError, "grayscale must be a bool"),

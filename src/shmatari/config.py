@@ -238,6 +238,8 @@ _NOT_OPTIONS = {
     "max_episode_steps": "max_episode_steps counts agent steps in EnvPool: use "
                          "max_episode_frames (emulator frames, frame_skip per step)",
     "num_threads": "num_threads is EnvPool's: use num_workers (worker processes)",
+    "sticky_actions": "sticky_actions is not an option: use repeat_action_probability "
+                      "(per-frame probability; 0.25 as in ALE v5, 0.0 for none)",
 }
 
 _TRUE = ("true", "yes", "on", "1")

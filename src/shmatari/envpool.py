@@ -25,6 +25,8 @@ the nearest equivalent.
 
 from __future__ import annotations
 
+import difflib
+
 import functools
 import warnings
 from typing import Any
@@ -129,6 +131,14 @@ def _resolve_task(task_id: str) -> str:
     try:
         return games.resolve_game(task_id)
     except ValueError as exc:
+        if str(exc).startswith("unknown Atari game"):  # suggest task ids, not ROM ids
+            tasks = list_all_envs()
+            close = difflib.get_close_matches(task_id, tasks, n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            hint += ":"
+            raise ValueError(f"unknown task {task_id!r}{hint} shmatari.envpool serves EnvPool's "
+                             f"Atari tasks only (list_all_envs() lists the {len(tasks)})") \
+                from None
         raise ValueError(f"{exc}. shmatari.envpool serves EnvPool's Atari tasks only "
                          f"('<Game>-v5'; list_all_envs() lists them)") from None
 
@@ -138,10 +148,14 @@ def _check_keywords(kwargs: dict) -> None:
         if name in _REFUSED:
             raise ValueError(f"shmatari.envpool does not support EnvPool's {name!r}: "
                              f"{_REFUSED[name]}")
-    unknown = sorted(set(kwargs) - set(DEFAULT_CONFIG) - set(_SHMATARI_EXTRAS))
+    known = list(DEFAULT_CONFIG) + list(_SHMATARI_EXTRAS)
+    unknown = sorted(set(kwargs) - set(known))
     if unknown:
-        raise TypeError(f"unknown EnvPool option(s) {unknown} for an Atari task; known: "
-                        f"{', '.join(list(DEFAULT_CONFIG) + list(_SHMATARI_EXTRAS))}")
+        close = {u: difflib.get_close_matches(u, known, n=1) for u in unknown}
+        hints = "".join(f" (did you mean {close[u][0]!r} for {u!r}?)"
+                        for u in unknown if close[u])
+        raise TypeError(f"unknown EnvPool option(s) {unknown} for an Atari task{hints}; "
+                        f"known: {', '.join(known)}")
 
 
 def _int(name: str, value: Any) -> int:

@@ -91,7 +91,9 @@ def resolve_game(env_id: str) -> str:
 
     Accepts the ROM id itself (``"ms_pacman"``) and the usual spellings:
     ``"MsPacman"``, ``"ALE/MsPacman-v5"``, ``"MsPacmanNoFrameskip-v4"``,
-    ``"mspacman"``. Case, ``_``/``-``, an ``ALE/`` prefix, a ``-vN`` suffix and
+    ``"mspacman"``, and this package's registered id ``"shmatari/MsPacman-v5"``
+    (:mod:`shmatari.registration`, the same defaults as :func:`shmatari.make`).
+    Case, ``_``/``-``, an ``ALE/`` or ``shmatari/`` prefix, a ``-vN`` suffix and
     a ``NoFrameskip`` / ``Deterministic`` suffix are ignored. Only the game is
     taken from the name: a Gym v0/v4 or ``NoFrameskip`` / ``Deterministic``
     name gives a ``UserWarning``, since those names stand for conventions (no
@@ -114,7 +116,7 @@ def resolve_game(env_id: str) -> str:
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
     name = env_id.strip()
-    name = re.sub(r"^ALE/", "", name, flags=re.IGNORECASE)
+    name = re.sub(r"^(ALE|shmatari)/", "", name, flags=re.IGNORECASE)
     version = re.search(r"-v(\d+)$", name)
     name = re.sub(r"-v\d+$", "", name)
     ram = re.search(r"-?ram(NoFrameskip|Deterministic)?$", name, flags=re.IGNORECASE)

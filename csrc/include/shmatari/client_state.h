@@ -379,10 +379,12 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
                           "running (its result was not received)", k[call],
                           (long long)e);
     else if (fl & forbid & SHMATARI_ENV_ENDED)
-      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld ended its "
-                          "episode and autoreset_mode is 'disabled': reset it "
-                          "first with %s", k[call], (long long)e,
-                          k[SHMATARI_CALL_RESET_MASKED]);
+      /* the way out is that reset: not the state's general one (send()
+       * would be refused the same way) */
+      r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
+                        "%s: env %lld ended its episode and autoreset_mode "
+                        "is 'disabled': reset it first with %s", k[call],
+                        (long long)e, k[SHMATARI_CALL_RESET_MASKED]);
     else
       c->env_flags[e] |= SHMATARI_ENV_LISTED;
   }
