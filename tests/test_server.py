@@ -306,6 +306,17 @@ def test_attach_errors_say_what_to_do():
     assert e.value.code == "not_found" and "waited 0.5 s" in str(e.value)
     with pytest.raises(ValueError, match="without '/'"):
         shmatari.attach("a/b")
+    # names that serve refuses are not suggested to it; control characters
+    # are quoted; a lone surrogate is a ValueError (UnicodeEncodeError before)
+    for name in ("a b", ".."):
+        with pytest.raises(shmatari.AttachError, match="takes a letter then") as e:
+            shmatari.attach(name, timeout=0)
+        assert "serve GAME --name" not in str(e.value)
+    with pytest.raises(shmatari.AttachError) as e:
+        shmatari.attach("x\x1b[31m", timeout=0)
+    assert "\x1b" not in str(e.value) and "\\x1b" in str(e.value)
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        shmatari.attach("a\udc80", timeout=0)
 
 
 @pytest.fixture

@@ -40,6 +40,24 @@ _now = time.monotonic
 _log = logging.getLogger("shmatari")
 
 
+def _name_texts(name: str, seg_name: str) -> tuple[str, str]:
+    """For attach's messages: the segment's path (quoted if it holds control
+    characters: a name is the caller's text) and how to start such a pool
+    (``shmatari serve --name`` takes only NAME_RE's names)."""
+    from .cli import NAME_RE
+
+    path = f"{shm.SHM_DIR}/{seg_name}"
+    if not path.isprintable():
+        path = repr(path)
+    bare = seg_name[len(shm.PREFIX):]
+    if NAME_RE.fullmatch(bare) and not shm.is_automatic_name(seg_name):
+        return path, f"start one with `shmatari serve GAME --name {bare}`"
+    return path, ("an automatic name: that make()'s pool is closed, or never was"
+                  if shm.is_automatic_name(seg_name) else
+                  "`shmatari serve --name` takes a letter then up to 19 letters, digits, "
+                  "'_' or '-'")
+
+
 class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
     """Atari envs in worker processes, stepped through one shared-memory segment.
 
@@ -128,7 +146,12 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         self._init_lifetime(owner=False)
         self._name = name
         try:
-            seg_name = _core.segment_name(name)
+            try:
+                seg_name = _core.segment_name(name)
+            except UnicodeEncodeError:  # a lone surrogate: no file can have that name
+                raise ValueError(f"invalid pool name {name!r}: it is not valid UTF-8 "
+                                 f"text") from None
+            path, how = _name_texts(name, seg_name)
             deadline, told = _now() + timeout, False
             while True:
                 # A server that is still starting has no segment yet, or one
@@ -149,15 +172,13 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                         if not told:
                             told = True
                             _log.warning(
-                                "attach(%r): no pool named %r yet (%s/%s): waiting up to %g s "
-                                "for a server to start it (`shmatari serve GAME --name %s`)",
-                                name, name, shm.SHM_DIR, seg_name, timeout, name)
+                                "attach(%r): no pool named %r yet (%s): waiting up to %g s "
+                                "for a server to start it (%s)", name, name, path, timeout, how)
                         time.sleep(_ATTACH_RETRY)
                         continue
                     raise AttachError(
-                        f"no shmatari pool named {name!r}: {shm.SHM_DIR}/{seg_name} does "
-                        f"not exist (waited {timeout:g} s); start one with `shmatari serve "
-                        f"GAME --name {name}`", code="not_found") from None
+                        f"no shmatari pool named {name!r}: {path} does not exist (waited "
+                        f"{timeout:g} s); {how}", code="not_found") from None
                 except OSError as exc:
                     raise AttachError(f"cannot attach to {name!r}: cannot open "
                                       f"{shm.SHM_DIR}/{seg_name}: {exc.strerror or exc}",
