@@ -420,6 +420,27 @@ def test_serve_refuses_a_name_a_live_server_holds(server):
         env.reset()
 
 
+def test_serve_refuses_another_users_file_under_its_name_in_its_own_words():
+    """The refusal told the server's user to "run the client as the server's
+    user" (the client's advice, from the shared trust check)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    name = f"t{os.getpid()}other"
+    path = _segment_path(_core.segment_name(name))
+    path.write_bytes(b"")
+    try:
+        os.chown(path, 65534, 65534)
+        r = subprocess.run([sys.executable, "-m", "shmatari.cli", "serve", "Breakout",
+                            "--name", name], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "ready" not in r.stdout
+        assert "belongs to uid 65534" in r.stderr, r.stderr
+        assert "only that user (or root) can remove it; or choose another --name" in r.stderr
+        assert "run the client" not in r.stderr
+        assert path.stat().st_uid == 65534  # left as it was
+    finally:
+        path.unlink()
+
+
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s = server()
     os.kill(s.worker_pids[1], signal.SIGKILL)

@@ -89,7 +89,13 @@ def _free_name(segment: str) -> None:
     except FileNotFoundError:
         return
     except shm.UntrustedSegmentError as exc:
-        raise SystemExit(f"shmatari serve: the name is taken: {exc}; or choose another "
+        # The trust check's text speaks to a client; the server's way out is
+        # the file's owner, or another name.
+        text = str(exc)
+        cut = text.find("; a client attaches only")
+        if cut >= 0:
+            text = text[:cut] + "; only that user (or root) can remove it"
+        raise SystemExit(f"shmatari serve: the name is taken: {text}; or choose another "
                          f"--name") from None
     except (ValueError, OSError) as exc:  # an empty or special file, EINVAL, ...
         if isinstance(exc, ValueError):  # an empty file: a server being created, or debris
