@@ -49,12 +49,12 @@ def _name_texts(name: str, seg_name: str) -> tuple[str, str]:
     path = f"{shm.SHM_DIR}/{seg_name}"
     if not path.isprintable():
         path = repr(path)
+    if shm.is_automatic_name(seg_name):
+        return path, "an automatic name: that make()'s pool is closed, or never was"
     bare = seg_name[len(shm.PREFIX):]
-    if NAME_RE.fullmatch(bare) and not shm.is_automatic_name(seg_name):
+    if NAME_RE.fullmatch(bare):
         return path, f"start one with `shmatari serve GAME --name {bare}`"
-    return path, ("an automatic name: that make()'s pool is closed, or never was"
-                  if shm.is_automatic_name(seg_name) else
-                  "`shmatari serve --name` takes a letter then up to 19 letters, digits, "
+    return path, ("`shmatari serve --name` takes a letter then up to 19 letters, digits, "
                   "'_' or '-'")
 
 

@@ -135,8 +135,7 @@ def _resolve_task(task_id: str) -> str:
             tasks = list_all_envs()
             close = difflib.get_close_matches(task_id, tasks, n=3, cutoff=0.6)
             hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-            hint += ":"
-            raise ValueError(f"unknown task {task_id!r}{hint} shmatari.envpool serves EnvPool's "
+            raise ValueError(f"unknown task {task_id!r}{hint}: shmatari.envpool serves EnvPool's "
                              f"Atari tasks only (list_all_envs() lists the {len(tasks)})") \
                 from None
         raise ValueError(f"{exc}. shmatari.envpool serves EnvPool's Atari tasks only "

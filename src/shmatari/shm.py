@@ -375,7 +375,8 @@ def create(name: str, size: int) -> shared_memory.SharedMemory:
         # SharedMemory made the file, then failed (before Python 3.13 it
         # starts the resource tracker after shm_open: EMFILE there left the
         # segment behind). A name of this process only: nobody else's.
-        if _NAME.fullmatch(first) and _NAME.fullmatch(first).group(1) == str(os.getpid()):
+        m = _NAME.fullmatch(first)
+        if m is not None and m.group(1) == str(os.getpid()):
             try:
                 _unlink_name(first)
             except OSError:
