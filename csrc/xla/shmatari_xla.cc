@@ -155,7 +155,7 @@ ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
 ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
                      int64_t timeout_ns) {
   const shmatari_geom *g = &c->geom;
-  int64_t deadline = timeout_ns < 0 ? -1 : shmatari_now_ns() + timeout_ns;
+  int64_t deadline = shmatari_deadline(timeout_ns);  // -1: no limit
   for (;;) {
     int64_t wait = kPollNs;
     if (deadline >= 0) {

@@ -197,6 +197,18 @@ def _load(client_bytes: int) -> dict:
     return _loaded
 
 
+def _to_int32(x):
+    """An integer jax array as int32, values beyond int32 saturated (not
+    wrapped)."""
+    import jax.numpy as jnp
+
+    src, dst = jnp.iinfo(x.dtype), np.iinfo(np.int32)
+    lo, hi = max(int(src.min), int(dst.min)), min(int(src.max), int(dst.max))
+    if lo > src.min or hi < src.max:
+        x = jnp.clip(x, np.array(lo, x.dtype), np.array(hi, x.dtype))
+    return x.astype(jnp.int32)
+
+
 def make(pool, *, convert=None, timeout: float | None = None):
     """EnvPool's ``xla()`` for a :class:`shmatari.ShmVectorEnv` (see the module
     docstring for the contract and its limits).
@@ -237,7 +249,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
     seg = client._seg
     address, client_bytes = seg.client_address
     names = _load(client_bytes)
-    timeout_ns = np.int64(-1 if timeout is None else int(timeout * 1e9))
+    timeout_ns = np.int64(-1 if timeout is None else _core.timeout_to_ns(timeout))
     num_envs, batch_size = client.num_envs, client.batch_size
     batch_obs_shape = client._batch_obs_shape
     all_ids = np.arange(num_envs, dtype=np.int32)
@@ -292,7 +304,10 @@ def make(pool, *, convert=None, timeout: float | None = None):
         if not jnp.issubdtype(env_id.dtype, jnp.integer) or env_id.shape != action.shape:
             raise ValueError(f"env_id must be ints of the actions' shape {action.shape}, "
                              f"got {env_id.dtype} shape {env_id.shape}")
-        return action.astype(jnp.int32), env_id.astype(jnp.int32)
+        # Saturate, not wrap, to int32 (with jax_enable_x64 an int64 of 2**32 + 3
+        # would otherwise become action 3): out of range stays out of range,
+        # for the handlers' checks to refuse.
+        return _to_int32(action), _to_int32(env_id)
 
     def send(handle, action, env_id=None):
         action, env_id = actions(action, env_id)

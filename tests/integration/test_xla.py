@@ -368,3 +368,39 @@ def test_xla_timeout_with_a_stopped_worker_loses_nothing():
         assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
     finally:
         env.close()
+
+
+def test_xla_wide_actions_and_env_ids_saturate_and_are_refused():
+    """With jax_enable_x64 an int64 action of 2**32 + 3 (or env id 2**32)
+    is refused as out of range, as the Python pool refuses it, not narrowed
+    to action 3 (env 0) and stepped."""
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        with jax.enable_x64(True):
+            handle, recv, send, step = env.xla()
+            for action, ids in (([2**32 + 3, 0], None), ([0, 0], [2**32 + 1, 2**32]),
+                                ([-2**32, 0], None)):
+                ids = None if ids is None else jnp.array(ids, jnp.int64)
+                with pytest.raises(jax.errors.JaxRuntimeError, match="out of range"):
+                    jax.block_until_ready(send(handle, jnp.array(action, jnp.int64), ids))
+            # nothing was posted: the pool goes on with valid actions
+            handle, (obs, rew, term, trunc, info) = jax.block_until_ready(
+                step(handle, jnp.array([1, 0], jnp.int64)))
+        assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e10])
+def test_xla_timeout_past_int64_nanoseconds_waits_without_limit(timeout):
+    # As the Python pool's recv(timeout=inf): no limit (it was OverflowError).
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla(timeout=timeout)
+        handle, (obs, *_, info) = jax.block_until_ready(
+            jax.jit(step)(handle, jnp.zeros(2, jnp.int32)))
+        assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
+    finally:
+        env.close()
