@@ -28,8 +28,9 @@ shmatari without jax, the handlers are compiled on first use with the
 system C++ compiler (``$CXX``, else ``c++`` / ``g++`` / ``clang++``) against
 ``jax.ffi.include_dir()``, into a cache directory keyed by the source's hash
 and jax's version (``$SHMATARI_XLA_CACHE``, else
-``~/.cache/shmatari/xla``); ``python -m shmatari.xla --build`` does it
-ahead of time. The library is loaded with ``ctypes`` and registered with
+``~/.cache/shmatari/xla``; it and the library must be this user's and
+writable by no one else, or they are refused before anything is loaded);
+``python -m shmatari.xla --build`` does it ahead of time. The library is loaded with ``ctypes`` and registered with
 ``jax.ffi.register_ffi_target(..., platform="cpu")``.
 
 ``result`` is the pool's own ``(obs, reward, terminated, truncated, info)``
@@ -72,6 +73,7 @@ import hashlib
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -125,6 +127,29 @@ def _cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "shmatari" / "xla"
 
 
+def _check_private(path: pathlib.Path) -> None:
+    """Refuses a cache directory or library another user could have written
+    (a library there is loaded into this process): it must be this user's
+    (or root's), not a symlink, and writable by no one else.
+
+    Raises:
+        XlaBuildError: it is not.
+    """
+    st = os.lstat(path)
+    why = None
+    if stat.S_ISLNK(st.st_mode):
+        why = "is a symbolic link"
+    elif st.st_uid not in (os.geteuid(), 0):
+        why = f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = f"is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    if why:
+        raise XlaBuildError(
+            f"{path} {why}: shmatari will not load its XLA handlers from where another "
+            f"user could have put a library; set SHMATARI_XLA_CACHE to a directory only "
+            f"you can write (or fix its owner and mode)")
+
+
 def build(force: bool = False) -> pathlib.Path:
     """Compiles the XLA FFI handlers unless a build for this source and jax
     version is cached; returns the shared library's path.
@@ -134,8 +159,9 @@ def build(force: bool = False) -> pathlib.Path:
     temporary file and renamed into place, so concurrent builds are safe.
 
     Raises:
-        XlaBuildError: no jax, no compiler, or the compiler failed (its
-            output is in the message).
+        XlaBuildError: no jax, no compiler, the compiler failed (its
+            output is in the message), or the cache directory or a cached
+            library is another user's or writable by others.
     """
     try:
         import jax
@@ -148,11 +174,16 @@ def build(force: bool = False) -> pathlib.Path:
     for path in [src, *sorted((inc / "shmatari").glob("*.h"))]:
         key.update(path.name.encode() + b"\0" + path.read_bytes())
     key.update(repr((_FLAGS, cxx, jax.__version__, jaxlib.__version__)).encode())
-    out_dir = _cache_dir() / key.hexdigest()[:24]
+    root = _cache_dir()
+    out_dir = root / key.hexdigest()[:24]
     lib = out_dir / "libshmatari_xla.so"
-    if lib.is_file() and not force:
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    out_dir.mkdir(mode=0o700, exist_ok=True)
+    _check_private(root)
+    _check_private(out_dir)
+    if lib.exists() and not force:
+        _check_private(lib)
         return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
     cmd = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), "-I", str(inc), str(src),
@@ -181,13 +212,17 @@ def _load(client_bytes: int) -> dict:
                 lib = ctypes.CDLL(str(path))
             except OSError as exc:
                 raise XlaBuildError(f"cannot load {path}: {exc} (delete it to rebuild)") from exc
-            lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
-            loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}
+            try:
+                lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
+                loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}
+                handlers = {op: getattr(lib, f"ShmatariXla{op.title()}") for op in _TARGETS}
+            except AttributeError as exc:
+                raise XlaBuildError(f"{path} lacks shmatari's XLA handlers ({exc}); "
+                                    f"delete it to rebuild") from exc
             for op in _TARGETS:
                 name = f"shmatari_xla_{op}"
-                jax.ffi.register_ffi_target(
-                    name, jax.ffi.pycapsule(getattr(lib, f"ShmatariXla{op.title()}")),
-                    platform="cpu")
+                jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(handlers[op]),
+                                            platform="cpu")
                 loaded[op] = name
             _loaded.update(loaded)  # only once every target is registered
     if _loaded["client_bytes"] != client_bytes:

@@ -404,3 +404,44 @@ def test_xla_timeout_past_int64_nanoseconds_waits_without_limit(timeout):
         assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
     finally:
         env.close()
+
+
+def test_xla_handlers_are_not_loaded_from_a_cache_others_can_write(tmp_path, monkeypatch):
+    """The handler library is loaded into the trainer: one found in a cache
+    directory another user owns or can write (a shared SHMATARI_XLA_CACHE)
+    is refused before it is loaded, not run (an attacker's pass planted one
+    whose constructor ran as the trainer's user)."""
+    import os
+    import shutil
+    import subprocess
+
+    from shmatari import xla
+
+    monkeypatch.setenv("SHMATARI_XLA_CACHE", str(tmp_path / "own"))
+    built = xla.build()
+    assert built.parent.parent == tmp_path / "own"
+    key = built.parent.name
+
+    shared = tmp_path / "shared"  # like /tmp: sticky and writable by all
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setenv("SHMATARI_XLA_CACHE", str(shared))
+    with pytest.raises(xla.XlaBuildError, match="writable by others"):
+        xla.build()
+
+    if os.geteuid() != 0 or shutil.which("cc") is None:
+        return  # (giving a directory away needs root)
+    marker = tmp_path / "ran"
+    src = tmp_path / "evil.c"
+    src.write_text('#include <stdio.h>\n__attribute__((constructor)) static void f(void) {'
+                   f' FILE *o = fopen("{marker}", "w"); if (o) fclose(o); }}\n')
+    planted = tmp_path / "planted" / key
+    planted.mkdir(parents=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(planted / built.name), str(src)],
+                   check=True)
+    for p in (planted / built.name, planted, planted.parent):
+        os.chown(p, 65534, 65534)
+    monkeypatch.setenv("SHMATARI_XLA_CACHE", str(planted.parent))
+    with pytest.raises(xla.XlaBuildError, match="belongs to uid 65534"):
+        xla.build()
+    assert not marker.exists()
