@@ -180,3 +180,38 @@ def test_cli_bad_option_exits_2_with_the_reason():
     proc = subprocess.run([sys.executable, "-m", "shmatari.check", "-o", "noop_max=-1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "noop_max" in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_the_train_checks_busy_loop_ends_with_a_killed_check(how):
+    """shmatari-check --train's "load" run spins a process beside the pool.
+    A check killed by SIGKILL or SIGTERM (which skip its ``finally``) left it
+    spinning under init for good (an attacker's pass); now it ends."""
+    import signal
+    import time
+
+    import psutil
+
+    code = ("import time\nfrom shmatari.train_check import start_busy_loop\n"
+            "print(start_busy_loop().pid, flush=True)\ntime.sleep(60)\n")
+    check = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        busy = psutil.Process(int(check.stdout.readline()))
+        time.sleep(0.3)
+        assert busy.is_running() and busy.status() != psutil.STATUS_ZOMBIE
+        check.send_signal(getattr(signal, how))
+        check.wait(10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                if busy.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        else:
+            busy.kill()
+            pytest.fail(f"the busy loop was still running 5 s after the check's {how}")
+    finally:
+        check.kill()
+        check.wait()

@@ -233,6 +233,24 @@ def _train(game: str, *, num_envs: int, num_workers: int, updates: int, num_step
     return run
 
 
+#: The ``load`` run's busy loop: spins until its parent (the check) is gone,
+#: looking every few milliseconds, so that a check killed by SIGKILL or
+#: SIGTERM (which skip its ``finally``) leaves no process spinning.
+_BUSY_LOOP = ("import os, sys\n"
+              "parent = int(sys.argv[1])\n"
+              "while os.getppid() == parent:\n"
+              "    for _ in range(100_000):\n"
+              "        pass\n")
+
+
+def start_busy_loop() -> subprocess.Popen:
+    """A process that keeps one core busy while this process lives (it ends
+    within milliseconds of this process's death, however it dies)."""
+    import os
+
+    return subprocess.Popen([sys.executable, "-c", _BUSY_LOOP, str(os.getpid())])
+
+
 def check_training(game: str = "Breakout", *, num_envs: int = 4, updates: int = 3,
                    num_steps: int = 32, seed: int = 0, num_workers: int | None = None,
                    batch_order: str = "fixed", torch_threads: int = 1,
@@ -271,8 +289,7 @@ def check_training(game: str = "Breakout", *, num_envs: int = 4, updates: int = 
                                 ("load", num_workers, True)):
         if progress is not None:
             progress(name)
-        burner = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load
-                  else None)
+        burner = start_busy_loop() if load else None
         try:
             run = _train(game, num_envs=num_envs, num_workers=workers, updates=updates,
                          num_steps=num_steps, seed=seed, batch_order=batch_order,
