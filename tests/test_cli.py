@@ -164,6 +164,63 @@ def test_json_through_a_symbolic_link_writes_its_target(tmp_path):
     assert link.is_symlink() and json.loads(target.read_text())["ok"] is True
 
 
+def test_json_over_an_existing_file_keeps_its_mode(tmp_path):
+    # A private report stayed private with open(path, "w"); the rename made
+    # it 0o644 (an attacker's pass).
+    from shmatari import _cli
+
+    private = tmp_path / "report.json"
+    private.write_text("{}")
+    private.chmod(0o600)
+    _cli.write_json(str(private), {"ok": True})
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert json.loads(private.read_text()) == {"ok": True}
+
+
+def test_output_paths_resolve_as_realpath_does(tmp_path):
+    from shmatari import _cli
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "rel").symlink_to("a/b")
+    (tmp_path / "a" / "up").symlink_to("..")
+    (tmp_path / "abs").symlink_to(tmp_path / "rel")
+    for p in ("rel/x.json", "abs/x.json", "a/up/a/b/../x.json", "a/./b/x.json", "new.json"):
+        full = str(tmp_path / p)
+        assert _cli.resolve_output_path(full) == os.path.realpath(full), p
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(OSError, match="too many levels"):
+        _cli.resolve_output_path(str(tmp_path / "loop" / "x.json"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a link to another user needs root")
+def test_json_through_another_users_link_in_a_shared_directory_is_refused(tmp_path):
+    """Another user's link in a sticky world-writable directory (/tmp) is not
+    followed: the kernel would refuse to open through it (fs.protected_symlinks),
+    and the rename over its target replaced a file of this user that the
+    other could not write (an attacker's pass)."""
+    from shmatari import _cli
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    victim = private / "important.conf"
+    victim.write_text("precious")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    link = shared / "report.json"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    assert_usage_error(run("shmatari-check", "--json", str(link), timeout=60), "--json",
+                       "symbolic link of another user")
+    with pytest.raises(PermissionError, match="uid 65534"):
+        _cli.write_json(str(link), {"ok": True})
+    assert victim.read_text() == "precious" and link.is_symlink()
+    # this user's own link there is followed, as before
+    os.lchown(link, os.geteuid(), os.getegid())
+    _cli.write_json(str(link), {"ok": True})
+    assert json.loads(victim.read_text()) == {"ok": True}
+
+
 def test_bench_plot_path_is_checked_before_the_sweep(tmp_path):
     assert_usage_error(run("shmatari-bench", "--sweep", "--plot",
                            str(tmp_path / "no" / "p.png"), timeout=60), "--plot",

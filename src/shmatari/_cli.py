@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import stat
 import tempfile
 
 __all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
@@ -132,18 +133,72 @@ def env_option(text: str) -> tuple:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def resolve_output_path(path: str) -> str:
+    """``path`` with its symbolic links followed (as ``os.path.realpath``),
+    except one the kernel's ``fs.protected_symlinks`` would not follow: a
+    link in a sticky directory that others can write (``/tmp``) owned by
+    neither this user nor the directory's owner. There another user could
+    point the name at one of this user's files, which the rename of
+    :func:`write_json` would replace (a rename never opens through the link,
+    so the kernel's protection does not apply to it).
+
+    Raises:
+        PermissionError: such a link is on the way (the message names it).
+        OSError: more than 40 links on the way (a loop).
+    """
+    euid = os.geteuid()
+    todo = [c for c in os.path.abspath(path).split(os.sep) if c]
+    cur, hops = os.sep, 0
+    while todo:
+        comp = todo.pop(0)
+        if comp == ".":
+            continue
+        if comp == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, comp)
+        try:
+            st = os.lstat(nxt)
+        except FileNotFoundError:
+            cur = nxt
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            cur = nxt
+            continue
+        hops += 1
+        if hops > 40:
+            raise OSError(f"{path}: too many levels of symbolic links")
+        folder = os.stat(cur)
+        if (folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+                and st.st_uid not in (euid, folder.st_uid)):
+            raise PermissionError(
+                f"{nxt} is a symbolic link of another user (uid {st.st_uid}) in the shared "
+                f"directory {cur}: not followed (as the kernel's fs.protected_symlinks); "
+                f"give another file name")
+        target = os.readlink(nxt)
+        if os.path.isabs(target):
+            cur = os.sep
+        todo[:0] = [c for c in target.split(os.sep) if c]
+    return cur
+
+
 def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
     """Refuses (``parser.error``, exit 2) an output file that could not be
     written, before the run that would fill it: an empty name, a missing or
     unwritable folder, a folder given as the file, an existing file that is
     not a regular file (a FIFO, a device: the file is written whole and
     renamed over it) or is not writable. A symbolic link is followed (its
-    target is written, :func:`write_json`)."""
+    target is written, :func:`write_json`), but not another user's in a
+    shared sticky directory (:func:`resolve_output_path`)."""
     if path is None:
         return
     if not path:
         parser.error(f"{flag}: an empty file name; give a file name")
-    shown, path = path, os.path.realpath(path)
+    shown = path
+    try:
+        path = resolve_output_path(path)
+    except OSError as exc:
+        parser.error(f"{flag} {shown}: {exc}")
     folder = os.path.dirname(path)
     if os.path.isdir(path):
         parser.error(f"{flag} {shown}: is a directory; give a file name")
@@ -161,14 +216,25 @@ def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | No
 def write_json(path: str, obj) -> None:
     """Writes ``obj`` as indented JSON, whole or not at all (a temporary file
     in the same folder, then renamed over ``path``; over the target of a
-    symbolic link, which stays a link)."""
-    path = os.path.realpath(path)
+    symbolic link, which stays a link, as :func:`resolve_output_path`
+    allows). An existing file keeps its permission bits, as with
+    ``open(path, "w")``; a new one gets ``0o666`` less the umask.
+
+    Raises:
+        PermissionError: another user's link on the way
+            (:func:`resolve_output_path`).
+    """
+    path = resolve_output_path(path)
     folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".shmatari-", suffix=".json", dir=folder)
     try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as open(path, "w") would create it
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=".shmatari-", suffix=".json", dir=folder)
+    try:
+        os.fchmod(fd, mode)  # as open(path, "w") would leave it
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=2)
             f.write("\n")
