@@ -63,6 +63,27 @@ def test_envpool_spaces_info_keys_and_cleanrl_assignments():
         assert info["elapsed_step"].tolist() == [0, 0]
 
 
+def test_envpool_reset_mask_is_checked_as_the_pools():
+    """A mask of the wrong length was taken as given (a 1-long mask reset env
+    0 of 3; an attacker's pass): now the pool's own rules, a bool mask of
+    shape (num_envs,) with a True (a list of bools too)."""
+    with envpool.make("Breakout-v5", env_type="gymnasium", num_envs=3, seed=1) as env:
+        env.reset()
+        env.step(np.ones(3, np.int64))
+        for mask, exc, match in (([True], ValueError, r"shape \(3,\)"),
+                                 (np.ones(4, bool), ValueError, r"shape \(3,\)"),
+                                 (np.array([1, 0, 0]), TypeError, "dtype bool"),
+                                 (np.zeros(3, bool), ValueError, "at least one True")):
+            with pytest.raises(exc, match=match):
+                env.reset(options={"reset_mask": mask})
+        with pytest.raises(ValueError, match="only the option 'reset_mask'"):
+            env.reset(options={"seed": 1})
+        # nothing was reset: the envs go on
+        assert env.step(np.ones(3, np.int64))[4]["elapsed_step"].tolist() == [2, 2, 2]
+        obs, info = env.reset(options={"reset_mask": [False, True, False]})
+        assert info["env_id"].tolist() == [1] and info["elapsed_step"].tolist() == [0]
+
+
 def test_envpool_rgb_is_channels_first_and_async_batches():
     with envpool.make("Pong-v5", num_envs=4, batch_size=2, gray_scale=False, stack_num=2,
                       seed=0) as env:

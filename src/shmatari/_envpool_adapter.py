@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import os
 import warnings
+from collections.abc import Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -134,7 +135,9 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             options: ``{"reset_mask": mask}`` as Gymnasium's, or None.
 
         Raises:
-            ValueError: bad env ids or options, or both given.
+            ValueError: bad env ids or options (a mask not of shape
+                ``(num_envs,)`` or with no True), or both given.
+            TypeError: options not a dict, or a mask not of bools.
             CallOrderError: ``env_id`` in an async pool.
         """
         from .errors import CallOrderError
@@ -143,13 +146,18 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             warnings.warn("reset(seed=...) is ignored, as in EnvPool: pass seed to make()",
                           UserWarning, stacklevel=2)
         if options is not None:
-            mask = options.get("reset_mask")
-            if set(options) - {"reset_mask"}:
-                raise ValueError(f"reset() takes only options['reset_mask'], got {sorted(options)}")
+            from .client import check_reset_options
+
+            if isinstance(options, Mapping) and options.get("reset_mask") is not None:
+                # a list of bools too; then as the pool's reset: bool, shape
+                # (num_envs,), at least one True (it was taken as given: a
+                # mask of 1 for 4 envs reset env 0)
+                options = {**options, "reset_mask": np.asarray(options["reset_mask"])}
+            mask = check_reset_options(None, options, self.num_envs)
             if mask is not None:
                 if env_id is not None:
                     raise ValueError("pass either env_id or options['reset_mask'], not both")
-                env_id = np.flatnonzero(np.asarray(mask, dtype=bool))
+                env_id = np.flatnonzero(mask)
         if env_id is None:
             obs, info = self.pool.reset()
             self._was_reset = True
