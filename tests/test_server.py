@@ -630,3 +630,29 @@ def test_cpp_client_started_with_the_server_waits_for_it(trainer):
         assert r.returncode == 0, r.stderr
     finally:
         _stop_and_check_gone(proc, name)
+
+
+def test_serve_goes_on_when_the_reader_of_its_log_goes_away():
+    """``shmatari serve ... 2>&1 | head -3``: once head exits, the next log
+    line (a client attaching) raised BrokenPipeError and ended the server
+    under its clients (an attacker's pass). It goes on, and stops as usual."""
+    name = f"t{os.getpid()}pipe"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", name,
+         "--num-envs", "2", "--num-workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while "attach with" not in (line := proc.stderr.readline()):
+            assert line, "serve ended before it was ready"
+        proc.stderr.close()  # the reader goes away
+        for _ in range(2):  # each attach and detach writes a line
+            client = subprocess.run(
+                [sys.executable, "-c",
+                 f"import shmatari\nenv = shmatari.attach({name!r}, timeout=30)\n"
+                 f"env.reset()\nprint(env.step([0, 1])[0].shape)\nenv.close()"],
+                capture_output=True, text=True, timeout=90)
+            assert client.returncode == 0, client.stderr
+            assert client.stdout.strip() == "(2, 4, 84, 84)"
+        assert proc.poll() is None
+    finally:
+        _stop_and_check_gone(proc, name)

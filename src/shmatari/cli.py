@@ -57,7 +57,14 @@ def _on_stop_signal(signum, frame):
 
 
 def _log(msg: str) -> None:
-    print(f"shmatari serve: {msg}", file=sys.stderr, flush=True)
+    """One line on stderr. A reader that went away (``serve ... 2>&1 | head``)
+    does not stop the server: stderr then goes to /dev/null."""
+    try:
+        print(f"shmatari serve: {msg}", file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+        os.close(devnull)
 
 
 def _plural(count: int, word: str, plural: str) -> str:
