@@ -656,3 +656,33 @@ def test_serve_goes_on_when_the_reader_of_its_log_goes_away():
         assert proc.poll() is None
     finally:
         _stop_and_check_gone(proc, name)
+
+
+def test_serve_logs_a_detach_that_comes_just_before_its_stop():
+    """A client that detaches and a SIGTERM right after it (a script's
+    ``./trainer; kill $server``): the detach was not logged when the signal
+    came before the next look at the claim (a new user's pass)."""
+    name = f"t{os.getpid()}last"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", name,
+         "--num-envs", "2", "--num-workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while "attach with" not in (line := proc.stderr.readline()):
+            assert line, "serve ended before it was ready"
+        client = subprocess.run(
+            [sys.executable, "-c",
+             f"import os, signal, shmatari\nenv = shmatari.attach({name!r}, timeout=30)\n"
+             f"env.reset()\nenv.close()\nos.kill({proc.pid}, signal.SIGTERM)\n"
+             f"print(os.getpid())"],
+            capture_output=True, text=True, timeout=90)
+        assert client.returncode == 0, client.stderr
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        pid = client.stdout.strip()
+        assert f"client pid {pid} detached" in err, err
+        assert err.index("detached") < err.index("stopping")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -281,7 +281,8 @@ class _Clients:
         if self.balance > 0:
             _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
                  f"being seen to claim it: "
-                 + (f"refused while pid {holder} held it (one client at a time)"
+                 + (f"refused while pid {holder} held it (one client at a time), or pid "
+                    f"{holder} detached and attached again between two looks"
                     if holder and self.client == holder else
                     "failed, or detached within microseconds"))
             self.balance = 0
@@ -386,6 +387,11 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
                 env._check_workers()
                 clients.check()
     except _Stop:
+        if clients is not None:
+            try:
+                clients._read_claim()  # a detach just before the signal is logged
+            except _Shrunk:
+                pass
         _log("stopping")
         return 0
     except WorkerError as exc:
