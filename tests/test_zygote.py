@@ -687,9 +687,22 @@ def test_copying_or_pickling_a_pool_says_to_attach(pool, how):
           "cloudpickle": lambda env: cloudpickle.dumps(env)}[how]
     with pytest.raises(TypeError, match=r"cannot be copied or pickled") as info:
         do(pool)
-    assert f"shmatari.attach({pool.segment_name!r})" in str(info.value)
+    # make()'s pool has this process as its client: the way out is serve,
+    # not attach(segment_name), which another process is refused (a new
+    # user's pass followed the old hint)
+    assert "shmatari serve" in str(info.value)
+    assert "no other process can attach" in str(info.value)
     obs, *_ = pool.step(np.zeros(2, np.int64))  # the pool is as it was
     assert obs.shape == (2, 4, 84, 84)
+
+
+def test_attaching_to_a_make_pool_from_another_process_says_why_not(pool):
+    code = (f"import shmatari\ntry:\n    shmatari.attach({pool.segment_name!r}, timeout=5)\n"
+            f"except shmatari.AttachError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert f"pid {os.getpid()}, the process that made it" in proc.stdout, proc.stdout
+    assert "shmatari serve" in proc.stdout
 
 
 def test_two_threads_on_one_pool_get_an_immediate_error(pool):

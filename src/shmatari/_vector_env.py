@@ -120,6 +120,7 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         self.num_envs = config.num_envs
         self.batch_size = config.batch_size
         self.num_workers = config.num_workers
+        self._claimed = claim  # this process is the pool's one client for good
         self._init_lifetime(owner=True)
         try:
             self._supervisor = Supervisor(config, self._res, start_timeout)

@@ -141,12 +141,18 @@ class VectorExtras(Closing):
         # copy.copy, copy.deepcopy, pickle and cloudpickle all come here: a
         # pool is its processes and its segment, which no copy can share.
         name = self.segment_name
-        where = (f"shmatari.attach({name!r})" if name else "shmatari.attach(env.segment_name)")
+        if getattr(self, "_claimed", False):
+            # make()'s pools: this process is their client until it closes them
+            where = ("call shmatari.make() there, or run the pool with `shmatari serve "
+                     "GAME --name NAME` and shmatari.attach(\"NAME\") it from any one process "
+                     "at a time (a pool made with make() has this process as its client "
+                     "until it closes: no other process can attach to it)")
+        else:
+            where = (f"use shmatari.attach({name!r}) there once this process has closed "
+                     f"its handle (one client at a time), or call shmatari.make() there")
         raise TypeError(
             f"a {type(self).__name__} cannot be copied or pickled: it is this process's handle "
-            f"on worker processes and a shared-memory segment. In another process, use "
-            f"{where} (a pool that `shmatari serve` runs, or one made with "
-            f"ShmVectorEnv(..., claim=False)), or call shmatari.make() there")
+            f"on worker processes and a shared-memory segment. In another process, {where}")
 
     def __copy__(self):
         self.__reduce_ex__(2)

@@ -181,7 +181,17 @@ static inline int shmatari_claim(shmatari_header *h, int32_t pid,
     int32_t cur = shmatari_cas_i32(&h->client_pid, expected, pid);
     if (cur == expected) return SHMATARI_OK;
     if (cur == pid || shmatari_pid_alive(cur)) {
+      /* (the owner's pid, read once, only chooses the message's words) */
+      int32_t owner = (int32_t)shmatari_load_acquire(
+          (const uint32_t *)&h->owner_pid);
       if (holder != NULL) *holder = cur;
+      if (cur != pid && cur == owner)
+        return shmatari_fail(msg, len, SHMATARI_ERR_BUSY,
+                             "the pool already has a client: pid %d, the "
+                             "process that made it, which is its client "
+                             "until it closes it (a pool made with make()); "
+                             "a pool for other processes to attach to is "
+                             "one that `shmatari serve` runs", (int)cur);
       return shmatari_fail(msg, len, SHMATARI_ERR_BUSY,
                            "the pool already has a client: pid %d%s; one "
                            "client at a time (detach it, or end it, first)",
