@@ -211,3 +211,25 @@ def test_make_refuses_bad_options_before_any_process_starts(name, value):
         shmatari.make("Breakout", num_envs=2, **{name: value})
     assert {p.pid for p in mp.active_children()} <= children
     assert shm_entries() == segments
+
+
+def test_too_few_actions_get_a_hint_that_works():
+    """A new user's pass followed two hints into a second error: "pass env
+    ids to address fewer" for a synchronous step (which always steps every
+    env), and "pass env_id" for an async step before any reset."""
+    with shmatari.make("null", num_envs=4, num_workers=1) as env:
+        env.reset()
+        with pytest.raises(ValueError, match="a synchronous pool steps every env") as info:
+            env.step(np.zeros(3, np.int64))
+        assert "env ids" not in str(info.value)
+        with pytest.raises(ValueError, match="pass env ids to address fewer"):
+            env.send(np.zeros(3, np.int64))  # send can address fewer (with env ids)
+        env.send(np.zeros(3, np.int64), np.arange(3))
+        env.send(np.zeros(1, np.int64), [3])
+        assert env.recv()[0].shape[0] == 4
+    with shmatari.make("null", num_envs=4, batch_size=2, num_workers=1) as env:
+        with pytest.raises(shmatari.CallOrderError, match=r"reset\(\)") as info:
+            env.step(np.zeros(2, np.int64))
+        assert "pass env_id" not in str(info.value)
+        env.reset()
+        assert env.step(np.zeros(2, np.int64))[0].shape[0] == 2

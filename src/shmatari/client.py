@@ -107,7 +107,8 @@ def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
         if env_id is None:
             raise CallOrderError(
                 f"{batch_size} actions without env_id go to the envs of the last "
-                f"batch received, and none was: pass env_id, or reset() first")
+                f"batch received, and none was: reset() (or async_reset() and recv()) "
+                f"first")
     if env_id is None and batch_size < num_envs and np.ndim(actions) == 1 and \
             np.shape(actions)[0] != num_envs:
         raise ValueError(

@@ -348,10 +348,13 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
   char *msg = c->error;
   size_t len = sizeof c->error;
   if (env_ids == NULL && n != h->num_envs)
-    return shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: %u actions for "
-                         "%u envs (actions must have shape (%u,)): pass env "
-                         "ids to address fewer", k[call], n, h->num_envs,
-                         h->num_envs);
+    return shmatari_fail(
+        msg, len, SHMATARI_ERR_INVALID, "%s: %u actions for %u envs (actions "
+        "must have shape (%u,)): %s", k[call], n, h->num_envs, h->num_envs,
+        call == SHMATARI_CALL_STEP && h->batch_size == h->num_envs
+            ? "a synchronous pool steps every env at once (a pool made "
+              "with batch_size < num_envs steps batches of fewer)"
+            : "pass env ids to address fewer");
   int r = SHMATARI_OK;
   uint32_t i;
   for (i = 0; i < n && r == SHMATARI_OK; i++) {
