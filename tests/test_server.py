@@ -308,9 +308,14 @@ def test_attach_errors_say_what_to_do():
         shmatari.attach("a/b")
     # names that serve refuses are not suggested to it; control characters
     # are quoted; a lone surrogate is a ValueError (UnicodeEncodeError before)
-    for name in ("a b", ".."):
-        with pytest.raises(shmatari.AttachError, match="takes a letter then") as e:
-            shmatari.attach(name, timeout=0)
+    # and are not waited for (a new user's pass waited the default 30 s for
+    # "bad name!"), as an automatic name (a make() pool's) that is gone
+    for name in ("a b", "..", "bad name!", "shmatari_1_00ff"):
+        t = time.monotonic()
+        with pytest.raises(shmatari.AttachError,
+                           match="takes a letter then|automatic name") as e:
+            shmatari.attach(name)
+        assert time.monotonic() - t < 5 and e.value.code == "not_found"
         assert "serve GAME --name" not in str(e.value)
     with pytest.raises(shmatari.AttachError) as e:
         shmatari.attach("x\x1b[31m", timeout=0)

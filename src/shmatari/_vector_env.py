@@ -40,22 +40,24 @@ _now = time.monotonic
 _log = logging.getLogger("shmatari")
 
 
-def _name_texts(name: str, seg_name: str) -> tuple[str, str]:
+def _name_texts(name: str, seg_name: str) -> tuple[str, str, bool]:
     """For attach's messages: the segment's path (quoted if it holds control
-    characters: a name is the caller's text) and how to start such a pool
-    (``shmatari serve --name`` takes only NAME_RE's names)."""
+    characters: a name is the caller's text), how to start such a pool
+    (``shmatari serve --name`` takes only NAME_RE's names), and whether a
+    server could still be starting one (only under such a name: a make()
+    pool's automatic name exists from before make() returns)."""
     from .cli import NAME_RE
 
     path = f"{shm.SHM_DIR}/{seg_name}"
     if not path.isprintable():
         path = repr(path)
     if shm.is_automatic_name(seg_name):
-        return path, "an automatic name: that make()'s pool is closed, or never was"
+        return path, "an automatic name: that make()'s pool is closed, or never was", False
     bare = seg_name[len(shm.PREFIX):]
     if NAME_RE.fullmatch(bare):
-        return path, f"start one with `shmatari serve GAME --name {bare}`"
-    return path, ("`shmatari serve --name` takes a letter then up to 19 letters, digits, "
-                  "'_' or '-'")
+        return path, f"start one with `shmatari serve GAME --name {bare}`", True
+    return path, ("no server can start a pool under that name: `shmatari serve --name` "
+                  "takes a letter then up to 19 letters, digits, '_' or '-'"), False
 
 
 class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
@@ -152,7 +154,7 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             except UnicodeEncodeError:  # a lone surrogate: no file can have that name
                 raise ValueError(f"invalid pool name {name!r}: it is not valid UTF-8 "
                                  f"text") from None
-            path, how = _name_texts(name, seg_name)
+            path, how, may_start = _name_texts(name, seg_name)
             deadline, told = _now() + timeout, False
             while True:
                 # A server that is still starting has no segment yet, or one
@@ -169,6 +171,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                     raise AttachError(f"cannot attach to {name!r}: {exc}",
                                       code="not_shmatari") from None
                 except FileNotFoundError:
+                    if not may_start:
+                        raise AttachError(
+                            f"no shmatari pool named {name!r}: {path} does not exist; {how}",
+                            code="not_found") from None
                     if _now() < deadline:
                         if not told:
                             told = True

@@ -285,7 +285,9 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
             segment name such as ``env.segment_name``.
         timeout: seconds to wait in all (a finite number >= 0): for a pool
             that is still starting (a warning to the ``"shmatari"`` logger
-            says so once, when there is no such segment yet), for the
+            says so once, when there is no such segment yet; only for a name
+            that ``shmatari serve --name`` can take: an automatic name of
+            ``make()`` or a name serve refuses, not there, fails at once), for the
             segment's in-use lock while another process holds it exclusively
             (only a sweep or a starting server takes it, for microseconds),
             and for a previous client's last commands.
