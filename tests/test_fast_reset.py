@@ -98,6 +98,48 @@ def test_new_games_restore_saved_no_op_starts():
     assert cores[0].saved_starts == 3 and cores[1].saved_starts == 0
 
 
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_the_first_fast_new_game_saves_every_no_op_start_in_one_pass(p):
+    """FastReset.learn_noops: one pass of noop_max NOOP frames saves every
+    start (it used to be one start per new count drawn, 1 + 2 + ... + 30
+    frames over the first hundred or so games), leaves the env as it was
+    (state, generator, frame count), and the pool's streams stay ALE's."""
+    path = str(games.rom_path("breakout"))
+    ale = fast_reset._new_ale(path, 3, p)
+    ale.reset_game()
+    fr = fast_reset.FastReset(ale, p > 0)
+    actions = ale.getMinimalActionSet()
+    for a in [1, 3, 2, 0, 3] * 20:
+        ale.act(actions[a])
+    before = ale.cloneState(include_rng=True).serialize()
+    screens = fr.learn_noops(30)
+    assert fr.learned and len(screens) == 30
+    assert all(fr.saved_noops(k) for k in range(1, 31))
+    assert ale.cloneState(include_rng=True).serialize() == before
+    # a cap inside the pass: only the starts below it (the reset itself
+    # counts its own frames in the episode)
+    other = fast_reset._new_ale(path, 3, p)
+    other.reset_game()
+    capped = fast_reset.FastReset(other, p > 0)
+    capped.learn_noops(30, max_episode_frames=other.getEpisodeFrameNumber() + 10)
+    assert [k for k in range(1, 31) if capped.saved_noops(k)] == list(range(1, 10))
+    # in a pool: all 30 after the second game, and the streams of ALE's resets
+    opts = dict(max_episode_frames=200, repeat_action_probability=p)
+    cores = [_core("breakout", fast_reset=f, **opts) for f in ("auto", "off")]
+    obs = [np.empty((4, 84, 84), np.uint8) for _ in cores]
+    games_started = 0
+    for t in range(400):
+        for core, o in zip(cores, obs):
+            core.step(t % core.num_actions) if t else core.reset()
+            core.obs_into(o)
+        assert cores[0].result() == cores[1].result(), t
+        assert np.array_equal(*obs), t
+        games_started += bool(dict(zip(RESULT_FIELDS, cores[0].result()))["flags"] & FLAG_RESET)
+        if games_started == 2:
+            assert cores[0].saved_starts == 30
+    assert games_started >= 4 and cores[1].saved_starts == 0
+
+
 def _proven(game, p):
     return fast_reset.proven(game, str(games.rom_path(game)), p)
 

@@ -214,8 +214,13 @@ cdef class AtariCore(EnvCore):
         # same draws in the same order as drawing after it)
         if self.noop_max > 0:
             noops = int(self.noop_rng.integers(1, self.noop_max + 1))
-        if noops > 0 and self._fast is not None and self._fast.saved_noops(noops):
-            return self._restore_noops(noops)
+        if noops > 0 and self._fast is not None:
+            if not self._fast.learned and not self._fast.saved_noops(noops):
+                # the first fast new game saves every start in one pass
+                for screen in self._fast.learn_noops(self.noop_max, self.max_episode_frames):
+                    self._learn_screen(screen)
+            if self._fast.saved_noops(noops):
+                return self._restore_noops(noops)
         self._restart_game()
         for i in range(noops):
             self.res.episode_return += self._frame(0)

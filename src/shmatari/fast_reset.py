@@ -32,9 +32,11 @@ takes about 0.1 ms. The two differ in what the restore does not carry:
   comparison, not by reading.
 
 The no-op frames that start a game (1..noop_max NOOP frames) are saved the
-same way: the first game that draws ``k`` of them emulates them and saves
-the state they leave (:meth:`FastReset.save_noops`); a later game that draws
-``k`` restores it (:meth:`FastReset.restore_noops`). A NOOP frame after a
+same way: the first fast new game emulates ``noop_max`` of them once and
+saves the state after each (:meth:`FastReset.learn_noops`; the first game,
+which ALE resets, saves the start it draws, :meth:`FastReset.save_noops`);
+a later game that draws ``k`` restores the start saved after ``k``
+(:meth:`FastReset.restore_noops`). A NOOP frame after a
 reset repeats nothing but NOOP, whatever the sticky draw, so only ALE's env
 generator tells the two apart: the restore advances it by the frames' draws.
 
@@ -44,7 +46,8 @@ the same screens, RAM, rewards, lives, game-over flags, frame counters and
 saved states (the console generator aside) over several seeds and episodes
 that ended by game over and by truncation, with and without sticky actions
 (``tests/test_fast_reset.py`` repeats the comparison over every game;
-``python -m shmatari.fast_reset`` recomputes the table). A ROM, ale-py
+``python -m shmatari.fast_reset`` recomputes the table, ``python -m
+shmatari.fast_reset --recheck`` repeats its no-op run with this version). A ROM, ale-py
 version or sticky setting not in the table resets as ALE does.
 """
 
@@ -225,6 +228,8 @@ class FastReset:
         self._saved = saved
         #: saved no-op starts: count -> (header, body, tail, screen, reward)
         self._starts: dict[int, tuple] = {}
+        #: whether :meth:`learn_noops` has run
+        self.learned = False
         self._primer = ALEState(_join(
             self._header,
             self._body + _TRUE + struct.pack("<i", len(_primer_text())) + _primer_text(),
@@ -282,6 +287,40 @@ class FastReset:
         screen = np.array(self._ale.getScreen(), dtype=np.uint8)
         self._starts[noops] = (header, body, tail, screen, int(reward))
         return screen
+
+    def learn_noops(self, noop_max: int, max_episode_frames: int = 0) -> list:
+        """Saves every start after 1..``noop_max`` no-op frames in one pass:
+        a fast reset (:meth:`restore`), then ``noop_max`` NOOP frames, saving
+        the state after each (:meth:`save_noops`) until one ends the game or
+        reaches ``max_episode_frames`` (0: no cap; ALE's episode frame count,
+        as the env's cap): those starts and any later are left to be emulated
+        as before. About ``noop_max`` frames and as many clones, once per env
+        (:attr:`learned`), where saving each count when it is first drawn
+        emulates 1 + 2 + ... + ``noop_max`` frames over the first hundred or so
+        games. The states saved are the ones those games would save (the
+        frames after a reset are NOOPs, whatever the sticky draws), and the
+        env is left as it was found: state, generator and frame count
+        (``cloneState(include_rng=True)`` and back).
+
+        Returns:
+            list[np.ndarray]: the screens saved (palette indices, uint8,
+            (210, 160)), for the caller to learn their colours.
+        """
+        ale = self._ale
+        self.learned = True
+        before = ale.cloneState(include_rng=True)
+        self.restore()
+        screens, reward = [], 0
+        for k in range(1, noop_max + 1):
+            reward += ale.act(0)
+            if ale.game_over(with_truncation=False) or (
+                    max_episode_frames > 0
+                    and ale.getEpisodeFrameNumber() >= max_episode_frames):
+                break
+            if k not in self._starts:
+                screens.append(self.save_noops(k, reward))
+        ale.restoreState(before)
+        return screens
 
     def saved_noops(self, noops: int) -> bool:
         """Whether a start after ``noops`` no-op frames is saved."""
@@ -378,9 +417,12 @@ def compare(rom_path: str, repeat_action_probability: float, seed: int, *,
         max_frames: the longest episode, in frames.
         noop_max: above 0, each episode starts with 1..noop_max NOOP frames
             (drawn from the action stream's generator): emulated after the
-            real reset; on the fast side restored where a start with as many
-            no-ops is saved (:meth:`FastReset.restore_noops`), else emulated
-            after a fast reset and saved. Compared after them as after a reset.
+            real reset; on the fast side, as :class:`shmatari._core.AtariCore`
+            does, the first fast new game saves every start in one pass
+            (:meth:`FastReset.learn_noops`); each game restores the start
+            with its count of no-ops where one is saved
+            (:meth:`FastReset.restore_noops`), else emulates them after a
+            fast reset and saves them. Compared after them as after a reset.
 
     Returns:
         str | None: the first difference, e.g. ``"episode 2 frame 0: screen"``.
@@ -406,6 +448,8 @@ def compare(rom_path: str, repeat_action_probability: float, seed: int, *,
         noops = int(rng.integers(1, noop_max + 1)) if noop_max > 0 else 0
         if ep:
             real.reset_game()
+            if noops and not fr.learned and not fr.saved_noops(noops):
+                fr.learn_noops(noop_max)  # as AtariCore's first fast new game
             if noops and fr.saved_noops(noops):
                 reward = sum(real.act(noop) for _ in range(noops))
                 screen, saved = fr.restore_noops(noops)
@@ -503,8 +547,36 @@ def _table(runs=CHECK_RUNS, games=None) -> dict:
     return table
 
 
+def recheck(run: int = 2) -> dict:
+    """Repeats one of :data:`CHECK_RUNS` (by index; the third, with no-op
+    starts, by default: about 4 minutes on one core) over every game the
+    table proves, at both sticky settings, with this version's
+    :class:`FastReset`; returns ``{(game, sticky, seed): difference}``,
+    empty when every comparison agrees (printed as it goes)."""
+    from . import games as games_mod
+
+    seeds, episodes, max_frames, noop_max = CHECK_RUNS[run]
+    differ, runs = {}, 0
+    for game in games_mod.list_games():
+        path = str(games_mod.rom_path(game))
+        for p in (0.0, 0.25):
+            if not proven(game, path, p):
+                continue
+            for seed in seeds:
+                runs += 1
+                why = compare(path, p, seed, episodes=episodes, max_frames=max_frames,
+                              noop_max=noop_max)
+                if why:
+                    differ[(game, p, seed)] = why
+                    print(game, p, seed, why, flush=True)
+    print(f"{runs} comparisons, {len(differ)} differ", flush=True)
+    return differ
+
+
 if __name__ == "__main__":
     import sys
 
+    if sys.argv[1] == "--recheck":  # python -m shmatari.fast_reset --recheck [RUN]
+        sys.exit(1 if recheck(int(sys.argv[2]) if len(sys.argv) > 2 else 2) else 0)
     names = sys.argv[2].split(",") if len(sys.argv) > 2 else None
     Path(sys.argv[1]).write_text(json.dumps(_table(games=names), indent=1, sort_keys=True) + "\n")
