@@ -88,3 +88,20 @@ def test_the_sb3_adapter_without_sb3_says_what_to_install():
     name, message = out.stdout.strip().split(" | ", 1)
     assert name.startswith("stable_baselines3")
     assert "pip install 'stable-baselines3" in message and "integrations" in message
+
+
+@pytest.mark.parametrize("module,code,hint", [
+    ("jax", "import shmatari\nenv = shmatari.make('null', num_envs=2, num_workers=1)\n"
+            "try:\n    env.xla()\nfinally:\n    env.close()\n", "pip install 'shmatari[jax]'"),
+    ("ray", "import shmatari.ray\n", "pip install 'shmatari[ray]'"),
+])
+def test_a_missing_extra_says_what_to_install(module, code, hint):
+    """xla() without jax and shmatari.ray without Ray raised a bare
+    ModuleNotFoundError (a new user's pass); the bench and the train check
+    already named what to install."""
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import sys\nsys.modules[{module!r}] = None  # not installed\n"
+                               + code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError") and hint in last, proc.stderr[-2000:]

@@ -268,10 +268,17 @@ def make(pool, *, convert=None, timeout: float | None = None):
         PoolClosedError: the pool is closed or broken.
         NotImplementedError: an ``autoreset_mode="same_step"`` pool.
         TypeError, ValueError: a timeout that is not None or seconds >= 0.
-        XlaBuildError: no jax, or the handlers could not be built.
+        ModuleNotFoundError: no jax (the message says what to install).
+        XlaBuildError: the handlers could not be built.
     """
-    import jax
-    import jax.numpy as jnp
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("jax", "jaxlib"):
+            raise
+        raise ModuleNotFoundError("xla() needs jax: pip install 'shmatari[jax]' (or pip "
+                                  "install jax)", name=exc.name) from None
 
     client = pool._client
     check_usable(client.closed, client._broken)

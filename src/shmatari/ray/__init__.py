@@ -59,6 +59,14 @@ workers as usual.
 
 from __future__ import annotations
 
+try:
+    import ray  # noqa: F401
+except ModuleNotFoundError as _exc:
+    if _exc.name != "ray":
+        raise
+    raise ModuleNotFoundError("shmatari.ray needs Ray: pip install 'shmatari[ray]' "
+                              "(or pip install ray)", name="ray") from None
+
 from .vector import RayVectorEnv, make
 from .wire import OP_FILL, OP_FULL, OP_KEEP, OP_SHIFT, wire_bytes
 
