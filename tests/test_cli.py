@@ -103,6 +103,9 @@ def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
     ("shmatari-bench", ["--seconds", "0"], ["--seconds", "must be > 0.0, got 0"]),
     ("shmatari-bench", ["--rounds", "0"], ["--rounds", "must be >= 1"]),
     ("shmatari-bench", ["--num-envs", "2", "--batch-size", "3"], ["--batch-size 3"]),
+    # it ran with num_envs workers (a new user's pass), where check and serve refuse it
+    ("shmatari-bench", ["--num-envs", "8", "--num-workers", "9"],
+     ["--num-workers 9 must be <= --num-envs 8"]),
     ("shmatari-bench", ["--game", "Breakoot"], ["did you mean 'breakout'"]),
     ("shmatari-bench", ["--env", "null", "--backends", "ceiling"],
      ["--backends does not apply to --env null"]),

@@ -302,7 +302,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env", choices=("atari", "null"), default="atari",
                    help="'null': measure the round trip alone with the built-in null env")
     p.add_argument("--num-envs", type=_cli.positive_int, default=4 * cores,
-                   help="envs per backend (4 x the cores available)")
+                   help="envs per backend, by default 4 per core available")
     p.add_argument("--num-workers", type=_cli.positive_int, default=None,
                    help=f"shmatari workers, and threads for EnvPool / ale-py (default: the "
                         f"cores available, {cores}, at most num_envs)")
@@ -375,6 +375,9 @@ def _check_args(parser, args) -> None:
     sizes = [args.num_envs] if not args.sweep else [1, args.max_envs]
     if args.batch_size is not None and not args.sweep and args.batch_size > args.num_envs:
         parser.error(f"--batch-size {args.batch_size} must be <= --num-envs {args.num_envs}")
+    if args.num_workers is not None and not args.sweep and args.num_workers > args.num_envs:
+        # (as make(), shmatari-check and serve; --sweep caps it at each point's envs)
+        parser.error(f"--num-workers {args.num_workers} must be <= --num-envs {args.num_envs}")
     if args.policy and args.num_envs < 2:
         parser.error("--policy needs --num-envs >= 2 (the double-buffered pool has two halves)")
     try:
