@@ -766,6 +766,16 @@ def test_start_timeout_error_says_what_was_slow_and_what_to_change(caplog):
         shmatari.make("Pong", num_envs=1, start_timeout=0)
 
 
+def test_a_tiny_start_timeout_names_start_timeout():
+    # "the zygote did not answer within 0 s" (a new user's pass): now the
+    # time as given, and what to change, as when workers are slow to start
+    import shmatari
+
+    with pytest.raises(shmatari.WorkerError, match=r"start_timeout=0\.001 s") as info:
+        shmatari.make("Breakout", num_envs=4, num_workers=2, start_timeout=0.001)
+    assert "larger start_timeout" in str(info.value)
+
+
 def test_attach_to_a_missing_pool_says_once_that_it_waits(caplog):
     import logging
 

@@ -274,7 +274,7 @@ class _Zygote:
                     raise ZygoteError(
                         "shmatari's zygote process " + (
                             f"ended (exit code {code}; its stderr may say why)" if self.dead
-                            else f"did not answer within {timeout:.0f} s"))
+                            else f"did not answer within {timeout:g} s"))
                 self._pump(min(0.1, max(0.0, end - time.monotonic())))
             kind, value = self.replies.pop(rid)
             if kind != "started":

@@ -407,7 +407,9 @@ class Supervisor:
                 p = zygote.start_worker(kwargs, [write_fd], self.start_timeout)
             except _zygote.ZygoteError as exc:
                 reader.close()
-                raise WorkerError(f"worker {w} could not be started: {exc}", worker=w,
+                hint = (f" (start_timeout={self.start_timeout:g} s: pass a larger "
+                        f"start_timeout)" if "did not answer" in str(exc) else "")
+                raise WorkerError(f"worker {w} could not be started: {exc}{hint}", worker=w,
                                   env_ids=self.groups[w], exitcode=None) from None
             self._install(w, p, reader)
         finally:
