@@ -172,6 +172,7 @@ def test_seed_everything_records_each_framework_seeded_or_absent(keep_global_rng
 
 
 def test_seed_everything_warns_when_pythonhashseed_is_unset(monkeypatch, keep_global_rngs):
+    monkeypatch.setattr(seeding, "_HASHSEED_WARNED", set())
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     with pytest.warns(ReproducibilityWarning, match="PYTHONHASHSEED=0 python"):
         record = seeding.seed_everything(0)
@@ -180,6 +181,36 @@ def test_seed_everything_warns_when_pythonhashseed_is_unset(monkeypatch, keep_gl
         monkeypatch.setenv("PYTHONHASHSEED", "0")
         with pytest.warns(ReproducibilityWarning, match="after this interpreter started"):
             seeding.seed_everything(0)
+
+
+def test_the_pythonhashseed_warning_comes_once_per_process():
+    """shmatari-check --train printed it twice (a new user's pass): a change
+    of the warning filters between two calls (torch makes one) clears
+    Python's once-per-place registry. And for a console script the advice
+    names the command, not `python /path/to/bin/shmatari-check`."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    code = ("import warnings\nfrom shmatari import seeding\n"
+            "for _ in range(3):\n"
+            "    seeding.seed_everything(3)\n"
+            "    warnings.filterwarnings('ignore', message='unrelated')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("ReproducibilityWarning") == 1, proc.stderr
+    from shmatari.seeding import _launch_command
+
+    argv = sys.argv
+    try:
+        import shutil
+
+        exe = shutil.which("shmatari-check")
+        if exe:
+            sys.argv = [exe, "--train"]
+            assert _launch_command() == "shmatari-check --train"
+        sys.argv = ["train.py", "--seed", "1"]
+        assert _launch_command() == "python train.py --seed 1"
+    finally:
+        sys.argv = argv
 
 
 @pytest.mark.parametrize("hashseed", ["0", None])

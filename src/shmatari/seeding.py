@@ -377,7 +377,10 @@ def _seed_all(seed, deterministic_torch: bool, warn_hashseed: bool) -> SeedRecor
         tf.random.set_seed(lib)
         calls["tensorflow.random.set_seed"] = lib
     problem = _hashseed_problem()
-    if problem and warn_hashseed:
+    if problem and warn_hashseed and problem not in _HASHSEED_WARNED:
+        # once per process: Python's own once-per-place registry is cleared
+        # whenever any library changes the warning filters (torch does)
+        _HASHSEED_WARNED.add(problem)
         warnings.warn(
             f"PYTHONHASHSEED {problem}: hashes of str and bytes, and so the iteration order "
             f"of sets and anything built from it, change from run to run and differ between "
@@ -388,16 +391,27 @@ def _seed_all(seed, deterministic_torch: bool, warn_hashseed: bool) -> SeedRecor
                       absent=tuple(absent), pythonhashseed=os.environ.get("PYTHONHASHSEED"))
 
 
+#: The PYTHONHASHSEED problems already warned about in this process.
+_HASHSEED_WARNED: set = set()
+
+
 def _launch_command() -> str:
     """How this program was started, for the PYTHONHASHSEED advice:
-    ``python <script> <args>`` from ``sys.argv`` (its first 6 words), or
-    ``python your_script.py`` when there is no script (``-c``, a REPL)."""
+    ``python <script> <args>`` from ``sys.argv`` (its first 6 words), the
+    command's name alone for a console script found on ``PATH``
+    (``shmatari-check --train``), or ``python your_script.py`` when there is
+    no script (``-c``, a REPL)."""
     import shlex
+    import shutil
 
     argv = list(getattr(sys, "argv", None) or [])
     if not argv or argv[0] in ("", "-c", "-"):
         return "python your_script.py"
     words = [argv[0]] + argv[1:6] + (["..."] if len(argv) > 6 else [])
+    name = os.path.basename(argv[0])
+    found = shutil.which(name) if not name.endswith(".py") else None
+    if found and os.path.realpath(found) == os.path.realpath(argv[0]):
+        return shlex.join([name] + words[1:]).replace("'...'", "...")
     return "python " + shlex.join(words).replace("'...'", "...")
 
 

@@ -79,13 +79,13 @@ class TrainReport:
     def lines(self) -> list[str]:
         ref = self.runs[0]
         out = [f"train {ref.name:<9} {ref.num_workers} worker(s), batch_order "
-               f"{self.batch_order!r}: {len(ref.losses)} updates, params "
+               f"{self.batch_order!r}: {_updates(len(ref.losses))}, params "
                f"{ref.params_sha256[:16]}"]
         for run in self.runs[1:]:
             what = f"{run.num_workers} worker(s){' + a busy loop' if run.load else ''}"
             k = self.first_difference[run.name]
             if k is None:
-                verdict = (f"OK: identical losses in {len(run.losses)} updates, params "
+                verdict = (f"OK: identical losses in {_updates(len(run.losses))}, params "
                            f"{run.params_sha256[:16]}")
             elif k == 0:
                 verdict = (f"DIFFERENT: equal losses but other final params "
@@ -231,6 +231,10 @@ def _train(game: str, *, num_envs: int, num_workers: int, updates: int, num_step
             run.losses.append([pg.item(), v_loss.item(), ent.item(), kl.item()])
         run.params_sha256 = _params_sha256(agent)
     return run
+
+
+def _updates(n: int) -> str:
+    return f"{n} update" + ("" if n == 1 else "s")
 
 
 #: The ``load`` run's busy loop: spins until its parent (the check) is gone,
