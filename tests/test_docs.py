@@ -154,3 +154,14 @@ def test_check_transcript_shows_what_the_check_prints(block, tmp_path):
     assert _verdicts(proc.stdout) == _verdicts(shown), proc.stdout
     status = re.search(r"^\$ echo \$\?\n(\d+)$", block.code, re.M)
     assert proc.returncode == (int(status.group(1)) if status else 0), proc.stderr
+
+
+def test_the_cpp_trainers_sample_output_shows_this_abi():
+    # it showed abi=1.2 after the layout went to 1.3 (a new user's pass)
+    import re
+
+    from shmatari import _core
+
+    text = (ROOT / "examples" / "cpp_trainer" / "README.md").read_text()
+    assert re.findall(r"\babi=(\d+)\.(\d+)", text) == [(str(_core.ABI_MAJOR),
+                                                         str(_core.ABI_MINOR))]
