@@ -237,9 +237,11 @@ def test_bench_policy_without_torch_is_a_usage_error(tmp_path):
 
 # -- Ctrl-C ----------------------------------------------------------------------------
 
-def _interrupt_when(proc, pattern: str, timeout: float) -> None:
-    """Sends SIGINT to the whole process group (as a terminal's Ctrl-C does)
-    once ``pattern`` appears on the process's stderr."""
+def _interrupt_when(proc, pattern: str, timeout: float, sig=signal.SIGINT,
+                    group: bool = True) -> None:
+    """Sends SIGINT to the whole process group (as a terminal's Ctrl-C does;
+    or ``sig``, to the group or to the process alone) once ``pattern``
+    appears on the process's stderr."""
     seen, deadline = "", time.monotonic() + timeout
     while not re.search(pattern, seen):
         assert time.monotonic() < deadline, f"{pattern!r} never came:\n{seen}"
@@ -248,7 +250,10 @@ def _interrupt_when(proc, pattern: str, timeout: float) -> None:
             line = proc.stderr.readline()
             assert line, f"the process ended before {pattern!r}:\n{seen}"
             seen += line
-    os.killpg(proc.pid, signal.SIGINT)
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        os.kill(proc.pid, sig)
 
 
 def _group_alive(pgid: int) -> list[int]:
@@ -273,7 +278,14 @@ def _assert_nothing_left(proc) -> None:
     assert not shm_entries(proc.pid), "segments left behind"
 
 
-def test_ctrl_c_stops_the_bench_cleanly_and_keeps_what_finished(tmp_path):
+@pytest.mark.parametrize("sig,group,status", [
+    (signal.SIGINT, True, 130),   # a terminal's Ctrl-C
+    # `timeout`, a CI job's end (the group) or `kill` (the process): it died
+    # with children's tracebacks and no JSON (a new user's pass)
+    (signal.SIGTERM, True, 143),
+    (signal.SIGTERM, False, 143),
+], ids=["ctrl-c", "sigterm-group", "sigterm"])
+def test_ctrl_c_stops_the_bench_cleanly_and_keeps_what_finished(tmp_path, sig, group, status):
     out = tmp_path / "bench.json"
     proc = subprocess.Popen(
         [*COMMANDS["shmatari-bench"], "--num-envs", "2", "--seconds", "0.2", "--warmup", "0",
@@ -281,13 +293,13 @@ def test_ctrl_c_stops_the_bench_cleanly_and_keeps_what_finished(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "COLUMNS": "160"})
     try:
-        _interrupt_when(proc, r"round 3/", timeout=180)
+        _interrupt_when(proc, r"round 3/", timeout=180, sig=sig, group=group)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == status, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     assert "interrupted" in stderr
     report = json.loads(out.read_text())
@@ -298,19 +310,21 @@ def test_ctrl_c_stops_the_bench_cleanly_and_keeps_what_finished(tmp_path):
     _assert_nothing_left(proc)
 
 
-def test_ctrl_c_stops_the_check_cleanly_with_the_pairings_done(tmp_path):
+@pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_check_cleanly_with_the_pairings_done(tmp_path, sig, status):
     proc = subprocess.Popen(
         [*COMMANDS["shmatari-check"], "--num-envs", "2", "--steps", "100000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         time.sleep(8)  # inside the first, long run
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sig)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == status, stderr
     assert "Traceback" not in stderr
     assert "shmatari-check: interrupted after 0 of 6 pairings" in stdout
     _assert_nothing_left(proc)

@@ -14,15 +14,43 @@ import argparse
 import json
 import os
 import re
+import signal
 import stat
 import tempfile
 
 __all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
            "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
-           "write_json", "EXIT_INTERRUPTED"]
+           "write_json", "EXIT_INTERRUPTED", "stop_on_sigterm", "interrupted_status"]
 
 #: Exit status after Ctrl-C, as a shell reports a process ended by SIGINT.
 EXIT_INTERRUPTED = 130
+
+#: The signal that asked the command to stop (SIGTERM after
+#: :func:`stop_on_sigterm`), for :func:`interrupted_status`.
+_stop_signal: list = []
+
+
+def stop_on_sigterm() -> None:
+    """Makes SIGTERM (``kill``, ``timeout``, a CI job's end) stop the command
+    as Ctrl-C does: pools closed, what finished printed and written. The
+    handler raises SIGINT in this process, so that the places that hold back
+    Ctrl-C (process starts, cleanup) hold this back too; where SIGINT is
+    ignored (a job started with ``nohup`` or ``&``) it raises
+    KeyboardInterrupt itself. Only in the main thread."""
+    def handler(signum, frame):
+        _stop_signal.append(signum)
+        if callable(signal.getsignal(signal.SIGINT)):
+            signal.raise_signal(signal.SIGINT)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def interrupted_status() -> int:
+    """The exit status of a command cut short: 128 + the signal, as a shell
+    reports a process that signal ended (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + _stop_signal[0] if _stop_signal else EXIT_INTERRUPTED
 
 
 class ArgumentParser(argparse.ArgumentParser):

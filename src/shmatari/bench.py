@@ -394,22 +394,24 @@ def _check_args(parser, args) -> None:
 
 def main(argv=None) -> int:
     """The ``shmatari-bench`` console script; returns the exit status (0; 2
-    on bad arguments; 130 after Ctrl-C, with what finished printed)."""
+    on bad arguments; 130 after Ctrl-C, 143 after SIGTERM, with what finished
+    printed and written)."""
     parser = _parser()
     args = parser.parse_args(argv)
     _check_args(parser, args)
+    _cli.stop_on_sigterm()
     try:
         report = run(args)
     except KeyboardInterrupt:  # between two runs' own handlers
         print("shmatari-bench: interrupted", file=sys.stderr)
-        return _cli.EXIT_INTERRUPTED
+        return _cli.interrupted_status()
     _print_report(args, report)
     if args.json:
         _cli.write_json(args.json, report)
     if report.get("interrupted"):
         print("shmatari-bench: interrupted; the table holds the bursts that finished",
               file=sys.stderr)
-        return _cli.EXIT_INTERRUPTED
+        return _cli.interrupted_status()
     return 0
 
 

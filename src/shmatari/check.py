@@ -468,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _cli.check_output_path(parser, "--json", args.json)
+    _cli.stop_on_sigterm()
     if args.train:
         return _main_train(parser, args)
     options = dict(args.option)
@@ -484,20 +485,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     except KeyboardInterrupt:  # before the first run began
         print("shmatari-check: interrupted", file=sys.stderr)
-        return _cli.EXIT_INTERRUPTED
+        return _cli.interrupted_status()
     return _print_report(report, args)
 
 
 def _print_report(report, args) -> int:
     """Prints a report's lines, writes its JSON (``--json``) and returns the
-    exit status: 0 if it passed, 1 if not, ``EXIT_INTERRUPTED`` if cut short."""
+    exit status: 0 if it passed, 1 if not, 130 if cut short by Ctrl-C (143
+    by SIGTERM)."""
     for line in report.lines():
         print(line, flush=True)
     if args.json:
         _cli.write_json(args.json, report.as_dict())
     if getattr(report, "interrupted", False):
         print("shmatari-check: interrupted", file=sys.stderr)
-        return _cli.EXIT_INTERRUPTED
+        return _cli.interrupted_status()
     return 0 if report.ok else 1
 
 
@@ -521,7 +523,7 @@ def _main_train(parser, args) -> int:
         parser.error(str(exc))
     except KeyboardInterrupt:
         print("shmatari-check: interrupted", file=sys.stderr)
-        return _cli.EXIT_INTERRUPTED
+        return _cli.interrupted_status()
     return _print_report(report, args)
 
 
