@@ -637,18 +637,26 @@ def test_cpp_client_started_with_the_server_waits_for_it(trainer):
         _stop_and_check_gone(proc, name)
 
 
+def _serve_with_its_log(name: str) -> subprocess.Popen:
+    """``shmatari serve`` with its log on a pipe, once it is ready."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", name,
+         "--num-envs", "2", "--num-workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while "attach with" not in (line := proc.stderr.readline()):
+        if not line:
+            proc.wait()
+            raise AssertionError("serve ended before it was ready")
+    return proc
+
+
 def test_serve_goes_on_when_the_reader_of_its_log_goes_away():
     """``shmatari serve ... 2>&1 | head -3``: once head exits, the next log
     line (a client attaching) raised BrokenPipeError and ended the server
     under its clients (an attacker's pass). It goes on, and stops as usual."""
     name = f"t{os.getpid()}pipe"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", name,
-         "--num-envs", "2", "--num-workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = _serve_with_its_log(name)
     try:
-        while "attach with" not in (line := proc.stderr.readline()):
-            assert line, "serve ended before it was ready"
         proc.stderr.close()  # the reader goes away
         for _ in range(2):  # each attach and detach writes a line
             client = subprocess.run(
@@ -668,13 +676,8 @@ def test_serve_logs_a_detach_that_comes_just_before_its_stop():
     ``./trainer; kill $server``): the detach was not logged when the signal
     came before the next look at the claim (a new user's pass)."""
     name = f"t{os.getpid()}last"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name", name,
-         "--num-envs", "2", "--num-workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = _serve_with_its_log(name)
     try:
-        while "attach with" not in (line := proc.stderr.readline()):
-            assert line, "serve ended before it was ready"
         client = subprocess.run(
             [sys.executable, "-c",
              f"import os, signal, shmatari\nenv = shmatari.attach({name!r}, timeout=30)\n"
