@@ -127,13 +127,20 @@ def _cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "shmatari" / "xla"
 
 
-def _check_private(path: pathlib.Path) -> None:
+def _check_private(path: pathlib.Path) -> bool:
     """Refuses a cache directory or library another user could have written
     (a library there is loaded into this process): it must be this user's
-    (or root's), not a symlink, and writable by no one else.
+    (or root's), not a symlink, and writable by no one else. This user's own
+    directory that only its group can write (made under a umask of 002, as
+    earlier versions did) is made ``0o755 & mode`` instead; this user's
+    library that its group can write is not used (False: build it again).
+
+    Returns:
+        bool: True if ``path`` is fit to use.
 
     Raises:
-        XlaBuildError: it is not.
+        XlaBuildError: it is not this user's (or root's), is a symbolic
+            link, or others can write it.
     """
     st = os.lstat(path)
     why = None
@@ -141,13 +148,21 @@ def _check_private(path: pathlib.Path) -> None:
         why = "is a symbolic link"
     elif st.st_uid not in (os.geteuid(), 0):
         why = f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
-    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        why = f"is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    elif st.st_mode & stat.S_IWOTH:
+        why = "is writable by others"
+    elif st.st_mode & stat.S_IWGRP:
+        if st.st_uid != os.geteuid():
+            why = "is writable by its group"
+        elif stat.S_ISDIR(st.st_mode):
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~stat.S_IWGRP)
+        else:
+            return False
     if why:
         raise XlaBuildError(
             f"{path} {why}: shmatari will not load its XLA handlers from where another "
             f"user could have put a library; set SHMATARI_XLA_CACHE to a directory only "
             f"you can write (or fix its owner and mode)")
+    return True
 
 
 def build(force: bool = False) -> pathlib.Path:
@@ -181,8 +196,7 @@ def build(force: bool = False) -> pathlib.Path:
     out_dir.mkdir(mode=0o700, exist_ok=True)
     _check_private(root)
     _check_private(out_dir)
-    if lib.exists() and not force:
-        _check_private(lib)
+    if lib.exists() and not force and _check_private(lib):
         return lib
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
@@ -193,6 +207,7 @@ def build(force: bool = False) -> pathlib.Path:
         if proc.returncode != 0:
             raise XlaBuildError(f"building shmatari's XLA handlers failed ({' '.join(cmd)}):\n"
                                 f"{proc.stderr[-4000:]}")
+        os.chmod(tmp, 0o755)  # whatever the umask: writable by this user alone
         os.replace(tmp, lib)
     finally:
         if os.path.exists(tmp):

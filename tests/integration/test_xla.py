@@ -413,6 +413,7 @@ def test_xla_handlers_are_not_loaded_from_a_cache_others_can_write(tmp_path, mon
     whose constructor ran as the trainer's user)."""
     import os
     import shutil
+    import stat
     import subprocess
 
     from shmatari import xla
@@ -421,6 +422,14 @@ def test_xla_handlers_are_not_loaded_from_a_cache_others_can_write(tmp_path, mon
     built = xla.build()
     assert built.parent.parent == tmp_path / "own"
     key = built.parent.name
+
+    # this user's own cache made under a umask of 002 (earlier versions):
+    # the directories are made private, a group-writable library rebuilt
+    built.chmod(0o664)
+    built.parent.chmod(0o775)
+    rebuilt = xla.build()
+    assert rebuilt == built and stat.S_IMODE(built.parent.stat().st_mode) == 0o755
+    assert not stat.S_IMODE(rebuilt.stat().st_mode) & 0o022
 
     shared = tmp_path / "shared"  # like /tmp: sticky and writable by all
     shared.mkdir()
