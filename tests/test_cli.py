@@ -256,6 +256,26 @@ def _interrupt_when(proc, pattern: str, timeout: float, sig=signal.SIGINT,
         os.kill(proc.pid, sig)
 
 
+def test_sigterm_handling_stays_in_the_command():
+    """stop_on_sigterm's handler is for the command's own process, during the
+    command: a child forked meanwhile still dies of SIGTERM (multiprocessing
+    stops its workers so: with the handler inherited, a fork Pool's
+    terminate() hung the core suite), and the previous handler comes back."""
+    from shmatari import _cli
+
+    before = signal.getsignal(signal.SIGTERM)
+    with _cli.stop_on_sigterm():
+        pid = os.fork()
+        if pid == 0:  # the child
+            time.sleep(30)
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 def _group_alive(pgid: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):

@@ -11,6 +11,7 @@ starts, and Ctrl-C ends with status 130 and no traceback; except for
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -30,21 +31,36 @@ EXIT_INTERRUPTED = 130
 _stop_signal: list = []
 
 
-def stop_on_sigterm() -> None:
-    """Makes SIGTERM (``kill``, ``timeout``, a CI job's end) stop the command
-    as Ctrl-C does: pools closed, what finished printed and written. The
-    handler raises SIGINT in this process, so that the places that hold back
-    Ctrl-C (process starts, cleanup) hold this back too; where SIGINT is
-    ignored (a job started with ``nohup`` or ``&``) it raises
-    KeyboardInterrupt itself. Only in the main thread."""
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """For the block: SIGTERM (``kill``, ``timeout``, a CI job's end) stops
+    the command as Ctrl-C does: pools closed, what finished printed and
+    written. The handler raises SIGINT in this process, so that the places
+    that hold back Ctrl-C (process starts, cleanup) hold this back too; where
+    SIGINT is ignored (a job started with ``nohup`` or ``&``) it raises
+    KeyboardInterrupt itself. A child forked meanwhile (which inherits the
+    handler) is ended by SIGTERM as by default: ``multiprocessing`` stops its
+    workers that way. The previous handler comes back after the block (a
+    ``main()`` called inside another program). Only in the main thread."""
+    owner = os.getpid()
+
     def handler(signum, frame):
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         _stop_signal.append(signum)
         if callable(signal.getsignal(signal.SIGINT)):
             signal.raise_signal(signal.SIGINT)
         else:
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, handler)
+    _stop_signal.clear()
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def interrupted_status() -> int:

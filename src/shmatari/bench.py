@@ -399,9 +399,9 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _check_args(parser, args)
-    _cli.stop_on_sigterm()
     try:
-        report = run(args)
+        with _cli.stop_on_sigterm():
+            report = run(args)
     except KeyboardInterrupt:  # between two runs' own handlers
         print("shmatari-bench: interrupted", file=sys.stderr)
         return _cli.interrupted_status()

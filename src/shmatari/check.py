@@ -468,7 +468,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _cli.check_output_path(parser, "--json", args.json)
-    _cli.stop_on_sigterm()
+    with _cli.stop_on_sigterm():
+        return _main(parser, args)
+
+
+def _main(parser, args) -> int:
     if args.train:
         return _main_train(parser, args)
     options = dict(args.option)
