@@ -127,12 +127,16 @@ def _cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "shmatari" / "xla"
 
 
+#: What to install when jax is missing.
+_NEEDS_JAX = "xla() needs jax: pip install 'shmatari[jax]' (or pip install jax)"
+
+
 def _check_private(path: pathlib.Path) -> bool:
     """Refuses a cache directory or library another user could have written
     (a library there is loaded into this process): it must be this user's
     (or root's), not a symlink, and writable by no one else. This user's own
     directory that only its group can write (made under a umask of 002, as
-    earlier versions did) is made ``0o755 & mode`` instead; this user's
+    earlier versions did) loses its group's write bit instead; this user's
     library that its group can write is not used (False: build it again).
 
     Returns:
@@ -182,7 +186,7 @@ def build(force: bool = False) -> pathlib.Path:
         import jax
         import jaxlib
     except ImportError as exc:
-        raise XlaBuildError("xla() needs jax: pip install 'shmatari[jax]'") from exc
+        raise XlaBuildError(_NEEDS_JAX) from exc
     src, inc = _sources()
     cxx = _compiler()
     key = hashlib.sha256()
@@ -292,8 +296,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
     except ModuleNotFoundError as exc:
         if exc.name not in ("jax", "jaxlib"):
             raise
-        raise ModuleNotFoundError("xla() needs jax: pip install 'shmatari[jax]' (or pip "
-                                  "install jax)", name=exc.name) from None
+        raise ModuleNotFoundError(_NEEDS_JAX, name=exc.name) from None
 
     client = pool._client
     check_usable(client.closed, client._broken)
