@@ -244,7 +244,8 @@ def test_worker_exception_carries_its_traceback(tmp_path):
     tb = out["traceback"]
     assert "Traceback (most recent call last)" in tb and "worker_loop" in tb
     assert "ValueError: env 1 was sent action 1000; its action space is 0..3" in tb
-    assert tb.strip() in out["message"]
+    # every line of it in the message, quoted: none passes for a line of ours
+    assert "\n".join("| " + line for line in tb.strip().splitlines()) in out["message"]
     assert_gone(out["pids"], out["segment"])
 
 

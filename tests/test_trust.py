@@ -294,6 +294,12 @@ def test_worker_error_text_is_bounded_without_a_nul():
 
 HOSTILE_ERROR = ("Traceback\n\tline 1\n\x1b[2J\x1b[H\x1b]0;pwned\x07all good\r"
                  "fake: finished OK\n\x1b[8mhidden \x7f\u009b2J caf\u00e9 \u2713")
+#: The bidirectional formatting characters both clients escape (a class).
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+#: A worker's text that forges the lines of serve's log and reorders what a
+#: terminal shows (the attacker's pass of 2026-12-03).
+FORGED_ERROR = ("ok\nshmatari serve: client pid 4242 detached\nshmatari serve: stopping\n"
+                "\u202eevil\u202c \u2066x\u2069 \u200fy\u200e \u061cz caf\u00e9")
 
 
 def test_worker_error_text_has_its_control_characters_escaped():
@@ -308,6 +314,96 @@ def test_worker_error_text_has_its_control_characters_escaped():
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
     assert text == ("Traceback\n\tline 1\n\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07all good\\x0d"
                     "fake: finished OK\n\\x1b[8mhidden \\x7f\\x9b2J caf\u00e9 \u2713")
+
+
+def test_worker_error_text_cannot_forge_lines_or_reorder_the_terminal():
+    """A worker's text keeps its lines, each quoted ("| ") in the message,
+    so that none passes for a line of serve's log; bidi controls escaped."""
+    buf = segment_bytes()
+    seg = _core.Segment(buf)
+    errors = seg.header()["errors_offset"]
+    data = FORGED_ERROR.encode()
+    buf[errors:errors + len(data) + 1] = data + b"\0"
+    text = seg.worker_error(0)
+    assert not re.search(f"[{BIDI}]", text), repr(text)
+    assert "\\u202eevil\\u202c \\u2066x\\u2069 \\u200fy\\u200e \\u061cz caf\u00e9" in text
+    err = shmatari.WorkerError.of("worker 0", 7, range(0, 2), "failed", worker=0,
+                                  traceback=text)
+    lines = str(err).splitlines()
+    assert lines[:2] == ["worker 0 (pid 7, envs 0..1) failed", "--- worker traceback ---"]
+    assert lines[2:5] == ["| ok", "| shmatari serve: client pid 4242 detached",
+                          "| shmatari serve: stopping"]
+    assert all(line.startswith("| ") for line in lines[2:]) and len(lines) == 6
+    assert err.worker_traceback == text
+
+
+def _c_quoted(exe, cap: int, cases: list[bytes]) -> list[bytes]:
+    out = subprocess.run([str(exe), "--quote", str(cap), *(c.hex() for c in cases)],
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    return [bytes.fromhex(line) for line in out[:len(cases)]]
+
+
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_c_client_quotes_the_error_texts_lines_and_escapes_bidi(lang, tmp_path):
+    """shmatari_printable turns the bidi controls into '?';
+    shmatari_quote_lines puts "| " after each newline, fits its output
+    whole sequences only, and always ends it with a NUL; and the message
+    of shmatari_pool_check for a failed worker whose text forges serve's
+    lines is one line of words, then the text's lines quoted, in well-formed
+    UTF-8 even where the message is cut."""
+    exe = tmp_path / "printable"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}",
+                     str(ROOT / "tests" / "c" / "printable.c"), "-o", str(exe)])
+    forged = FORGED_ERROR.encode()
+    got = _c_quoted(exe, 512, [forged])[0].decode("utf-8")
+    assert got == ("ok\n| shmatari serve: client pid 4242 detached\n| shmatari serve: stopping"
+                   "\n| ???evil??? ???x??? ???y??? ??z caf\u00e9")
+    # Cut at every capacity: a prefix of the whole, whole sequences only.
+    long = forged + " \u2713\n\u00e9\U0001f600".encode()
+    whole = _c_quoted(exe, 4096, [long])[0]
+    for cap in range(1, len(whole) + 8):
+        part = _c_quoted(exe, cap, [long])[0]
+        assert len(part) < cap and whole.startswith(part), (cap, part)
+        part.decode("utf-8")
+    rng = np.random.default_rng(1)
+    cases = [rng.integers(0, 256, int(rng.integers(1, 60)), np.uint8).tobytes()
+             for _ in range(200)]
+    for cap in (1, 7, 33):
+        for part in _c_quoted(exe, cap, cases):
+            assert len(part) < cap
+            text = part.decode("utf-8")
+            assert not re.search(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]", text)
+            assert all(line.startswith("| ") for line in text.split("\n")[1:])
+
+    def message(text: bytes, group=(0, 2)) -> str:
+        buf = segment_bytes()
+        seg = _core.Segment(buf)
+        seg.set_worker_group(0, *group)
+        hdr = seg.header()
+        _u32(buf, _core.MEMBERS["shmatari_header"]["failed_workers"][0], 1)
+        wc = hdr["worker_ctrl_offset"] + _core.MEMBERS["shmatari_worker_ctrl"]["state"][0]
+        _u32(buf, wc, _core.WORKER_FAILED)
+        buf[hdr["errors_offset"]:hdr["errors_offset"] + len(text) + 1] = text + b"\0"
+        path = tmp_path / "segment"
+        path.write_bytes(buf)
+        out = subprocess.run([str(exe), "--segment", str(path)], capture_output=True,
+                             text=True, check=True).stdout.split("\n")
+        assert int(out[0]) == _core.STATUS["worker"]
+        raw = bytes.fromhex(out[1])
+        assert len(raw) < 512
+        return raw.decode("utf-8")  # well formed, even where cut
+
+    lines = message(forged).split("\n")
+    assert lines[0] == "worker 0 (pid 0, envs 0..1) failed: ok"
+    assert lines[1:3] == ["| shmatari serve: client pid 4242 detached",
+                          "| shmatari serve: stopping"]
+    assert all(line.startswith("| ") for line in lines[1:]) and "?evil?" in lines[3]
+    # a worker's group the words do not give is not printed as 0..4294967295
+    assert message(b"x", (0, 0)) == "worker 0 (pid 0, envs unknown) failed: x"
+    for ch in ("\u00e9", "\u2713", "\U0001f600"):  # the message cut inside a sequence
+        for shift in range(4):
+            text = message(("a" * shift + ch * 600).encode())
+            assert text.startswith("worker 0 (pid 0, envs 0..1) failed: " + "a" * shift + ch)
 
 
 @pytest.mark.parametrize("lang", ["c", "c++"])
@@ -333,7 +429,7 @@ def test_c_client_writes_the_error_text_without_control_bytes(lang, tmp_path):
         text = got.decode("utf-8")  # well formed: every bad byte is now "?"
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), (case, got)
         try:
-            clean = not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", case.decode("utf-8"))
+            clean = not re.search(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]", case.decode("utf-8"))
         except UnicodeDecodeError:
             clean = False
         assert not clean or got == case  # printable UTF-8 passes unchanged

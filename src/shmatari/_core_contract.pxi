@@ -373,15 +373,24 @@ def segment_name(str name):
 
 import re as _re
 
-# C0 controls but tab and newline, DEL, and C1 controls (U+0080..U+009F).
-_CONTROL = _re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F), and
+# the bidirectional formatting characters ("Trojan Source", CVE-2021-42574).
+_CONTROL = _re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f"
+                       "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def printable(str text):
     """``text`` with every control character but tab and newline written as
-    ``\\xNN``: a worker's error text comes from the segment, which any
-    process of the user may write, and ends up in messages, logs and
-    terminals, where escape sequences could clear the screen, retitle the
-    window or hide what follows (``shmatari_pool_check`` does the same in C,
-    with ``?``)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    ``\\xNN``, and every bidirectional formatting character (U+061C,
+    U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) as ``\\uNNNN``: a
+    worker's error text comes from the segment, which any process of the
+    user may write, and ends up in messages, logs and terminals, where
+    escape sequences could clear the screen, retitle the window or hide what
+    follows, and bidi controls reorder what is shown (``shmatari_pool_check``
+    does the same in C, with ``?``)."""
+    return _CONTROL.sub(_escaped, text)

@@ -48,7 +48,11 @@ class WorkerError(ShmatariError, RuntimeError):
         worker (:mod:`shmatari.supervisor`), an attached pool's
         (:mod:`shmatari.client`) and a Ray node (:mod:`shmatari.ray`):
         ``"<who> (pid <pid>, envs <a>..<b>)<where> <what>"``, then the
-        traceback the process left, under ``--- <label> traceback ---``.
+        traceback the process left, under ``--- <label> traceback ---``,
+        each of its lines after ``"| "``: the text comes from another
+        process (a worker's from the segment, which any process of the user
+        may write), and a line of it must not pass for a line of the log or
+        message around it (``shmatari_quote_lines`` does the same in C).
 
         Args:
             who: ``"worker 3"``, ``"node 1"``.
@@ -62,7 +66,8 @@ class WorkerError(ShmatariError, RuntimeError):
         """
         msg = f"{who} (pid {pid}, envs {env_ids.start}..{env_ids.stop - 1}){where} {what}"
         if traceback.strip():
-            msg += f"\n--- {label} traceback ---\n" + traceback.rstrip()
+            msg += f"\n--- {label} traceback ---\n" + "\n".join(
+                "| " + line for line in traceback.rstrip().splitlines())
         return cls(msg, worker=worker, env_ids=env_ids, exitcode=exitcode,
                    worker_traceback=traceback)
 

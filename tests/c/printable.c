@@ -1,26 +1,84 @@
 /* shmatari_printable (pool.h) on the bytes of each argument, given as hex:
  * prints each result as hex, one line each. tests/test_trust.py checks what
- * comes out. */
+ * comes out.
+ *
+ * printable --quote CAP HEX...: each argument made printable, then quoted
+ * (shmatari_quote_lines) into an output of CAP bytes, printed as hex.
+ * printable --segment FILE: the message shmatari_pool_check gives for the
+ * segment in FILE (read whole into a buffer of its size), printed as hex. */
 #include "shmatari/shmatari.h" /* first: it sets the feature macros */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int main(int argc, char **argv) {
-  for (int a = 1; a < argc; a++) {
-    size_t n = strlen(argv[a]) / 2;
-    char *text = (char *)malloc(n + 1);
-    if (text == NULL) return 2;
-    for (size_t i = 0; i < n; i++) {
-      unsigned v;
-      if (sscanf(argv[a] + 2 * i, "%2x", &v) != 1) return 2;
-      text[i] = (char)v;
+static char *from_hex(const char *hex, size_t *n) {
+  *n = strlen(hex) / 2;
+  char *text = (char *)malloc(*n + 1);
+  if (text == NULL) return NULL;
+  for (size_t i = 0; i < *n; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
+      free(text);
+      return NULL;
     }
-    text[n] = 0;
+    text[i] = (char)v;
+  }
+  text[*n] = 0;
+  return text;
+}
+
+static void print_hex(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)s[i]);
+  printf("\n");
+}
+
+static int segment_message(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 2;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = (char *)malloc((size_t)size);
+  if (buf == NULL || fread(buf, 1, (size_t)size, f) != (size_t)size) return 2;
+  fclose(f);
+  shmatari_geom g;
+  char msg[SHMATARI_MESSAGE_BYTES];
+  if (shmatari_geom_load(buf, (uint64_t)size, &g, msg, sizeof msg) != SHMATARI_OK) {
+    printf("load: %s\n", msg);
+    return 3;
+  }
+  msg[0] = 0;
+  int r = shmatari_pool_check(&g, 0, msg, sizeof msg);
+  printf("%d\n", r);
+  print_hex(msg, strlen(msg));
+  free(buf);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--segment") == 0) return segment_message(argv[2]);
+  int first = 1;
+  size_t cap = 0;
+  if (argc >= 3 && strcmp(argv[1], "--quote") == 0) {
+    cap = (size_t)strtoul(argv[2], NULL, 10);
+    first = 3;
+  }
+  for (int a = first; a < argc; a++) {
+    size_t n;
+    char *text = from_hex(argv[a], &n);
+    if (text == NULL) return 2;
     shmatari_printable(text, n);
-    for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)text[i]);
-    printf("\n");
+    if (first == 3) {
+      char *out = (char *)malloc(cap);
+      if (out == NULL) return 2;
+      size_t m = shmatari_quote_lines(text, out, cap);
+      if (cap > 0 && (m >= cap || out[m] != 0)) return 4;
+      print_hex(out, m);
+      free(out);
+    } else {
+      print_hex(text, n);
+    }
     free(text);
   }
   return 0;

@@ -27,12 +27,15 @@ static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
 
 /* Overwrites, in place, with '?' every byte of text[0..n) that a terminal
  * could act on: control bytes but tab and newline (C0, DEL), C1 controls
- * written in UTF-8 (0xC2 0x80..0x9F), and every byte that is not part of a
- * well-formed UTF-8 sequence (Unicode's table 3-7: no overlong forms, no
- * surrogates, nothing past U+10FFFF), so that no byte 0x80..0x9F reaches an
- * 8-bit terminal, where 0x9B starts an escape sequence as ESC [ does. A
- * worker's error text comes from the segment, which any process of the user
- * may write, and ends up in messages and terminals. */
+ * written in UTF-8 (0xC2 0x80..0x9F), the bidirectional formatting
+ * characters that reorder what a terminal shows (U+061C, U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069: the "Trojan Source" set, CVE-2021-42574),
+ * and every byte that is not part of a well-formed UTF-8 sequence (Unicode's
+ * table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), so
+ * that no byte 0x80..0x9F reaches an 8-bit terminal, where 0x9B starts an
+ * escape sequence as ESC [ does. A worker's error text comes from the
+ * segment, which any process of the user may write, and ends up in messages
+ * and terminals. */
 static inline void shmatari_printable(char *text, size_t n) {
   unsigned char *t = (unsigned char *)text;
   size_t i = 0;
@@ -64,8 +67,61 @@ static inline void shmatari_printable(char *text, size_t n) {
       continue;
     }
     if (c == 0xc2 && t[i + 1] <= 0x9f) t[i] = t[i + 1] = '?'; /* a C1 control */
+    int bidi = (c == 0xd8 && t[i + 1] == 0x9c) ||                 /* U+061C */
+               (c == 0xe2 && t[i + 1] == 0x80 &&
+                ((t[i + 2] >= 0x8e && t[i + 2] <= 0x8f) ||         /* U+200E..F */
+                 (t[i + 2] >= 0xaa && t[i + 2] <= 0xae))) ||       /* U+202A..E */
+               (c == 0xe2 && t[i + 1] == 0x81 && t[i + 2] >= 0xa6 &&
+                t[i + 2] <= 0xa9);                                 /* U+2066..9 */
+    if (bidi) memset(t + i, '?', len);
     i += len;
   }
+}
+
+/* The length of the UTF-8 sequence that lead byte c starts (1 for ASCII and
+ * for a byte that starts none), as shmatari_printable reads it. */
+static inline size_t shmatari_utf8_len(unsigned char c) {
+  return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+}
+
+/* Copies the NUL-terminated text `in` (made printable first) into out[0..cap)
+ * with "| " after each newline, so that a line of it cannot pass for a line
+ * of the program that prints it (a log's "shmatari serve: ..." line); stops
+ * before a sequence that would not fit whole, and always ends out with a
+ * NUL (cap > 0). Returns the bytes written, the NUL not counted. */
+static inline size_t shmatari_quote_lines(const char *in, char *out,
+                                          size_t cap) {
+  size_t o = 0;
+  if (cap == 0) return 0;
+  for (size_t i = 0; in[i] != 0;) {
+    size_t len = shmatari_utf8_len((unsigned char)in[i]);
+    size_t extra = in[i] == '\n' ? 2 : 0;
+    size_t k = 1;
+    while (k < len && in[i + k] != 0) k++;
+    if (k < len || o + len + extra >= cap) break; /* cut, or would not fit */
+    memcpy(out + o, in + i, len);
+    o += len;
+    i += len;
+    if (extra) {
+      out[o++] = '|';
+      out[o++] = ' ';
+    }
+  }
+  out[o] = 0;
+  return o;
+}
+
+/* Cuts a NUL-terminated message before a UTF-8 sequence that a truncating
+ * snprintf left incomplete at its end (its last bytes could be 0x80..0x9F,
+ * which an 8-bit terminal reads as controls). */
+static inline void shmatari_trim_utf8(char *msg) {
+  size_t n = strlen(msg), start = n;
+  while (start > 0 && n - start < 4 &&
+         ((unsigned char)msg[start - 1] & 0xc0) == 0x80)
+    start--;
+  if (start > 0 && (unsigned char)msg[start - 1] >= 0xc0 &&
+      n - (start - 1) < shmatari_utf8_len((unsigned char)msg[start - 1]))
+    msg[start - 1] = 0;
 }
 
 /* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
@@ -83,14 +139,24 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
       shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       if (shmatari_load_acquire(&wc->state) == SHMATARI_WORKER_FAILED) {
         /* The text is copied once, then bounded: a writer cannot move its
-         * end while it is measured and printed. */
-        char text[SHMATARI_ERROR_BYTES];
+         * end while it is measured and printed. Its lines are quoted ("| "),
+         * and the words around it read once, for the message only. */
+        char text[SHMATARI_ERROR_BYTES], shown[SHMATARI_MESSAGE_BYTES];
         memcpy(text, shmatari_error_text(g, w), sizeof text);
-        shmatari_printable(text, strnlen(text, sizeof text));
-        return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
-                             "worker %u (pid %d, envs %u..%u) failed: %.*s", w,
-                             (int)wc->pid, wc->env_begin, wc->env_end - 1,
-                             (int)strnlen(text, sizeof text), text);
+        text[sizeof text - 1] = 0;
+        shmatari_printable(text, strlen(text));
+        shmatari_quote_lines(text, shown, sizeof shown);
+        int32_t pid = (int32_t)shmatari_load_acquire((uint32_t *)&wc->pid);
+        uint32_t begin = shmatari_load_acquire(&wc->env_begin);
+        uint32_t end = shmatari_load_acquire(&wc->env_end);
+        char envs[32] = "envs unknown"; /* words out of range: not printed */
+        if (begin < end && end <= g->num_envs)
+          snprintf(envs, sizeof envs, "envs %u..%u", begin, end - 1);
+        int r = shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
+                              "worker %u (pid %d, %s) failed: %s", w, (int)pid,
+                              envs, shown);
+        if (msg != NULL && len > 0) shmatari_trim_utf8(msg);
+        return r;
       }
     }
     return shmatari_fail(msg, len, SHMATARI_ERR_WORKER, "a worker failed");
