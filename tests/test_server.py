@@ -272,6 +272,64 @@ os.kill(os.getpid(), signal.SIGKILL)""")
             np.testing.assert_array_equal(info["env_id"], np.arange(4))
 
 
+def _process_with_pid(pid: int, tries: int = 50):
+    """A ``sleep`` process that has pid ``pid`` (the kernel's next pid set
+    through ``ns_last_pid``: root only), or None when other forks kept
+    taking it."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(["sleep", "60"])
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+@pytest.mark.skipif(not (os.path.exists("/proc/sys/kernel/ns_last_pid") and os.geteuid() == 0),
+                    reason="ns_last_pid: Linux, as root")
+def test_a_process_that_takes_a_dead_clients_pid_does_not_hold_the_pool(server):
+    """The claim word holds a pid alone: the server judges it with the start
+    time it read when it saw the claim, so a process that takes over a dead
+    client's pid before the server looks (a fork storm, or another user's
+    process: the C claim counts those alive) does not keep every attach out
+    (an attacker's pass: BUSY until that process exited)."""
+    s = server()
+    p = python_client(f"""
+env = shmatari.attach({s.name!r})
+env.reset()
+print("attached", flush=True)
+signal.pause()""")
+    try:
+        assert p.stdout.readline() == "attached\n", p.stderr.read()
+        _wait_until(lambda: f"client pid {p.pid} attached" in s.stderr(), 5.0,
+                    "the server did not see its client")
+        os.kill(s.proc.pid, signal.SIGSTOP)  # it must not look before the pid is taken
+        try:
+            p.kill()
+            p.wait()
+            squatter = _process_with_pid(p.pid)
+        finally:
+            os.kill(s.proc.pid, signal.SIGCONT)
+        if squatter is None:
+            pytest.skip(f"pid {p.pid} was taken by another process each time")
+        try:
+            _wait_until(lambda: f"client pid {p.pid} died" in s.stderr(), 5.0,
+                        "the server took the new process for its client")
+            with shmatari.attach(s.name, timeout=5) as env:
+                obs, info = env.reset()
+                assert info["reset"].all()
+            assert squatter.poll() is None  # the pid's new owner is still alive
+        finally:
+            squatter.kill()
+            squatter.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_server_killed_under_a_waiting_client(server):
     s = server()
     env = shmatari.attach(s.name)

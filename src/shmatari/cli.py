@@ -239,6 +239,10 @@ class _Clients:
         # release(pid): frees the claim if pid still holds it (Segment.unclaim)
         self.release = release
         self.client, self.reported_dead = 0, False
+        # When the client started (process_start, read as its claim is first
+        # seen): the claim word holds a pid alone (ABI 1.x), and a pid that
+        # another process took over after the client died is not the client.
+        self.client_start = 0
         self.balance = 0  # client opens of the segment minus attaches seen
 
     def _read_claim(self) -> None:
@@ -254,6 +258,7 @@ class _Clients:
             _log(f"client pid {now} attached")
             self.balance -= 1
         self.client, self.reported_dead = now, False
+        self.client_start = _core.process_start(now) if now else 0
 
     def wait(self, timeout: float) -> None:
         """Up to ``timeout`` seconds of watching."""
@@ -288,11 +293,15 @@ class _Clients:
             self.balance = 0
 
     def check(self) -> None:
-        if self.client and not self.reported_dead and not _core.pid_alive(self.client):
+        if self.client and not self.reported_dead and \
+                not _core.process_alive(self.client, self.client_start):
             # The claim is freed now (if that pid still holds it), not left
             # for the next attach to judge: by then another process may have
             # the pid, and the dead client would look alive (ABI 1.x keeps
-            # no start time for the client).
+            # no start time for the client). The server judges the pid with
+            # the start time it read when it saw the claim, so a process that
+            # took the pid over in between (another user's too: the C claim
+            # counts it alive) does not hold the pool for the dead client.
             if self.release is not None:
                 self.release(self.client)
             _log(f"client pid {self.client} died; its claim is freed, the next client to "
