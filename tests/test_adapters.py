@@ -124,6 +124,40 @@ def test_envpool_options_without_a_shmatari_rule_name_the_alternative(kwargs, ma
         envpool.make("Breakout-v5", num_envs=1, **kwargs)
 
 
+@pytest.mark.parametrize("name", ["episodic_life", "reward_clip", "use_fire_reset",
+                                  "full_action_space", "gray_scale", "use_inter_area_resize",
+                                  "zero_discount_on_life_loss"])
+@pytest.mark.parametrize("value", ["False", "no", 0, 1, None])
+def test_envpool_yes_no_options_take_bools_only(name, value):
+    """EnvPool's bindings refuse a string or a number for a bool option; the
+    adapter judged them by truth, so episodic_life="False" (a config read
+    from text) made a pool with episodic lives (a client-code pass)."""
+    with pytest.raises(TypeError, match=f"{name} must be a bool"):
+        envpool.make_spec("Breakout-v5", num_envs=1, **{name: value})
+
+
+def test_envpool_bool_options_keep_their_meaning_as_bools():
+    spec = envpool.make_spec("Breakout-v5", num_envs=1, episodic_life=np.bool_(True),
+                             gray_scale=False)
+    assert spec.config.episodic_life is True and spec.config.gray_scale is False
+
+
+@pytest.mark.parametrize("task_id", ["BreakoutNoFrameskip-v4", "ALE/Breakout-v5", "Breakout",
+                                     "breakout-v5", "Breakout-v4"])
+def test_envpool_takes_envpool_task_ids_only(task_id, recwarn):
+    """EnvPool refuses ids that are not its own; the adapter took them, with
+    a warning about ALE v5 options and preset='dqn' that the adapter has
+    neither of (its options are EnvPool's)."""
+    with pytest.raises(ValueError, match=r"not an EnvPool task id: .*'Breakout-v5'"):
+        envpool.make(task_id, num_envs=1)
+    assert not [w for w in recwarn if "preset" in str(w.message)]
+
+
+def test_envpool_max_episode_steps_is_checked_under_its_own_name():
+    with pytest.raises(ValueError, match="max_episode_steps must be >= 1"):
+        envpool.make_spec("Breakout-v5", num_envs=1, max_episode_steps=0)
+
+
 def test_envpool_gym_api_is_the_gym_02x_contract_cleanrl_scripts_use():
     # EnvPool 0.6-0.8's env_type="gym": obs-only reset, a 4-tuple step whose
     # dones include truncation, info["TimeLimit.truncated"]; next-step autoreset.

@@ -129,7 +129,20 @@ def _resolve_task(task_id: str) -> str:
     if not isinstance(task_id, str):
         raise TypeError(f"task_id must be a str such as 'Breakout-v5', got {type(task_id).__name__}")
     try:
-        return games.resolve_game(task_id)
+        with warnings.catch_warnings():  # games' legacy-id warning is about make()'s options
+            warnings.simplefilter("ignore")
+            rom = games.resolve_game(task_id)
+        if task_id not in list_all_envs():
+            # EnvPool refuses every id but its own ('Breakout-v5'); so does
+            # its drop-in, rather than let 'BreakoutNoFrameskip-v4' suggest
+            # that id's conventions while EnvPool's defaults apply.
+            raise ValueError(
+                f"{task_id!r} is not an EnvPool task id: shmatari.envpool takes EnvPool's "
+                f"own ({_task_name(rom)!r}; list_all_envs() lists them), with EnvPool's "
+                f"defaults (repeat_action_probability=0, use_fire_reset=True, "
+                f"max_episode_steps=27000) unless you set them; shmatari.make({task_id!r}, "
+                f"...) takes Gymnasium's and ALE's ids")
+        return rom
     except ValueError as exc:
         if str(exc).startswith("unknown Atari game"):  # suggest task ids, not ROM ids
             tasks = list_all_envs()
@@ -138,6 +151,8 @@ def _resolve_task(task_id: str) -> str:
             raise ValueError(f"unknown task {task_id!r}{hint}: shmatari.envpool serves EnvPool's "
                              f"Atari tasks only (list_all_envs() lists the {len(tasks)})") \
                 from None
+        if "is not an EnvPool task id" in str(exc):
+            raise
         raise ValueError(f"{exc}. shmatari.envpool serves EnvPool's Atari tasks only "
                          f"('<Game>-v5'; list_all_envs() lists them)") from None
 
@@ -161,6 +176,15 @@ def _int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     return int(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    """A yes/no option as EnvPool's bindings take it: a bool (or NumPy's),
+    never a string or a number judged by its truth ("False" is true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True or False), got "
+                        f"{type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
@@ -199,6 +223,9 @@ def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
         if _int(name, config[name]) != -1:
             raise ValueError(f"{name}={config[name]}: shmatari plays each game's default "
                              f"{name} only; leave it at -1")
+    for name in ("episodic_life", "reward_clip", "use_fire_reset", "full_action_space",
+                 "gray_scale", "use_inter_area_resize", "zero_discount_on_life_loss"):
+        config[name] = _bool(name, config[name])
     if config["use_inter_area_resize"] is not True:
         raise ValueError("use_inter_area_resize=False (EnvPool's bilinear resize) is not "
                          "supported: shmatari resizes with OpenCV's INTER_AREA only, bit for "
@@ -224,6 +251,9 @@ def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
     # others, so with FIRE it takes 1..noop_max-1 (0 when noop_max is 1).
     shm_noop_max = noop_max - 1 if envpool_fire else noop_max
     max_steps = config["max_episode_steps"]
+    if max_steps is not None and _int("max_episode_steps", max_steps) < 1:
+        raise ValueError(f"max_episode_steps must be >= 1 (agent steps; None: no limit), got "
+                         f"{max_steps}")
     max_frames = None if max_steps is None else _int("max_episode_steps", max_steps) * frame_skip
     num_threads = _int("num_threads", config["num_threads"])
     if num_threads < 0:
