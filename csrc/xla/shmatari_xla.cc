@@ -30,6 +30,7 @@
 //     when jax_enable_x64 is off).
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -152,6 +153,44 @@ ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
 
 // Waits for the next batch (timeout_ns < 0: no limit), copies it into
 // rets[1..] (checked by CheckOutputs) and consumes it.
+// The words of a timed-out wait: the caller's timeout (the wait itself runs
+// in slices of kPollNs between liveness checks, whose length the client's
+// own message would give) and the workers whose envs have not answered, as
+// Python's recv() says them. The pids are read once each, for the words only.
+ffi::Error TimeoutError(shmatari_client *c, int64_t timeout_ns) {
+  const shmatari_geom *g = &c->geom;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g",
+                (double)timeout_ns / SHMATARI_SECOND);
+  std::string why = "no batch of " + std::to_string(g->batch_size) +
+                    " result(s) within " + seconds +
+                    " s (xla()'s timeout) with every worker alive";
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    std::string envs;
+    uint32_t listed = 0, more = 0;
+    for (uint32_t e = 0; e < g->num_envs; e++) {
+      if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING) || c->env_worker[e] != w)
+        continue;
+      if (listed < 8) {
+        envs += (listed ? ", " : "") + std::to_string(e);
+        listed++;
+      } else {
+        more++;
+      }
+    }
+    if (listed == 0) continue;
+    if (more) envs += " and " + std::to_string(more) + " more";
+    int32_t pid = (int32_t)shmatari_load_acquire(
+        (uint32_t *)&shmatari_worker(g, w)->pid);
+    why += "; worker " + std::to_string(w) + " (pid " + std::to_string(pid) +
+           ") has not answered env" + (listed + more > 1 ? "s " : " ") + envs;
+  }
+  why += " (alive, but stopped or busy); nothing was taken: call recv again "
+         "to go on waiting";
+  return ffi::Error(ffi::ErrorCode::kDeadlineExceeded,
+                    "shmatari xla: timed out: " + why);
+}
+
 ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
                      int64_t timeout_ns) {
   const shmatari_geom *g = &c->geom;
@@ -166,7 +205,7 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
     if (r == SHMATARI_OK) break;
     bool again = r == SHMATARI_ERR_TIMEOUT || r == SHMATARI_ERR_INTERRUPTED;
     if (!again || (deadline >= 0 && shmatari_now_ns() >= deadline))
-      return StatusError(c, r);
+      return again ? TimeoutError(c, timeout_ns) : StatusError(c, r);
   }
   const char *slot = shmatari_slot(g, c->taken);
   uint32_t n = g->batch_size;

@@ -359,8 +359,11 @@ def test_xla_timeout_with_a_stopped_worker_loses_nothing():
         os.kill(pid, signal.SIGSTOP)
         try:
             handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
-            with pytest.raises(jax.errors.JaxRuntimeError, match="DEADLINE_EXCEEDED"):
+            with pytest.raises(jax.errors.JaxRuntimeError, match="DEADLINE_EXCEEDED") as e:
                 jax.block_until_ready(recv_j(handle))
+            # the timeout given, not the wait's slice, and who has not answered
+            assert "no batch of 2 result(s) within 0.3 s (xla()'s timeout)" in str(e.value)
+            assert f"worker 0 (pid {pid}) has not answered envs 0, 1" in str(e.value)
         finally:
             os.kill(pid, signal.SIGCONT)
         handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
