@@ -16,9 +16,19 @@ step that gives:
 - ``worker_busy``: the workers' CPU over (wall time x workers): below 1, the
   workers waited (for actions, or, in sync mode, for the slowest of them);
 - ``machine_busy``: all of it over (wall time x cores): below 1, a core sat
-  idle (the straggler loss of synchronous stepping, on an idle machine).
+  idle (the straggler loss of synchronous stepping, on an idle machine);
+- ``main_sleeps_per_step``: the trainer thread's voluntary context switches
+  per env step (an async pool's trainer sleeps once a batch while the next
+  one fills: 1 / batch_size).
+
+With no idle core (``machine_busy`` near 1) and workers that do as much per
+step as the ceiling's processes (``worker_us`` alike), a pool's rate against
+ceiling-fast's is its workers' share of the cores against the ceiling's,
+and the difference is the trainer's own CPU (``main_us``) and the waits.
 
     python3 benchmarks/where_time_goes.py --num-envs 8 --rounds 7 --json out.json
+    python3 benchmarks/where_time_goes.py --backends shmatari-async,ceiling-fast,ceiling \
+        --repeat-action-probability 0
 """
 
 from __future__ import annotations
@@ -99,7 +109,8 @@ class Accounts:
                 workers.append(_stat(path))
             except OSError:
                 pass
-        return {"main_cpu": main[0], "worker_cpu": sum(w[0] for w in workers),
+        return {"main_cpu": main[0], "main_vcs": main[1],
+                "worker_cpu": sum(w[0] for w in workers),
                 "worker_vcs": sum(w[1] for w in workers), "workers": len(workers)}
 
 
@@ -120,6 +131,7 @@ def measure(runner, backend: str, warmup: float, seconds: float) -> dict:
     wall = time.perf_counter() - t0
     b = acc.read()
     return {"env_steps": steps, "seconds": wall, "main_cpu": b["main_cpu"] - a["main_cpu"],
+            "main_sleeps": b["main_vcs"] - a["main_vcs"],
             "worker_cpu": b["worker_cpu"] - a["worker_cpu"],
             "worker_sleeps": b["worker_vcs"] - a["worker_vcs"], "workers": b["workers"]}
 
@@ -135,6 +147,7 @@ def summarize(bursts: list[dict], cores: int, num_workers: int) -> dict:
         "worker_busy": med(lambda b: b["worker_cpu"] / (b["seconds"] * num_workers)),
         "machine_busy": med(lambda b: (b["worker_cpu"] + b["main_cpu"]) / (b["seconds"] * cores)),
         "worker_sleeps_per_step": med(lambda b: b["worker_sleeps"] / b["env_steps"]),
+        "main_sleeps_per_step": med(lambda b: b["main_sleeps"] / b["env_steps"]),
     }
 
 
@@ -151,20 +164,24 @@ def main(argv=None) -> int:
     p.add_argument("--backends",
                    default="shmatari,shmatari-async,shmatari-ale-reset,shmatari-async-ale-reset,"
                            "envpool,envpool-async,ceiling,ceiling-fast")
+    p.add_argument("--repeat-action-probability", type=_cli.probability, default=None,
+                   metavar="P", help="sticky actions on every backend (default: 0.25, as "
+                                     "shmatari-bench)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     _cli.check_output_path(p, "--json", args.json)
     cores = _config.available_cores()
     workers = min(args.num_envs, cores)
     cfg = _config.build_config(args.game, args.num_envs, num_workers=workers, seed=0,
-                               **backends.OPTIONS)
+                               **backends.options(args.repeat_action_probability))
     batch = args.batch_size or args.num_envs // 2
     names = [b for b in args.backends.split(",") if b]
     runners = {}
     bursts = {n: [] for n in names}
     try:
         for n in names:
-            runners[n] = backends.Ceiling(cfg, fast_reset=n == "ceiling-fast") \
+            runners[n] = backends.Ceiling(cfg, fast_reset=n != "ceiling",
+                                          barrier=n == "ceiling-sync") \
                 if n in backends.CEILINGS else backends.open_backend(n, cfg, batch)
         for r in range(args.rounds):
             for n in names[r % len(names):] + names[:r % len(names)]:
@@ -176,15 +193,17 @@ def main(argv=None) -> int:
         backends.close_all(list(runners.values()))
     rows = {n: summarize(b, cores, workers) for n, b in bursts.items()}
     print(f"{'backend':<26}{'steps/s':>9}{'worker us/step':>16}{'main us/step':>14}"
-          f"{'worker busy':>13}{'machine busy':>14}{'worker sleeps/step':>20}")
+          f"{'worker busy':>13}{'machine busy':>14}{'worker sleeps/step':>20}"
+          f"{'main sleeps/step':>18}")
     for n, r in rows.items():
         print(f"{n:<26}{r['env_steps_per_s']:>9.0f}{r['worker_us']:>16.0f}{r['main_us']:>14.0f}"
               f"{r['worker_busy']:>13.2f}{r['machine_busy']:>14.2f}"
-              f"{r['worker_sleeps_per_step']:>20.2f}")
+              f"{r['worker_sleeps_per_step']:>20.2f}{r['main_sleeps_per_step']:>18.2f}")
     if args.json:
         _cli.write_json(args.json, {"benchmark": "where_time_goes", "game": args.game,
                                     "num_envs": args.num_envs, "num_workers": workers,
                                     "batch_size": batch, "rounds": args.rounds,
+                                    "repeat_action_probability": cfg.repeat_action_probability,
                                     "seconds": args.seconds, "results": rows, "bursts": bursts,
                                     "machine": bench.machine_info(),
                                     "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
