@@ -302,15 +302,20 @@ FORGED_ERROR = ("ok\nshmatari serve: client pid 4242 detached\nshmatari serve: s
                 "\u202eevil\u202c \u2066x\u2069 \u200fy\u200e \u061cz caf\u00e9")
 
 
-def test_worker_error_text_has_its_control_characters_escaped():
-    """Any process of the user can write the error text: escape sequences in
-    it must not reach a terminal through a message or a log."""
+def _worker_error_read_back(text: str) -> str:
+    """``text`` written as worker 0's error text, as the Python client reads it."""
     buf = segment_bytes()
     seg = _core.Segment(buf)
     errors = seg.header()["errors_offset"]
-    data = HOSTILE_ERROR.encode()
+    data = text.encode()
     buf[errors:errors + len(data) + 1] = data + b"\0"
-    text = seg.worker_error(0)
+    return seg.worker_error(0)
+
+
+def test_worker_error_text_has_its_control_characters_escaped():
+    """Any process of the user can write the error text: escape sequences in
+    it must not reach a terminal through a message or a log."""
+    text = _worker_error_read_back(HOSTILE_ERROR)
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
     assert text == ("Traceback\n\tline 1\n\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07all good\\x0d"
                     "fake: finished OK\n\\x1b[8mhidden \\x7f\\x9b2J caf\u00e9 \u2713")
@@ -319,12 +324,7 @@ def test_worker_error_text_has_its_control_characters_escaped():
 def test_worker_error_text_cannot_forge_lines_or_reorder_the_terminal():
     """A worker's text keeps its lines, each quoted ("| ") in the message,
     so that none passes for a line of serve's log; bidi controls escaped."""
-    buf = segment_bytes()
-    seg = _core.Segment(buf)
-    errors = seg.header()["errors_offset"]
-    data = FORGED_ERROR.encode()
-    buf[errors:errors + len(data) + 1] = data + b"\0"
-    text = seg.worker_error(0)
+    text = _worker_error_read_back(FORGED_ERROR)
     assert not re.search(f"[{BIDI}]", text), repr(text)
     assert "\\u202eevil\\u202c \\u2066x\\u2069 \\u200fy\\u200e \\u061cz caf\u00e9" in text
     err = shmatari.WorkerError.of("worker 0", 7, range(0, 2), "failed", worker=0,
