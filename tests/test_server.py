@@ -708,6 +708,57 @@ def _serve_with_its_log(name: str) -> subprocess.Popen:
     return proc
 
 
+_LOST_STOP_SCRIPT = """
+import gc, os, signal, sys, threading, time
+from shmatari import cli
+
+fired = []
+
+
+class Trap:
+    # A cycle with a finalizer: the cyclic GC frees it in whichever thread
+    # allocates next, here serve's main loop.
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        if fired or threading.current_thread() is not threading.main_thread():
+            return
+        fired.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10000):  # the handler runs in here: its exception is lost
+            pass
+
+
+def arm():
+    time.sleep(1.0)
+    gc.set_threshold(1)
+    while not fired:
+        Trap()
+        time.sleep(0.02)
+
+
+threading.Thread(target=arm, daemon=True).start()
+sys.exit(cli.main(["serve", "Breakout", "--num-envs", "2", "--num-workers", "1",
+                   "--name", sys.argv[1]]))
+"""
+
+
+def test_serve_stops_when_its_stop_signal_lands_in_a_finalizer(tmp_path):
+    """A signal handler that runs inside ``__del__`` (or a weakref callback)
+    has its exception printed as "Exception ignored" and dropped: serve's
+    stop signal must stop it all the same (a newcomer's pass saw a server
+    go on for 10 minutes after one SIGINT, once)."""
+    name = f"lost{os.getpid()}"
+    script = tmp_path / "lost_stop.py"
+    script.write_text(_LOST_STOP_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), name], capture_output=True,
+                          text=True, timeout=60)
+    assert "Exception ignored in: <function Trap.__del__" in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and "shmatari serve: stopping" in proc.stderr, proc.stderr
+    assert not _segment_path(_core.segment_name(name)).exists()
+
+
 def test_serve_goes_on_when_the_reader_of_its_log_goes_away():
     """``shmatari serve ... 2>&1 | head -3``: once head exits, the next log
     line (a client attaching) raised BrokenPipeError and ended the server

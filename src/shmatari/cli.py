@@ -52,7 +52,15 @@ class _Stop(BaseException):
     """SIGINT or SIGTERM, raised in the main thread."""
 
 
+#: Set by a stop signal, and checked by serve's loop: the _Stop the handler
+#: raises is lost where the handler runs inside a finalizer (``__del__``, a
+#: weakref callback: Python prints "Exception ignored" and goes on), and the
+#: server must stop all the same.
+_STOP_REQUESTED = [False]
+
+
 def _on_stop_signal(signum, frame):
+    _STOP_REQUESTED[0] = True
     raise _Stop()
 
 
@@ -356,6 +364,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
         _free_name(segment)
     # Both handled explicitly: a shell starts background jobs with SIGINT
     # ignored, and Python would keep it so.
+    _STOP_REQUESTED[0] = False
     previous = {sig: signal.signal(sig, _on_stop_signal)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     env = mapped = claim = watch = clients = None
@@ -388,6 +397,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
 
         clients, next_check = _Clients(claim, watch, guard, env._seg.unclaim), 0.0
         while True:
+            if _STOP_REQUESTED[0]:  # its _Stop was lost (see _STOP_REQUESTED)
+                raise _Stop()
             clients.wait(_CLAIM_POLL)
             t = time.monotonic()
             if t >= next_check:
