@@ -58,7 +58,9 @@ microseconds per round trip.
 the ceiling, writes the JSON (``--json``) and a PNG plot (``--plot``).
 
 Ctrl-C stops the run: every backend is closed, and what finished (whole
-bursts) is printed and written to ``--json``; the exit status is then 130.
+bursts) is printed and written to ``--json``; the exit status is then 130
+(143 after SIGTERM, which stops it the same way). A shell's background job
+(``cmd &`` in a script) starts with SIGINT ignored: stop one with SIGTERM.
 """
 
 from __future__ import annotations

@@ -424,7 +424,11 @@ def _parser() -> argparse.ArgumentParser:
                     "spawn, sync and async, shmatari and the pipe baseline) and checks that "
                     "every env's stream of observations, rewards and flags is identical.",
         epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments, "
-               "130 after Ctrl-C (the pairings that finished are printed).")
+               "130 after Ctrl-C, 143 after SIGTERM (the pairings that finished are "
+               "printed). The pairings check that the stream does not depend on how it is "
+               "run; that it does depend on the seed and the options, compare the "
+               "env_hashes of two --json reports (--seed 0 and --seed 1: every env's "
+               "differs).")
     _cli.add_version(p)
     p.add_argument("--game", default="Breakout", help="game")
     p.add_argument("--num-envs", type=_cli.integer, default=4,
