@@ -398,6 +398,9 @@ def test_check_runs_with_typed_options_and_one_env_for_rerun(tmp_path):
     (["-o", "render_mode=human"], ["render_mode must be one of", "'rgb_array'", "'human'"]),
     (["--num-envs", "1"], ["num_envs must be >= 2 for the workers and async pairings"]),
     (["--game", "Breakout-ram-v5"], ["observations are pixels", "ram_info=True"]),
+    # the pool's own arguments name their flags (they said "unknown option")
+    (["-o", "seed=3"], ["seed is the pool's own argument, not an env option: use --seed"]),
+    (["-o", "num_envs=3"], ["use --num-envs"]),
 ])
 def test_check_refuses_bad_options_naming_the_cause(args, needles):
     assert_usage_error(run("shmatari-check", *args, timeout=60), *needles)

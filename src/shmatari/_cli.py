@@ -157,6 +157,13 @@ def probability(text: str) -> float:
     return value
 
 
+#: make()'s own arguments, which the commands that take ``-o`` (shmatari-check)
+#: set with flags: ``-o seed=3`` names the flag instead of "unknown option".
+_POOL_FLAGS = {"seed": "--seed", "num_envs": "--num-envs", "num_workers": "--num-workers",
+               "batch_size": "--batch-size", "env_id": "--game", "game": "--game",
+               "preset": "--preset"}
+
+
 def env_option(text: str) -> tuple:
     """``-o KEY=VALUE``: ``(key, value)``, the value parsed by the option's
     type (:func:`shmatari.config.parse_option`).
@@ -171,6 +178,9 @@ def env_option(text: str) -> tuple:
     key = key.strip()
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    if key in _POOL_FLAGS:
+        raise argparse.ArgumentTypeError(
+            f"{key} is the pool's own argument, not an env option: use {_POOL_FLAGS[key]}")
     try:
         return key, config.parse_option(key, value)
     except (TypeError, ValueError) as exc:
