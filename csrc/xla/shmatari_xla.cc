@@ -151,8 +151,6 @@ ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
   return ffi::Error::Success();
 }
 
-// Waits for the next batch (timeout_ns < 0: no limit), copies it into
-// rets[1..] (checked by CheckOutputs) and consumes it.
 // The words of a timed-out wait: the caller's timeout (the wait itself runs
 // in slices of kPollNs between liveness checks, whose length the client's
 // own message would give) and the workers whose envs have not answered, as
@@ -191,6 +189,8 @@ ffi::Error TimeoutError(shmatari_client *c, int64_t timeout_ns) {
                     "shmatari xla: timed out: " + why);
 }
 
+// Waits for the next batch (timeout_ns < 0: no limit), copies it into
+// rets[1..] (checked by CheckOutputs) and consumes it.
 ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
                      int64_t timeout_ns) {
   const shmatari_geom *g = &c->geom;

@@ -132,17 +132,6 @@ def _resolve_task(task_id: str) -> str:
         with warnings.catch_warnings():  # games' legacy-id warning is about make()'s options
             warnings.simplefilter("ignore")
             rom = games.resolve_game(task_id)
-        if task_id not in list_all_envs():
-            # EnvPool refuses every id but its own ('Breakout-v5'); so does
-            # its drop-in, rather than let 'BreakoutNoFrameskip-v4' suggest
-            # that id's conventions while EnvPool's defaults apply.
-            raise ValueError(
-                f"{task_id!r} is not an EnvPool task id: shmatari.envpool takes EnvPool's "
-                f"own ({_task_name(rom)!r}; list_all_envs() lists them), with EnvPool's "
-                f"defaults (repeat_action_probability=0, use_fire_reset=True, "
-                f"max_episode_steps=27000) unless you set them; shmatari.make({task_id!r}, "
-                f"...) takes Gymnasium's and ALE's ids")
-        return rom
     except ValueError as exc:
         if str(exc).startswith("unknown Atari game"):  # suggest task ids, not ROM ids
             tasks = list_all_envs()
@@ -151,10 +140,19 @@ def _resolve_task(task_id: str) -> str:
             raise ValueError(f"unknown task {task_id!r}{hint}: shmatari.envpool serves EnvPool's "
                              f"Atari tasks only (list_all_envs() lists the {len(tasks)})") \
                 from None
-        if "is not an EnvPool task id" in str(exc):
-            raise
         raise ValueError(f"{exc}. shmatari.envpool serves EnvPool's Atari tasks only "
                          f"('<Game>-v5'; list_all_envs() lists them)") from None
+    if task_id not in list_all_envs():
+        # EnvPool refuses every id but its own ('Breakout-v5'); so does its
+        # drop-in, rather than let 'BreakoutNoFrameskip-v4' suggest that id's
+        # conventions while EnvPool's defaults apply.
+        raise ValueError(
+            f"{task_id!r} is not an EnvPool task id: shmatari.envpool takes EnvPool's own "
+            f"({_task_name(rom)!r}; list_all_envs() lists them), with EnvPool's defaults "
+            f"(repeat_action_probability=0, use_fire_reset=True, max_episode_steps=27000) "
+            f"unless you set them; shmatari.make({task_id!r}, ...) takes Gymnasium's and "
+            f"ALE's ids")
+    return rom
 
 
 def _check_keywords(kwargs: dict) -> None:
