@@ -73,40 +73,57 @@ import shmatari
 from shmatari.seeding import seed_everything
 
 
+class _DefaultsShown(argparse.HelpFormatter):
+    """--help gives each option's default, unless its help already names it
+    (flags: their help says what they turn on or off)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.nargs == 0 or action.default is None or "default" in text:
+            return text
+        return (text + " " if text else "") + "(default: %(default)s)"
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=_DefaultsShown)
     p.add_argument("--env-id", default="Breakout", help="the game (an ale-py ROM id or usual spelling)")
     p.add_argument("--num-envs", type=int, default=8, help="envs in the pool (even unless --sync)")
     p.add_argument("--total-timesteps", type=int, default=10_000_000, help="agent steps in all envs")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--seed", type=int, default=1, help="the run's one seed (envs, torch, numpy)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the network runs")
     p.add_argument("--sync", action="store_true", help="one synchronous batch of all envs (no overlap)")
     p.add_argument("--num-workers", type=int, default=None, help="worker processes (default: cores)")
     p.add_argument("--batch-order", default="fixed", choices=("fixed", "first_ready"),
                    help="double buffering: halves in a fixed order (replays) or first ready")
-    p.add_argument("--start-method", default=None, help="how workers start (shmatari.make)")
+    p.add_argument("--start-method", default=None, help="how workers start (shmatari.make; default: its own)")
     p.add_argument("--max-episode-frames", type=int, default=108_000,
                    help="truncate a game after this many emulator frames (EnvPool's 27,000 steps)")
     p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--out-dir", default="runs/ppo_atari", help="where the CSVs, JSON and PNG go")
     p.add_argument("--write-every", type=int, default=20,
                    help="rewrite summary.json and curve.png every N updates")
-    p.add_argument("--no-torch-deterministic", dest="torch_deterministic", action="store_false")
+    p.add_argument("--no-torch-deterministic", dest="torch_deterministic", action="store_false",
+                   help="let torch pick nondeterministic kernels (same seed, different run)")
     # PPO, with CleanRL's defaults
-    p.add_argument("--learning-rate", type=float, default=2.5e-4)
+    p.add_argument("--learning-rate", type=float, default=2.5e-4, help="Adam's step size")
     p.add_argument("--num-steps", type=int, default=128, help="steps per env per rollout")
-    p.add_argument("--no-anneal-lr", dest="anneal_lr", action="store_false")
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--gae-lambda", type=float, default=0.95)
-    p.add_argument("--num-minibatches", type=int, default=4)
-    p.add_argument("--update-epochs", type=int, default=4)
-    p.add_argument("--no-norm-adv", dest="norm_adv", action="store_false")
-    p.add_argument("--clip-coef", type=float, default=0.1)
-    p.add_argument("--no-clip-vloss", dest="clip_vloss", action="store_false")
-    p.add_argument("--ent-coef", type=float, default=0.01)
-    p.add_argument("--vf-coef", type=float, default=0.5)
-    p.add_argument("--max-grad-norm", type=float, default=0.5)
-    p.add_argument("--target-kl", type=float, default=None)
+    p.add_argument("--no-anneal-lr", dest="anneal_lr", action="store_false",
+                   help="keep the learning rate constant (else linear to 0)")
+    p.add_argument("--gamma", type=float, default=0.99, help="discount factor")
+    p.add_argument("--gae-lambda", type=float, default=0.95, help="GAE's lambda")
+    p.add_argument("--num-minibatches", type=int, default=4, help="minibatches per epoch")
+    p.add_argument("--update-epochs", type=int, default=4, help="passes over each rollout")
+    p.add_argument("--no-norm-adv", dest="norm_adv", action="store_false",
+                   help="do not normalise advantages per minibatch")
+    p.add_argument("--clip-coef", type=float, default=0.1, help="PPO's ratio clip")
+    p.add_argument("--no-clip-vloss", dest="clip_vloss", action="store_false",
+                   help="do not clip the value loss")
+    p.add_argument("--ent-coef", type=float, default=0.01, help="entropy bonus weight")
+    p.add_argument("--vf-coef", type=float, default=0.5, help="value loss weight")
+    p.add_argument("--max-grad-norm", type=float, default=0.5, help="gradient clip (global norm)")
+    p.add_argument("--target-kl", type=float, default=None,
+                   help="stop an update's epochs past this approximate KL (default: none)")
     args = p.parse_args(argv)
     if not args.sync and args.num_envs % 2:
         p.error(f"--num-envs must be even for double buffering (two halves), got {args.num_envs}")

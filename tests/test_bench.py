@@ -179,6 +179,12 @@ def test_the_legend_explains_the_rows_in_the_table():
     assert "EnvPool" not in rep._legend(no_envpool)
     # the sweep's table has no "vs EnvPool sync" column, EnvPool or not
     assert "EnvPool" not in rep._legend(rows, rep._SWEEP_COLUMNS)
+    # one backend: no ratio column is printed, and the legend names none
+    # (it ended with "The vs columns are ratios of medians.")
+    alone = [r for r in rows if r["backend"] == "shmatari"]
+    assert not any(k.startswith("vs_") for _, k, _ in rep._printed(alone, rep._MAIN_COLUMNS))
+    assert "vs columns" not in rep._legend(alone) and "Higher is better" in rep._legend(alone)
+    assert "vs columns are ratios of medians" in full
 
 
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):
@@ -261,6 +267,14 @@ def test_bench_rejects_unknown_backends():
     proc = _bench("--backends", "nope", timeout=60)
     assert proc.returncode == 2
     assert "unknown backend(s) nope" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_refuses_a_backend_given_twice():
+    """Each backend is one row, opened once: a backend listed twice is an
+    error naming it (it was dropped silently)."""
+    proc = _bench("--backends", "shmatari,ceiling,shmatari", timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--backends: shmatari given more than once" in proc.stderr
 
 
 def test_the_sync_ceiling_steps_its_processes_in_lock_step(tmp_path):

@@ -224,11 +224,14 @@ def _legend(rows: list[dict], columns=None) -> str:
     """What the table's rows and columns mean, for the rows it has and the
     ``columns`` it prints (default ``_MAIN_COLUMNS``)."""
     names = {row["backend"] for row in rows}
-    envpool = any(key == "vs_envpool" for _, key, _ in _printed(rows, columns or _MAIN_COLUMNS))
-    parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst. The "
-             "vs columns are ratios of medians"
+    printed = [key for _, key, _ in _printed(rows, columns or _MAIN_COLUMNS)]
+    envpool = "vs_envpool" in printed
+    parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst."
+             + (" The vs columns are ratios of medians" if any(k.startswith("vs_") for k in printed)
+                else "")
              + (" (vs EnvPool sync: to EnvPool's synchronous row, for every row; the JSON's "
-                "summary has async / EnvPool async)." if envpool else ".")]
+                "summary has async / EnvPool async)." if envpool
+                else "." if any(k.startswith("vs_") for k in printed) else "")]
     ceilings = []
     if names & {"ceiling", "ceiling-fast", "ceiling-sync"}:
         ceilings.append("ceiling: the same envs stepped in one process per core with no IPC at "

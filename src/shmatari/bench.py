@@ -372,6 +372,9 @@ def _check_args(parser, args) -> None:
         if unknown or not wanted:
             parser.error(f"--backends: unknown backend(s) {', '.join(unknown) or '(none given)'}"
                          f"; choose from {','.join(known)}")
+        twice = sorted({b for b in wanted if wanted.count(b) > 1}, key=wanted.index)
+        if twice:  # each backend is one row, opened once
+            parser.error(f"--backends: {', '.join(twice)} given more than once")
     if args.plot and not args.sweep:
         parser.error("--plot goes with --sweep")
     sizes = [args.num_envs] if not args.sweep else [1, args.max_envs]
