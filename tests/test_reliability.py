@@ -686,6 +686,32 @@ def test_a_stuck_worker_is_caught_by_a_recv_timeout_and_the_pool_recovers():
         assert obs.shape == (2, 4, 84, 84)
 
 
+def test_a_timeout_names_only_the_envs_not_answered():
+    """A timed-out step names the workers whose envs have not answered, eight
+    envs each at most ("and N more"), and not the envs whose results are in
+    (the C client's words, shmatari_unanswered_text, which xla() gives too;
+    xla() named every env of the batch)."""
+    import numpy as np
+
+    import shmatari
+
+    with shmatari.make("null", num_envs=20, num_workers=2, seed=0) as env:
+        env.reset()
+        pid = env.worker_pids[1]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(shmatari.StepTimeoutError) as e:
+                env.step(np.zeros(20, np.int64), timeout=0.3)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        text = str(e.value)
+        assert (f"with every worker alive: worker 1 (pid {pid}) has not answered envs "
+                "10, 11, 12, 13, 14, 15, 16, 17 and 2 more (alive, but stopped or busy") in text
+        assert "worker 0" not in text
+        obs, *_ = env.recv(timeout=10)
+        assert obs.shape[0] == 20
+
+
 # -- found by trying to break the pool (regressions) ---------------------------------
 
 

@@ -375,19 +375,21 @@ def test_c_client_quotes_the_error_texts_lines_and_escapes_bidi(lang, tmp_path):
             assert not re.search(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]", text)
             assert all(line.startswith("| ") for line in text.split("\n")[1:])
 
-    def message(text: bytes, group=(0, 2)) -> str:
+    def message(text: bytes, group=(0, 2), state=_core.WORKER_FAILED) -> str:
         buf = segment_bytes()
         seg = _core.Segment(buf)
         seg.set_worker_group(0, *group)
+        seg.set_owner(os.getpid())
         hdr = seg.header()
-        _u32(buf, _core.MEMBERS["shmatari_header"]["failed_workers"][0], 1)
+        failed = state == _core.WORKER_FAILED
+        _u32(buf, _core.MEMBERS["shmatari_header"]["failed_workers"][0], int(failed))
         wc = hdr["worker_ctrl_offset"] + _core.MEMBERS["shmatari_worker_ctrl"]["state"][0]
-        _u32(buf, wc, _core.WORKER_FAILED)
+        _u32(buf, wc, state)
         buf[hdr["errors_offset"]:hdr["errors_offset"] + len(text) + 1] = text + b"\0"
         path = tmp_path / "segment"
         path.write_bytes(buf)
-        out = subprocess.run([str(exe), "--segment", str(path)], capture_output=True,
-                             text=True, check=True).stdout.split("\n")
+        out = subprocess.run([str(exe), "--segment", str(path)] + ([] if failed else ["pids"]),
+                             capture_output=True, text=True, check=True).stdout.split("\n")
         assert int(out[0]) == _core.STATUS["worker"]
         raw = bytes.fromhex(out[1])
         assert len(raw) < 512
@@ -400,10 +402,54 @@ def test_c_client_quotes_the_error_texts_lines_and_escapes_bidi(lang, tmp_path):
     assert all(line.startswith("| ") for line in lines[1:]) and "?evil?" in lines[3]
     # a worker's group the words do not give is not printed as 0..4294967295
     assert message(b"x", (0, 0)) == "worker 0 (pid 0, envs unknown) failed: x"
+    # nor where a worker exited (it printed "envs 0..4294967295 exited")
+    assert message(b"", (0, 0), _core.WORKER_EXITED) == "worker 0 (pid 0, envs unknown) exited"
+    assert message(b"", (1, 2), _core.WORKER_EXITED) == "worker 0 (pid 0, envs 1..1) exited"
     for ch in ("\u00e9", "\u2713", "\U0001f600"):  # the message cut inside a sequence
         for shift in range(4):
             text = message(("a" * shift + ch * 600).encode())
             assert text.startswith("worker 0 (pid 0, envs 0..1) failed: " + "a" * shift + ch)
+
+
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_c_client_names_the_envs_not_answered_within_any_capacity(lang, tmp_path):
+    """shmatari_unanswered_text (what a timed-out wait says, in Python, C and
+    xla()): the workers whose envs have a command not acknowledged, eight
+    envs each, then "and N more"; envs whose results are in are not named;
+    cut at any capacity to a prefix of the whole, always NUL terminated
+    (under ASan/UBSan, each output allocated to its capacity)."""
+    exe = tmp_path / "printable"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}",
+                     str(ROOT / "tests" / "c" / "printable.c"), "-o", str(exe)])
+    geometry = dict(GEOMETRY, num_envs=20, batch_size=20)
+
+    def texts(unanswered_envs, caps) -> list[str]:
+        buf = segment_bytes(geometry)
+        seg = _core.Segment(buf)
+        seg.set_worker_group(0, 0, 10)
+        seg.set_worker_group(1, 10, 20)
+        hdr = seg.header()
+        _u32(buf, _core.MEMBERS["shmatari_header"]["num_actions"][0], 4)
+        req = _core.MEMBERS["shmatari_env_ctrl"]["req_seq"][0]
+        for e in unanswered_envs:
+            _u32(buf, hdr["env_ctrl_offset"] + 64 * e + req, 1)
+        path = tmp_path / "segment"
+        path.write_bytes(buf)
+        out = subprocess.run([str(exe), "--unanswered", str(path), *map(str, caps)],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        return [bytes.fromhex(line).decode() for line in out[:len(caps)]]
+
+    whole = texts(range(10, 20), [512])[0]
+    assert whole == ("worker 1 (pid 0) has not answered envs 10, 11, 12, 13, 14, 15, 16, 17 "
+                     "and 2 more (alive, but stopped or busy: a long noop_max, or a stuck "
+                     "emulator)")
+    caps = list(range(0, len(whole) + 3))
+    for cap, part in zip(caps, texts(range(10, 20), caps)):
+        assert len(part) < max(cap, 1) and whole.startswith(part), (cap, part)
+    assert texts([3, 12], [512])[0] == (
+        "worker 0 (pid 0) has not answered env 3; worker 1 (pid 0) has not answered env 12 "
+        "(alive, but stopped or busy: a long noop_max, or a stuck emulator)")
+    assert texts([], [512])[0] == "no env has a command in flight"
 
 
 @pytest.mark.parametrize("lang", ["c", "c++"])

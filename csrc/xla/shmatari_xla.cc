@@ -153,38 +153,17 @@ ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
 
 // The words of a timed-out wait: the caller's timeout (the wait itself runs
 // in slices of kPollNs between liveness checks, whose length the client's
-// own message would give) and the workers whose envs have not answered, as
-// Python's recv() says them. The pids are read once each, for the words only.
+// own message would give) and the workers whose envs have not answered
+// (shmatari_unanswered_text, as Python's recv() says them).
 ffi::Error TimeoutError(shmatari_client *c, int64_t timeout_ns) {
-  const shmatari_geom *g = &c->geom;
-  char seconds[32];
+  char seconds[32], stuck[SHMATARI_MESSAGE_BYTES];
   std::snprintf(seconds, sizeof seconds, "%g",
                 (double)timeout_ns / SHMATARI_SECOND);
-  std::string why = "no batch of " + std::to_string(g->batch_size) +
+  shmatari_unanswered_text(c, stuck, sizeof stuck);
+  std::string why = "no batch of " + std::to_string(c->geom.batch_size) +
                     " result(s) within " + seconds +
-                    " s (xla()'s timeout) with every worker alive";
-  for (uint32_t w = 0; w < g->num_workers; w++) {
-    std::string envs;
-    uint32_t listed = 0, more = 0;
-    for (uint32_t e = 0; e < g->num_envs; e++) {
-      if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING) || c->env_worker[e] != w)
-        continue;
-      if (listed < 8) {
-        envs += (listed ? ", " : "") + std::to_string(e);
-        listed++;
-      } else {
-        more++;
-      }
-    }
-    if (listed == 0) continue;
-    if (more) envs += " and " + std::to_string(more) + " more";
-    int32_t pid = (int32_t)shmatari_load_acquire(
-        (uint32_t *)&shmatari_worker(g, w)->pid);
-    why += "; worker " + std::to_string(w) + " (pid " + std::to_string(pid) +
-           ") has not answered env" + (listed + more > 1 ? "s " : " ") + envs;
-  }
-  why += " (alive, but stopped or busy); nothing was taken: call recv again "
-         "to go on waiting";
+                    " s (xla()'s timeout) with every worker alive: " + stuck +
+                    "; nothing was taken: call recv again to go on waiting";
   return ffi::Error(ffi::ErrorCode::kDeadlineExceeded,
                     "shmatari xla: timed out: " + why);
 }

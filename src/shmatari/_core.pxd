@@ -205,6 +205,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
         const char *const *names
         char error[512]
     const char *shmatari_client_state_name(int state)
+    const char *shmatari_unanswered_text(const shmatari_client *c, char *out, size_t len)
+    enum: SHMATARI_MESSAGE_BYTES
     int shmatari_client_open(shmatari_client *c, const shmatari_geom *g)
     void shmatari_client_close(shmatari_client *c)
     void shmatari_client_break(shmatari_client *c)

@@ -134,6 +134,19 @@ cdef class Segment(ClientMachine):
         out["action_set"] = out["action_set"][:min(out["num_actions"], SHMATARI_MAX_ACTIONS)]
         return out
 
+    def unanswered(self):
+        """Which workers have not answered this client's commands, in words
+        (``shmatari_unanswered_text``: "worker 0 (pid 12) has not answered
+        envs 0, 1 (alive, but stopped or busy: ...)", or "no env has a
+        command in flight"): what a timed-out wait names, the same words as
+        the C client's and ``xla()``'s. Needs the client open (:meth:`open_client`)."""
+        self._check()
+        if self.cl.hdr == NULL:
+            raise ValueError("no client open")
+        cdef char text[SHMATARI_MESSAGE_BYTES]
+        shmatari_unanswered_text(&self.cl, text, sizeof(text))
+        return text.decode("utf-8", "replace")
+
     def client_action_set(self):
         """The action set of the client opened here (:meth:`open_client`):
         the header's ``action_set`` words, read now, cut to the

@@ -341,19 +341,10 @@ class Client:
             self._refused(code)
 
     def _stuck(self) -> str:
-        """Which workers have commands not answered, by index, pid and envs:
-        what a timeout names (alive, since a dead worker is reported as one)."""
-        seg = self._seg
-        running = np.flatnonzero(seg.in_flight())
-        parts = []
-        for w in range(seg.num_workers):
-            begin, end = seg.worker_group(w)
-            envs = running[(running >= begin) & (running < end)].tolist()
-            if envs:
-                parts.append(f"worker {w} (pid {seg.worker_pid(w)}) has not answered "
-                             f"env{'s' * (len(envs) > 1)} {', '.join(map(str, envs))}")
-        return ("; ".join(parts) + " (alive, but stopped or busy: a long noop_max, or a "
-                "stuck emulator)") if parts else "no env has a command in flight"
+        """Which workers have commands not answered, by index, pid and envs
+        (``Segment.unanswered``, the C client's words): what a timeout names
+        (alive, since a dead worker is reported as one)."""
+        return self._seg.unanswered()
 
     @_one_thread
     def recv(self, timeout: float | None = None):

@@ -4,8 +4,12 @@
  *
  * printable --quote CAP HEX...: each argument made printable, then quoted
  * (shmatari_quote_lines) into an output of CAP bytes, printed as hex.
- * printable --segment FILE: the message shmatari_pool_check gives for the
- * segment in FILE (read whole into a buffer of its size), printed as hex. */
+ * printable --segment FILE [pids]: the message shmatari_pool_check gives for
+ * the segment in FILE (read whole into a buffer of its size), printed as hex
+ * (with "pids": check_pids 1, the owner's and workers' processes too).
+ * printable --unanswered FILE CAP...: a client opened on the segment in
+ * FILE, every env marked running, and shmatari_unanswered_text into an
+ * output of each CAP bytes (allocated to that size), printed as hex. */
 #include "shmatari/shmatari.h" /* first: it sets the feature macros */
 
 #include <stdio.h>
@@ -33,7 +37,7 @@ static void print_hex(const char *s, size_t n) {
   printf("\n");
 }
 
-static int segment_message(const char *path) {
+static int segment_message(const char *path, int check_pids) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return 2;
   fseek(f, 0, SEEK_END);
@@ -49,15 +53,51 @@ static int segment_message(const char *path) {
     return 3;
   }
   msg[0] = 0;
-  int r = shmatari_pool_check(&g, 0, msg, sizeof msg);
+  int r = shmatari_pool_check(&g, check_pids, msg, sizeof msg);
   printf("%d\n", r);
   print_hex(msg, strlen(msg));
   free(buf);
   return 0;
 }
 
+static int unanswered(const char *path, int ncaps, char **caps) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 2;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = (char *)malloc((size_t)size);
+  if (buf == NULL || fread(buf, 1, (size_t)size, f) != (size_t)size) return 2;
+  fclose(f);
+  shmatari_geom g;
+  shmatari_client c;
+  char msg[SHMATARI_MESSAGE_BYTES];
+  memset(&c, 0, sizeof c);
+  if (shmatari_geom_load(buf, (uint64_t)size, &g, msg, sizeof msg) != SHMATARI_OK ||
+      shmatari_client_open(&c, &g) != SHMATARI_OK) {
+    printf("load: %s %s\n", msg, c.error);
+    return 3;
+  }
+  for (uint32_t e = 0; e < g.num_envs; e++) c.env_flags[e] |= SHMATARI_ENV_RUNNING;
+  for (int i = 0; i < ncaps; i++) {
+    size_t cap = (size_t)strtoul(caps[i], NULL, 10);
+    char *out = (char *)malloc(cap ? cap : 1);
+    if (out == NULL) return 2;
+    const char *r = shmatari_unanswered_text(&c, out, cap);
+    if (r != out) return 4;
+    print_hex(out, cap ? strlen(out) : 0);
+    free(out);
+  }
+  shmatari_client_close(&c);
+  free(buf);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc == 3 && strcmp(argv[1], "--segment") == 0) return segment_message(argv[2]);
+  if (argc >= 3 && strcmp(argv[1], "--unanswered") == 0)
+    return unanswered(argv[2], argc - 3, argv + 3);
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "--segment") == 0)
+    return segment_message(argv[2], argc == 4 && strcmp(argv[3], "pids") == 0);
   int first = 1;
   size_t cap = 0;
   if (argc >= 3 && strcmp(argv[1], "--quote") == 0) {

@@ -343,6 +343,32 @@ def test_xla_refuses_same_step_pools_with_the_reason():
         env.close()
 
 
+def test_xla_timeout_names_only_the_envs_not_answered():
+    """With one of two workers stopped, the timeout names that worker's envs
+    alone (shmatari_unanswered_text, as Python's recv()): it named every env
+    of the batch, results in or not."""
+    import os
+    import signal
+
+    env = shmatari.make("null", num_envs=4, num_workers=2, seed=0)
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla(timeout=0.3)
+        pid = env.worker_pids[1]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            handle = jax.block_until_ready(jax.jit(send)(handle, jnp.zeros(4, jnp.int32)))
+            with pytest.raises(jax.errors.JaxRuntimeError, match="DEADLINE_EXCEEDED") as e:
+                jax.block_until_ready(jax.jit(recv)(handle))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        text = str(e.value)
+        assert f"every worker alive: worker 1 (pid {pid}) has not answered envs 2, 3 (alive" in text
+        assert "worker 0" not in text
+    finally:
+        env.close()
+
+
 def test_xla_timeout_with_a_stopped_worker_loses_nothing():
     """A worker that is alive but stopped: recv fails with DEADLINE_EXCEEDED
     after `timeout`, the commands stay in flight, and once the worker goes

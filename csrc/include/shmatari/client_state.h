@@ -185,6 +185,76 @@ static inline int shmatari_refuse(shmatari_client *c, int code,
   return code;
 }
 
+/* Appends printf-style text at out + *used (out holds len bytes, NUL
+ * terminated), cut at its end; *used stays below len. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static inline void shmatari_appendf(char *out, size_t len, size_t *used,
+                                    const char *fmt, ...) {
+  if (len == 0 || *used >= len - 1) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out + *used, len - *used, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    out[*used] = 0;
+    return;
+  }
+  *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
+}
+
+/* Envs listed per worker in shmatari_unanswered_text, then "and N more". */
+#define SHMATARI_UNANSWERED_LISTED 8u
+
+/* Writes, for a wait that timed out with every worker alive, which workers
+ * hold commands they have not answered: "worker W (pid P) has not answered
+ * envs E, F" per such worker, joined by "; " (at most
+ * SHMATARI_UNANSWERED_LISTED envs each, then "and N more"), then " (alive,
+ * but stopped or busy: a long noop_max, or a stuck emulator)"; or "no env
+ * has a command in flight". An env counts when this client posted to it
+ * (SHMATARI_ENV_RUNNING) and its worker has not acknowledged the command
+ * (req_seq != ack_seq, each read once): one whose result is in, waiting for
+ * the rest of its batch, is not named. The worker is the client's own record
+ * (env_worker); its pid is read once, for the words only. Python's recv()
+ * and reset() and the xla() call give these words. Returns out, NUL
+ * terminated when len > 0. */
+static inline const char *shmatari_unanswered_text(const shmatari_client *c,
+                                                   char *out, size_t len) {
+  const shmatari_geom *g = &c->geom;
+  size_t used = 0;
+  if (len == 0) return out;
+  out[0] = 0;
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    uint32_t ids[SHMATARI_UNANSWERED_LISTED], count = 0;
+    for (uint32_t e = 0; e < g->num_envs; e++) {
+      if (c->env_worker[e] != w || !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
+        continue;
+      shmatari_env_ctrl *ec = shmatari_env(g, e);
+      if (shmatari_load_acquire(&ec->req_seq) == shmatari_load_acquire(&ec->ack_seq))
+        continue;
+      if (count < SHMATARI_UNANSWERED_LISTED) ids[count] = e;
+      count++;
+    }
+    if (count == 0) continue;
+    int32_t pid = (int32_t)shmatari_load_acquire(
+        (const uint32_t *)&shmatari_worker(g, w)->pid);
+    shmatari_appendf(out, len, &used, "%sworker %u (pid %d) has not answered env%s ",
+                     used ? "; " : "", w, (int)pid, count > 1 ? "s" : "");
+    uint32_t listed = count < SHMATARI_UNANSWERED_LISTED ? count : SHMATARI_UNANSWERED_LISTED;
+    for (uint32_t i = 0; i < listed; i++)
+      shmatari_appendf(out, len, &used, "%s%u", i ? ", " : "", ids[i]);
+    if (count > listed)
+      shmatari_appendf(out, len, &used, " and %u more", count - listed);
+  }
+  if (used == 0)
+    shmatari_appendf(out, len, &used, "no env has a command in flight");
+  else
+    shmatari_appendf(out, len, &used, " (alive, but stopped or busy: a long "
+                     "noop_max, or a stuck emulator)");
+  return out;
+}
+
 /* (1.3) In a pool of batch_order FIXED (asynchronous), the first env of the
  * next batch's group (index c->taken + holding, group that % G, envs group,
  * group + G, ...) that is not running; num_envs when all are, and in every

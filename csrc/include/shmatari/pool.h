@@ -175,11 +175,17 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
      * pool runs (not CLOSING, checked above) no worker exits on its own: an
      * EXITED worker (one sent SIGTERM) is gone as a dead one. */
     int32_t pid = (int32_t)shmatari_load_acquire((const uint32_t *)&wc->pid);
-    if (state == SHMATARI_WORKER_EXITED || (pid > 0 && !shmatari_pid_alive(pid)))
-      return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
-                           "worker %u (pid %d, envs %u..%u) %s", w, (int)pid,
-                           wc->env_begin, wc->env_end - 1,
+    if (state == SHMATARI_WORKER_EXITED || (pid > 0 && !shmatari_pid_alive(pid))) {
+      /* its group read once, for the words only, and shown only in range */
+      uint32_t begin = shmatari_load_acquire(&wc->env_begin);
+      uint32_t end = shmatari_load_acquire(&wc->env_end);
+      char envs[32] = "envs unknown";
+      if (begin < end && end <= g->num_envs)
+        snprintf(envs, sizeof envs, "envs %u..%u", begin, end - 1);
+      return shmatari_fail(msg, len, SHMATARI_ERR_WORKER, "worker %u (pid %d, %s) %s",
+                           w, (int)pid, envs,
                            state == SHMATARI_WORKER_EXITED ? "exited" : "died");
+    }
   }
   return SHMATARI_OK;
 }
