@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import shmatari
-from shmatari import atari, config, fast_reset, games
+from shmatari import atari, config, fast_reset, games, seeding
 from shmatari._core import FLAG_RESET, RESULT_FIELDS, AtariCore
 from shmatari.check import stream_hashes
 
@@ -245,6 +245,8 @@ def test_a_prepared_reset_is_the_reset_the_next_command_would_make(game, opts):
                 a.observe(), b.observe()
                 a.obs_into(obs_a), b.obs_into(obs_b)
                 assert a.result() == b.result() and np.array_equal(obs_a, obs_b)
+                # its RAM too (ram_info): it showed the prepared game's
+                assert a.ram() == b.ram()
             if disabled:
                 a.reset(), b.reset()
         action = int(rng.integers(a.num_actions))
@@ -253,3 +255,24 @@ def test_a_prepared_reset_is_the_reset_the_next_command_would_make(game, opts):
         assert a.result() == b.result(), t
         assert np.array_equal(obs_a, obs_b), t
     assert prepared >= 2
+
+
+def test_a_reseed_drops_a_prepared_reset_and_its_frames():
+    """reset(seed=...) reloads the ROM and drops an episode started ahead:
+    the env's frame count is then what it would be had none been started (it
+    kept the dropped reset's frames, so info["frame_number"] after a reseed
+    depended on whether the idle worker had got to it)."""
+    import numpy as np
+
+    a, b = _core("breakout", max_episode_frames=200), _core("breakout", max_episode_frames=200)
+    a.reset(), b.reset()
+    rng = np.random.default_rng(0)
+    while not (a.result()[1] or a.result()[2]):
+        action = int(rng.integers(a.num_actions))
+        a.step(action), b.step(action)
+    a.prepare_reset()
+    for core in (a, b):
+        core.reseed(seeding.ale_seed(1, 0), seeding.noop_rng(1, 0))
+        core.reset()
+    assert a.result() == b.result()
+    assert a.frame_number == b.frame_number

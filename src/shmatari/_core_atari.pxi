@@ -70,8 +70,10 @@ cdef class AtariCore(EnvCore):
     # current one
     cdef readonly bint fast_reset
     cdef object _fast
-    # the newest raw screen before a prepared reset (prepare_reset)
+    # the newest raw screen and ALE's RAM before a prepared reset
+    # (prepare_reset): what an OBSERVE in between shows
     cdef object _held_raw
+    cdef uint8_t _held_ram[SHMATARI_RAM_BYTES]
     cdef const uint8_t[:, ::1] _fast_screen
     cdef bint _screen_saved
 
@@ -152,7 +154,12 @@ cdef class AtariCore(EnvCore):
         return 0
 
     cdef int write_ram(self, uint8_t *out) except -1:
-        """ALE's RAM (``getRAM``, 128 bytes) after the env's last result."""
+        """ALE's RAM (``getRAM``, 128 bytes) after the env's last result; the
+        RAM saved before a prepared reset while the row shows the done step
+        (an OBSERVE in between), as its observation and render do."""
+        if self.show_held:
+            memcpy(out, self._held_ram, SHMATARI_RAM_BYTES)
+            return 0
         cdef uint8_t[::1] ram = self.ale.getRAM()
         memcpy(out, &ram[0], SHMATARI_RAM_BYTES)
         return 0
@@ -341,6 +348,8 @@ cdef class AtariCore(EnvCore):
         self.held_head = self.head
         self.held_res = self.res
         np.copyto(self._held_raw, self.raw_arrays[self.cur])
+        cdef uint8_t[::1] ram = self.ale.getRAM()
+        memcpy(self._held_ram, &ram[0], SHMATARI_RAM_BYTES)
         self.reset()
         self.prepared_res = self.res
         self.prepared = True
@@ -353,6 +362,8 @@ cdef class AtariCore(EnvCore):
         self.ale.loadROM(self.rom_path)
         self._fast = None  # saved again after the next reset
         self._screen_saved = False
+        if self.prepared:  # the episode started ahead is dropped, its frames uncounted
+            self.res = self.held_res
         self.prepared = False
         self.show_held = False
         self.noop_rng = noop_rng

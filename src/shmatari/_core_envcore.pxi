@@ -256,6 +256,12 @@ cdef class EnvCore:
             raise ValueError("out has the wrong size")
         self.write_obs(&o[0])
 
+    def ram(self):
+        """The RAM the env's row would carry (``ram_info``): bytes, 128."""
+        cdef uint8_t out[SHMATARI_RAM_BYTES]
+        self.write_ram(out)
+        return bytes(out[:SHMATARI_RAM_BYTES])
+
     def action_ids(self):
         """ALE action id of each action index (a new list)."""
         return list(self._action_ids)
