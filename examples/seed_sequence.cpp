@@ -4,7 +4,7 @@
 // compiles this file and checks its output against NumPy.
 //
 //   c++ -std=c++17 -O2 -o seed_sequence examples/seed_sequence.cpp
-//   ./seed_sequence SEED INDEX     # SEED: decimal, < 2**256; INDEX: < 2**32
+//   ./seed_sequence SEED INDEX     # SEED: decimal, < 2**128; INDEX: < 2**32
 //
 // prints, for SeedSequence(SEED, spawn_key=(INDEX,)):
 //   words W0 W1 W2 W3      generate_state(4, uint32)
@@ -91,7 +91,7 @@ bool parse_decimal(const std::string &text, std::vector<uint32_t> &words) {
     if (carry) words.push_back(static_cast<uint32_t>(carry));
   }
   if (words.empty()) words.push_back(0);
-  return words.size() <= 8;  // below 2**256
+  return words.size() <= 4;  // below 2**128 (shmatari refuses larger seeds)
 }
 
 }  // namespace
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
   std::vector<uint32_t> seed_words, index_words;
   if (argc != 3 || !parse_decimal(argv[1], seed_words) ||
       !parse_decimal(argv[2], index_words) || index_words.size() != 1) {
-    std::fprintf(stderr, "usage: %s SEED INDEX  (SEED < 2**256, INDEX < 2**32, decimal)\n",
+    std::fprintf(stderr, "usage: %s SEED INDEX  (SEED < 2**128, INDEX < 2**32, decimal)\n",
                  argv[0]);
     return 2;
   }

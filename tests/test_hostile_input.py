@@ -138,13 +138,13 @@ options_st = st.one_of(
     st.none(), st.just({}), st.integers(), st.text(max_size=3), st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), min_size=1, max_size=2),
     st.fixed_dictionaries({"reset_mask": masks | st.lists(st.booleans(), max_size=5)}))
-seeds = st.one_of(st.none(), st.integers(-3, 3), st.integers(2 ** 256 - 2, 2 ** 256 + 2),
+seeds = st.one_of(st.none(), st.integers(-3, 3), st.integers(2 ** 128 - 2, 2 ** 128 + 2),
                   st.floats(allow_nan=True), st.booleans(), st.text(max_size=2))
 
 
 def valid_reset(seed, options) -> bool:
     seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool)
-                               and 0 <= seed < 2 ** 256)
+                               and 0 <= seed < 2 ** 128)
     if options is None or options == {}:
         return seed_ok
     if not isinstance(options, dict) or set(options) != {"reset_mask"}:

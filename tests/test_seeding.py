@@ -38,7 +38,7 @@ def rng_fingerprint(py_state, np_state) -> str:
 # -- the derivation -------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**256 - 1), index=st.integers(0, 2**32 - 1))
+@given(seed=st.integers(0, 2**128 - 1), index=st.integers(0, 2**32 - 1))
 def test_worker_seed_is_env_index_seed_sequence(seed, index):
     ss = np.random.SeedSequence(seed, spawn_key=(index,))
     words = [int(w) for w in ss.generate_state(4, np.uint32)]
@@ -50,7 +50,7 @@ def test_worker_seed_is_env_index_seed_sequence(seed, index):
 
 
 def test_spawn_seeds_are_the_children_of_seed_sequence_spawn():
-    for seed in (0, 1, 2**128 + 5, 2**256 - 1):
+    for seed in (0, 1, 2**96 + 5, 2**128 - 1):
         children = np.random.SeedSequence(seed).spawn(16)
         assert seeding.spawn_seeds(seed, 16) == [int(c.generate_state(1, np.uint64)[0])
                                                  for c in children]
@@ -73,7 +73,7 @@ def test_neighbouring_base_seeds_share_no_worker_seed_unlike_seed_plus_index():
 
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: seeding.worker_seed(-1, 0), ValueError, "seed"),
-    (lambda: seeding.worker_seed(2**256, 0), ValueError, "seed"),
+    (lambda: seeding.worker_seed(2**128, 0), ValueError, "seed"),
     (lambda: seeding.worker_seed(1.0, 0), TypeError, "seed"),
     (lambda: seeding.worker_seed(0, -1), ValueError, "index"),
     (lambda: seeding.worker_seed(0, 2**32), ValueError, "index"),
@@ -88,14 +88,70 @@ def test_bad_seeding_arguments_are_refused(call, exc, match):
         call()
 
 
+def test_no_two_seeds_assemble_the_same_entropy():
+    """NumPy pads a seed to 4 words only when it is shorter, then appends
+    the spawn key: SeedSequence(2**128, spawn_key=(1,)) is SeedSequence(0,
+    spawn_key=(1, 1)), env 1 after its first restart in a pool seeded 0
+    (a reproducibility audit found a pool seeded 2**128 replaying it). Seeds
+    are below 2**128, so the seed is always the first 4 words."""
+    a = np.random.SeedSequence(2**128, spawn_key=(1,)).generate_state(4)
+    b = np.random.SeedSequence(0, spawn_key=(1, 1)).generate_state(4)
+    assert (a == b).all()  # the trap, in NumPy
+    assert seeding.ale_seed(0, 1, restart=1) == int(b[0]) & 0x7FFFFFFF
+    for call in (lambda: seeding.check_seed(2**128), lambda: seeding.ale_seed(2**128, 1),
+                 lambda: seeding.worker_seed(2**128, 0), lambda: seeding.seed_everything(2**200),
+                 lambda: shmatari.make("null", num_envs=2, seed=2**128)):
+        with pytest.raises(ValueError, match=r"2\*\*128"):
+            call()
+    assert seeding.check_seed(2**128 - 1) == 2**128 - 1
+
+
+def test_library_seed_keeps_a_32_bit_generator_off_the_emulators_stream():
+    """torch's CPU generator (like numpy.random.seed and std::mt19937) is an
+    MT19937 seeded from the low 32 bits: worker_seed(S, i)'s are env i's ALE
+    seed whenever its top bit is clear, so that generator drew ALE's sticky
+    stream (a reproducibility audit); docs/reproducibility.md now gives it
+    library_seed(worker_seed(S, i)), whose low 32 bits are no env's ALE seed."""
+    for seed in range(4):
+        ale = {seeding.ale_seed(seed, i) for i in range(64)}
+        raw = [seeding.worker_seed(seed, i) & 0xFFFFFFFF for i in range(64)]
+        assert sum(r in ale for r in raw) > 16  # the trap: about half
+        folded = {seeding.library_seed(seeding.worker_seed(seed, i)) & 0xFFFFFFFF
+                  for i in range(64)}
+        assert not folded & ale and not folded & set(raw)
+
+
+def test_a_reseed_with_seed_words_of_2_128_or_more_is_refused_and_loses_nothing():
+    """A client other than shmatari's own writes seed_words itself: the C
+    client refuses a RESEED whose words 2 or 3 are set (ERR_INVALID, nothing
+    posted), and a worker that got one anyway would fail on it rather than
+    derive streams another seed shares."""
+    from shmatari import _core, worker
+
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=3) as env:
+        obs, _ = env.reset()
+        seg = env._client._seg
+        before = seg.seed_words()
+        seg.set_seed_words([0, 0, 1, 0])
+        assert seg.client_reset(_core.CMD_RESEED, None, 10.0) == _core.STATUS["invalid"]
+        assert "seeds are below 2**128" in seg.client_error
+        seg.set_seed_words(before)
+        obs2, *_ = env.step(np.zeros(2, np.int64))  # the pool goes on, nothing lost
+        assert obs2.shape == obs.shape
+    with pytest.raises(ValueError, match=r"seed_words must be in \[0, 2\*\*128\)"):
+        worker._segment_seed([0, 0, 0, 1])
+    assert worker._segment_seed([5, 0, 0, 0]) == 5
+    assert seeding.SEED_WORDS == _core.SEED_WORDS
+
+
 @pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
 def test_cpp_reimplementation_from_the_documentation_matches_numpy(tmp_path):
     exe = tmp_path / "seed_sequence"
     subprocess.run(["c++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror",
                     str(REPO / "examples" / "seed_sequence.cpp"), "-o", str(exe)], check=True)
     rng = np.random.default_rng(2024)
-    cases = [(0, 0), (5, 3), (2**32 - 1, 1), (2**128, 7), (2**256 - 1, 2**32 - 1)]
-    cases += [(int(rng.integers(0, 2**63)) << int(rng.integers(0, 190)),
+    cases = [(0, 0), (5, 3), (2**32 - 1, 1), (2**96, 7), (2**128 - 1, 2**32 - 1)]
+    cases += [(int(rng.integers(0, 2**63)) << int(rng.integers(0, 65)),
                int(rng.integers(0, 2**32))) for _ in range(12)]
     for seed, index in cases:
         out = subprocess.run([str(exe), str(seed), str(index)], capture_output=True, text=True,

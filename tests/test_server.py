@@ -8,6 +8,7 @@ server's segment and processes are gone afterwards.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import itertools
 import json
@@ -185,6 +186,33 @@ def test_attached_pool_follows_the_servers_autoreset_mode(server):
         final = np.stack(info["final_obs"])
         assert final.shape == obs.shape and not np.array_equal(final, obs)
         assert (obs == obs[:, :1]).all()  # the reset's stack: one frame repeated
+
+
+def test_a_served_pool_serves_batches_in_a_fixed_order(server):
+    """--batch-order fixed (a reproducibility audit: serve had no flag for
+    it, so a training run through a served async pool could not replay): the
+    groups come in turn, and a client whose actions depend on the batch
+    gets the streams make() gives with the same options."""
+    def run(env):
+        env.async_reset()
+        ids, digests = [], {e: [] for e in range(4)}
+        for k in range(40):
+            obs, reward, term, trunc, info = env.recv(timeout=30)
+            ids.append(info["env_id"].tolist())
+            for j, e in enumerate(info["env_id"]):
+                digests[int(e)].append(hashlib.sha256(obs[j].tobytes()).hexdigest())
+            env.send(np.full(2, (k * 7 + int(reward.sum())) % 4), info["env_id"])
+        env.recv(timeout=30)
+        return ids, digests
+
+    s = server("--seed", "5", "--batch-size", "2", "--batch-order", "fixed", num_envs=4)
+    with shmatari.attach(s.name) as env:
+        assert env.batch_order == "fixed"
+        served_ids, served = run(env)
+    assert served_ids == [[0, 2], [1, 3]] * 20
+    with shmatari.make("Breakout", num_envs=4, num_workers=2, seed=5, batch_size=2,
+                       batch_order="fixed") as env:
+        assert run(env) == (served_ids, served)
 
 
 def test_console_script_is_declared():

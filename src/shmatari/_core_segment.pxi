@@ -187,6 +187,8 @@ cdef class Segment(ClientMachine):
     def set_seed_words(self, words):
         """Writes the pool seed (``SEED_WORDS`` uint64 words, least significant first)."""
         self._check()
+        if len(words) != SHMATARI_SEED_WORDS:
+            raise ValueError(f"the seed is {SHMATARI_SEED_WORDS} words, got {len(words)}")
         cdef unsigned i
         for i in range(SHMATARI_SEED_WORDS):
             self.hdr.seed_words[i] = words[i]

@@ -484,6 +484,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="results per batch (default num_envs: synchronous)")
     s.add_argument("--num-workers", type=_cli.positive_int, default=None,
                    help="worker processes (default: the cores available, at most num_envs)")
+    s.add_argument("--batch-order", default="first_ready", choices=_config.BATCH_ORDERS,
+                   help="with --batch-size below --num-envs: 'fixed' serves the groups of "
+                        "envs in turn, so a training run replays; 'first_ready' the first "
+                        "results in (default: first_ready)")
     s.add_argument("--seed", type=_cli.nonnegative_int, default=None,
                    help="pool seed (default: fresh entropy, printed)")
     s.add_argument("--start-method", default=None, choices=_config.START_METHODS,
@@ -516,7 +520,8 @@ def main(argv=None) -> int:
         cfg = _config.build_config(
             args.game, args.num_envs, batch_size=args.batch_size,
             num_workers=args.num_workers, seed=args.seed, start_method=args.start_method,
-            preset=args.preset, **{k: opts[k] for k in _config.OPTION_DEFAULTS if k in opts})
+            preset=args.preset, batch_order=args.batch_order,
+            **{k: opts[k] for k in _config.OPTION_DEFAULTS if k in opts})
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     return serve(cfg, args.name, preset=args.preset)

@@ -76,7 +76,7 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         num_workers: worker processes (1..num_envs; default: the cores this
             process may use, at most num_envs). Each owns a contiguous group
             of envs.
-        seed: the pool seed, an int in [0, 2**256); None draws fresh entropy,
+        seed: the pool seed, an int in [0, 2**128); None draws fresh entropy,
             kept in ``env.seed_entropy``. Env *i* derives its streams from
             ``SeedSequence(seed, spawn_key=(i,))`` (see :mod:`shmatari.seeding`).
         start_method: how worker processes start. ``"zygote"`` (default on

@@ -2,7 +2,7 @@
 
 Envs
 ----
-A pool has one seed, a non-negative integer below 2**256 (``seed=None`` draws
+A pool has one seed, a non-negative integer below 2**128 (``seed=None`` draws
 128 bits of fresh entropy once, in the parent, exposed as
 ``env.seed_entropy``). Env *i* derives everything random from::
 
@@ -56,9 +56,15 @@ Constants: ``INIT_A = 0x43b0d7e5``, ``MULT_A = 0x931e8875``,
 ``MIX_MULT_R = 0x4973f715``; the pool has 4 words.
 
 1. **Assemble** the entropy ``e``: ``seed`` as 32-bit words, least significant first
-   (0 is one word, 0), padded with zero words to 4 words (only because a
-   spawn key follows), then ``index`` as one word (indices are below 2**32).
-   ``seed=5, index=3`` assembles to ``[5, 0, 0, 0, 3]``.
+   (0 is one word, 0), padded with zero words to 4 words (because a spawn
+   key follows), then ``index`` as one word (indices are below 2**32).
+   ``seed=5, index=3`` assembles to ``[5, 0, 0, 0, 3]``. Seeds are below
+   2**128, so the seed is always exactly the first 4 words and the key the
+   rest: no two (seed, key) pairs assemble alike. (NumPy pads only a
+   shorter seed: with seeds of 2**128 and more, ``SeedSequence(2**128,
+   spawn_key=(1,))`` and ``SeedSequence(0, spawn_key=(1, 1))`` both assemble
+   ``[0, 0, 0, 0, 1, 1]``, so a pool seeded 2**128 would replay pool 0's
+   env 1 after a restart. shmatari refuses those seeds.)
 2. **Mix** into ``pool[0..3]`` with a running ``h = INIT_A`` and
    ``hashmix(v): v ^= h; h *= MULT_A; v *= h; v ^= v >> 16; return v`` and
    ``mix(x, y): r = MIX_MULT_L * x - MIX_MULT_R * y; r ^= r >> 16; return r``:
@@ -108,8 +114,9 @@ __all__ = [
     "ReproducibilityWarning",
 ]
 
-#: Seeds are integers in [0, 2**SEED_BITS).
-SEED_BITS = 256
+#: Seeds are integers in [0, 2**SEED_BITS): at most NumPy's 4 pool words, so
+#: that seeds and spawn keys never run together (see the module's notes).
+SEED_BITS = 128
 
 
 def check_seed(seed, name: str = "seed") -> int:
@@ -117,7 +124,7 @@ def check_seed(seed, name: str = "seed") -> int:
 
     Raises:
         TypeError: not an integer (bools and floats are refused).
-        ValueError: negative or not below 2**256.
+        ValueError: negative or not below 2**128.
     """
     if isinstance(seed, (list, tuple, np.ndarray)):
         raise TypeError(f"{name} must be one int: shmatari derives every env's streams from one "
@@ -147,8 +154,12 @@ def env_seed_sequence(seed: int, index: int, restart: int = 0,
     """``SeedSequence(seed, spawn_key=(index,))``: env ``index``'s root
     sequence; ``spawn_key=(index, restart)`` after its worker's ``restart``-th
     restart (>= 1); ``(index, restart, generation)`` in a pool rebuilt
-    ``generation`` (>= 1) times by a supervisor (a restarted Ray node)."""
-    return np.random.SeedSequence(seed, spawn_key=_env_key(index, restart, generation))
+    ``generation`` (>= 1) times by a supervisor (a restarted Ray node).
+
+    Raises:
+        TypeError, ValueError: ``seed`` as :func:`check_seed`."""
+    return np.random.SeedSequence(check_seed(seed),
+                                  spawn_key=_env_key(index, restart, generation))
 
 
 def ale_seed(seed: int, index: int, restart: int = 0, generation: int = 0) -> int:
@@ -162,10 +173,16 @@ def noop_rng(seed: int, index: int, restart: int = 0, generation: int = 0) -> np
     (index, 0), or (index, restart, 0) after a restart, or (index, restart,
     generation, 0) in a rebuilt pool."""
     key = _env_key(index, restart, generation) + (0,)
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(check_seed(seed),
+                                                                      spawn_key=key)))
 
 
-def seed_to_words(seed: int, n: int = SEED_BITS // 64) -> list[int]:
+#: uint64 words of the segment's ``seed_words`` (layout.h's SHMATARI_SEED_WORDS;
+#: seeds fill the first two).
+SEED_WORDS = 4
+
+
+def seed_to_words(seed: int, n: int = SEED_WORDS) -> list[int]:
     """Splits a seed into ``n`` uint64 words, least significant first."""
     return [(seed >> (64 * k)) & 0xFFFFFFFFFFFFFFFF for k in range(n)]
 
@@ -210,7 +227,7 @@ def worker_seed(seed: int, index: int, *, bits: int = 64) -> int:
     independent hashes: unlike ``seed + index``, roots 0 and 1 share no worker.
 
     Args:
-        seed: the root seed, an int in [0, 2**256).
+        seed: the root seed, an int in [0, 2**128).
         index: the worker's index, an int in [0, 2**32).
         bits: 32, 64 or 128. The seed is ``generate_state(bits // 32,
             numpy.uint32)``'s words, word *k* shifted left by ``32 * k``
@@ -218,7 +235,11 @@ def worker_seed(seed: int, index: int, *, bits: int = 64) -> int:
 
     Returns:
         int: in [0, 2**bits); feed it to ``numpy.random.default_rng``,
-        ``torch.Generator().manual_seed``, :func:`seed_everything`, ...
+        :func:`seed_everything`, :func:`init_worker`, which re-hash it. Not
+        straight to an MT19937 seeded from one 32-bit int (torch's
+        ``manual_seed``, ``numpy.random.seed``, ``std::mt19937``): its low
+        32 bits are env ``index``'s ALE seed for half the indices, the very
+        stream of that env's sticky actions; pass ``library_seed(seed)`` there.
 
     Raises:
         TypeError: ``seed`` or ``index`` not an int.
@@ -443,7 +464,7 @@ def seed_everything(seed: int | None, *, deterministic_torch: bool = True) -> Se
             to launch the program instead.
 
     Args:
-        seed: an int in [0, 2**256), or None to draw 128 bits of fresh
+        seed: an int in [0, 2**128), or None to draw 128 bits of fresh
             entropy (kept in the returned record's ``seed``, to replay).
         deterministic_torch: set torch's deterministic flags (above).
 
@@ -452,7 +473,7 @@ def seed_everything(seed: int | None, *, deterministic_torch: bool = True) -> Se
 
     Raises:
         TypeError: ``seed`` is not an int or None.
-        ValueError: ``seed`` is negative or not below 2**256.
+        ValueError: ``seed`` is negative or not below 2**128.
     """
     return _seed_all(seed, deterministic_torch, warn_hashseed=True)
 
@@ -495,7 +516,7 @@ def init_worker(seed: int, index, deterministic_torch: bool = True) -> WorkerInf
     No ``PYTHONHASHSEED`` warning is given in workers; the record has the value.
 
     Args:
-        seed: the experiment's root seed, an int in [0, 2**256).
+        seed: the experiment's root seed, an int in [0, 2**128).
         index: this worker's index, an int in [0, 2**32), or a shared
             counter (``multiprocessing.Value`` with a lock) to take it from.
         deterministic_torch: as :func:`seed_everything`.

@@ -221,6 +221,15 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         os._exit(exitcode)
 
 
+def _segment_seed(words) -> int:
+    """The pool seed from the segment's ``seed_words`` (read once by the
+    caller), checked: below 2**128 (``seeding.check_seed``), since a client
+    other than shmatari's own may have written them."""
+    from .seeding import check_seed, words_to_seed
+
+    return check_seed(words_to_seed(words), "the segment's seed_words")
+
+
 def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
          parent_alive, cores, holder) -> str:
     """The worker's life inside worker_main's try: returns how it ended;
@@ -234,13 +243,11 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
     from . import _worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
     from . import _core, atari, shm
     from .config import EnvConfig
-    from .seeding import words_to_seed
-
     atari.quiet_process()
     config = EnvConfig(**config_fields)
 
     def reseed(core, index, words):
-        atari.reseed_core(core, config.env_index_offset + index, words_to_seed(words))
+        atari.reseed_core(core, config.env_index_offset + index, _segment_seed(words))
 
     try:
         segment = shm.attach(shm_name)
@@ -258,7 +265,7 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
     if restart:
         import dataclasses
 
-        config = dataclasses.replace(config, seed=words_to_seed(seg.seed_words()))
+        config = dataclasses.replace(config, seed=_segment_seed(seg.seed_words()))
     palette = atari.build_palette(config)
     begin, end = seg.worker_group(worker)
     if not 0 <= begin < end <= seg.num_envs:  # a segment word: bounded before use

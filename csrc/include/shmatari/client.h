@@ -95,7 +95,8 @@ static inline void shmatari_release_batch(shmatari_client *c) {
 /* Resets envs: every env when mask is NULL, else each env e with mask[e]
  * != 0 (num_envs bytes). cmd: SHMATARI_CMD_RESET (each env keeps its random
  * stream) or, every env only, _RESEED (re-derives each env's stream from
- * seed_words, which the caller wrote first). The first observations come
+ * seed_words, which the caller wrote first: a seed below 2**128, words 2
+ * and 3 zero, else SHMATARI_ERR_INVALID). The first observations come
  * back through waits; afterwards every env is running.
  *
  * A reset of every env is the way back from every state but BROKEN: it
@@ -121,6 +122,18 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
   int r = shmatari_check_reset(c, cmd, mask);
   if (r != SHMATARI_OK) return r;
   const shmatari_geom *h = &c->geom;
+  if (cmd == SHMATARI_CMD_RESEED) {
+    /* Seeds are below 2**128 (seeding.py says why); a worker fails on a
+     * larger one, so it is refused here first, nothing changed. */
+    uint64_t high = *(volatile uint64_t *)&h->hdr->seed_words[2] |
+                    *(volatile uint64_t *)&h->hdr->seed_words[3];
+    if (high != 0)
+      return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
+                           "%s: seed_words hold a seed of 2**128 or more "
+                           "(words 2 and 3 must be 0): seeds are below 2**128",
+                           (c->names != NULL ? c->names : shmatari_call_names_c)
+                               [SHMATARI_CALL_RESET]);
+  }
   if (mask == NULL) {
     shmatari_release_batch(c);
     if (c->pending != 0) {
