@@ -297,8 +297,9 @@ typedef struct shmatari_result {
   X(uint32_t, pool_state, )  /* 344: enum shmatari_pool_state; written by     \
                                 the creator at any time (release) */          \
   X(uint32_t, field_count, ) /* 348: SHMATARI_FIELD_COUNT */                  \
-  X(uint64_t, seed_words, [SHMATARI_SEED_WORDS]) /* 352: the pool seed, 256   \
-                                bits, least significant word first;           \
+  X(uint64_t, seed_words, [SHMATARI_SEED_WORDS]) /* 352: the pool seed, least \
+                                significant word first, below 2**128 (words   \
+                                2 and 3 zero);                                \
                                 rewritten by the client before posting        \
                                 SHMATARI_CMD_RESEED */                        \
   X(uint32_t, autoreset_mode, ) /* 384: (1.1) enum                            \
