@@ -482,6 +482,28 @@ def test_make_sweeps_segments_of_dead_owners_only(tmp_path):
             shm.unlink(name)
 
 
+def test_a_named_file_that_is_no_pool_is_left_alone_and_blocks_nothing():
+    """A file of this user called shmatari_<name> that is not a pool (notes,
+    a server killed before it wrote its header, another ABI's pool): the
+    sweep leaves it, and make() goes on. It raised BufferError out of every
+    make() (the sweep returned from inside its mmap with a view still
+    exported), until someone removed the file by hand."""
+    import shmatari
+
+    name = f"shmatari_notes{os.getpid()}"
+    path = os.path.join(SHM_DIR, name)
+    for content in (b"x" * 4096, b"\0" * 4096):
+        with open(path, "wb") as f:
+            f.write(content)
+        try:
+            assert name not in shm.sweep_stale()
+            with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+                env.reset()
+            assert open(path, "rb").read() == content
+        finally:
+            os.unlink(path)
+
+
 def test_pid_reuse_is_not_taken_for_the_owner():
     me = os.getpid()
     assert shm._owner_alive(me, time.time())

@@ -567,15 +567,17 @@ def _sweep_named(directory: str, name: str, uid: int) -> bool:
             return False  # a live process maps it
         with mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ) as mapped:
             view = memoryview(mapped)
-            try:
-                seg = _core.Segment(view)
-            except ValueError:
-                return False  # not a pool (serve's _free_name says so by name)
-            try:
-                owner, alive = seg.header()["owner_pid"], seg.owner_alive()
+            try:  # the view released before the map closes, whatever happens
+                try:
+                    seg = _core.Segment(view)
+                except ValueError:
+                    return False  # not a pool (serve's _free_name says so by name)
+                try:
+                    owner, alive = seg.header()["owner_pid"], seg.owner_alive()
+                finally:
+                    seg.release()
+                    del seg
             finally:
-                seg.release()
-                del seg
                 view.release()
         if alive or os.stat(path).st_ino != st.st_ino or not unlink(name):
             return False
