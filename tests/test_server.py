@@ -652,6 +652,36 @@ def test_c_attach_without_a_limit_waits_for_a_server_still_starting(timeout_ns, 
             client.wait()
 
 
+def test_a_server_killed_as_it_publishes_its_name_leaves_nothing_for_good():
+    """serve --name linked its segment to shmatari_<name> before writing the
+    header: a server killed (kill -9, the OOM killer) right after left a file
+    of zeros that no sweep and no later serve of the name would remove (and
+    attach called "not a shmatari pool"). The header, owner included, is now
+    written first, so the next sweep removes what a dead server left."""
+    name = f"t{os.getpid()}kill"
+    code = ("import os, signal, sys\n"
+            "from shmatari import shm, cli\n"
+            "publish = shm._publish\n"
+            "def publish_then_die(s, name):\n"
+            "    publish(s, name)\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "shm._publish = publish_then_die\n"
+            f"sys.exit(cli.main(['serve', 'Breakout', '--num-envs', '2', '--name', '{name}']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    path = pathlib.Path(shm.SHM_DIR) / _core.segment_name(name)
+    try:
+        header = _core.header_words(path.read_bytes()[:_core.HEADER_BYTES])
+        assert header["owner_pid"] > 0 and header["total_bytes"] == path.stat().st_size
+        _wait_until(lambda: _core.segment_name(name) in shm.sweep_stale()
+                    or not path.exists(), 10.0, "the sweep did not remove the dead server's name")
+        assert not path.exists()
+    finally:
+        if path.exists():
+            path.unlink()
+
+
 def test_the_sweep_removes_a_named_pool_whose_processes_all_died(server):
     """Every process of a named pool killed at once (its process group; or
     its server killed while it started the workers, which would have

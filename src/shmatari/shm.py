@@ -343,9 +343,15 @@ def _publish(shm: shared_memory.SharedMemory, name: str) -> None:
     _unlink_name(staged)
 
 
-def create(name: str, size: int) -> shared_memory.SharedMemory:
+def create(name: str, size: int, prepare=None) -> shared_memory.SharedMemory:
     """Creates a segment of ``size`` bytes with every page committed and
     written, and takes its in-use lock (held until ``close()``).
+    ``prepare(buf)``, when given, writes the segment's first contents (its
+    header) before ``name`` is published: a creator killed at any point
+    leaves under ``name`` either nothing or a whole header naming it as the
+    owner (which the next sweep removes once it is gone), never a file of
+    zeros that nothing would ever remove. ``prepare`` must release any view
+    of ``buf`` it takes.
 
     Pages are reserved up front (``posix_fallocate``), so that a full
     ``/dev/shm`` shows here and not later as a SIGBUS in a worker, and then
@@ -388,6 +394,8 @@ def create(name: str, size: int) -> shared_memory.SharedMemory:
             os.posix_fallocate(fd, 0, size)
         if fd >= 0:
             _write_every_page(fd, size)
+        if prepare is not None:
+            prepare(shm.buf)
         if staged:
             _publish(shm, name)
     except FileExistsError:

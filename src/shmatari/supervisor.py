@@ -251,20 +251,26 @@ class Supervisor:
             from . import _zygote
 
             _zygote.get()
+        def prepare(buf):  # the whole header, before a named pool's name is published
+            buf[:len(header)] = header
+            first = _core.Segment(buf)
+            try:
+                first.clear_slots()
+                first.set_owner(os.getpid())
+                first.set_seed_words(seeding.seed_to_words(cfg.seed))
+                for w, group in enumerate(self.groups):
+                    first.set_worker_group(w, group.start, group.stop)
+                first.refresh_groups()
+            finally:
+                first.release()
+
         shm.sweep_stale()
-        segment = shm.create(segment_name, total)
+        segment = shm.create(segment_name, total, prepare)
         self.res.segment = segment
         self.res.ident = shm.identity(segment)
-        segment.buf[:len(header)] = header
         seg = _core.Segment(segment.buf)
         self.res.seg = seg
         self.seg = seg
-        seg.clear_slots()
-        seg.set_owner(os.getpid())
-        seg.set_seed_words(seeding.seed_to_words(cfg.seed))
-        for w, group in enumerate(self.groups):
-            seg.set_worker_group(w, group.start, group.stop)
-        seg.refresh_groups()
 
         self.ctx = None if cfg.start_method == "zygote" else mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
