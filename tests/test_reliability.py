@@ -393,6 +393,75 @@ def test_restart_workers_in_an_async_pool(tmp_path):
     assert_gone(out["pids"] + out["new_pids"], out["segment"])
 
 
+def test_a_worker_that_dies_while_another_is_replaced_is_replaced_too():
+    """restart_workers: worker 1 killed while worker 0's replacement builds
+    its envs (a dead zygote takes its workers a second apart; an OOM killer
+    picks two): both are replaced and the pool goes on. It raised 'worker 1
+    died while restarting' (an attacker's pass)."""
+    import logging
+
+    import numpy as np
+
+    import shmatari
+
+    class KillOnRestart(logging.Handler):
+        def __init__(self, pid):
+            super().__init__()
+            self.pid, self.killed = pid, False
+
+        def emit(self, record):
+            if "restarted it as pid" in record.getMessage() and not self.killed:
+                self.killed = True  # worker 0's replacement has just been started
+                os.kill(self.pid, signal.SIGKILL)
+
+    logger = logging.getLogger("shmatari")
+    # Breakout: a replacement takes a while to build its envs (a ROM to load)
+    with shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0,
+                       restart_workers=True) as env:
+        env.reset()
+        name, old = env.segment_name, list(env.worker_pids)
+        hook = KillOnRestart(old[1])
+        logger.addHandler(hook)
+        try:
+            os.kill(old[0], signal.SIGKILL)
+            for _ in range(20):
+                obs, *_, info = env.step(np.zeros(4, np.int64), timeout=60)
+        finally:
+            logger.removeHandler(hook)
+        assert hook.killed
+        new = list(env.worker_pids)
+        assert new[0] != old[0] and new[1] != old[1]
+        assert obs.shape[0] == 4
+        old = new
+    assert_gone(old, name)
+
+
+def test_restart_workers_gives_up_on_a_crash_loop():
+    """A worker killed again and again (a CPU or memory limit that kills each
+    replacement) is replaced RESTART_LIMIT times within RESTART_WINDOW
+    seconds, then WorkerError says restart_workers gives up; it restarted
+    for good (27 times in 30 s, an attacker's pass)."""
+    import numpy as np
+
+    import shmatari
+    from shmatari import supervisor
+
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0,
+                       restart_workers=True) as env:
+        env.reset()
+        name, pids = env.segment_name, []
+        with pytest.raises(shmatari.WorkerError) as e:
+            for _ in range(supervisor.RESTART_LIMIT + 1):
+                pids.append(env.worker_pids[0])
+                os.kill(pids[-1], signal.SIGKILL)
+                env.step(np.zeros(2, np.int64), timeout=60)
+        assert len(pids) == supervisor.RESTART_LIMIT + 1
+        text = str(e.value)
+        assert "killed by signal 9" in text and "restart_workers gives up" in text
+        assert f"died {supervisor.RESTART_LIMIT + 1} times within 60 s" in text
+    assert_gone(pids, name)
+
+
 # -- 3. the parent dies ----------------------------------------------------------
 
 PARENT = '''

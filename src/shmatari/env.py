@@ -120,7 +120,11 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             ``info["worker_restarted"]``, in its next result (a reset's
             result is flagged too, without truncation). Commands in flight
             when the worker died are answered by the new one, so a batch
-            still fills. A worker that fails while starting still raises.
+            still fills. A worker that fails while starting still raises,
+            as does one that died ``supervisor.RESTART_LIMIT`` (5) times
+            within ``RESTART_WINDOW`` (60) seconds. The call that notices a
+            death waits for the replacement to be ready, up to
+            ``start_timeout``, whatever its own ``timeout``.
         preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
             options below (``config.PRESETS``); options given here override
             it. ``"dqn"``: Nature DQN as SB3's AtariWrapper (sticky actions 0,

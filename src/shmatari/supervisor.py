@@ -39,6 +39,11 @@ START_TIMEOUT = 120.0
 START_TIMEOUT_PER_ENV = 1.0
 #: Seconds between progress reports (logger "shmatari", INFO) while workers start.
 PROGRESS_EVERY = 5.0
+#: restart_workers gives up on a worker that died RESTART_LIMIT times within
+#: RESTART_WINDOW seconds (a crash loop: a CPU or memory limit that kills
+#: every replacement): WorkerError, rather than restarting for good.
+RESTART_LIMIT = 5
+RESTART_WINDOW = 60.0
 
 
 def default_start_timeout(config) -> float:
@@ -282,6 +287,8 @@ class Supervisor:
         seg.spin_ns, seg.spin_mode = policy["client"]
         self.worker_spin = policy["worker"]
         self.restarts = [0] * cfg.num_workers
+        #: per worker, when its last restarts happened (within RESTART_WINDOW)
+        self.restart_times = [[] for _ in range(cfg.num_workers)]
         begin = _now()
         for w in range(cfg.num_workers):
             self.spawn(w)
@@ -500,9 +507,34 @@ class Supervisor:
         The others finish their commands first, so that the ring holds only
         complete rows and rows of the dead (``Segment.recover``); then each
         replacement starts, rebuilds its envs and answers their commands in
-        flight, and the wait goes on.
+        flight, and the wait goes on. A worker that dies meanwhile (another
+        one, killed by the same cause: a dead zygote takes its workers with
+        it a second apart) is replaced in turn; a replacement that dies or
+        fails before it is ready raises, as does a worker that died
+        ``RESTART_LIMIT`` times within ``RESTART_WINDOW`` seconds.
         """
-        seg, dead = self.seg, set(dead)
+        dead, ready = set(dead), [self.seg.counts()[0]]
+        while dead:
+            dead = self._restart_round(dead, ready)
+
+    def _restart_round(self, dead: set, ready: list) -> set:
+        """One round of :meth:`restart`: returns the workers (not among
+        ``dead``) that died while ``dead``'s replacements started.
+        ``ready[0]``: the count of workers that reached READY (it only
+        grows) once every replacement so far is ready."""
+        seg = self.seg
+        now = _now()
+        for w in sorted(dead):
+            recent = [t for t in self.restart_times[w] if now - t < RESTART_WINDOW]
+            if len(recent) >= RESTART_LIMIT:
+                err = self.worker_error(w)
+                raise WorkerError(
+                    f"{str(err).partition(chr(10))[0]}; restart_workers gives up: worker "
+                    f"{w} died {len(recent) + 1} times within {RESTART_WINDOW:.0f} s "
+                    f"(restarted {self.restarts[w]} times in all)",
+                    worker=w, env_ids=self.groups[w], exitcode=err.exitcode,
+                    worker_traceback=err.worker_traceback)
+            self.restart_times[w] = recent + [now]
         reasons = {}
         deadline = _now() + self.start_timeout
         while True:
@@ -522,7 +554,7 @@ class Supervisor:
                     worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
             time.sleep(0.001)
         plan = seg.recover(sorted(dead))
-        ready = seg.counts()[0]
+        ready[0] += len(dead)
         for w in sorted(dead):
             group = self.groups[w]
             seg.reset_worker(w)
@@ -533,11 +565,15 @@ class Supervisor:
                          self.res.processes[w].pid, self.restarts[w],
                          "\n" + traceback if traceback else "")
         deadline = _now() + self.start_timeout
-        while not seg.wait_ready(ready + len(dead), POLL):
+        while not seg.wait_ready(ready[0], POLL):
             failed = self.dead_workers()
-            if failed:
-                raise self.worker_error(failed[0], " while restarting")
+            replaced = [w for w in failed if w in dead]
+            if replaced:
+                raise self.worker_error(replaced[0], " while restarting")
+            if failed:  # others died meanwhile: replaced next, once these are ready
+                return set(failed)
             if _now() > deadline:
                 raise WorkerError(f"restarted workers {sorted(dead)} were not ready within "
                                   f"{self.start_timeout:.0f} s", worker=-1,
                                   env_ids=range(self.config.num_envs), exitcode=None)
+        return set(self.dead_workers())
