@@ -89,6 +89,30 @@ def test_every_command_has_plain_help_with_defaults(command):
         assert "(default: " in proc.stdout
 
 
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_runs_under_python_OO(command):
+    """python -OO (PYTHONOPTIMIZE=2) strips docstrings, which the commands'
+    help is built from: --version, --help and a usage error crashed with
+    TypeError (an attacker's pass)."""
+    env = dict(os.environ, PYTHONOPTIMIZE="2")
+    for args, code in ((["--version"], 0), (["--help"], 0), (["--no-such-flag"], 2)):
+        proc = run(command, *args, timeout=60, env=env)
+        assert proc.returncode == code and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_no_resource_warning_under_python_dev_mode():
+    """PYTHONDEVMODE=1 shows ResourceWarnings: the zygote left its socket
+    to the garbage collector at exit (an attacker's pass). The run's stderr
+    is read to its end, which the zygote holds until it exits."""
+    env = dict(os.environ, PYTHONDEVMODE="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import shmatari\n"
+         "with shmatari.make('null', num_envs=2, num_workers=1) as env:\n"
+         "    env.reset()\n"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "ResourceWarning" not in proc.stderr, proc.stderr
+
+
 def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
     text = " ".join(run("shmatari-bench", "--help", timeout=60).stdout.split())
     for flag, default in (("--seconds", "2.0"), ("--warmup", "0.5"), ("--rounds", "7"),

@@ -88,10 +88,18 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         return super()._get_help_string(action)
 
 
-def plain(text: str) -> str:
-    """reStructuredText (docstrings) as plain text: ``x`` and :func:`x` -> x."""
-    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+def plain(text: str | None) -> str:
+    """reStructuredText (docstrings) as plain text: ``x`` and :func:`x` -> x.
+    None (``python -OO`` strips docstrings) is the empty text."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text or "")
     return text.replace("``", "")
+
+
+def doc_parts(doc: str | None, count: int = 2) -> list[str]:
+    """A module docstring's paragraphs as plain text (:func:`plain`), at
+    least ``count`` of them (empty ones under ``python -OO``)."""
+    parts = plain(doc).split("\n\n")
+    return parts + [""] * (count - len(parts))
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:

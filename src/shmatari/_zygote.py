@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     import shmatari.worker  # noqa: F401
 
     shmatari.atari.quiet_process()
-    _serve(sock, owner)
+    with sock:  # closed when the zygote ends (python -X dev warns of it otherwise)
+        _serve(sock, owner)
 
 
 # -- the trainer's side ------------------------------------------------------------

@@ -295,10 +295,10 @@ def run(args) -> dict:
 
 def _parser() -> argparse.ArgumentParser:
     cores = _config.available_cores()
-    doc = _cli.plain(__doc__)
-    p = _cli.ArgumentParser(prog="shmatari-bench", description=doc.split("\n\n")[0],
+    doc = _cli.doc_parts(__doc__)
+    p = _cli.ArgumentParser(prog="shmatari-bench", description=doc[0],
                                 formatter_class=_cli.HelpFormatter, allow_abbrev=False,
-                                epilog="\n\n".join(doc.split("\n\n")[1:]))
+                                epilog="\n\n".join(doc[1:]).strip() or None)
     _cli.add_version(p)
     p.add_argument("--game", default="Breakout", help="game to step")
     p.add_argument("--env", choices=("atari", "null"), default="atari",

@@ -469,13 +469,13 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    doc = _cli.plain(__doc__)
-    p = _cli.ArgumentParser(prog="shmatari", description=doc.split("\n\n")[0],
+    doc = _cli.doc_parts(__doc__)
+    p = _cli.ArgumentParser(prog="shmatari", description=doc[0],
                             formatter_class=_cli.HelpFormatter, allow_abbrev=False)
     _cli.add_version(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("serve", help="serve a pool of Atari envs to a client process",
-                       description=doc.split("\n\n")[1], allow_abbrev=False,
+                       description=doc[1], allow_abbrev=False,
                        formatter_class=_cli.HelpFormatter)
     _cli.add_version(s)
     s.add_argument("game", help="the game: Breakout, ALE/Breakout-v5, breakout, ...")
