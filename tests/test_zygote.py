@@ -787,3 +787,37 @@ def test_attach_to_a_missing_pool_says_once_that_it_waits(caplog):
     assert info.value.code == "not_found"
     said = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
     assert len(said) == 1 and "'no_such_pool_typo'" in said[0] and "0.3 s" in said[0]
+
+
+DEAD_ZYGOTE = '''
+import json, os, signal, time
+import numpy as np
+import shmatari
+from shmatari import _zygote
+env = shmatari.make("null", num_envs=2, num_workers=1, seed=0, start_method="zygote")
+env.reset()
+zygote = _zygote.get().proc.pid
+os.kill(zygote, signal.SIGKILL)
+try:
+    while True:
+        env.step(np.zeros(2, np.int64), timeout=30)
+except shmatari.WorkerError as e:
+    text = str(e)
+env.close()
+print("RESULT " + json.dumps(dict(text=text, zygote=zygote)), flush=True)
+'''
+
+
+def test_a_worker_lost_with_its_zygote_is_not_called_a_native_crash():
+    """The zygote killed under a running pool takes its workers with it, and
+    their exit status with it: the error said 'exit code 255 without a
+    Python traceback: it ended in native code (ALE exits...)', a made-up
+    status and a wrong lead (an attacker's pass). It now says the status is
+    unknown because the zygote is gone."""
+    proc = subprocess.run([sys.executable, "-c", DEAD_ZYGOTE], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    assert (f"exit status unknown: the zygote that started it (pid {out['zygote']}) is gone"
+            in out["text"]), out["text"]
+    assert "native code" not in out["text"] and "255" not in out["text"]

@@ -331,6 +331,13 @@ class WorkerProcess:
         255 when unknown (the zygote died)."""
         return self._zygote.exitcode(self.pid)
 
+    def status_lost(self) -> bool:
+        """Whether its exit status is lost: it ended after the zygote died
+        (:attr:`exitcode` then says 255, a made-up status)."""
+        code = self.exitcode
+        with self._zygote.lock:
+            return code is not None and self._zygote.dead and self.pid not in self._zygote.exits
+
     def is_alive(self) -> bool:
         return self.exitcode is None
 

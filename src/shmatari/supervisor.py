@@ -464,7 +464,11 @@ class Supervisor:
         self.reap(w)
         text = seg.worker_error(w) or _core.printable(self.fault_text(w))
         code = p.exitcode
-        if code is None:
+        lost = getattr(p, "status_lost", lambda: False)()
+        if lost:  # a zygote's worker, after the zygote died: 255 is made up
+            how = (f"exit status unknown: the zygote that started it (pid "
+                   f"{p._zygote.proc.pid}) is gone, killed before or with it")
+        elif code is None:
             how = ("still running" if _core.pid_alive(p.pid) else
                    "its process has ended, exit status unknown (the process that "
                    "started it has not reported it: stopped?)")
@@ -476,7 +480,7 @@ class Supervisor:
         else:
             how = f"exit code {code}"
         what = f"{'failed' if failed else 'died'}{during}: {how}"
-        if not text and code is not None and code > 0:
+        if not text and code is not None and code > 0 and not lost:
             if seg.worker_pid(w) == 0 and self.config.start_method in ("spawn", "forkserver"):
                 # It died before running any code of ours: most often, the
                 # main script was re-run in the new process and started pools.
