@@ -261,9 +261,9 @@ def test_zygote_starts_before_the_segment_exists():
         import shmatari, shmatari.shm as shm
         from shmatari import _zygote
         real, seen = shm.create, []
-        def create(name, size):
+        def create(name, size, prepare=None):
             seen.append(_zygote._zygote is not None and _zygote._zygote.alive())
-            return real(name, size)
+            return real(name, size, prepare)
         shm.create = create
         with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
             env.reset()
