@@ -674,6 +674,51 @@ def test_small_dev_shm_fails_before_starting_workers(tmp_path):
     assert out["left_after"] == []
 
 
+NO_INODES = """
+import os
+from shmatari import shm
+import shmatari
+held = 0
+try:
+    while True:  # use up the tmpfs' files
+        open(f"/dev/shm/filler{held}", "wb").close()
+        held += 1
+except OSError:
+    pass
+try:
+    shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    print("RESULT made")
+except shmatari.SharedMemorySpaceError as err:
+    print("RESULT " + repr((type(err).__name__, str(err), held > 0)))
+print("LEFT " + repr(sorted(n for n in os.listdir("/dev/shm") if n.startswith("shmatari"))))
+"""
+
+
+def test_a_dev_shm_out_of_files_is_a_shared_memory_space_error(tmp_path):
+    """A tmpfs out of inodes (nr_inodes) refuses the segment's file with
+    ENOSPC while bytes are free: make() raised a bare OSError naming a
+    staged name (an attacker's pass); now SharedMemorySpaceError, as for a
+    lack of bytes, saying to look at the files (df -i)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare to mount a private /dev/shm")
+    path = tmp_path / "inodes.py"
+    path.write_text(NO_INODES)
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           f"mount -t tmpfs -o size=8m,nr_inodes=16 tmpfs /dev/shm && exec {sys.executable} "
+           f"{path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 and ("Operation not permitted" in proc.stderr
+                                 or "permission denied" in proc.stderr.lower()):
+        pytest.skip(f"no private mount namespace here: {proc.stderr.strip()}")
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines()
+                 if line.startswith(("RESULT ", "LEFT ")))
+    assert "RESULT" in lines, proc.stdout + proc.stderr
+    kind, message, filled = eval(lines["RESULT"])  # noqa: S307 - our own repr
+    assert kind == "SharedMemorySpaceError" and filled
+    assert "could not create the pool's segment" in message and "df -i /dev/shm" in message
+    assert lines["LEFT"] == "[]"
+
+
 FD_LIMIT = """
 import os, resource, sys
 from shmatari import shm

@@ -36,6 +36,7 @@ runs on Linux only.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -377,7 +378,7 @@ def create(name: str, size: int, prepare=None) -> shared_memory.SharedMemory:
         shm = _open(first, True, size)
     except FileExistsError:  # another's file: left alone
         raise
-    except BaseException:
+    except BaseException as exc:
         # SharedMemory made the file, then failed (before Python 3.13 it
         # starts the resource tracker after shm_open: EMFILE there left the
         # segment behind). A name of this process only: nobody else's.
@@ -387,6 +388,13 @@ def create(name: str, size: int, prepare=None) -> shared_memory.SharedMemory:
                 _unlink_name(first)
             except OSError:
                 pass
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            # no file at all: out of inodes (tmpfs nr_inodes), or of bytes
+            free = free_bytes() or 0
+            raise SharedMemorySpaceError(
+                f"could not create the pool's segment {name!r} in {SHM_DIR} ({free:,} bytes "
+                f"free; its files may be used up too: df -i {SHM_DIR}): {exc.strerror}",
+                needed=size, free=free) from exc
         raise
     try:
         fd = getattr(shm, "_fd", -1)
