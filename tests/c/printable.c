@@ -37,22 +37,31 @@ static void print_hex(const char *s, size_t n) {
   printf("\n");
 }
 
-static int segment_message(const char *path, int check_pids) {
+/* The segment in the file at path, read whole into a buffer of its size
+ * (*buf, to free), and its geometry; 0, else the exit status to give. */
+static int load_segment(const char *path, char **buf, shmatari_geom *g) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return 2;
   fseek(f, 0, SEEK_END);
   long size = ftell(f);
   fseek(f, 0, SEEK_SET);
-  char *buf = (char *)malloc((size_t)size);
-  if (buf == NULL || fread(buf, 1, (size_t)size, f) != (size_t)size) return 2;
+  *buf = (char *)malloc((size_t)size);
+  if (*buf == NULL || fread(*buf, 1, (size_t)size, f) != (size_t)size) return 2;
   fclose(f);
-  shmatari_geom g;
   char msg[SHMATARI_MESSAGE_BYTES];
-  if (shmatari_geom_load(buf, (uint64_t)size, &g, msg, sizeof msg) != SHMATARI_OK) {
+  if (shmatari_geom_load(*buf, (uint64_t)size, g, msg, sizeof msg) != SHMATARI_OK) {
     printf("load: %s\n", msg);
     return 3;
   }
-  msg[0] = 0;
+  return 0;
+}
+
+static int segment_message(const char *path, int check_pids) {
+  char *buf;
+  shmatari_geom g;
+  int bad = load_segment(path, &buf, &g);
+  if (bad) return bad;
+  char msg[SHMATARI_MESSAGE_BYTES] = "";
   int r = shmatari_pool_check(&g, check_pids, msg, sizeof msg);
   printf("%d\n", r);
   print_hex(msg, strlen(msg));
@@ -61,21 +70,14 @@ static int segment_message(const char *path, int check_pids) {
 }
 
 static int unanswered(const char *path, int ncaps, char **caps) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return 2;
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = (char *)malloc((size_t)size);
-  if (buf == NULL || fread(buf, 1, (size_t)size, f) != (size_t)size) return 2;
-  fclose(f);
+  char *buf;
   shmatari_geom g;
+  int bad = load_segment(path, &buf, &g);
+  if (bad) return bad;
   shmatari_client c;
-  char msg[SHMATARI_MESSAGE_BYTES];
   memset(&c, 0, sizeof c);
-  if (shmatari_geom_load(buf, (uint64_t)size, &g, msg, sizeof msg) != SHMATARI_OK ||
-      shmatari_client_open(&c, &g) != SHMATARI_OK) {
-    printf("load: %s %s\n", msg, c.error);
+  if (shmatari_client_open(&c, &g) != SHMATARI_OK) {
+    printf("open: %s\n", c.error);
     return 3;
   }
   for (uint32_t e = 0; e < g.num_envs; e++) c.env_flags[e] |= SHMATARI_ENV_RUNNING;
