@@ -215,6 +215,26 @@ def test_a_served_pool_serves_batches_in_a_fixed_order(server):
         assert run(env) == (served_ids, served)
 
 
+def test_serve_interrupted_while_starting_stops_without_a_traceback():
+    """Ctrl-C in serve's first moments (parsing, the game's ROM), before it
+    takes SIGINT over, stops it as a later Ctrl-C does: exit 0, one line, no
+    traceback (it printed a KeyboardInterrupt's, an attacker's pass)."""
+    code = ("import os, signal, sys, time\n"
+            "from shmatari import cli, config\n"
+            "real = config.build_config\n"
+            "def interrupted(*args, **kw):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "    return real(*args, **kw)\n"
+            "config.build_config = interrupted\n"
+            "sys.exit(cli.main(['serve', 'Breakout', '--num-envs', '2']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "shmatari serve: stopping (interrupted while starting)\n"
+    assert proc.stdout == ""
+
+
 def test_console_script_is_declared():
     scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
     assert scripts["shmatari"] == "shmatari.cli:main"

@@ -505,6 +505,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before serve() took SIGINT over: nothing made yet
+        _log("stopping (interrupted while starting)")
+        return 0
+
+
+def _main(argv) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     opts = vars(args)
