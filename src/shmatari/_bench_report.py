@@ -225,13 +225,14 @@ def _legend(rows: list[dict], columns=None) -> str:
     ``columns`` it prints (default ``_MAIN_COLUMNS``)."""
     names = {row["backend"] for row in rows}
     printed = [key for _, key, _ in _printed(rows, columns or _MAIN_COLUMNS)]
-    envpool = "vs_envpool" in printed
-    parts = ["Higher is better. Median over bursts; range: the slowest and fastest burst."
-             + (" The vs columns are ratios of medians" if any(k.startswith("vs_") for k in printed)
-                else "")
-             + (" (vs EnvPool sync: to EnvPool's synchronous row, for every row; the JSON's "
-                "summary has async / EnvPool async)." if envpool
-                else "." if any(k.startswith("vs_") for k in printed) else "")]
+    first = "Higher is better. Median over bursts; range: the slowest and fastest burst."
+    if "vs_envpool" in printed:
+        first += (" The vs columns are ratios of medians (vs EnvPool sync: to EnvPool's "
+                  "synchronous row, for every row; the JSON's summary has async / EnvPool "
+                  "async).")
+    elif any(key.startswith("vs_") for key in printed):
+        first += " The vs columns are ratios of medians."
+    parts = [first]
     ceilings = []
     if names & {"ceiling", "ceiling-fast", "ceiling-sync"}:
         ceilings.append("ceiling: the same envs stepped in one process per core with no IPC at "

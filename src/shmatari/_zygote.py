@@ -331,12 +331,14 @@ class WorkerProcess:
         255 when unknown (the zygote died)."""
         return self._zygote.exitcode(self.pid)
 
-    def status_lost(self) -> bool:
-        """Whether its exit status is lost: it ended after the zygote died
-        (:attr:`exitcode` then says 255, a made-up status)."""
+    def lost_with_zygote(self) -> int | None:
+        """The dead zygote's pid if this worker's exit status went with it
+        (:attr:`exitcode` then says 255, a made-up status), else None."""
         code = self.exitcode
-        with self._zygote.lock:
-            return code is not None and self._zygote.dead and self.pid not in self._zygote.exits
+        z = self._zygote
+        with z.lock:
+            lost = code is not None and z.dead and self.pid not in z.exits
+        return z.proc.pid if lost else None
 
     def is_alive(self) -> bool:
         return self.exitcode is None

@@ -464,10 +464,11 @@ class Supervisor:
         self.reap(w)
         text = seg.worker_error(w) or _core.printable(self.fault_text(w))
         code = p.exitcode
-        lost = getattr(p, "status_lost", lambda: False)()
-        if lost:  # a zygote's worker, after the zygote died: 255 is made up
-            how = (f"exit status unknown: the zygote that started it (pid "
-                   f"{p._zygote.proc.pid}) is gone, killed before or with it")
+        zygote = getattr(p, "lost_with_zygote", lambda: None)()  # zygote's workers only
+        lost = zygote is not None
+        if lost:  # its exit status went with the zygote: the 255 is made up
+            how = (f"exit status unknown: the zygote that started it (pid {zygote}) is "
+                   f"gone, killed before or with it")
         elif code is None:
             how = ("still running" if _core.pid_alive(p.pid) else
                    "its process has ended, exit status unknown (the process that "
@@ -517,15 +518,15 @@ class Supervisor:
         fails before it is ready raises, as does a worker that died
         ``RESTART_LIMIT`` times within ``RESTART_WINDOW`` seconds.
         """
-        dead, ready = set(dead), [self.seg.counts()[0]]
+        dead, ready = set(dead), self.seg.counts()[0]
         while dead:
-            dead = self._restart_round(dead, ready)
+            dead, ready = self._restart_round(dead, ready)
 
-    def _restart_round(self, dead: set, ready: list) -> set:
-        """One round of :meth:`restart`: returns the workers (not among
-        ``dead``) that died while ``dead``'s replacements started.
-        ``ready[0]``: the count of workers that reached READY (it only
-        grows) once every replacement so far is ready."""
+    def _restart_round(self, dead: set, ready: int) -> tuple[set, int]:
+        """One round of :meth:`restart`, after which ``ready`` workers will
+        have reached READY (a count that only grows) once every replacement
+        so far is: returns the workers that died while ``dead``'s
+        replacements started, and the count once these are ready too."""
         seg = self.seg
         now = _now()
         for w in sorted(dead):
@@ -558,7 +559,7 @@ class Supervisor:
                     worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
             time.sleep(0.001)
         plan = seg.recover(sorted(dead))
-        ready[0] += len(dead)
+        ready += len(dead)
         for w in sorted(dead):
             group = self.groups[w]
             seg.reset_worker(w)
@@ -569,15 +570,15 @@ class Supervisor:
                          self.res.processes[w].pid, self.restarts[w],
                          "\n" + traceback if traceback else "")
         deadline = _now() + self.start_timeout
-        while not seg.wait_ready(ready[0], POLL):
+        while not seg.wait_ready(ready, POLL):
             failed = self.dead_workers()
             replaced = [w for w in failed if w in dead]
             if replaced:
                 raise self.worker_error(replaced[0], " while restarting")
             if failed:  # others died meanwhile: replaced next, once these are ready
-                return set(failed)
+                return set(failed), ready
             if _now() > deadline:
                 raise WorkerError(f"restarted workers {sorted(dead)} were not ready within "
                                   f"{self.start_timeout:.0f} s", worker=-1,
                                   env_ids=range(self.config.num_envs), exitcode=None)
-        return set(self.dead_workers())
+        return set(self.dead_workers()), ready
