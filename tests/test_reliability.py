@@ -8,6 +8,7 @@ segment has left /dev/shm.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -757,6 +758,96 @@ def test_no_segment_is_left_when_creating_runs_out_of_file_descriptors(tmp_path,
     for n in left:
         os.unlink(os.path.join(SHM_DIR, n))
     assert left == [], f"{left} left behind ({out.strip()})"
+
+
+MAKE_FD_LIMIT = """
+import json, os, resource, signal, sys
+import shmatari
+limit, restart = int(sys.argv[1]), sys.argv[2] == "restart"
+out = {}
+try:
+    if not restart:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    env = shmatari.make("Pong", num_envs=4, num_workers=4, seed=0, restart_workers=restart)
+    out["segment"] = env.segment_name
+    out["pids"] = list(env.worker_pids)
+    if restart:  # no descriptor to spare: the replacement cannot be started
+        env.reset()
+        n = len(os.listdir("/proc/self/fd")) - 1
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        os.kill(env.worker_pids[1], signal.SIGKILL)
+        try:
+            for _ in range(10000):
+                env.step([0] * 4)
+        except shmatari.ResourceLimitError as exc:
+            out["error"] = [type(exc).__name__, exc.errno, exc.resource, exc.limit, str(exc)]
+        try:
+            env.step([0] * 4)
+        except shmatari.PoolClosedError as exc:
+            out["after"] = str(exc)
+    env.close()
+    out["made"] = True
+except shmatari.ResourceLimitError as exc:
+    out["error"] = [type(exc).__name__, exc.errno, exc.resource, exc.limit, str(exc)]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _run_fd_limit(tmp_path, limit: int, mode: str) -> tuple[dict, int]:
+    path = tmp_path / "make_fds.py"
+    path.write_text(MAKE_FD_LIMIT)
+    proc = subprocess.Popen([sys.executable, str(path), str(limit), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert lines, out + err
+    return json.loads(lines[0][len("RESULT "):]), proc.pid
+
+
+def _nothing_left(pid: int, result: dict) -> None:
+    left = [n for n in os.listdir(SHM_DIR) if n.startswith(f"shmatari_{pid}_")]
+    assert left == [], left
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in result.get("pids", [])) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_alive(p) for p in result.get("pids", []))
+
+
+def test_make_out_of_file_descriptors_is_a_resource_limit_error(tmp_path):
+    """make() under ``ulimit -n`` too low for its pool (4 workers) failed with
+    Python's bare ``OSError: [Errno 24] Too many open files`` from wherever
+    the descriptors ran out (the resource tracker's pipe, a worker's fault
+    pipe). Every limit from 6 up to the first that fits now gives
+    ResourceLimitError (an OSError, errno EMFILE) naming the limit and how to
+    raise it, and leaves no segment or process."""
+    failures = 0
+    for limit in range(6, 40):
+        result, pid = _run_fd_limit(tmp_path, limit, "make")
+        _nothing_left(pid, result)
+        if result.get("made"):
+            break
+        kind, code, resource, soft, message = result["error"]
+        assert (kind, code, resource, soft) == ("ResourceLimitError", errno.EMFILE,
+                                                "open files", limit)
+        assert f"may have {limit} open: ulimit -n" in message, message
+        failures += 1
+    else:
+        pytest.fail("no limit up to 39 descriptors let make() start 4 workers")
+    assert failures >= 3  # the sweep crossed more than one place where they run out
+
+
+def test_a_restart_out_of_file_descriptors_breaks_the_pool_clearly(tmp_path):
+    """restart_workers with no descriptor to spare for the replacement's fault
+    pipe: the step raises ResourceLimitError, the pool is broken (the next
+    step says so), close() leaves nothing."""
+    result, pid = _run_fd_limit(tmp_path, 0, "restart")
+    _nothing_left(pid, result)
+    assert result.get("made"), result
+    kind, code, resource, _, message = result["error"]
+    assert (kind, code, resource) == ("ResourceLimitError", errno.EMFILE, "open files")
+    assert message.startswith("[Errno 24] starting worker 1 ran out of file descriptors")
+    assert "ulimit -n" in message
+    assert "starting worker 1 ran out" in result["after"], result["after"]
 
 
 # -- 6. no resource-tracker noise ------------------------------------------------

@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from . import _core, config as _config, seeding, shm
 from .client import RESET_TIMEOUT, Client, status_error
 from ._vector_extras import VectorExtras
-from .errors import AttachError
+from .errors import AttachError, ResourceLimitError, resource_limit_error
 from .spin import spin_policy
 from .supervisor import START_TIMEOUT, Supervisor, _Resources
 
@@ -116,7 +116,7 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
 
         Raises:
             FileExistsError: ``segment_name`` is taken.
-            SharedMemorySpaceError, WorkerError: as :func:`make`.
+            SharedMemorySpaceError, ResourceLimitError, WorkerError: as :func:`make`.
         """
         self.config = config
         self.num_envs = config.num_envs
@@ -136,6 +136,15 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
                               seed_entropy=config.seed, supervisor=self._supervisor,
                               episode_statistics=config.episode_statistics))
+        except ResourceLimitError:
+            self.close()
+            raise
+        except OSError as exc:
+            self.close()
+            limit = resource_limit_error(exc, "make()")
+            if limit is None:
+                raise
+            raise limit from exc
         except BaseException:
             self.close()
             raise
@@ -349,6 +358,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             TypeError, ValueError: ``timeout`` is not None or a number >= 0.
             WorkerError: a worker failed or died (within about 0.1 s), unless
                 ``restart_workers``; then only if a replacement fails to start.
+            ResourceLimitError: with ``restart_workers``, no file descriptor
+                or process was left to start a replacement (the pool is
+                then broken).
             PoolClosedError: the pool is closed or broken; for an attached
                 pool, also when its server died or closed it (within about
                 0.1 s).

@@ -49,7 +49,15 @@ _POLL = 0.2
 
 
 class ZygoteError(RuntimeError):
-    """The zygote could not start a worker (it died, or fork failed)."""
+    """The zygote could not start a worker (it died, or fork failed).
+
+    Attributes:
+        errno: the zygote's fork() failure's errno, else None.
+    """
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
 
 
 def _set_parent_death_signal(sig: int) -> None:
@@ -132,7 +140,7 @@ def _serve(sock, owner: int) -> None:
             try:
                 pid = _fork_worker(sock, kwargs, fds, wakeup)
             except OSError as exc:
-                _send(sock, ("failed", rid, f"fork failed: {exc}"))
+                _send(sock, ("failed", rid, (exc.errno, f"fork failed: {exc}")))
             else:
                 children.add(pid)
                 _send(sock, ("started", rid, pid))
@@ -279,7 +287,8 @@ class _Zygote:
                 self._pump(min(0.1, max(0.0, end - time.monotonic())))
             kind, value = self.replies.pop(rid)
             if kind != "started":
-                raise ZygoteError(f"shmatari's zygote could not start a worker: {value}")
+                code, text = value
+                raise ZygoteError(f"shmatari's zygote could not start a worker: {text}", code)
             self.exits.pop(value, None)  # a reused pid: the old entry is not this worker's
             return WorkerProcess(self, value)
 

@@ -33,8 +33,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _core, results, seeding
-from .errors import (CallOrderError, PoolClosedError, StepTimeoutError, WorkerError,
-                     check_usable)
+from .errors import (CallOrderError, PoolClosedError, ResourceLimitError, StepTimeoutError,
+                     WorkerError, check_usable)
 
 STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
 #: Seconds a wait sleeps at most before it checks the deadline again.
@@ -259,7 +259,7 @@ class Client:
         WorkerError marks the pool broken."""
         try:
             self.supervisor.check(restart)
-        except WorkerError as err:
+        except (WorkerError, ResourceLimitError) as err:
             self._break(str(err))
             raise
 

@@ -122,7 +122,9 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             when the worker died are answered by the new one, so a batch
             still fills. A worker that fails while starting still raises,
             as does one that died ``supervisor.RESTART_LIMIT`` (5) times
-            within ``RESTART_WINDOW`` (60) seconds. The call that notices a
+            within ``RESTART_WINDOW`` (60) seconds, and a replacement this
+            process has no file descriptor or process left to start
+            (ResourceLimitError); the pool is then broken. The call that notices a
             death waits for the replacement to be ready, up to
             ``start_timeout``, whatever its own ``timeout``.
         preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
@@ -242,6 +244,8 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             unknown preset, or an option out of range. All are raised before
             any process starts.
         SharedMemorySpaceError: ``/dev/shm`` is too small for the pool.
+        ResourceLimitError: this process or the system ran out of file
+            descriptors or processes (``ulimit -n``, ``ulimit -u``).
         WorkerError: a worker failed while building its envs, or they were
             not all ready within ``start_timeout`` (the message says how far
             they got and what to change).

@@ -7,12 +7,15 @@ and from the builtin a caller would catch without knowing shmatari
 
 from __future__ import annotations
 
+import errno as _errno
+
 __all__ = [
     "ShmatariError",
     "WorkerError",
     "PoolClosedError",
     "CallOrderError",
     "SharedMemorySpaceError",
+    "ResourceLimitError",
     "AttachError",
 ]
 
@@ -111,6 +114,85 @@ class SharedMemorySpaceError(ShmatariError, OSError):
         super().__init__(message)
         self.needed = needed
         self.free = free
+
+
+class ResourceLimitError(ShmatariError, OSError):
+    """This process, or the system, ran out of file descriptors or processes
+    while a pool started or replaced a worker. Nothing is left behind (the
+    pool is closed, or broken if it was running).
+
+    ``errno`` is the system's: ``EMFILE`` (this process's limit,
+    ``RLIMIT_NOFILE``), ``ENFILE`` (the system's) or ``EAGAIN`` (a process
+    could not be started: ``RLIMIT_NPROC`` or the system's pid limit).
+
+    Attributes:
+        resource: ``"open files"`` or ``"processes"``.
+        limit: this process's soft limit on that resource, or None when
+            unlimited or unknown.
+    """
+
+    def __init__(self, code: int, message: str, *, resource: str, limit: int | None):
+        super().__init__(code, message)
+        self.resource = resource
+        self.limit = limit
+
+
+#: The Python functions that call fork() itself (os.fork, _posixsubprocess):
+#: an EAGAIN raised in one of them is a process that could not be started.
+_FORKING = frozenset({"_launch", "spawnv_passfds", "_execute_child", "_fork_worker"})
+
+
+def _soft_limit(name: str) -> int | None:
+    try:
+        import resource
+        soft = resource.getrlimit(getattr(resource, name))[0]
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _raised_in(exc: BaseException) -> str:
+    """The name of the innermost Python function ``exc`` went through."""
+    tb, name = exc.__traceback__, ""
+    while tb is not None:
+        name, tb = tb.tb_frame.f_code.co_name, tb.tb_next
+    return name
+
+
+def resource_limit_error(exc: OSError, doing: str,
+                         forked: bool | None = None) -> ResourceLimitError | None:
+    """The clear error for ``exc`` when it says this process or the system ran
+    out of file descriptors (``EMFILE``, ``ENFILE``) or could not start a
+    process (``EAGAIN`` from fork), else None. ``doing`` names what failed
+    (``"make()"``, ``"starting worker 3"``); ``forked``: whether ``exc`` came
+    from fork() (None: from where it was raised)."""
+    code = exc.errno
+    if code == _errno.EMFILE:
+        limit = _soft_limit("RLIMIT_NOFILE")
+        have = f"this process may have {limit} open" if limit is not None else "its limit"
+        return ResourceLimitError(
+            code, f"{doing} ran out of file descriptors ({have}: ulimit -n, RLIMIT_NOFILE); "
+                  f"a pool holds a few, plus one or two per worker; raise the limit "
+                  f"(ulimit -n 4096, or resource.setrlimit(resource.RLIMIT_NOFILE, ...)) or "
+                  f"close files this process no longer needs ({exc.strerror})",
+            resource="open files", limit=limit)
+    if code == _errno.ENFILE:
+        return ResourceLimitError(
+            code, f"{doing}: the system's table of open files is full (ENFILE: "
+                  f"/proc/sys/fs/file-max); close files, or raise that limit ({exc.strerror})",
+            resource="open files", limit=_soft_limit("RLIMIT_NOFILE"))
+    if forked is None:
+        forked = _raised_in(exc) in _FORKING
+    if code == _errno.EAGAIN and forked:
+        limit = _soft_limit("RLIMIT_NPROC")
+        have = f"this user may run {limit}" if limit is not None else "no per-user limit is set"
+        return ResourceLimitError(
+            code, f"{doing} could not start a process: fork() failed with EAGAIN, the limit on "
+                  f"processes ({have}: ulimit -u, RLIMIT_NPROC) or the system's "
+                  f"(/proc/sys/kernel/pid_max, threads-max, a cgroup's pids.max) is reached; "
+                  f"stop processes, raise the limit, or use fewer workers ({exc.strerror})",
+            resource="processes", limit=limit)
+    return None
 
 
 class AttachError(ShmatariError, RuntimeError):

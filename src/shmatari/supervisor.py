@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _core, config as _config, seeding, shm
 from ._sigint import deferred_sigint as _deferred_sigint
-from .errors import WorkerError
+from .errors import ResourceLimitError, WorkerError, resource_limit_error
 from .spin import spin_policy
 
 _log = logging.getLogger("shmatari")
@@ -332,7 +332,15 @@ class Supervisor:
         process (BLAS pools) may take the signal.
         """
         with _deferred_sigint():
-            self._spawn(w, restart, positions)
+            try:
+                self._spawn(w, restart, positions)
+            except ResourceLimitError:
+                raise
+            except OSError as exc:
+                limit = resource_limit_error(exc, f"starting worker {w}")
+                if limit is None:
+                    raise
+                raise limit from exc
 
     def _spawn(self, w: int, restart: int, positions: dict | None) -> None:
         """spawn()'s body.
@@ -420,6 +428,12 @@ class Supervisor:
                 p = zygote.start_worker(kwargs, [write_fd], self.start_timeout)
             except _zygote.ZygoteError as exc:
                 reader.close()
+                limit = (None if exc.errno is None else
+                         resource_limit_error(OSError(exc.errno, os.strerror(exc.errno)),
+                                              f"starting worker {w} (the zygote's fork)",
+                                              forked=True))
+                if limit is not None:
+                    raise limit from None
                 hint = (f" (start_timeout={self.start_timeout:g} s: pass a larger "
                         f"start_timeout)" if "did not answer" in str(exc) else "")
                 raise WorkerError(f"worker {w} could not be started: {exc}{hint}", worker=w,
