@@ -61,6 +61,20 @@ def test_an_unseeded_run_fails_the_check_and_the_divergence_is_named(tmp_path):
     assert f"agent step {where['step']}, env {where['env']}, field {where['field']}" in broken
 
 
+def test_the_streams_hold_each_steps_info(capsys, tmp_path):
+    """A stream was each step's observation, reward and flags: a run whose
+    info differed (here ``info["ram"]``, the console's RAM, asked for by one
+    run only) had the same env hashes. The info of each step is hashed too,
+    the fifth field; the RAM run still agrees with itself everywhere."""
+    plain = run_check(capsys, tmp_path, "--pairings", "rerun")
+    ram = run_check(capsys, tmp_path, "--pairings", "rerun,async,pipe", "-o", "ram_info=true")
+    assert plain["fields"] == ram["fields"] == ["obs", "reward", "terminated", "truncated",
+                                                "info"]
+    a = plain["runs"]["reference"]["env_hashes"]
+    b = ram["runs"]["reference"]["env_hashes"]
+    assert all(x != y for x, y in zip(a, b)), (a, b)
+
+
 #: A short check whose episodes end: lost lives (terminated) and a 200-frame
 #: cap (truncated, at agent step 50 or sooner) within 100 steps.
 SHORT = ["--num-envs", "2", "--steps", "100", "--quiet", "-o", "episodic_life=true",

@@ -120,7 +120,7 @@ def _pipe_worker(conn, config_fields: dict, index: int, preprocess: str) -> None
                 out = obs.transpose(0, 3, 1, 2).reshape(cfg.obs_shape)
             else:
                 out = obs
-            conn.send(("ok", out, core.result()))
+            conn.send(("ok", out, core.result(), core.ram() if cfg.ram_info else None))
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         pass
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
@@ -240,7 +240,8 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
 
     def _gather(self, envs):
         """The replies of ``envs``, in order: their observations, shape
-        ``(len(envs), *obs_shape)``, and result fields by name."""
+        ``(len(envs), *obs_shape)``, and result fields by name (with
+        ``ram_info``, ``"ram"``: uint8, shape ``(len(envs), 128)``)."""
         replies = [self._receive(i) for i in envs]
         obs = np.stack([r[1] for r in replies])
         cols = zip(*(r[2] for r in replies))
@@ -248,11 +249,20 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
         fields = {name: np.asarray(col, dtypes[name])
                   for name, col in zip(_core.RESULT_FIELDS, cols)}
         fields["env_id"] = np.asarray(envs, dtype=dtypes["env_id"])
+        if self.config.ram_info:
+            fields["ram"] = np.frombuffer(b"".join(r[3] for r in replies),
+                                          np.uint8).reshape(len(envs), -1).copy()
         return obs, fields
 
     def _results(self, obs, fields, final=None, final_obs=None):
+        fields = dict(fields)
+        ram = fields.pop("ram", None)
+        if final is not None:
+            final = {k: v for k, v in final.items() if k != "ram"}
         info = results.build_info(fields, final, final_obs,
                                   episode_statistics=self.config.episode_statistics)
+        if ram is not None:
+            info["ram"] = ram
         return (obs, fields["reward"], fields["terminated"].astype(bool),
                 fields["truncated"].astype(bool), info)
 

@@ -2,7 +2,9 @@
 
 One rollout (a game, a pool seed, a number of agent steps, a seeded random
 policy, env options) is run several ways, and each env's stream of
-observations, rewards and ``terminated``/``truncated`` flags is hashed:
+observations, rewards, ``terminated``/``truncated`` flags and info
+(``_check_rollout.info_row``: every per-env array but ``env_id``, and
+``episode``'s ``r`` and ``l``) is hashed:
 
 - ``rerun``: twice as is;
 - ``workers``: with ``num_workers`` N and 1;
@@ -422,7 +424,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="shmatari-check", formatter_class=_cli.HelpFormatter, allow_abbrev=False,
         description="Runs one seeded rollout several ways (twice, 1 and N workers, fork and "
                     "spawn, sync and async, shmatari and the pipe baseline) and checks that "
-                    "every env's stream of observations, rewards and flags is identical.",
+                    "every env's stream of observations, rewards, flags and info is "
+                    "identical.",
         epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments, "
                "130 after Ctrl-C, 143 after SIGTERM (the pairings that finished are "
                "printed). The pairings check that the stream does not depend on how it is "
