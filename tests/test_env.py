@@ -65,6 +65,33 @@ def test_api_shapes_dtypes_and_spaces():
         assert (info["frame_number"] > 4).all()
 
 
+def test_a_reseeded_pool_gives_a_fresh_pools_results_info_included():
+    """reset(seed=S) mid-run gave a fresh pool's observations, rewards and
+    flags, but info["frame_number"] went on counting (86 instead of 1 after
+    20 Pong steps; ale-py's reset(seed=...) reloads the ROM and its count
+    starts again), so Gymnasium's check_env found the one-env env's step
+    info not deterministic. Every info key now matches."""
+    def run(env, warm: int):
+        if warm:
+            env.reset(seed=9)
+            for _ in range(warm):
+                env.step([0, 1])
+        out = [env.reset(seed=3)]
+        for k in range(40):
+            out.append(env.step([k % 2, 1]))
+        return out
+
+    with shmatari.make("Pong", num_envs=2, seed=0, num_workers=1) as a, \
+            shmatari.make("Pong", num_envs=2, seed=0, num_workers=1) as b:
+        fresh, reseeded = run(a, 0), run(b, 20)
+    for x, y in zip(fresh, reseeded):
+        for part_x, part_y in zip(x[:-1], y[:-1]):
+            np.testing.assert_array_equal(part_x, part_y)
+        assert sorted(x[-1]) == sorted(y[-1])
+        for key in x[-1]:
+            np.testing.assert_array_equal(x[-1][key], y[-1][key], err_msg=key)
+
+
 def test_rgb_observations():
     with shmatari.make("Pong", num_envs=2, seed=0, grayscale=False, img_height=60,
                        img_width=50, stack_num=2) as env:
@@ -289,6 +316,8 @@ def _children() -> set[int]:
     (dict(repeat_action_probability=1.5), ValueError, "repeat_action_probability"),
     (dict(img_height=211), ValueError, "img_height"),
     (dict(grayscale="yes"), TypeError, "grayscale must be a bool"),
+    (dict(grayscale=np.int64(1)), TypeError, "grayscale must be a bool"),
+    (dict(fast_reset=False), ValueError, r"fast_reset='off' for False"),
     (dict(seed=-1), ValueError, "seed"),
     (dict(seed=1.0), TypeError, "seed"),
     (dict(start_method="thread"), ValueError, "start_method"),
@@ -302,6 +331,17 @@ def test_bad_make_arguments_fail_before_any_process_starts(kwargs, exc, match):
         shmatari.make(**args)
     assert _children() <= before_children
     assert shm_entries() == before_shm
+
+
+def test_numpy_bools_are_bools():
+    """np.True_ (what a NumPy comparison or a config array gives) was refused
+    as 'must be a bool, got bool np.True_': the check looked for a type
+    named ``bool_``, NumPy 1's name for it. NumPy ints and floats were
+    already accepted for the other options."""
+    cfg = shmatari.config.build_config("Pong", 2, episodic_life=np.True_, grayscale=np.False_,
+                                       ram_info=np.bool_(True))
+    assert (cfg.episodic_life, cfg.grayscale, cfg.ram_info) == (True, False, True)
+    assert all(type(v) is bool for v in (cfg.episodic_life, cfg.grayscale, cfg.ram_info))
 
 
 def test_bad_actions_are_refused_and_the_pool_stays_usable():

@@ -86,9 +86,12 @@ def test_gymnasium_make_gives_one_env_with_the_pools_per_env_semantics():
                 assert np.array_equal(obs, p_obs[0]) and reward == p_reward[0]
                 assert isinstance(reward, float) and isinstance(truncated, bool)
                 assert truncated == (t == 25) and not terminated
-        # No autoreset, as Gymnasium's single envs: reset() after a done step.
-        with pytest.raises(shmatari.CallOrderError):
+        # No autoreset, as Gymnasium's single envs: reset() after a done step,
+        # which the message says (it named the pool's reset_mask, which one
+        # env refuses).
+        with pytest.raises(shmatari.CallOrderError, match=r"call reset\(\) first") as err:
             env.step(0)
+        assert "reset_mask" not in str(err.value)
         obs, info = env.reset()
         assert info["elapsed_step"] == 0
     finally:
@@ -136,3 +139,22 @@ def test_gymnasium_make_takes_ale_py_names_and_refuses_pool_options():
         env.close()
     with pytest.raises(TypeError, match="apply to pools"):
         gymnasium.make("shmatari/Pong-v5", autoreset_mode="same_step")
+    # num_envs too (it gave "make() got multiple values for argument 'num_envs'")
+    with pytest.raises(TypeError, match=r"\['num_envs'\] apply to pools"):
+        gymnasium.make("shmatari/Pong-v5", num_envs=2)
+
+
+def test_one_env_passes_gymnasiums_env_checker():
+    """Gymnasium's check_env failed: 'Deterministic step info are not
+    equivalent for the same seed and action', since info["frame_number"]
+    went on counting across reset(seed=...) (ale-py's restarts)."""
+    import gymnasium
+    from gymnasium.utils.env_checker import check_env
+
+    import shmatari.registration  # noqa: F401
+
+    env = gymnasium.make("shmatari/Pong-v5")
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()

@@ -357,13 +357,16 @@ cdef class AtariCore(EnvCore):
 
     def reseed(self, int ale_seed, noop_rng):
         """Re-seeds ALE (reloading the ROM, as ale-py's ``reset(seed=...)``
-        does) and replaces the no-op generator."""
+        does), restarts the frame count and replaces the no-op generator."""
         self.ale.setInt("random_seed", ale_seed)
         self.ale.loadROM(self.rom_path)
         self._fast = None  # saved again after the next reset
         self._screen_saved = False
-        if self.prepared:  # the episode started ahead is dropped, its frames uncounted
+        if self.prepared:  # the episode started ahead is dropped
             self.res = self.held_res
+        # A reloaded ROM counts its frames from 0, as ale-py's getFrameNumber
+        # after reset(seed=...): the env's results are then a fresh env's.
+        self.res.frame_number = 0
         self.prepared = False
         self.show_held = False
         self.noop_rng = noop_rng

@@ -258,7 +258,9 @@ def _int(name, value, lo, hi=_INT32_MAX):
 
 
 def _bool(name, value):
-    if not isinstance(value, (bool,)) and type(value).__name__ != "bool_":
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
     return bool(value)
 
@@ -274,7 +276,10 @@ def _float(name, value, lo, hi):
 
 def _choice(name, value, choices):
     if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        hint = ""
+        if name == "fast_reset" and isinstance(value, bool):
+            hint = f" (fast_reset={'auto' if value else 'off'!r} for {value})"
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}{hint}")
     return value
 
 

@@ -40,6 +40,7 @@ import numpy as np
 from . import config as _config
 from . import games
 from .env import ShmVectorEnv
+from .errors import CallOrderError
 from .env import make as _make
 
 __all__ = ["register_envs", "make_vec", "make_env", "env_ids", "ShmAtariEnv", "ale_kwargs",
@@ -228,8 +229,8 @@ class ShmAtariEnv(gym.Env):
                 :func:`shmatari.make` and :func:`ale_kwargs`.
         """
         options, self._ram_obs = ale_kwargs(options, single=True)
-        pool_only = sorted({"autoreset_mode", "batch_size", "num_workers", "zero_copy",
-                            "restart_workers"} & set(options))
+        pool_only = sorted({"num_envs", "autoreset_mode", "batch_size", "num_workers",
+                            "zero_copy", "restart_workers"} & set(options))
         if pool_only:
             raise TypeError(f"{pool_only} apply to pools: one env has no autoreset and one "
                             f"worker (use gymnasium.make_vec or shmatari.make for a pool)")
@@ -241,6 +242,7 @@ class ShmAtariEnv(gym.Env):
         self.action_space = self.pool.single_action_space
         self.observation_space = (gym.spaces.Box(0, 255, (128,), np.uint8) if self._ram_obs
                                   else self.pool.single_observation_space)
+        self._ended = False
         self.render_mode = self.pool.render_mode
         self.metadata = dict(type(self).metadata, render_fps=self.pool.metadata["render_fps"])
 
@@ -269,6 +271,7 @@ class ShmAtariEnv(gym.Env):
         if options:
             raise ValueError(f"reset() of one shmatari env takes no options, got {options!r}")
         obs, info = self.pool.reset(seed=seed)
+        self._ended = False
         return self._out(obs, info)
 
     def step(self, action):
@@ -282,9 +285,14 @@ class ShmAtariEnv(gym.Env):
             CallOrderError: before ``reset()``, or after a done step.
             WorkerError, PoolClosedError: as :meth:`shmatari.ShmVectorEnv.step`.
         """
+        if self._ended:
+            raise CallOrderError("step(): the episode ended (terminated or truncated) at the "
+                                 "last step, and one env does not reset itself (as "
+                                 "Gymnasium's single envs): call reset() first")
         obs, reward, terminated, truncated, info = self.pool.step(
             np.asarray(action).reshape(1))
         obs, info = self._out(obs, info)
+        self._ended = bool(terminated[0]) or bool(truncated[0])
         return obs, float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
 
     def render(self) -> np.ndarray:
