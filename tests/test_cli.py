@@ -425,6 +425,14 @@ def test_check_runs_with_typed_options_and_one_env_for_rerun(tmp_path):
     # the pool's own arguments name their flags (they said "unknown option")
     (["-o", "seed=3"], ["seed is the pool's own argument, not an env option: use --seed"]),
     (["-o", "num_envs=3"], ["use --num-envs"]),
+    # one mode's flags in the other: they were ignored (--train checked the
+    # default options whatever -o said; a newcomer's pass)
+    (["--train", "-o", "grayscale=false", "--preset", "dqn"],
+     ["--train does not take --preset, -o/--option", "fixed env options"]),
+    (["--train", "--steps", "50", "--pairings", "rerun"],
+     ["--train does not take --steps, --pairings"]),
+    (["--train-updates", "5", "--torch-threads", "2"],
+     ["--train-updates, --torch-threads: only with --train"]),
 ])
 def test_check_refuses_bad_options_naming_the_cause(args, needles):
     assert_usage_error(run("shmatari-check", *args, timeout=60), *needles)

@@ -436,7 +436,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--game", default="Breakout", help="game")
     p.add_argument("--num-envs", type=_cli.integer, default=4,
                    help="envs per run (>= 2 with the workers or async pairings, else >= 1)")
-    p.add_argument("--steps", type=_cli.positive_int, default=300, help="agent steps per env")
+    p.add_argument("--steps", type=_cli.positive_int, default=None,
+                   help="agent steps per env (default 300; not with --train)")
     p.add_argument("--seed", type=_cli.nonnegative_int, default=0, help="pool seed")
     p.add_argument("--policy-seed", type=_cli.nonnegative_int, default=None,
                    help="seed of the random policy (default: --seed)")
@@ -458,12 +459,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="instead: train a short PPO (needs torch) with 1 worker, N workers, and "
                         "N workers beside a busy loop, and compare each update's losses and "
                         "the final parameters (shmatari.train_check)")
-    p.add_argument("--train-updates", type=_cli.positive_int, default=3,
-                   help="--train: PPO updates per run")
-    p.add_argument("--train-batch-order", default="fixed", choices=("fixed", "first_ready"),
-                   help="--train: the pool's batch order (first_ready shows a failure)")
-    p.add_argument("--torch-threads", type=_cli.positive_int, default=1,
-                   help="--train: torch.set_num_threads in every run")
+    p.add_argument("--train-updates", type=_cli.positive_int, default=None,
+                   help="--train: PPO updates per run (default 3)")
+    p.add_argument("--train-batch-order", default=None, choices=("fixed", "first_ready"),
+                   help="--train: the pool's batch order (default fixed; first_ready shows "
+                        "a failure)")
+    p.add_argument("--torch-threads", type=_cli.positive_int, default=None,
+                   help="--train: torch.set_num_threads in every run (default 1)")
     p.add_argument("--unseeded-policy", metavar="RUN", default=None,
                    help="test only: RUN (rerun, one_worker, fork, spawn, async, pipe) draws "
                         "its actions from the unseeded global NumPy RNG, to show a failure")
@@ -479,9 +481,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(parser, args)
 
 
+#: Flags of the rollout check alone, and of ``--train`` alone, by dest.
+_ROLLOUT_ONLY = {"steps": "--steps", "policy_seed": "--policy-seed",
+                 "batch_size": "--batch-size", "pairings": "--pairings", "preset": "--preset",
+                 "option": "-o/--option", "unseeded_policy": "--unseeded-policy"}
+_TRAIN_ONLY = {"train_updates": "--train-updates", "train_batch_order": "--train-batch-order",
+               "torch_threads": "--torch-threads"}
+
+
+def _refuse_other_mode(parser, args) -> None:
+    """One mode's flags given to the other are refused: they would be
+    ignored (a --train run with -o options checks the default options)."""
+    if args.train:
+        given = [flag for dest, flag in _ROLLOUT_ONLY.items() if getattr(args, dest)]
+        if given:
+            parser.error(f"--train does not take {', '.join(given)}: it trains with its "
+                         f"own fixed env options and policy (shmatari.train_check), and "
+                         f"takes --game, --num-envs, --seed, --num-workers, "
+                         f"{', '.join(_TRAIN_ONLY.values())}")
+    else:
+        given = [flag for dest, flag in _TRAIN_ONLY.items() if getattr(args, dest) is not None]
+        if given:
+            parser.error(f"{', '.join(given)}: only with --train (they would be ignored)")
+
+
 def _main(parser, args) -> int:
+    _refuse_other_mode(parser, args)
     if args.train:
         return _main_train(parser, args)
+    if args.steps is None:
+        args.steps = 300
     options = dict(args.option)
     if args.preset is not None:
         options["preset"] = args.preset
@@ -524,9 +553,10 @@ def _main_train(parser, args) -> int:
 
     try:
         report = train_check.check_training(
-            args.game, num_envs=args.num_envs, updates=args.train_updates, seed=args.seed,
-            num_workers=args.num_workers, batch_order=args.train_batch_order,
-            torch_threads=args.torch_threads, progress=progress)
+            args.game, num_envs=args.num_envs, updates=args.train_updates or 3,
+            seed=args.seed, num_workers=args.num_workers,
+            batch_order=args.train_batch_order or "fixed",
+            torch_threads=args.torch_threads or 1, progress=progress)
     except ImportError as exc:
         print(f"shmatari-check: {exc}", file=sys.stderr)
         return 2

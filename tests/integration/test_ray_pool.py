@@ -121,6 +121,11 @@ def test_api_placement_and_spaces(cluster):
         sray.make("Breakout", 8, num_nodes=4, seed=0)
     with pytest.raises(TypeError, match="zero_copy"):
         sray.make("Breakout", 8, num_nodes=2, zero_copy=True)
+    # accepted and ignored before (a newcomer's pass): batches came first-ready
+    for option in (dict(batch_order="fixed"), dict(render_mode="rgb_array")):
+        with pytest.raises(TypeError, match=f"{next(iter(option))} does not apply to "
+                                            f"shmatari.ray pools"):
+            sray.make("Breakout", 8, num_nodes=2, batch_size=4, **option)
     with pytest.raises(ValueError, match="envs_per_node"):
         sray.make("Breakout", 8, num_nodes=2, envs_per_node=3, seed=0)
 

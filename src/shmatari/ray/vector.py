@@ -73,7 +73,9 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
         **options: the env options and the local pools' ``num_workers``
             (per node; default the node's cores) and ``start_method``, as
             :func:`shmatari.make` takes them. ``zero_copy`` is refused
-            (observations are rebuilt on the trainer).
+            (observations are rebuilt on the trainer), as are ``batch_order``
+            (a batch is the first node's to answer) and a ``render_mode``
+            (the pool does not render).
 
     Returns:
         RayVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
@@ -88,6 +90,14 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
     if "zero_copy" in options:
         raise TypeError("zero_copy does not apply to shmatari.ray pools: observations are "
                         "rebuilt on the trainer from the frames the nodes send")
+    if "batch_order" in options:
+        raise TypeError("batch_order does not apply to shmatari.ray pools: a batch holds "
+                        "the envs of whichever node answers first (for batches in a fixed "
+                        "order, a local pool: shmatari.make(..., batch_order='fixed'))")
+    if options.get("render_mode") is not None:
+        raise TypeError("render_mode does not apply to shmatari.ray pools: they do not "
+                        "render (a local pool does: shmatari.make(..., "
+                        "render_mode='rgb_array'))")
     for name in ("env_index_offset", "pool_generation"):
         if name in options:
             raise TypeError(f"{name} is set by shmatari.ray for each node")
