@@ -497,3 +497,24 @@ def test_serve_logs_its_preset_and_every_short_lived_client(tmp_path):
     assert attached + unseen == 4, text
     assert attached >= 1 and text.count(f"client pid {me} detached") == attached
     assert not pid_alive(proc.pid)
+
+
+@pytest.mark.parametrize("args,needles", [
+    ([], ["one of the arguments OUT --recheck is required"]),
+    (["--recheck", "7"], ["invalid choice: 7"]),
+    (["--recheck", "--games", "pong"], ["--games goes with OUT"]),
+    (["/nonexistent-dir/verdicts.json"], ["/nonexistent-dir does not exist"]),
+])
+def test_fast_reset_module_parses_its_arguments(args, needles):
+    """``python -m shmatari.fast_reset`` read sys.argv by hand: no argument
+    raised IndexError, and --help started the hour-long recomputation, to
+    be written to a file named --help (a newcomer's pass)."""
+    proc = subprocess.run([sys.executable, "-m", "shmatari.fast_reset", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert_usage_error(proc, *needles)
+
+
+def test_fast_reset_module_help_runs_nothing():
+    proc = subprocess.run([sys.executable, "-m", "shmatari.fast_reset", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "--recheck [RUN]" in proc.stdout and not proc.stderr
