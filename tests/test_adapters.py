@@ -224,6 +224,12 @@ def test_envpool_adapter_declares_next_step_autoreset():
     # What TorchRL's GymWrapper reads to refuse it with its own clear error.
     with envpool.make("Pong-v5", num_envs=1) as env:
         assert env.autoreset_mode == gymnasium.vector.AutoresetMode.NEXT_STEP
+        # it said "shmatari pools do not render yet": they do, the adapter does not
+        with pytest.raises(NotImplementedError,
+                           match=r"shmatari.envpool pools do not render; shmatari's own "
+                                 r"pool does: shmatari.make\(game, num_envs, "
+                                 r"render_mode='rgb_array'\).render\(\)"):
+            env.render()
 
 
 def test_envpool_unknown_task_and_option():

@@ -478,3 +478,19 @@ def test_gymnasium_make_obs_type_ram_gives_ram_observations():
         assert env.observation_space.contains(obs)
     finally:
         env.close()
+
+
+def test_a_step_of_too_few_envs_says_how_many_it_needs():
+    """A synchronous pool stepped with a subset: the message said "(or make
+    the pool with a smaller batch_size)" with nothing before the "or", then
+    that the idle pool leaves that state with send() or a reset, neither of
+    which is the way (a newcomer's pass)."""
+    with shmatari.make("Pong", num_envs=4, num_workers=2, seed=0) as env:
+        env.reset()
+        with pytest.raises(shmatari.CallOrderError) as err:
+            env.step(np.zeros(2, np.int64), np.array([0, 1]))
+        text = str(err.value)
+        assert text == ("step() would send 2 action(s) and wait for a batch of 4 results, "
+                        "but only 2 env(s) would then be running; nothing was sent: give "
+                        "actions to at least 4 env(s), or make the pool with batch_size <= 2")
+        env.step(np.zeros(4, np.int64))  # nothing was sent: the pool goes on

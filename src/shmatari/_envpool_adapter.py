@@ -224,12 +224,16 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         return xla.make(self.pool, convert=self._result)
 
     def render(self, *args, **kwargs):
-        """Not supported yet.
+        """Not there: EnvPool's ``render`` needs ``render_mode`` at make,
+        which this adapter refuses (docs/migration.md).
 
         Raises:
-            NotImplementedError: always.
+            NotImplementedError: always, naming shmatari's own pool, which renders.
         """
-        raise NotImplementedError("shmatari pools do not render yet")
+        raise NotImplementedError(
+            "shmatari.envpool pools do not render; shmatari's own pool does: "
+            "shmatari.make(game, num_envs, render_mode='rgb_array').render() gives every "
+            "env's full-size RGB frame")
 
     def close(self, **kwargs) -> None:
         """Stops the pool's workers and removes its segment; idempotent."""

@@ -474,11 +474,19 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
 static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
   if (c->pending + n >= c->geom.batch_size) return SHMATARI_OK;
   const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  return shmatari_refuse(c, SHMATARI_ERR_STATE, "%s would send %u action(s) "
-                         "and then wait for a batch of %u, of which only %u "
-                         "would be running; nothing was sent (or make the pool "
-                         "with a smaller batch_size)", k[SHMATARI_CALL_STEP], n,
-                         c->geom.batch_size, c->pending + n);
+  /* Not shmatari_refuse: the state's way out (send(), a reset) is not this
+   * one's. */
+  uint32_t running = c->pending + n;
+  char smaller[64] = "";
+  if (running > 0)
+    snprintf(smaller, sizeof smaller, ", or make the pool with batch_size <= %u",
+             running);
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
+                       "%s would send %u action(s) and wait for a batch of %u "
+                       "results, but only %u env(s) would then be running; "
+                       "nothing was sent: give actions to at least %u env(s)%s",
+                       k[SHMATARI_CALL_STEP], n, c->geom.batch_size, running,
+                       c->geom.batch_size - c->pending, smaller);
 }
 
 /* Marks n envs running (env_ids NULL: envs 0..n-1). */
