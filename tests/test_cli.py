@@ -460,6 +460,27 @@ def test_serve_ram_game_is_a_usage_error():
                        "observations are pixels", "ram_info=True")
 
 
+@pytest.mark.parametrize("args,needles", [
+    (["--frameskip", "4"], ["shmatari serve: error: unrecognized arguments: --frameskip 4",
+                            "use frame_skip (flag --frame-skip)",
+                            "(see shmatari serve --help)"]),
+    (["--sticky-actions", "0"], ["(flag --repeat-action-probability)"]),
+    (["--restart-workers"], ["restart_workers is make()'s own"]),
+    (["--num-env", "4"], ["--num-env: did you mean --num-envs?"]),
+])
+def test_serve_unknown_flags_are_serves_usage_errors_with_a_hint(args, needles):
+    """They were the top level's error ("shmatari: error: ... (see shmatari
+    --help)", whose help lists only the command) with no hint (a newcomer's
+    pass)."""
+    assert_usage_error(run("shmatari serve", "Breakout", *args, timeout=60), *needles)
+
+
+def test_serve_help_gives_each_default_once():
+    out = run("shmatari serve", "--help", timeout=60).stdout
+    assert "(default: first_ready)" in " ".join(out.split())
+    assert "(default: first_ready) (default: first_ready)" not in " ".join(out.split())
+
+
 # -- shmatari serve --------------------------------------------------------------------
 
 def test_serve_logs_its_preset_and_every_short_lived_client(tmp_path):

@@ -487,7 +487,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-order", default="first_ready", choices=_config.BATCH_ORDERS,
                    help="with --batch-size below --num-envs: 'fixed' serves the groups of "
                         "envs in turn, so a training run replays; 'first_ready' the first "
-                        "results in (default: first_ready)")
+                        "results in")
     s.add_argument("--seed", type=_cli.nonnegative_int, default=None,
                    help="pool seed (default: fresh entropy, printed)")
     s.add_argument("--start-method", default=None, choices=_config.START_METHODS,
@@ -512,11 +512,51 @@ def main(argv=None) -> int:
         return 0
 
 
+#: Flags of make() that serve does not have, and why.
+_MAKE_ONLY = {
+    "restart_workers": "restart_workers is make()'s own: a served pool stops when a worker "
+                       "dies (its client sees PoolClosedError)",
+    "zero_copy": "zero_copy is the client's choice: shmatari.attach(name, zero_copy=True)",
+}
+
+
+def _unknown_flags_text(serve_parser, extra: list) -> str:
+    """``unrecognized arguments: ...``, with a hint for each flag that has
+    one: another library's spelling (``--frameskip``: use --frame-skip),
+    make()'s own arguments, or the closest flag of serve's."""
+    import difflib
+
+    flags = [o for a in serve_parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for token in extra:
+        if not token.startswith("--"):
+            continue
+        flag = token.split("=", 1)[0]
+        name = flag[2:].replace("-", "_")
+        if name in _MAKE_ONLY:
+            hints.append(f"{flag}: {_MAKE_ONLY[name]}")
+            continue
+        hint = _config._NOT_OPTIONS.get(name)
+        if hint is not None:  # "... use frame_skip": serve's flag for it too
+            names = [w for w in re.findall(r"[a-z_]+", hint.partition(":")[2])
+                     if "--" + w.replace("_", "-") in flags]
+            hints.append(f"{flag}: {hint}" + (f" (flag --{names[0].replace('_', '-')})"
+                                               if names else ""))
+            continue
+        close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.7)
+        if close:
+            hints.append(f"{flag}: did you mean {close[0]}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f"; {'; '.join(hints)}"
+                                                            if hints else "")
+
+
 def _main(argv) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     opts = vars(args)
     parser = parser.serve_parser  # the only command
+    if extra:  # serve's usage error, not the top level's ("see shmatari --help")
+        parser.error(_unknown_flags_text(parser, extra))
     if args.name is not None and not NAME_RE.fullmatch(args.name):
         parser.error(f"--name must be a letter then up to 19 letters, digits, '_' or '-', "
                      f"got {args.name!r}")
