@@ -370,7 +370,10 @@ def make_gymnasium(task_id: str, **kwargs) -> "EnvPoolAdapter":
 
 def make_gym(task_id: str, **kwargs) -> "GymEnvPoolAdapter":
     """``make(task_id, "gym", **kwargs)``: the gym 0.2x API of EnvPool 0.6-0.8
-    (:class:`GymEnvPoolAdapter`)."""
+    (:class:`GymEnvPoolAdapter`), which CleanRL's scripts unpack: ``reset()``
+    returns the observations alone, ``step`` a 4-tuple. EnvPool 1.x's
+    ``make_gym`` returns Gymnasium's 2-tuple ``reset`` and 5-tuple ``step``
+    instead: code written for it calls :func:`make_gymnasium` here."""
     return make(task_id, "gym", **kwargs)
 
 
