@@ -361,6 +361,15 @@ def _check_args(parser, args) -> None:
     if args.env == "null" and args.repeat_action_probability is not None:
         parser.error("--repeat-action-probability does not apply to --env null, which "
                      "emulates nothing")
+    if args.env == "null":
+        ignored = [flag for flag, dest in (("--game", "game"), ("--num-envs", "num_envs"),
+                                           ("--batch-size", "batch_size"),
+                                           ("--rounds", "rounds"))
+                   if getattr(args, dest) != parser.get_default(dest)]
+        if ignored:
+            parser.error(f"{', '.join(ignored)}: not with --env null, which times one burst "
+                         f"of synchronous round trips with 1 and with N envs (N: "
+                         f"--num-workers, default the cores)")
     if args.policy:
         missing = _b.torch_missing()
         if missing:
