@@ -217,6 +217,27 @@ def test_the_table_names_its_ale_version_and_rom_hashes():
 
 # -- resets prepared ahead (EnvCore.prepare_reset) -------------------------------------
 
+def test_no_op_starts_are_saved_up_to_a_cap_and_larger_draws_are_emulated():
+    """A start was saved for every count up to noop_max, about 42 kB each, so
+    noop_max=20000 grew a worker by 800 MB (a newcomer's pass). Counts above
+    NOOP_STARTS_MAX (64) are emulated after the restore, as an unsaved count
+    is, and the streams stay those of ALE's resets."""
+    cap = fast_reset.NOOP_STARTS_MAX
+    opts = dict(noop_max=3 * cap, max_episode_frames=4 * cap + 200)
+    cores = [_core("breakout", fast_reset=f, **opts) for f in ("auto", "off")]
+    obs = [np.empty((4, 84, 84), np.uint8) for _ in cores]
+    games_started = 0
+    for t in range(1200):
+        for core, o in zip(cores, obs):
+            core.step(t % core.num_actions) if t else core.reset()
+            core.obs_into(o)
+        assert cores[0].result() == cores[1].result(), t
+        assert np.array_equal(*obs), t
+        games_started += bool(dict(zip(RESULT_FIELDS, cores[0].result()))["flags"] & FLAG_RESET)
+    assert games_started >= 4
+    assert cores[0].saved_starts == cap and cores[1].saved_starts == 0
+
+
 def _core(game, **opts):
     cfg = config.build_config(game, num_envs=1, seed=4, **opts)
     return atari.build_core(cfg, 0, atari.build_palette(cfg))

@@ -237,7 +237,9 @@ cdef class AtariCore(EnvCore):
         if noops > 0 and not ended and self._fast is not None:
             # a start made from the post-reset state (episode_return: the
             # no-ops' score alone): the next reset that draws as many restores it
-            self._learn_screen(self._fast.save_noops(noops, int(self.res.episode_return)))
+            screen = self._fast.save_noops(noops, int(self.res.episode_return))
+            if screen is not None:  # None: a count above fast_reset.NOOP_STARTS_MAX
+                self._learn_screen(screen)
         return 0
 
     cdef int _restore_noops(self, int noops) except -1:

@@ -65,6 +65,12 @@ __all__ = ["VERDICTS", "proven", "use_fast_reset", "rom_md5", "FastReset", "comp
 
 _VERDICTS_FILE = Path(__file__).with_name("fast_reset_verdicts.json")
 
+#: The most no-op starts an env saves (counts 1..this): a larger draw emulates
+#: its no-ops after the restore, as an unsaved count does. Each start is a
+#: screen and a state, about 42 kB: at most about 2.7 MB per env, where a
+#: noop_max of 20,000 saved 840 MB.
+NOOP_STARTS_MAX = 64
+
 #: Serializer's bool patterns (ALE's ``Serializer.hxx``), little-endian words.
 _TRUE = struct.pack("<I", 0xFAB1FAB2)
 _FALSE = struct.pack("<I", 0xBAD1BAD2)
@@ -275,11 +281,15 @@ class FastReset:
         NOOP frames that neither ended the game nor reached a frame cap, with
         their summed ``reward``: the next reset that draws the same number of
         no-ops restores it (:meth:`restore_noops`) instead of emulating them.
-        Each saved start holds a screen (about 34 kB) and a state (about 8 kB).
+        Each saved start holds a screen (about 34 kB) and a state (about 8 kB);
+        counts above :data:`NOOP_STARTS_MAX` are not saved.
 
         Returns:
-            np.ndarray: the saved screen (palette indices, uint8, (210, 160)).
+            np.ndarray | None: the saved screen (palette indices, uint8,
+            (210, 160)); None for a count above :data:`NOOP_STARTS_MAX`.
         """
+        if noops > NOOP_STARTS_MAX:
+            return None
         header, inner, tail = _split(self._ale.cloneState().serialize())
         body, rng = _rng_split(inner)
         if rng is not None:
@@ -311,7 +321,7 @@ class FastReset:
         before = ale.cloneState(include_rng=True)
         self.restore()
         screens, reward = [], 0
-        for k in range(1, noop_max + 1):
+        for k in range(1, min(noop_max, NOOP_STARTS_MAX) + 1):
             reward += ale.act(0)
             if ale.game_over(with_truncation=False) or (
                     max_episode_frames > 0
