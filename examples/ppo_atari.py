@@ -128,6 +128,14 @@ def parse_args(argv=None):
     if not args.sync and args.num_envs % 2:
         p.error(f"--num-envs must be even for double buffering (two halves), got {args.num_envs}")
     args.rollout_size = args.num_envs * args.num_steps
+    if args.total_timesteps < args.rollout_size:
+        p.error(f"--total-timesteps {args.total_timesteps} is less than one rollout "
+                f"(--num-envs {args.num_envs} x --num-steps {args.num_steps} = "
+                f"{args.rollout_size} agent steps): nothing would be trained")
+    try:  # an unknown game is a usage error here, not a traceback from make()
+        shmatari.resolve_game(args.env_id)
+    except (TypeError, ValueError) as exc:
+        p.error(f"--env-id: {exc}")
     return args
 
 

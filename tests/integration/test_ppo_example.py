@@ -67,6 +67,19 @@ def test_ppo_example_trains_with_finite_losses_and_logs_games(tmp_path, mode):
     assert (tmp_path / "curve.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--total-timesteps", "1000"], "--total-timesteps 1000 is less than one rollout"),
+    (["--env-id", "Breakou"], "--env-id: unknown Atari game 'Breakou'"),
+])
+def test_ppo_example_refuses_what_would_train_nothing_or_fail_later(args, needle):
+    """A run shorter than one rollout trained nothing and exited 0; an
+    unknown game was a traceback from make() (a newcomer's pass)."""
+    proc = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert needle in proc.stderr.splitlines()[-1], proc.stderr
+
+
 def test_double_buffered_rollout_matches_a_synchronous_replay_of_each_env():
     """Each env's stored observations, rewards and dones are those its own
     actions give in a synchronous pool (trajectories depend only on seed, env
