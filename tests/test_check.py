@@ -52,7 +52,7 @@ def test_an_unseeded_run_fails_the_check_and_the_divergence_is_named(tmp_path):
     assert broken.startswith(
         "DIFFER  sync vs async (batch_size 1): first divergence at agent step ")
     assert "field obs" in broken or "field reward" in broken
-    assert summary.startswith("shmatari-check: 1 of 2 pairings do not agree")
+    assert summary.startswith("shmatari-check: 1 of 2 pairings does not agree")
     report = json.loads(out.read_text())
     assert report["ok"] is False and report["runs"]["async"]["unseeded_policy"] is True
     where = report["pairings"][1]["first_divergence"]
@@ -73,6 +73,22 @@ def test_the_streams_hold_each_steps_info(capsys, tmp_path):
     a = plain["runs"]["reference"]["env_hashes"]
     b = ram["runs"]["reference"]["env_hashes"]
     assert all(x != y for x, y in zip(a, b)), (a, b)
+
+
+def test_unseeded_policy_takes_the_pairings_key(capsys):
+    """--pairings says 'workers', --unseeded-policy wanted the run's name
+    'one_worker', and its error quoted the Python parameter (a newcomer's
+    pass): both spellings work now, and the error names the flag."""
+    code = main(["--num-envs", "2", "--steps", "20", "--quiet", "--pairings", "workers",
+                 "--unseeded-policy", "workers"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1 and out[0].startswith("DIFFER  num_workers 2 vs 1")
+    assert out[-1].startswith("shmatari-check: 1 of 1 pairing does not agree")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--unseeded-policy", "bogus"])
+    assert exit_.value.code == 2
+    assert ("--unseeded-policy) must name a pairing run here (rerun, workers, fork, spawn, "
+            "async, pipe)") in capsys.readouterr().err
 
 
 #: A short check whose episodes end: lost lives (terminated) and a 200-frame

@@ -208,7 +208,7 @@ class CheckReport:
                        f"{'s agree' if total > 1 else ' agrees'} ({what})")
         else:
             out.append(f"shmatari-check: {total - agree} of {total} pairing{'s' * (total > 1)} "
-                       f"do not agree ({what})")
+                       f"{'does' if total - agree == 1 else 'do'} not agree ({what})")
         return out
 
     def as_dict(self) -> dict:
@@ -332,9 +332,10 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         batch_size: the async run's batch (1..num_envs - 1; default ``num_envs // 2``).
         pairings: keys of :data:`PAIRINGS` to run (default all).
         progress: show a progress bar on stderr.
-        unseeded_policy: **test only**, to see a failure: the name of a run
-            (``"rerun"``, ``"one_worker"``, ``"fork"``, ``"spawn"``, ``"async"``,
-            ``"pipe"``) whose actions are drawn from NumPy's global RNG, which
+        unseeded_policy: **test only**, to see a failure: the pairing key
+            of a run (``"rerun"``, ``"workers"``, ``"fork"``, ``"spawn"``,
+            ``"async"``, ``"pipe"``; ``"one_worker"``, the run's name, too)
+            whose actions are drawn from NumPy's global RNG, which
             the check never seeds, so that run diverges from the reference.
         **options: env options, as :func:`shmatari.make` (``preset`` too).
             Every ``autoreset_mode`` works: the rollout resets ended envs with
@@ -383,9 +384,12 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
     plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options)
     names = [p.name for p in plans]
+    # the pairing's key names its variant run too (workers: the one-worker run)
+    unseeded_policy = {"workers": "one_worker"}.get(unseeded_policy, unseeded_policy)
     if unseeded_policy is not None and unseeded_policy not in names[1:]:
-        raise ValueError(f"unseeded_policy must name a variant run ({', '.join(names[1:])}), "
-                         f"got {unseeded_policy!r}")
+        keys = ", ".join("workers" if n == "one_worker" else n for n in names[1:])
+        raise ValueError(f"unseeded_policy (--unseeded-policy) must name a pairing run here "
+                         f"({keys}), got {unseeded_policy!r}")
 
     def seeded(n_actions):
         return policy_actions(cfg.num_envs, steps, n_actions, policy_seed)
@@ -467,7 +471,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--torch-threads", type=_cli.positive_int, default=None,
                    help="--train: torch.set_num_threads in every run (default 1)")
     p.add_argument("--unseeded-policy", metavar="RUN", default=None,
-                   help="test only: RUN (rerun, one_worker, fork, spawn, async, pipe) draws "
+                   help="test only: RUN (rerun, workers, fork, spawn, async, pipe) draws "
                         "its actions from the unseeded global NumPy RNG, to show a failure")
     return p
 
