@@ -363,8 +363,7 @@ def _check_args(parser, args) -> None:
                      "emulates nothing")
     if args.env == "null":
         ignored = [flag for flag, dest in (("--game", "game"), ("--num-envs", "num_envs"),
-                                           ("--batch-size", "batch_size"),
-                                           ("--rounds", "rounds"))
+                                           ("--batch-size", "batch_size"))
                    if getattr(args, dest) != parser.get_default(dest)]
         if ignored:
             parser.error(f"{', '.join(ignored)}: not with --env null, which times one burst "
