@@ -126,18 +126,28 @@ def test_the_first_fast_new_game_saves_every_no_op_start_in_one_pass(p):
     # in a pool: all 30 after the second game, and the streams of ALE's resets
     opts = dict(max_episode_frames=200, repeat_action_probability=p)
     cores = [_core("breakout", fast_reset=f, **opts) for f in ("auto", "off")]
+
+    def after_step(games_started):
+        if games_started == 2:
+            assert cores[0].saved_starts == 30
+
+    assert _same_streams(cores, 400, after_step) >= 4 and cores[1].saved_starts == 0
+
+
+def _same_streams(cores, steps: int, after_step=lambda games_started: None) -> int:
+    """Steps two cores (fast resets and ALE's) alike, asserting the same
+    results and observations at every step; returns the games started."""
     obs = [np.empty((4, 84, 84), np.uint8) for _ in cores]
     games_started = 0
-    for t in range(400):
+    for t in range(steps):
         for core, o in zip(cores, obs):
             core.step(t % core.num_actions) if t else core.reset()
             core.obs_into(o)
         assert cores[0].result() == cores[1].result(), t
         assert np.array_equal(*obs), t
         games_started += bool(dict(zip(RESULT_FIELDS, cores[0].result()))["flags"] & FLAG_RESET)
-        if games_started == 2:
-            assert cores[0].saved_starts == 30
-    assert games_started >= 4 and cores[1].saved_starts == 0
+        after_step(games_started)
+    return games_started
 
 
 def _proven(game, p):
@@ -225,16 +235,7 @@ def test_no_op_starts_are_saved_up_to_a_cap_and_larger_draws_are_emulated():
     cap = fast_reset.NOOP_STARTS_MAX
     opts = dict(noop_max=3 * cap, max_episode_frames=4 * cap + 200)
     cores = [_core("breakout", fast_reset=f, **opts) for f in ("auto", "off")]
-    obs = [np.empty((4, 84, 84), np.uint8) for _ in cores]
-    games_started = 0
-    for t in range(1200):
-        for core, o in zip(cores, obs):
-            core.step(t % core.num_actions) if t else core.reset()
-            core.obs_into(o)
-        assert cores[0].result() == cores[1].result(), t
-        assert np.array_equal(*obs), t
-        games_started += bool(dict(zip(RESULT_FIELDS, cores[0].result()))["flags"] & FLAG_RESET)
-    assert games_started >= 4
+    assert _same_streams(cores, 1200) >= 4
     assert cores[0].saved_starts == cap and cores[1].saved_starts == 0
 
 
