@@ -320,6 +320,46 @@ os.kill(os.getpid(), signal.SIGKILL)""")
             np.testing.assert_array_equal(info["env_id"], np.arange(4))
 
 
+def test_ctrl_c_while_attach_drains_gives_the_claim_back(server):
+    """A Ctrl-C that lands while attach() waits for the previous client's
+    commands is raised once the claim is taken: attach() recorded the claim
+    after that, so close() did not give it back and the interrupted process
+    kept the pool from every client, itself included, for as long as it
+    lived (an attacker's pass). Now the claim is freed with the
+    KeyboardInterrupt."""
+    s = server(num_envs=2, num_workers=1)
+    dead = python_client(f"""
+env = shmatari.attach({s.name!r})
+obs, info = env.reset()
+env.send([1, 1], env_id=info["env_id"])
+os.kill(env.worker_pids[0], signal.SIGSTOP)   # the step stays unanswered
+os.kill(os.getpid(), signal.SIGKILL)""")
+    assert dead.wait(60) == -signal.SIGKILL, dead.stderr.read()
+    worker = s.worker_pids[0]
+    try:
+        _wait_until(lambda: f"client pid {dead.pid} died" in s.stderr(), 5.0,
+                    "the server did not notice its client's death")
+        p = python_client(f"""
+signal.signal(signal.SIGINT, signal.default_int_handler)
+print("attaching", flush=True)
+try:
+    shmatari.attach({s.name!r}, timeout=30)
+    print("attached")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+with shmatari.attach({s.name!r}, timeout=10) as env:
+    print("again", env.reset()[0].shape, flush=True)""")
+        assert p.stdout.readline().strip() == "attaching"
+        time.sleep(1.5)  # attach() drains the dead client's step
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert out.splitlines() == ["interrupted", "again (2, 4, 84, 84)"], out + err
+
+
 def _process_with_pid(pid: int, tries: int = 50):
     """A ``sleep`` process that has pid ``pid`` (the kernel's next pid set
     through ``ns_last_pid``: root only), or None when other forks kept

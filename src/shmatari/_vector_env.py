@@ -129,10 +129,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             seg = self._supervisor.start(segment_name or shm.new_name())
             self._seg = seg
             if claim:
+                self._res.client_pid = os.getpid()  # first: as in _attach
                 code, _, msg = seg.open_client(os.getpid(), START_TIMEOUT)
                 if code != _core.OK:
                     raise status_error(seg, code, msg)[0]
-                self._res.client_pid = os.getpid()
             self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
                               seed_entropy=config.seed, supervisor=self._supervisor,
                               episode_statistics=config.episode_statistics))
@@ -217,11 +217,15 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                                   code="not_shmatari") from None
             self._res.seg = seg
             self._seg = seg
+            # Recorded first: a Ctrl-C that lands while open_client waits for
+            # the previous client's commands is raised once the claim is
+            # taken, and close() then gives the claim back (releasing one
+            # this process does not hold changes nothing: a compare-and-swap).
+            self._res.client_pid = os.getpid()
             code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()))
             if code != _core.OK:
                 raise AttachError(f"cannot attach to {name!r}: {msg}",
                                   code=_core.status_name(code), client_pid=holder or None)
-            self._res.client_pid = os.getpid()
             try:
                 seg.refresh_groups()
             except ValueError as exc:
