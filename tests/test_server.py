@@ -360,6 +360,44 @@ with shmatari.attach({s.name!r}, timeout=10) as env:
     assert out.splitlines() == ["interrupted", "again (2, 4, 84, 84)"], out + err
 
 
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
+        server, tmp_path, lang):
+    """A C client's wait checked the processes only after a quiet 100 ms
+    slice of sleep, so a same-user process bumping main_seq every 20 ms hid
+    the server's death: a 15 s wait ran out its time, a wait without limit
+    never ended (an attacker's pass). They are checked every 100 ms now,
+    woken or not. tests/c/wait_bumped.c."""
+    exe = tmp_path / "wait_bumped"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "wait_bumped.c"),
+                     "-o", str(exe)])
+    s = server(num_envs=2, num_workers=1)
+    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    bumper = None
+    worker = s.worker_pids[0]
+    try:
+        line = waiter.stdout.readline()
+        assert line == f"worker0 {worker}\n", line + waiter.stderr.read()
+        os.kill(worker, signal.SIGSTOP)  # the step stays unanswered
+        assert waiter.stdout.readline() == "posted\n"
+        bumper = subprocess.Popen([str(exe), "bump", s.name, "20", "30"])
+        time.sleep(0.5)
+        s.proc.kill()
+        s.proc.wait(10)
+        t0 = time.monotonic()
+        out, err = waiter.communicate(timeout=20)
+        assert time.monotonic() - t0 < 3.0
+        assert re.fullmatch(r"status -6 after [\d.]+: the server \(pid \d+\) that owns the "
+                            r"pool is gone\n", out), out + err
+    finally:
+        for p in (waiter, bumper):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        os.kill(worker, signal.SIGCONT)  # it notices its server is gone
+
+
 def _process_with_pid(pid: int, tries: int = 50):
     """A ``sleep`` process that has pid ``pid`` (the kernel's next pid set
     through ``ns_last_pid``: root only), or None when other forks kept

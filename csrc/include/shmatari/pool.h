@@ -190,6 +190,21 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
   return SHMATARI_OK;
 }
 
+/* shmatari_pool_check with check_pids once *next_check_ns (a monotonic
+ * time, then advanced by SHMATARI_POLL_NS; start it at 0) has passed: a wait
+ * loop calls it each turn, so that the processes are checked every
+ * SHMATARI_POLL_NS even when no slice of sleep ever times out (another
+ * process that keeps bumping main_seq would otherwise hide a dead server or
+ * worker for as long as it bumps). */
+static inline int shmatari_pool_check_due(const shmatari_geom *g,
+                                          int64_t *next_check_ns, char *msg,
+                                          size_t len) {
+  int64_t now = shmatari_now_ns();
+  int due = now >= *next_check_ns;
+  if (due) *next_check_ns = now + SHMATARI_POLL_NS;
+  return shmatari_pool_check(g, due, msg, len);
+}
+
 /* Sleeps on main_seq (seen: its value read before checking the condition)
  * for at most slice_ns and at most until deadline_ns (< 0: none), after
  * polling it for spin_ns in spin_mode (see shmatari_wait_change). Returns
@@ -227,12 +242,12 @@ static inline int shmatari_wait_running(const shmatari_geom *g,
                                         int64_t timeout_ns, char *msg,
                                         size_t len) {
   shmatari_header *h = g->hdr;
-  int64_t deadline = shmatari_deadline(timeout_ns);
+  int64_t deadline = shmatari_deadline(timeout_ns), next_check = 0;
   for (;;) {
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
     uint32_t state = shmatari_load_acquire(&h->pool_state);
     if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
-    int r = shmatari_pool_check(g, 0, msg, len);
+    int r = shmatari_pool_check_due(g, &next_check, msg, len);
     if (r == SHMATARI_OK)
       r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_POLL_NS, msg, len);

@@ -125,7 +125,7 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
 static inline int shmatari_drain(const shmatari_geom *g, int64_t timeout_ns,
                                  int interruptible, char *msg, size_t len) {
   shmatari_header *h = g->hdr;
-  int64_t deadline = shmatari_deadline(timeout_ns);
+  int64_t deadline = shmatari_deadline(timeout_ns), next_check = 0;
   for (uint32_t w = 0; w < g->num_workers; w++) {
     shmatari_worker_ctrl *wc = shmatari_worker(g, w);
     shmatari_notify(&wc->wake_seq, &wc->sleeping);
@@ -142,7 +142,7 @@ static inline int shmatari_drain(const shmatari_geom *g, int64_t timeout_ns,
     /* Workers bump main_seq only when a slot fills, so sleep in short
      * slices: this runs once per attach or drain, while the last commands
      * finish. */
-    int r = shmatari_pool_check(g, 0, msg, len);
+    int r = shmatari_pool_check_due(g, &next_check, msg, len);
     if (r == SHMATARI_OK)
       r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
                               SHMATARI_SECOND / 100, msg, len);
@@ -287,7 +287,7 @@ static inline int shmatari_wait_batch(const shmatari_geom *g, uint64_t batch,
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
     if (shmatari_load_acquire(&slot->done_count) >= g->batch_size)
       return SHMATARI_OK;
-    int r = shmatari_pool_check(g, 0, msg, len);
+    int r = shmatari_pool_check_due(g, next_check_ns, msg, len);
     if (r == SHMATARI_OK)
       r = shmatari_sleep_main(g, seen, spin_ns, spin_mode, deadline,
                               SHMATARI_POLL_NS, msg, len);
