@@ -630,6 +630,39 @@ def test_serve_refuses_another_users_file_under_its_name_in_its_own_words():
         path.unlink()
 
 
+@pytest.mark.parametrize("lie,words", [
+    ("ack", "env 0's ack_seq is"),
+    ("results", "at or past 2**63"),
+])
+def test_a_client_that_writes_a_workers_count_stops_the_server_by_name(
+        server, tmp_path, lie, words):
+    """One word written by a client that detaches (tests/c/liar.c): env 0's
+    ack_seq one past its req_seq, or every env's results count at
+    ceil(2**64 / num_envs), whose position wraps. The pool went on running,
+    logged nothing, and every later client waited for good: attach() for a
+    command 'still running', reset() for rows written elsewhere (an
+    attacker's pass). Now a worker fails naming the word, and the server
+    exits 1 and removes the segment, as for any client that writes the
+    segment unchecked."""
+    exe = tmp_path / "liar"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "liar.c"),
+                     "-o", str(exe)])
+    s = server(num_envs=3, num_workers=1)
+    with shmatari.attach(s.name) as env:  # a few honest steps first
+        env.reset()
+        for _ in range(5):
+            env.step(np.zeros(3, np.int64))
+    r = subprocess.run([str(exe), lie, s.name], capture_output=True, text=True, timeout=60)
+    assert r.stdout == "lied\n", r.stdout + r.stderr
+    if lie == "results":  # the next client's first result is the one that would wrap
+        with pytest.raises((shmatari.WorkerError, shmatari.PoolClosedError)):
+            with shmatari.attach(s.name, timeout=10) as env:
+                env.reset(timeout=10)
+    assert s.proc.wait(15) == 1
+    assert words in s.stderr() and "a client that writes it unchecked" in s.stderr()
+    s.assert_gone()
+
+
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s = server()
     os.kill(s.worker_pids[1], signal.SIGKILL)

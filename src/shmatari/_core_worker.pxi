@@ -23,10 +23,18 @@ cdef extern from *:
         const shmatari_geom *g, char *slot, uint32_t idx, const shmatari_result *r) nogil
 
 
-cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
-                          bint ordered, int64_t reserved) noexcept nogil:
+#: Result positions (and ``results`` counts times ``num_envs``) stay below
+#: this: 2**63 results at a billion a second take 292 years, so a count at or
+#: past it was written by something else, and would wrap (docs/layout.md).
+cdef uint64_t _POSITION_LIMIT = (<uint64_t>1) << 63
+
+
+cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
+                         bint ordered, int64_t reserved, uint64_t *bad) noexcept nogil:
     """Writes env ``env``'s result at its next position (``reserved`` >= 0:
     at that position, taken by a worker that died; see Segment.recover).
+    Returns 0, or -1 with nothing written and ``bad[0]`` the count or
+    position read when it is at or past ``_POSITION_LIMIT``.
 
     The order is part of the contract that lets a dead worker be replaced:
     row, ``results``, ``env_id`` (release: the row is complete),
@@ -37,16 +45,24 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     # Read once: the position written and the count published come from the
     # same value (another process may change the word in between).
     cdef uint64_t results = shmatari_load_acquire64(&ec.results)
-    cdef uint32_t idx
+    cdef uint32_t idx, rank
     cdef char *slot
     cdef char *final
     if reserved >= 0:
         pos = <uint64_t>reserved
     elif ordered:
-        # synchronous, or batch_order FIXED: batch r * G + env % G
-        pos = results * g.num_envs + shmatari_env_rank(g, env)
+        # synchronous, or batch_order FIXED: batch r * G + env % G, checked
+        # before the product can wrap
+        rank = shmatari_env_rank(g, env)
+        if results > (_POSITION_LIMIT - 1 - rank) / g.num_envs:
+            bad[0] = results
+            return -1
+        pos = results * g.num_envs + rank
     else:
         pos = shmatari_fetch_add64(&h.alloc_pos, 1)
+    if pos >= _POSITION_LIMIT:
+        bad[0] = pos
+        return -1
     batch = pos / g.batch_size
     idx = <uint32_t>(pos % g.batch_size)
     slot = shmatari_slot(g, batch)
@@ -62,6 +78,7 @@ cdef inline void _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     shmatari_store_release(<uint32_t *>shmatari_row_env_id(g, pos), env)
     if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == g.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
+    return 0
 
 
 cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, reseed,
@@ -131,8 +148,10 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         str: ``"closed"`` or ``"orphaned"``.
 
     Raises:
-        ValueError: a command or action outside the layout's (a client that
-            wrote the segment unchecked).
+        ValueError: a command or action outside the layout's, a result count
+            or position at or past 2**63, or an ``ack_seq`` of the group that
+            this worker did not store (a client that wrote the segment
+            unchecked).
     """
     seg._check()
     cdef shmatari_header *h = seg.hdr
@@ -154,7 +173,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     cdef shmatari_env_ctrl *ec
     cdef EnvCore core
     cdef bint busy, ordered = shmatari_ordered(g)
-    cdef int r
+    cdef int r = 0
+    cdef uint64_t bad = 0
     cdef int64_t poll_ns = <int64_t>(poll * 1e9)
     cdef int64_t next_check = shmatari_now_ns() + poll_ns, now
     cdef int64_t gap = 0, filled, share
@@ -219,14 +239,21 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 if g.ram_offset != 0:
                     core.write_ram(shmatari_ram_area(g, e))
                 with nogil:
-                    _publish(g, e, core, ordered, first[i])
-                    first[i] = -2
-                    seen[i] = req
-                    shmatari_store_release(&ec.ack_seq, req)
-                    wc.steps += 1
-                    if (core.res.terminated or core.res.truncated) and not ended[i]:
-                        ended[i] = 1
-                        npending += 1
+                    r = _publish(g, e, core, ordered, first[i], &bad)
+                    if r == 0:
+                        first[i] = -2
+                        seen[i] = req
+                        shmatari_store_release(&ec.ack_seq, req)
+                        wc.steps += 1
+                        if (core.res.terminated or core.res.truncated) and not ended[i]:
+                            ended[i] = 1
+                            npending += 1
+                if r != 0:
+                    raise ValueError(
+                        f"env {e}'s result position would come from the count {bad} "
+                        f"(its results, or the pool's alloc_pos), at or past 2**63, "
+                        f"which no run reaches: the segment was written by something "
+                        f"other than its creator (a client that writes it unchecked)")
             # Python runs signal handlers (SIGTERM: exit) only here: the loop
             # and the env steps are C calls, and the signal may have woken
             # another thread than this one.
@@ -247,6 +274,18 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                     if not parent_alive():
                         return "orphaned"
                 continue
+            # Idle: every ack_seq of the group is the last one this worker
+            # stored (nobody else writes them while it lives). One changed
+            # by another process would keep req_seq != ack_seq for good,
+            # and every attach would wait for a command nobody runs.
+            for k in range(n):
+                req = shmatari_load_acquire(&shmatari_env(g, begin + k).ack_seq)
+                if req != seen[k]:
+                    raise ValueError(
+                        f"env {begin + k}'s ack_seq is {req}, but worker {worker} last "
+                        f"answered its command {seen[k]}: the segment was written by "
+                        f"something other than its workers (a client that writes it "
+                        f"unchecked)")
             with nogil:
                 # gap: the longest recent wait of this worker for the client,
                 # fading by 1/8 a wait (ns). Only the client's share counts:
