@@ -29,7 +29,12 @@ A build is ``LABEL=SRC[:NAME=VALUE,...]``: ``SRC`` is a directory put first
 on ``sys.path`` (a source tree's ``src`` with its extension built in place);
 each ``NAME=VALUE`` is set in that build's environment, except ``ORDER``,
 the pool's ``batch_order`` (passed to ``make`` only when given, so that
-builds from before ``batch_order`` existed run too). The first build named
+builds from before ``batch_order`` existed run too). Knobs for experiments
+on one source tree: ``ZERO_COPY=1`` (``make(zero_copy=True)``),
+``PIN_WORKERS=1`` (worker *w* on the *w*-th core this process may use),
+``WORKERS_SCHED_BATCH=1`` / ``TRAINER_SCHED_BATCH=1`` (``SCHED_BATCH`` for
+the workers / the trainer), ``CLIENT_SPIN_NS=N`` (the trainer polls N ns
+before it sleeps on the futex). The first build named
 (``--a``, then ``--b``, then the ``--build`` options in order) is the
 reference. Every pool has 2 workers and seed 0. ``--policy`` and
 ``--ceiling`` need builds that have ``shmatari._bench_backends``.
@@ -66,9 +71,23 @@ def ceiling():
 
 
 def pool():
+    import os
+    if os.environ.get("ZERO_COPY") == "1":
+        order_kw["zero_copy"] = True
     env = shmatari.make(game, num_envs=num_envs, batch_size=batch_size, num_workers=2, seed=0,
                         **order_kw)
     obs, info = env.reset(seed=0)
+    # Experiment knobs (a build's NAME=VALUE environment; see the docstring).
+    if os.environ.get("PIN_WORKERS") == "1":
+        for w, pid in enumerate(env.worker_pids):
+            os.sched_setaffinity(pid, {sorted(os.sched_getaffinity(0))[w % len(os.sched_getaffinity(0))]})
+    if os.environ.get("WORKERS_SCHED_BATCH") == "1":
+        for pid in env.worker_pids:
+            os.sched_setscheduler(pid, os.SCHED_BATCH, os.sched_param(0))
+    if os.environ.get("TRAINER_SCHED_BATCH") == "1":
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    if os.environ.get("CLIENT_SPIN_NS"):
+        env._client._seg.spin_ns = int(os.environ["CLIENT_SPIN_NS"])
     n_actions = int(env.single_action_space.n)
     table = np.random.default_rng(12345).integers(0, n_actions, (1024, batch_size))
     if use_policy:
