@@ -474,19 +474,19 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
 static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
   if (c->pending + n >= c->geom.batch_size) return SHMATARI_OK;
   const char *const *k = c->names != NULL ? c->names : shmatari_call_names_c;
-  /* Not shmatari_refuse: the state's way out (send(), a reset) is not this
-   * one's. */
+  /* The way out of this call first; the state's words after it (an env
+   * that ended under 'disabled' takes no action until its masked reset). */
   uint32_t running = c->pending + n;
   char smaller[64] = "";
   if (running > 0)
     snprintf(smaller, sizeof smaller, ", or make the pool with batch_size <= %u",
              running);
-  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
-                       "%s would send %u action(s) and wait for a batch of %u "
-                       "results, but only %u env(s) would then be running; "
-                       "nothing was sent: give actions to at least %u env(s)%s",
-                       k[SHMATARI_CALL_STEP], n, c->geom.batch_size, running,
-                       c->geom.batch_size - c->pending, smaller);
+  return shmatari_refuse(c, SHMATARI_ERR_STATE,
+                         "%s would send %u action(s) and wait for a batch of %u "
+                         "results, but only %u env(s) would then be running; "
+                         "nothing was sent: give actions to at least %u env(s)%s",
+                         k[SHMATARI_CALL_STEP], n, c->geom.batch_size, running,
+                         c->geom.batch_size - c->pending, smaller);
 }
 
 /* Marks n envs running (env_ids NULL: envs 0..n-1). */
