@@ -360,6 +360,11 @@ with shmatari.attach({s.name!r}, timeout=10) as env:
     assert out.splitlines() == ["interrupted", "again (2, 4, 84, 84)"], out + err
 
 
+def _process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 @pytest.mark.parametrize("lang", ["c", "c++"])
 def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
         server, tmp_path, lang):
@@ -372,14 +377,17 @@ def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
     build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "wait_bumped.c"),
                      "-o", str(exe)])
     s = server(num_envs=2, num_workers=1)
-    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bumper = None
     worker = s.worker_pids[0]
     try:
         line = waiter.stdout.readline()
         assert line == f"worker0 {worker}\n", line + waiter.stderr.read()
-        os.kill(worker, signal.SIGSTOP)  # the step stays unanswered
+        os.kill(worker, signal.SIGSTOP)  # the step stays unanswered: stopped before it is sent
+        _wait_until(lambda: _process_state(worker) in ("T", "t"), 10.0, "the worker did not stop")
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
         assert waiter.stdout.readline() == "posted\n"
         bumper = subprocess.Popen([str(exe), "bump", s.name, "20", "30"])
         time.sleep(0.5)
@@ -632,7 +640,7 @@ def test_serve_refuses_another_users_file_under_its_name_in_its_own_words():
 
 @pytest.mark.parametrize("lie,words", [
     ("ack", "env 0's ack_seq is"),
-    ("results", "at or past 2**63"),
+    ("results", "results count is 6148914691236517206, at or past 2**47"),
 ])
 def test_a_client_that_writes_a_workers_count_stops_the_server_by_name(
         server, tmp_path, lie, words):

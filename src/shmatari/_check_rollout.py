@@ -97,6 +97,10 @@ class _Streams:
                 hashlib.blake2b(data, digest_size=8).digest(), "little")
         self.count[env] = k + 1
 
+    def row(self, info: dict | None, j: int, episode: bool = True) -> bytes:
+        """:func:`info_row`, or ``b""`` for a stream without info."""
+        return info_row(info, j, episode) if self.info else b""
+
     def add_reset(self, env: int, obs, info: bytes = b"") -> None:
         # A reset has no reward and no flags: record 0 and False, as Gymnasium.
         self.add(env, obs, 0.0, False, False, info=info)
@@ -129,7 +133,7 @@ def _rollout_sync(env, actions: np.ndarray, streams: _Streams, tick) -> None:
     done step adds its ``final_obs``; disabled resets the done envs with a
     mask (``reset(options={"reset_mask": done})``) before the next step."""
     mode = env.metadata["autoreset_mode"]
-    row = info_row if streams.info else (lambda info, j, episode=True: b"")
+    row = streams.row
     obs, info = env.reset()
     for e in range(env.num_envs):
         streams.add_reset(e, obs[e], row(info, e))
@@ -162,7 +166,7 @@ def _rollout_async(env, actions: np.ndarray, streams: _Streams, tick) -> None:
     action, and its done step is recorded when the reset comes back."""
     steps = actions.shape[1]
     mode = env.metadata["autoreset_mode"]
-    row = info_row if streams.info else (lambda info, j, episode=True: b"")
+    row = streams.row
     waiting = {}  # disabled: env -> its done step, until its reset's result comes
     env.async_reset()
     while streams.count.min() <= steps:

@@ -23,18 +23,23 @@ cdef extern from *:
         const shmatari_geom *g, char *slot, uint32_t idx, const shmatari_result *r) nogil
 
 
-#: Result positions (and ``results`` counts times ``num_envs``) stay below
-#: this: 2**63 results at a billion a second take 292 years, so a count at or
-#: past it was written by something else, and would wrap (docs/layout.md).
+#: Result positions stay below this: 2**63 results at a billion a second
+#: take 292 years, so a count at or past it was written by something else,
+#: and would wrap (docs/layout.md).
 cdef uint64_t _POSITION_LIMIT = (<uint64_t>1) << 63
+#: An env's ``results`` count stays below this, so that ``results *
+#: num_envs + rank`` stays below ``_POSITION_LIMIT`` for any pool (num_envs
+#: at most SHMATARI_MAX_ENVS, 2**16): a comparison, not a division, per result.
+cdef uint64_t _RESULTS_LIMIT = _POSITION_LIMIT / SHMATARI_MAX_ENVS
 
 
 cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
                          bint ordered, int64_t reserved, uint64_t *bad) noexcept nogil:
     """Writes env ``env``'s result at its next position (``reserved`` >= 0:
     at that position, taken by a worker that died; see Segment.recover).
-    Returns 0, or -1 with nothing written and ``bad[0]`` the count or
-    position read when it is at or past ``_POSITION_LIMIT``.
+    Returns 0, or -1 with nothing written and ``bad[0]`` the ``results``
+    count read when it is at or past ``_RESULTS_LIMIT``, or -2 with the
+    position when it is at or past ``_POSITION_LIMIT``.
 
     The order is part of the contract that lets a dead worker be replaced:
     row, ``results``, ``env_id`` (release: the row is complete),
@@ -45,7 +50,7 @@ cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     # Read once: the position written and the count published come from the
     # same value (another process may change the word in between).
     cdef uint64_t results = shmatari_load_acquire64(&ec.results)
-    cdef uint32_t idx, rank
+    cdef uint32_t idx
     cdef char *slot
     cdef char *final
     if reserved >= 0:
@@ -53,16 +58,15 @@ cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     elif ordered:
         # synchronous, or batch_order FIXED: batch r * G + env % G, checked
         # before the product can wrap
-        rank = shmatari_env_rank(g, env)
-        if results > (_POSITION_LIMIT - 1 - rank) / g.num_envs:
+        if results >= _RESULTS_LIMIT:
             bad[0] = results
             return -1
-        pos = results * g.num_envs + rank
+        pos = results * g.num_envs + shmatari_env_rank(g, env)
     else:
         pos = shmatari_fetch_add64(&h.alloc_pos, 1)
     if pos >= _POSITION_LIMIT:
         bad[0] = pos
-        return -1
+        return -2
     batch = pos / g.batch_size
     idx = <uint32_t>(pos % g.batch_size)
     slot = shmatari_slot(g, batch)
@@ -149,7 +153,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
 
     Raises:
         ValueError: a command or action outside the layout's, a result count
-            or position at or past 2**63, or an ``ack_seq`` of the group that
+            at or past 2**47 or a position at or past 2**63, or an ``ack_seq`` of the group that
             this worker did not store (a client that wrote the segment
             unchecked).
     """
@@ -168,7 +172,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         raise ValueError(f"worker {worker}'s group is envs [{begin}, {end}) for "
                          f"{len(cores)} envs of a pool of {g.num_envs}: the segment "
                          f"was written by something other than its creator")
-    cdef uint32_t e, wake, req
+    cdef uint32_t e, wake, req, ack
     cdef uint32_t n = end - begin, i, k, scan = 0, qhead = 0, qlen = 0
     cdef shmatari_env_ctrl *ec
     cdef EnvCore core
@@ -250,10 +254,11 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                             npending += 1
                 if r != 0:
                     raise ValueError(
-                        f"env {e}'s result position would come from the count {bad} "
-                        f"(its results, or the pool's alloc_pos), at or past 2**63, "
-                        f"which no run reaches: the segment was written by something "
-                        f"other than its creator (a client that writes it unchecked)")
+                        (f"env {e}'s results count is {bad}, at or past 2**47"
+                         if r == -1 else
+                         f"env {e}'s result position is {bad}, at or past 2**63") +
+                        ", which no run reaches: the segment was written by something "
+                        "other than its creator (a client that writes it unchecked)")
             # Python runs signal handlers (SIGTERM: exit) only here: the loop
             # and the env steps are C calls, and the signal may have woken
             # another thread than this one.
@@ -279,10 +284,10 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             # by another process would keep req_seq != ack_seq for good,
             # and every attach would wait for a command nobody runs.
             for k in range(n):
-                req = shmatari_load_acquire(&shmatari_env(g, begin + k).ack_seq)
-                if req != seen[k]:
+                ack = shmatari_load_acquire(&shmatari_env(g, begin + k).ack_seq)
+                if ack != seen[k]:
                     raise ValueError(
-                        f"env {begin + k}'s ack_seq is {req}, but worker {worker} last "
+                        f"env {begin + k}'s ack_seq is {ack}, but worker {worker} last "
                         f"answered its command {seen[k]}: the segment was written by "
                         f"something other than its workers (a client that writes it "
                         f"unchecked)")

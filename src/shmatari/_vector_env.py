@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from . import _core, config as _config, seeding, shm
 from .client import RESET_TIMEOUT, Client, status_error
 from ._vector_extras import VectorExtras
-from .errors import AttachError, ResourceLimitError, resource_limit_error
+from .errors import AttachError, resource_limit_error
 from .spin import spin_policy
 from .supervisor import START_TIMEOUT, Supervisor, _Resources
 
@@ -136,18 +136,12 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
                               seed_entropy=config.seed, supervisor=self._supervisor,
                               episode_statistics=config.episode_statistics))
-        except ResourceLimitError:
+        except BaseException as exc:
             self.close()
-            raise
-        except OSError as exc:
-            self.close()
-            limit = resource_limit_error(exc, "make()")
+            limit = resource_limit_error(exc, "make()") if isinstance(exc, OSError) else None
             if limit is None:
                 raise
             raise limit from exc
-        except BaseException:
-            self.close()
-            raise
 
     @classmethod
     def _attach(cls, name: str, timeout: float, zero_copy: bool) -> "ShmVectorEnv":

@@ -139,7 +139,7 @@ class ResourceLimitError(ShmatariError, OSError):
 
 #: The Python functions that call fork() itself (os.fork, _posixsubprocess):
 #: an EAGAIN raised in one of them is a process that could not be started.
-_FORKING = frozenset({"_launch", "spawnv_passfds", "_execute_child", "_fork_worker"})
+_FORKING = frozenset({"_launch", "spawnv_passfds", "_execute_child"})
 
 
 def _soft_limit(name: str) -> int | None:
@@ -165,7 +165,10 @@ def resource_limit_error(exc: OSError, doing: str,
     out of file descriptors (``EMFILE``, ``ENFILE``) or could not start a
     process (``EAGAIN`` from fork), else None. ``doing`` names what failed
     (``"make()"``, ``"starting worker 3"``); ``forked``: whether ``exc`` came
-    from fork() (None: from where it was raised)."""
+    from fork() (None: from where it was raised). A ResourceLimitError is
+    already the clear error: None."""
+    if isinstance(exc, ResourceLimitError):
+        return None
     code = exc.errno
     if code == _errno.EMFILE:
         limit = _soft_limit("RLIMIT_NOFILE")

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _core, config as _config, seeding, shm
 from ._sigint import deferred_sigint as _deferred_sigint
-from .errors import ResourceLimitError, WorkerError, resource_limit_error
+from .errors import WorkerError, resource_limit_error
 from .spin import spin_policy
 
 _log = logging.getLogger("shmatari")
@@ -334,8 +334,6 @@ class Supervisor:
         with _deferred_sigint():
             try:
                 self._spawn(w, restart, positions)
-            except ResourceLimitError:
-                raise
             except OSError as exc:
                 limit = resource_limit_error(exc, f"starting worker {w}")
                 if limit is None:

@@ -1,6 +1,7 @@
 /* A wait that another process keeps waking. Two modes:
  *   wait_bumped wait NAME TIMEOUT_S: attaches to NAME, resets, takes the
- *     reset batch, prints "worker0 <pid>", posts a step to every env,
+ *     reset batch, prints "worker0 <pid>", reads a line from stdin (the
+ *     caller stops that worker meanwhile), posts a step to every env,
  *     prints "posted", then waits once (TIMEOUT_S < 0: no limit) and prints
  *     "status <r> after <seconds>: <message>".
  *   wait_bumped bump NAME PERIOD_MS SECONDS: maps NAME's segment (no claim)
@@ -24,6 +25,8 @@ static int wait_mode(const char *name, double timeout_s) {
     return 1;
   }
   printf("worker0 %d\n", (int)shmatari_worker(&c.geom, 0)->pid);
+  char go[8];
+  if (fgets(go, sizeof go, stdin) == NULL) return 1; /* the caller stopped the worker */
   static int32_t actions[SHMATARI_MAX_ENVS]; /* zeros: NOOP */
   r = shmatari_send(&c, actions, b.env_id, b.size);
   if (r != SHMATARI_OK) {
