@@ -250,6 +250,40 @@ def test_worker_exception_carries_its_traceback(tmp_path):
     assert_gone(out["pids"], out["segment"])
 
 
+UNATTACHED = """
+import json, sys
+import shmatari
+sys.modules["ale_py"] = None  # the workers' import of ale_py fails, as in a broken install
+out = {}
+try:
+    shmatari.make("null", num_envs=2, num_workers=2, start_method="fork")
+except shmatari.WorkerError as exc:
+    out = {"message": str(exc), "traceback": exc.worker_traceback}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_worker_failing_before_it_attaches_reports_its_traceback(tmp_path):
+    """A worker whose exception comes before it has the segment (an import,
+    the ROM) has no error area to write to: its death was reported as
+    "without a Python traceback: it ended in native code", with the real
+    traceback on stderr only. It now comes through the fault pipe."""
+    path = tmp_path / "unattached.py"
+    path.write_text(UNATTACHED)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=120)
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, stdout + stderr
+    out = json.loads(lines[0][len("RESULT "):])
+    assert "message" in out, stderr
+    assert "native code" not in out["message"], out["message"]
+    assert "died: exit code 1" in out["message"]
+    assert "ModuleNotFoundError: import of ale_py halted" in out["traceback"], out
+    assert "| ModuleNotFoundError: import of ale_py halted" in out["message"]
+    assert not [n for n in os.listdir(SHM_DIR) if n.startswith(f"shmatari_{proc.pid}_")]
+
+
 def test_restart_after_a_worker_exception_goes_on(tmp_path):
     """The replacement answers the command that killed its predecessor with
     the restart's result (the action is not run again), so a bad command
@@ -848,6 +882,83 @@ def test_a_restart_out_of_file_descriptors_breaks_the_pool_clearly(tmp_path):
     assert message.startswith("[Errno 24] starting worker 1 ran out of file descriptors")
     assert "ulimit -n" in message
     assert "starting worker 1 ran out" in result["after"], result["after"]
+
+
+MAKE_PROC_LIMIT = """
+import json, os, resource, sys
+import shmatari
+import ale_py, threadpoolctl  # a worker imports them; the user below may not read them
+
+# Every import a pool needs, done while this process can still read them.
+warm = shmatari.make("null", num_envs=4, num_workers=4, seed=0, start_method="fork")
+warm.reset()
+warm.close()
+
+
+def tasks(uid):  # what RLIMIT_NPROC counts: every thread of every process of the user
+    n = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{pid}/status").read().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        if int(fields["Uid"].split()[0]) == uid:
+            n += int(fields["Threads"])
+    return n
+
+
+spare = int(sys.argv[1])
+if os.geteuid() == 0:  # root is never held to RLIMIT_NPROC: become nobody
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+limit = tasks(os.getuid()) + spare
+resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+out = {"limit": limit}
+try:
+    env = shmatari.make("null", num_envs=4, num_workers=4, seed=0, start_method="fork")
+    out["segment"] = env.segment_name
+    out["pids"] = list(env.worker_pids)
+    env.reset()
+    env.close()
+    out["made"] = True
+except shmatari.ResourceLimitError as exc:
+    out["error"] = [type(exc).__name__, exc.errno, exc.resource, exc.limit, str(exc)]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_make_out_of_processes_is_a_resource_limit_error(tmp_path):
+    """make() under ``ulimit -u`` (RLIMIT_NPROC) too low for its 4 workers:
+    the fork that fails raises EAGAIN. Every limit from no process to spare
+    up to the first that fits gives ResourceLimitError (errno EAGAIN,
+    resource "processes") naming the limit and ``ulimit -u``, and leaves no
+    segment or process. As root (never held to the limit) the script drops
+    to ``nobody`` first; the pool uses ``start_method="fork"``, since
+    ``nobody`` may not be able to run this Python for a zygote."""
+    path = tmp_path / "make_procs.py"
+    path.write_text(MAKE_PROC_LIMIT)
+    failures = 0
+    for spare in range(0, 12):
+        proc = subprocess.Popen([sys.executable, str(path), str(spare)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=120)
+        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+        assert lines, out + err
+        result = json.loads(lines[0][len("RESULT "):])
+        _nothing_left(proc.pid, result)
+        if result.get("made"):
+            break
+        kind, code, resource, soft, message = result["error"]
+        assert (kind, code, resource, soft) == ("ResourceLimitError", errno.EAGAIN,
+                                                "processes", result["limit"])
+        assert f"this user may run {result['limit']}: ulimit -u" in message, message
+        assert message.startswith(f"[Errno {errno.EAGAIN}] starting worker "), message
+        failures += 1
+    else:
+        pytest.fail("no limit up to 11 spare processes let make() start 4 workers")
+    assert failures >= 4  # one failure per worker that could not be forked, at least
 
 
 # -- 6. no resource-tracker noise ------------------------------------------------

@@ -129,4 +129,6 @@ def test_a_worker_that_waits_for_a_slower_worker_keeps_polling():
     step = _heavier_round(12)[0] / 2
     frame_skip = int(min(max(round(12 * 0.0012 / step), 1), 64))
     round_s, sleeps = _heavier_round(frame_skip, 300)
-    assert sleeps < 0.4, (sleeps, frame_skip, round_s)
+    # 0.6: well below the old rule's 0.82-0.93, with room for a machine
+    # busy with other jobs (0.43 once, with two test runs sharing the cores)
+    assert sleeps < 0.6, (sleeps, frame_skip, round_s)

@@ -197,6 +197,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             _core.mark_worker(seg, worker, _core.WORKER_FAILED, error=text)
         else:
             sys.stderr.write(text)
+            _report_unattached(fault_pipe, text)
         exitcode = 1
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up: nothing more to stop
@@ -228,6 +229,31 @@ def _segment_seed(words) -> int:
     from .seeding import check_seed, words_to_seed
 
     return check_seed(words_to_seed(words), "the segment's seed_words")
+
+
+#: The most of a traceback a worker that failed before attaching writes to
+#: its fault pipe (the end, which names the exception): within PIPE_BUF, so
+#: one write that does not block and is not split.
+UNATTACHED_TEXT_MAX = 4096
+
+
+def _report_unattached(fault_pipe, text: str) -> None:
+    """A worker that failed before it attached the segment (an import, the
+    ROM, the config) has no error area to write to: it writes the end of its
+    traceback to the fault pipe, which the parent reads when it reports the
+    death (``Supervisor.fault_text``), as it reads faulthandler's. Never
+    blocks: a full pipe or a closed one drops the text (stderr has it)."""
+    if fault_pipe is None:
+        return
+    fd = fault_pipe if isinstance(fault_pipe, int) else fault_pipe.fileno()
+    data = text.encode("utf-8", "replace")
+    if len(data) > UNATTACHED_TEXT_MAX:
+        data = b"..." + data[3 - UNATTACHED_TEXT_MAX:]
+    try:
+        os.set_blocking(fd, False)
+        os.write(fd, data)
+    except OSError:
+        pass
 
 
 def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
