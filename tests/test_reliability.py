@@ -71,6 +71,18 @@ def _result(stdout: str):
     return json.loads(lines[-1][len("RESULT "):]) if lines else None
 
 
+def run_plain_script(tmp_path, name: str, text: str, *args, timeout: float = 120):
+    """Runs ``text`` (a whole script, no HEAD) as ``name`` in a fresh process;
+    returns (parsed RESULT or None, the process's pid: its segments' names
+    start ``shmatari_{pid}_``, the process's stdout and stderr)."""
+    path = tmp_path / name
+    path.write_text(text)
+    proc = subprocess.Popen([sys.executable, str(path), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=timeout)
+    return _result(out), proc.pid, out + err
+
+
 def assert_gone(pids, segment):
     """No process of ``pids`` is left (zombies count as gone: their parent
     died) and the segment has left /dev/shm."""
@@ -268,20 +280,13 @@ def test_a_worker_failing_before_it_attaches_reports_its_traceback(tmp_path):
     the ROM) has no error area to write to: its death was reported as
     "without a Python traceback: it ended in native code", with the real
     traceback on stderr only. It now comes through the fault pipe."""
-    path = tmp_path / "unattached.py"
-    path.write_text(UNATTACHED)
-    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate(timeout=120)
-    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, stdout + stderr
-    out = json.loads(lines[0][len("RESULT "):])
-    assert "message" in out, stderr
+    out, pid, output = run_plain_script(tmp_path, "unattached.py", UNATTACHED)
+    assert out is not None and "message" in out, output
     assert "native code" not in out["message"], out["message"]
     assert "died: exit code 1" in out["message"]
     assert "ModuleNotFoundError: import of ale_py halted" in out["traceback"], out
     assert "| ModuleNotFoundError: import of ale_py halted" in out["message"]
-    assert not [n for n in os.listdir(SHM_DIR) if n.startswith(f"shmatari_{proc.pid}_")]
+    assert not [n for n in os.listdir(SHM_DIR) if n.startswith(f"shmatari_{pid}_")]
 
 
 def test_restart_after_a_worker_exception_goes_on(tmp_path):
@@ -828,14 +833,9 @@ print("RESULT " + json.dumps(out))
 
 
 def _run_fd_limit(tmp_path, limit: int, mode: str) -> tuple[dict, int]:
-    path = tmp_path / "make_fds.py"
-    path.write_text(MAKE_FD_LIMIT)
-    proc = subprocess.Popen([sys.executable, str(path), str(limit), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=120)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert lines, out + err
-    return json.loads(lines[0][len("RESULT "):]), proc.pid
+    result, pid, output = run_plain_script(tmp_path, "make_fds.py", MAKE_FD_LIMIT, limit, mode)
+    assert result is not None, output
+    return result, pid
 
 
 def _nothing_left(pid: int, result: dict) -> None:
@@ -937,17 +937,11 @@ def test_make_out_of_processes_is_a_resource_limit_error(tmp_path):
     segment or process. As root (never held to the limit) the script drops
     to ``nobody`` first; the pool uses ``start_method="fork"``, since
     ``nobody`` may not be able to run this Python for a zygote."""
-    path = tmp_path / "make_procs.py"
-    path.write_text(MAKE_PROC_LIMIT)
     failures = 0
     for spare in range(0, 12):
-        proc = subprocess.Popen([sys.executable, str(path), str(spare)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = proc.communicate(timeout=120)
-        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-        assert lines, out + err
-        result = json.loads(lines[0][len("RESULT "):])
-        _nothing_left(proc.pid, result)
+        result, pid, output = run_plain_script(tmp_path, "make_procs.py", MAKE_PROC_LIMIT, spare)
+        assert result is not None, output
+        _nothing_left(pid, result)
         if result.get("made"):
             break
         kind, code, resource, soft, message = result["error"]
