@@ -885,11 +885,16 @@ def test_a_restart_out_of_file_descriptors_breaks_the_pool_clearly(tmp_path):
 
 
 MAKE_PROC_LIMIT = """
-import json, os, resource, sys
+import importlib, json, os, pkgutil, resource, sys
 import shmatari
 import ale_py, threadpoolctl  # a worker imports them; the user below may not read them
 
-# Every import a pool needs, done while this process can still read them.
+# Every import a pool needs, done while this process can still read them: the
+# user below may not read this package's files (installed under /root, say),
+# and a forked worker imports its own modules (shmatari._worker_ale, ...) late.
+for module in pkgutil.iter_modules(shmatari.__path__, "shmatari."):
+    if module.name not in ("shmatari.ray", "shmatari.sb3"):  # integrations: not a worker's
+        importlib.import_module(module.name)
 warm = shmatari.make("null", num_envs=4, num_workers=4, seed=0, start_method="fork")
 warm.reset()
 warm.close()
