@@ -60,12 +60,19 @@ def test_a_worker_polls_through_quick_answers_and_sleeps_through_slow_ones():
     machine it sleeps after under 0.1 of them, and under a busy loop pinned
     to one core, whose pauses of the trainer hold off the long poll for a
     few waits each, after 0.34-0.57). It takes 6 ms (a slow policy): the
-    worker sleeps after almost every step."""
+    worker sleeps after almost every step.
+
+    Other load only adds sleeps (a trainer or worker preempted for longer
+    than the long poll: 0.86 once, with three other jobs on the two cores),
+    never removes them, so the quick count is the best of up to four tries."""
     with shmatari.make("null", 2, num_workers=1, seed=0) as env:
         env.reset()
-        quick = _sleeps_per_step(env, _busy(0.0003), 300)
+        tries = []
+        while len(tries) < 4 and (not tries or tries[-1] >= 0.65):
+            tries.append(_sleeps_per_step(env, _busy(0.0003), 300))
         slow = _sleeps_per_step(env, lambda: time.sleep(0.006), 60)
-    assert quick < 0.65, quick
+    quick = min(tries)
+    assert quick < 0.65, tries
     assert slow > 0.7, slow
 
 
@@ -128,7 +135,11 @@ def test_a_worker_that_waits_for_a_slower_worker_keeps_polling():
     # part, which makes this estimate of a step a little long)
     step = _heavier_round(12)[0] / 2
     frame_skip = int(min(max(round(12 * 0.0012 / step), 1), 64))
-    round_s, sleeps = _heavier_round(frame_skip, 300)
     # 0.6: well below the old rule's 0.82-0.93, with room for a machine
-    # busy with other jobs (0.43 once, with two test runs sharing the cores)
-    assert sleeps < 0.6, (sleeps, frame_skip, round_s)
+    # busy with other jobs (0.43 once, with two test runs sharing the cores);
+    # other load only adds sleeps, so the best of up to three tries counts
+    tries = []
+    while len(tries) < 3 and (not tries or tries[-1][1] >= 0.6):
+        tries.append(_heavier_round(frame_skip, 300))
+    sleeps = min(t[1] for t in tries)
+    assert sleeps < 0.6, (tries, frame_skip)
