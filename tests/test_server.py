@@ -326,7 +326,10 @@ def test_ctrl_c_while_attach_drains_gives_the_claim_back(server):
     after that, so close() did not give it back and the interrupted process
     kept the pool from every client, itself included, for as long as it
     lived (an attacker's pass). Now the claim is freed with the
-    KeyboardInterrupt."""
+    KeyboardInterrupt. And it is raised at once, while the previous
+    client's command is still running: the wait for it used to go on
+    through signals until attach()'s timeout (an attacker's pass: Ctrl-C
+    did nothing for the 30 s)."""
     s = server(num_envs=2, num_workers=1)
     dead = python_client(f"""
 env = shmatari.attach({s.name!r})
@@ -352,12 +355,16 @@ with shmatari.attach({s.name!r}, timeout=10) as env:
         assert p.stdout.readline().strip() == "attaching"
         time.sleep(1.5)  # attach() drains the dead client's step
         p.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        sent = time.monotonic()
+        first = p.stdout.readline().strip()
+        waited = time.monotonic() - sent
+        assert _process_state(worker) == "T"  # the dead client's step still runs
     finally:
         os.kill(worker, signal.SIGCONT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
-    assert out.splitlines() == ["interrupted", "again (2, 4, 84, 84)"], out + err
+    assert [first] + out.splitlines() == ["interrupted", "again (2, 4, 84, 84)"], out + err
+    assert waited < 10, waited  # at once, not after attach()'s 30 s
 
 
 def _process_state(pid: int) -> str:

@@ -1079,3 +1079,173 @@ def test_server_survives_a_shrunk_segment_and_removes_it(tmp_path):
         s.assert_gone()
     finally:
         s.stop(signal.SIGKILL)
+
+
+# -- a same-user process that rewrites a row between two reads, or keeps a waiter awake --
+
+class _ScribblingSegment:
+    """A client's Segment that, right after each batch is taken (the C
+    state machine has read its rows), writes ``env_id`` of row 0 of that
+    slot to another env, as a same-user process may at any moment."""
+
+    def __init__(self, seg, buf):
+        self._seg, self._buf = seg, buf
+        h = seg.header()
+        self._env_id = h["slot_field_offset"][[f for f, _ in _core.FIELDS].index("env_id")]
+        self.num_envs = h["num_envs"]
+
+    def __getattr__(self, name):
+        return getattr(self._seg, name)
+
+    def client_next_batch(self, timeout):
+        code = self._seg.client_next_batch(timeout)
+        if code == _core.OK:
+            row0 = np.ndarray((1,), np.int32, self._buf,
+                              self._seg.slot_offset(self._seg.taken) + self._env_id)
+            row0[0] = (row0[0] + 1) % self.num_envs
+        return code
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_row_rewritten_after_the_batch_is_taken_changes_nothing_handed_out():
+    """The batch's rows are read once: the client's state machine and the
+    arrays it hands out (``info["env_id"]``, rewards, terminated, ...) come
+    from one private copy, taken when the batch is. Before, the state
+    machine read each row's ``env_id`` in the segment and ``recv()`` copied
+    it again: a same-user process that changed it in between had the caller
+    shown envs [0, 1] while the machine recorded [1, 1], and the next step of
+    every env was refused (an attacker's pass, reproduced with a writer
+    toggling the word; here the write lands between the two reads)."""
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset()
+        client = env._client
+        client._seg = _ScribblingSegment(client._seg, client._res.segment.buf)
+        try:
+            for _ in range(20):
+                obs, reward, terminated, truncated, info = env.step(np.zeros(2, np.int64))
+                assert info["env_id"].tolist() == [0, 1]
+        finally:
+            client._seg = client._seg._seg
+
+
+def test_wait_ready_ends_at_its_timeout_while_another_process_keeps_waking_it():
+    """``Segment.wait_ready`` (make()'s and restart_workers()'s wait for the
+    workers, between liveness checks) looped on every change of main_seq
+    with the whole timeout each time: a same-user process bumping it every
+    few ms kept make() past ``start_timeout`` with a dead worker, for as long
+    as it went on (an attacker's pass). Its timeout is one deadline now."""
+    import threading
+    import time
+
+    header = _core.compute_layout(num_envs=2, num_workers=1, batch_size=2, ring_depth=2,
+                                  stack_num=1, img_height=2, img_width=2, channels=1,
+                                  frame_skip=1)
+    buf = bytearray(_core.header_words(header)["total_bytes"])
+    buf[:len(header)] = header
+    seg = _core.Segment(buf)
+    seg.set_worker_group(0, 0, 2)
+    seg.refresh_groups()
+    stop = threading.Event()
+
+    def bump():  # mark_worker bumps main_seq and wakes its sleepers
+        end = time.monotonic() + 3.0
+        while not stop.is_set() and time.monotonic() < end:
+            _core.mark_worker(seg, 0, _core.WORKER_STARTING, pid=os.getpid())
+            time.sleep(0.003)
+
+    bumper = threading.Thread(target=bump)
+    bumper.start()
+    try:
+        t0 = time.monotonic()
+        ready = seg.wait_ready(1, 0.3)
+        waited = time.monotonic() - t0
+    finally:
+        stop.set()
+        bumper.join()
+    assert not ready
+    assert 0.25 < waited < 2.0, waited  # the bumps went on for 3 s
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc, futexes")
+@pytest.mark.usefixtures("no_leaks")
+def test_an_orphaned_worker_ends_while_another_process_keeps_waking_it(tmp_path):
+    """An idle worker checked that its owner lives only after a quiet 0.2 s
+    sleep: a same-user process waking it every 10 ms (tests/c/wait_bumped.c,
+    worker 0's wake_seq) kept a forkserver worker, which has no parent-death
+    signal, and the segment it holds alive after its trainer was killed, for
+    as long as it went on (an attacker's pass). It checks every poll now,
+    woken or not."""
+    import time
+
+    exe = _build(tmp_path, "wait_bumped.c", "wait_bumped")
+    trainer = subprocess.Popen([sys.executable, "-c", """
+import time, shmatari
+env = shmatari.make("null", num_envs=1, num_workers=1, seed=0, start_method="forkserver")
+env.reset()
+print(env.segment_name, env.worker_pids[0], flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    bumper = None
+    try:
+        segment, worker = trainer.stdout.readline().split()
+        worker = int(worker)
+        bumper = subprocess.Popen([str(exe), "bump", segment[len("shmatari_"):], "10", "30",
+                                   "wake0"], stdout=subprocess.PIPE, text=True)
+        assert bumper.stdout.readline() == "bumping\n"
+        time.sleep(0.3)
+        trainer.kill()
+        trainer.wait(10)
+        t0 = time.monotonic()
+        while os.path.exists(f"/proc/{worker}") and time.monotonic() - t0 < 10:
+            with open(f"/proc/{worker}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.05)
+        gone = time.monotonic() - t0
+        assert bumper.poll() is None  # still bumping
+        assert gone < 3.0, f"the orphaned worker lived {gone:.1f} s while woken"
+        t0 = time.monotonic()
+        while os.path.exists(f"/dev/shm/{segment}") and time.monotonic() - t0 < 5:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/dev/shm/{segment}")
+    finally:
+        for p in (bumper, trainer):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="mounts a tmpfs: root on Linux")
+def test_the_stale_segment_sweep_leaves_a_sparse_file_alone(tmp_path):
+    """Every make() sweeps /dev/shm for stale pools, and mapped a named
+    pool's file (``shmatari_<name>``) to read its header without the hole
+    check that every attach makes: a same-user sparse file killed the
+    trainer with SIGBUS once the tmpfs was full (an attacker's pass). The
+    sweep checks it as attach does and leaves it. Shown on a private 64 KiB
+    tmpfs, so that /dev/shm itself is never filled."""
+    d = tmp_path / "shm"
+    d.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", str(d)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    try:
+        fd = os.open(d / "shmatari_squat", os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+        os.ftruncate(fd, 8192)  # a hole: no page allocated
+        os.close(fd)
+        fd = os.open(d / "filler", os.O_CREAT | os.O_WRONLY, 0o600)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError:
+            pass  # full
+        finally:
+            os.close(fd)
+        res = subprocess.run([sys.executable, "-c",
+                              f"from shmatari import shm; print(shm.sweep_stale({str(d)!r}))"],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+        assert res.stdout.strip() == "[]"
+        assert (d / "shmatari_squat").exists()
+    finally:
+        subprocess.run(["umount", str(d)], check=True)

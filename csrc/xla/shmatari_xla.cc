@@ -191,9 +191,11 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
   // The one copy of the observations: ring slot -> XLA's buffer.
   std::memcpy((*rets.get<ffi::AnyBuffer>(1))->untyped_data(),
               slot + g->slot_obs_offset, (size_t)(g->obs_env_bytes * n));
+  // The fields from the client's private copy of the rows (read once by
+  // shmatari_next_batch): what its state machine read, not the segment again.
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
     auto out = *rets.get<ffi::AnyBuffer>(2 + f);
-    kCopy[f](slot + g->slot_field_offset[f], out, n);
+    kCopy[f](static_cast<const char *>(shmatari_batch_fields(c, f)), out, n);
   }
   shmatari_release_batch(c);
   return ffi::Error::Success();

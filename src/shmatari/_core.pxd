@@ -202,6 +202,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
         int holding
         uint32_t pending
         uint8_t *env_flags
+        uint8_t *batch_fields
         const char *const *names
         char error[512]
     const char *shmatari_client_state_name(int state)

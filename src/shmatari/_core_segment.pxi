@@ -252,15 +252,28 @@ cdef class Segment(ClientMachine):
         Returns:
             (int, int, str): the status code, the current client's pid when
             the code is ``STATUS["busy"]`` (else 0), and the message.
+
+        Raises:
+            KeyboardInterrupt (or any signal handler's exception): a signal
+            arrived while waiting; the claim was not kept.
         """
         self._check()
         cdef char msg[512]
         cdef int32_t holder = 0
         cdef int r
-        cdef int64_t timeout_ns = timeout_to_ns(timeout)
-        msg[0] = 0
-        with nogil:
-            r = shmatari_open_pool(&self.geo, pid, timeout_ns, &holder, msg, sizeof(msg))
+        cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
+        cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
+        while True:
+            if deadline >= 0:  # one deadline across the signals that interrupt it
+                left = max(<int64_t>0, deadline - shmatari_now_ns())
+            msg[0] = 0
+            with nogil:
+                r = shmatari_open_pool(&self.geo, pid, left, &holder, msg, sizeof(msg))
+            if r != SHMATARI_ERR_INTERRUPTED:
+                break
+            # Ctrl-C: the claim was not kept; the handler's exception, if
+            # any, is raised here, else the attach goes on
+            PyErr_CheckSignals()
         if r == SHMATARI_OK:
             shmatari_client_close(&self.cl)
             self.cl.pid = pid
@@ -377,23 +390,31 @@ cdef class Segment(ClientMachine):
         return r, msg.decode("utf-8", "replace")
 
     def wait_ready(self, uint32_t count, double timeout):
-        """Waits until ``count`` workers are ready; False on timeout or failure."""
+        """Waits until ``count`` workers are ready; False on failure, or
+        once ``timeout`` seconds have passed in all: main_seq changing (any
+        process of the user may bump it) does not stretch the wait, so the
+        caller's liveness checks and deadline come at least that often."""
         self._check()
         cdef shmatari_header *h = self.hdr
         cdef shmatari_geom *g = &self.geo
         cdef uint32_t seen
         cdef int r
-        cdef int64_t timeout_ns = timeout_to_ns(timeout)
+        cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
+        cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
         while True:
             with nogil:
                 seen = shmatari_load_acquire(&h.main_seq)
+                if deadline >= 0:
+                    left = deadline - shmatari_now_ns()
                 if shmatari_load_acquire(&h.ready_workers) >= count:
                     r = -1
                 elif shmatari_load_acquire(&h.failed_workers) != 0:
                     r = -2
+                elif deadline >= 0 and left <= 0:
+                    r = SHMATARI_WAIT_TIMEOUT
                 else:
                     r = shmatari_wait_change(&h.main_seq, seen, &h.main_sleeping,
-                                             0, SHMATARI_SPIN_PAUSE, timeout_ns)
+                                             0, SHMATARI_SPIN_PAUSE, left)
             if r == -1:
                 return True
             if r != SHMATARI_WAIT_CHANGED:
@@ -479,7 +500,10 @@ cdef class Segment(ClientMachine):
         first field array up to the observations, as laid out in the slot)
         and, unless ``obs_out`` is None, its observations into caller-owned
         buffers, with one memcpy each; with ``final``, its final records
-        (same-step pools) instead."""
+        (same-step pools) instead. The batch this process's client holds
+        (:attr:`taken`) has its fields from the client's private copy of
+        the rows (``shmatari_batch_fields``: read once, what its state
+        machine read), not from the segment again."""
         self._check()
         cdef shmatari_header *h = self.hdr
         cdef shmatari_geom *g = &self.geo
@@ -493,8 +517,12 @@ cdef class Segment(ClientMachine):
         if <size_t>fields_out.shape[0] != nf or (
                 obs_out is not None and <size_t>obs_out.shape[0] != no):
             raise ValueError(f"copy_batch needs {nf} and {no} bytes")
+        cdef const char *rows = slot + g.slot_field_offset[0]
+        if (not final and self.cl.hdr != NULL and self.cl.holding
+                and batch == self.cl.taken and self.cl.batch_fields != NULL):
+            rows = <const char *>self.cl.batch_fields
         with nogil:
-            memcpy(&fields_out[0], slot + g.slot_field_offset[0], nf)
+            memcpy(&fields_out[0], rows, nf)
         if obs_out is not None:
             with nogil:
                 memcpy(&obs_out[0], slot + g.slot_obs_offset, no)

@@ -318,8 +318,14 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                     share = shmatari_now_ns() - filled
                     if share > gap:
                         gap = share
-            if r == SHMATARI_WAIT_TIMEOUT and not parent_alive():
-                return "orphaned"
+            # The owner is checked after a quiet wait, and at least every
+            # poll when woken: wake_seq changing (any process of the user
+            # may bump it) must not keep an orphan alive.
+            now = shmatari_now_ns()
+            if r == SHMATARI_WAIT_TIMEOUT or now >= next_check:
+                next_check = now + poll_ns
+                if not parent_alive():
+                    return "orphaned"
     finally:
         free(seen)
         free(first)

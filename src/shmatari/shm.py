@@ -577,6 +577,12 @@ def _sweep_named(directory: str, name: str, uid: int) -> bool:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or \
                 st.st_size < _core.HEADER_BYTES:
             return False
+        # Mapped and read below: checked first as every attach checks a
+        # segment (a sparse file, say, would SIGBUS this reader once the
+        # tmpfs is full); anything refused is not a pool of ours to remove.
+        code, _, size = _core.trust_fd(path, fd)
+        if code != _core.OK or size != st.st_size:
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -4,8 +4,10 @@
  *     caller stops that worker meanwhile), posts a step to every env,
  *     prints "posted", then waits once (TIMEOUT_S < 0: no limit) and prints
  *     "status <r> after <seconds>: <message>".
- *   wait_bumped bump NAME PERIOD_MS SECONDS: maps NAME's segment (no claim)
- *     and bumps main_seq, waking its sleepers, every PERIOD_MS for SECONDS.
+ *   wait_bumped bump NAME PERIOD_MS SECONDS [WORD]: maps NAME's segment
+ *     (/dev/shm/shmatari_NAME; no claim) and bumps a word, waking its
+ *     sleepers, every PERIOD_MS for SECONDS: main_seq, or with WORD "wake0"
+ *     worker 0's wake_seq (what a worker's idle wait sleeps on).
  * A waiter's checks of the processes must not depend on a quiet slice of
  * sleep: with the bumps, a dead server was never noticed. */
 #include "shmatari/shmatari.h" /* first: it asks for POSIX under -std=c11 */
@@ -43,7 +45,8 @@ static int wait_mode(const char *name, double timeout_s) {
   return 0;
 }
 
-static int bump_mode(const char *name, long period_ms, double seconds) {
+static int bump_mode(const char *name, long period_ms, double seconds,
+                     const char *word) {
   char path[256];
   snprintf(path, sizeof path, "/dev/shm/shmatari_%s", name);
   int fd = open(path, O_RDWR);
@@ -57,10 +60,22 @@ static int bump_mode(const char *name, long period_ms, double seconds) {
                                                PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (h == MAP_FAILED) return 1;
+  uint32_t *seq = &h->main_seq, *sleeping = &h->main_sleeping;
+  if (strcmp(word, "wake0") == 0) {
+    shmatari_geom g;
+    char msg[256];
+    if (shmatari_geom_load(h, (uint64_t)st.st_size, &g, msg, sizeof msg) != SHMATARI_OK) {
+      fprintf(stderr, "%s\n", msg);
+      return 1;
+    }
+    seq = &shmatari_worker(&g, 0)->wake_seq;
+    sleeping = &shmatari_worker(&g, 0)->sleeping;
+  }
+  printf("bumping\n");
   struct timespec ts = {period_ms / 1000, (period_ms % 1000) * 1000000L};
   int64_t end = shmatari_now_ns() + (int64_t)(seconds * 1e9);
   while (shmatari_now_ns() < end) {
-    shmatari_notify(&h->main_seq, &h->main_sleeping);
+    shmatari_notify(seq, sleeping);
     nanosleep(&ts, NULL);
   }
   munmap(h, (size_t)st.st_size);
@@ -70,8 +85,9 @@ static int bump_mode(const char *name, long period_ms, double seconds) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (argc == 4 && strcmp(argv[1], "wait") == 0) return wait_mode(argv[2], atof(argv[3]));
-  if (argc == 5 && strcmp(argv[1], "bump") == 0)
-    return bump_mode(argv[2], atol(argv[3]), atof(argv[4]));
-  fprintf(stderr, "usage: wait_bumped wait NAME TIMEOUT_S | bump NAME PERIOD_MS SECONDS\n");
+  if ((argc == 5 || argc == 6) && strcmp(argv[1], "bump") == 0)
+    return bump_mode(argv[2], atol(argv[3]), atof(argv[4]), argc == 6 ? argv[5] : "main");
+  fprintf(stderr, "usage: wait_bumped wait NAME TIMEOUT_S | bump NAME PERIOD_MS SECONDS "
+                  "[main|wake0]\n");
   return 2;
 }

@@ -197,6 +197,16 @@ static inline int shmatari_check_group(shmatari_client *c) {
                        group, group + G, group, G, e, k[SHMATARI_CALL_SEND]);
 }
 
+/* Field f (enum shmatari_field) of the batch held: batch_size entries of
+ * its type, in the client's private copy of the rows (c->batch_fields,
+ * written by shmatari_next_batch), valid until the next wait, reset or
+ * detach. */
+static inline const void *shmatari_batch_fields(const shmatari_client *c,
+                                                unsigned f) {
+  const shmatari_geom *h = &c->geom;
+  return c->batch_fields + (h->slot_field_offset[f] - h->slot_field_offset[0]);
+}
+
 /* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
  * the next one (index c->taken, held until the next wait, reset or
  * shmatari_release_batch) and marks its envs no longer running (under
@@ -218,14 +228,20 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, timeout_ns,
                           &c->next_check_ns, c->error, sizeof c->error);
   if (r != SHMATARI_OK) return r;
+  /* Read once: the rows are copied to private memory, and the state
+   * machine and every caller read that copy (shmatari_batch_fields): a row
+   * another process changes after this copy changes nothing the client
+   * decides or hands out. */
   const char *slot = shmatari_slot(h, c->taken);
+  memcpy(c->batch_fields, slot + h->slot_field_offset[0],
+         h->slot_obs_offset - h->slot_field_offset[0]);
   c->holding = 1; /* before accept_rows: the state it settles on counts the
                      batch held (a fixed-order pool's next group) */
   shmatari_accept_rows(
-      c, (const int32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_ENV_ID]),
-      (const uint32_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_FLAGS]),
-      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TERMINATED]),
-      (const uint8_t *)(slot + h->slot_field_offset[SHMATARI_FIELD_TRUNCATED]),
+      c, (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID),
+      (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS),
+      (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TERMINATED),
+      (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TRUNCATED),
       h->batch_size);
   return SHMATARI_OK;
 }
@@ -251,7 +267,7 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
   const char *fin = h->slot_final_offset ? slot + h->slot_final_offset : NULL;
   out->final_obs = fin ? (const uint8_t *)(fin + h->slot_obs_offset) : NULL;
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
-    out->field[f] = slot + h->slot_field_offset[f];
+    out->field[f] = shmatari_batch_fields(c, f); /* the private copy */
     out->final_field[f] = fin ? fin + h->slot_field_offset[f] : NULL;
   }
   out->env_id = (const int32_t *)out->field[SHMATARI_FIELD_ENV_ID];

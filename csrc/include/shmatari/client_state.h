@@ -16,8 +16,10 @@ extern "C" {
  * The client: attach by name, post, wait, detach.
  */
 
-/* One batch of results, pointing into the segment. Valid until the next
- * shmatari_wait or shmatari_detach. Element i of every array belongs to env
+/* One batch of results: the observations point into the segment, the
+ * fields (env_id, reward, ...) into the client's private copy of the rows,
+ * read once (shmatari_next_batch), so that they say what the client's state
+ * machine read. Valid until the next shmatari_wait or shmatari_detach. Element i of every array belongs to env
  * env_id[i]; in a synchronous pool (batch_size == num_envs) env_id[i] == i,
  * and with batch_order FIXED (G groups) env_id[i] == index % G + i * G. */
 typedef struct shmatari_batch {
@@ -112,6 +114,12 @@ typedef struct shmatari_client {
   int32_t *call_env_ids;
   int32_t *call_actions;
   uint8_t *call_mask;
+  /* The held batch's result rows (the slot's bytes from its first field
+   * array up to its observations, as laid out in the slot), copied once by
+   * shmatari_next_batch: what the state machine read (env_id, flags,
+   * terminated, truncated) is what every caller reads
+   * (shmatari_batch_fields), never the segment's words again. */
+  uint8_t *batch_fields;
   const char *const *names; /* call names in refusals (shmatari_call_names_c) */
   char segment[SHMATARI_NAME_MAX]; /* the segment's name */
   char error[SHMATARI_MESSAGE_BYTES]; /* the last failure, in words */
@@ -296,6 +304,7 @@ static inline void shmatari_client_close(shmatari_client *c) {
   free(c->call_env_ids);
   free(c->call_actions);
   free(c->call_mask);
+  free(c->batch_fields);
   c->hdr = NULL;
   memset(&c->geom, 0, sizeof c->geom);
   c->num_actions = 0;
@@ -305,6 +314,7 @@ static inline void shmatari_client_close(shmatari_client *c) {
   c->call_env_ids = NULL;
   c->call_actions = NULL;
   c->call_mask = NULL;
+  c->batch_fields = NULL;
   c->pending = 0;
   c->holding = 0;
   c->state = SHMATARI_CLIENT_DETACHED;
@@ -339,9 +349,12 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->call_env_ids = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
   c->call_actions = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
   c->call_mask = (uint8_t *)calloc(g->num_envs, 1);
+  c->batch_fields = (uint8_t *)calloc(
+      g->slot_obs_offset - g->slot_field_offset[0], 1);
   int r = SHMATARI_OK;
   if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL ||
-      c->call_env_ids == NULL || c->call_actions == NULL || c->call_mask == NULL)
+      c->call_env_ids == NULL || c->call_actions == NULL || c->call_mask == NULL ||
+      c->batch_fields == NULL)
     r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
                       "out of memory");
   else

@@ -195,10 +195,11 @@ static inline uint64_t shmatari_drop_results(const shmatari_geom *g) {
 /* Makes the pool consistent for a new client (the caller holds the claim):
  * waits until every command in flight is answered (shmatari_drain), then
  * drops every result not taken (shmatari_drop_results). Returns
- * SHMATARI_OK, _ERR_TIMEOUT, or a liveness error. */
+ * SHMATARI_OK, _ERR_TIMEOUT, _ERR_INTERRUPTED (a signal arrived while
+ * waiting: nothing was dropped; call again), or a liveness error. */
 static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
                                    char *msg, size_t len) {
-  int r = shmatari_drain(g, timeout_ns, 0, msg, len);
+  int r = shmatari_drain(g, timeout_ns, 1, msg, len);
   if (r != SHMATARI_OK) {
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "a command of the previous client was "
@@ -213,7 +214,9 @@ static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
 /* Everything attaching does once the segment is mapped and its header
  * checked (shmatari_geom_load, which gave g):
  * waits (up to timeout_ns) for the pool to run, claims it for pid and
- * recovers it. On failure the claim is not kept. */
+ * recovers it. On failure the claim is not kept; _ERR_INTERRUPTED (a
+ * signal, while waiting for the pool to run or for a previous client's
+ * commands) changed nothing else either: call again to go on. */
 static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
                                      int64_t timeout_ns, int32_t *holder,
                                      char *msg, size_t len) {
