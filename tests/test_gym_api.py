@@ -3,6 +3,7 @@ Gymnasium's wrapper, ``call`` / ``get_attr`` / ``set_attr``."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
@@ -158,3 +159,22 @@ def test_one_env_passes_gymnasiums_env_checker():
         check_env(env.unwrapped, skip_render_check=True)
     finally:
         env.close()
+
+
+def test_single_spaces_are_read_only_and_say_what_to_do():
+    """CleanRL's EnvPool scripts set ``envs.single_action_space =
+    envs.action_space`` (one env's space in EnvPool, batched in Gymnasium):
+    accepted silently, it made ``single_observation_space`` batched and
+    failed far from the cause (a newcomer's pass). It raises at once now,
+    as EnvPool does (no setter), and names the way out; assigning the same
+    space is a no-op."""
+    with shmatari.make("Pong", num_envs=2, seed=0) as env:
+        single_action, single_obs = env.single_action_space, env.single_observation_space
+        env.single_action_space = gym.spaces.Discrete(single_action.n)  # equal: fine
+        with pytest.raises(AttributeError, match=r"shmatari\.envpool\.make"):
+            env.single_action_space = env.action_space
+        with pytest.raises(AttributeError, match="batched space"):
+            env.single_observation_space = env.observation_space
+        assert env.single_action_space == single_action
+        assert env.single_observation_space == single_obs
+        assert env.single_observation_space.shape == (4, 84, 84)

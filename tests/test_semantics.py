@@ -647,6 +647,10 @@ def test_same_step_autoreset_at_the_boundary():
                 assert info["final_info"]["episode_frame_number"][i] == 400
                 assert info["episode"]["frames"][i] == 400 == info["final_info"]["episode"]["frames"][i]
                 assert info["episode"]["l"][i] == info["final_info"]["elapsed_step"][i]
+                # the same statistics at both levels, the wall time too (its
+                # "t" was missing from final_info: a newcomer's pass)
+                assert set(info["final_info"]["episode"]) == set(info["episode"])
+                assert info["final_info"]["episode"]["t"][i] == info["episode"]["t"][i] > 0
                 assert all((obs[i][k] == obs[i][0]).all() for k in range(4))
             else:
                 assert info["final_obs"][i] is None and not info["reset"][i]

@@ -212,9 +212,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             self._res.seg = seg
             self._seg = seg
             # Recorded first: a Ctrl-C that lands while open_client waits for
-            # the previous client's commands is raised once the claim is
-            # taken, and close() then gives the claim back (releasing one
-            # this process does not hold changes nothing: a compare-and-swap).
+            # the previous client's commands is raised there, the claim given
+            # back; one raised just after the claim is taken leaves it to
+            # close() (releasing one this process does not hold changes
+            # nothing: a compare-and-swap).
             self._res.client_pid = os.getpid()
             code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()))
             if code != _core.OK:
@@ -264,12 +265,44 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         # batches its spaces in async mode; so observation_space.contains(obs)
         # holds for reset()/recv() results and step(action_space.sample())
         # works.
-        self.single_action_space = gym.spaces.Discrete(client.n_actions)
+        self._single_action_space = gym.spaces.Discrete(client.n_actions)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space,
                                                          self.batch_size)
-        self.single_observation_space = gym.spaces.Box(0, 255, client.obs_shape, np.uint8)
+        self._single_observation_space = gym.spaces.Box(0, 255, client.obs_shape, np.uint8)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space,
                                                               self.batch_size)
+
+    @property
+    def single_action_space(self) -> gym.spaces.Discrete:
+        """One env's action space: ``Discrete(n)``, n the game's actions
+        (minimal set unless ``full_action_space``). Read-only, as EnvPool's."""
+        return self._single_action_space
+
+    @single_action_space.setter
+    def single_action_space(self, space) -> None:
+        self._refuse_space("single_action_space", space, "action_space")
+
+    @property
+    def single_observation_space(self) -> gym.spaces.Box:
+        """One env's observation space: ``Box(0, 255, obs_shape, uint8)``.
+        Read-only, as EnvPool's."""
+        return self._single_observation_space
+
+    @single_observation_space.setter
+    def single_observation_space(self, space) -> None:
+        self._refuse_space("single_observation_space", space, "observation_space")
+
+    def _refuse_space(self, name: str, space, batched: str) -> None:
+        """The spaces follow the segment: assigning the same space is a
+        no-op, anything else (CleanRL's EnvPool scripts assign the batched
+        space, which is one env's in EnvPool) raises AttributeError."""
+        if space == getattr(self, name):
+            return
+        raise AttributeError(
+            f"{name} is one env's space ({getattr(self, name)}) and cannot be set; "
+            f"make()'s {batched} is Gymnasium's batched space ({getattr(self, batched)}), "
+            f"not one env's as in EnvPool: drop the assignment, or use "
+            f"shmatari.envpool.make(...) for a script written for EnvPool (docs/migration.md)")
 
     @property
     def seed_entropy(self):

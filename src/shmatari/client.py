@@ -404,8 +404,11 @@ class Client:
         now = time.perf_counter()
         episode = info.get("episode")
         if episode is not None:
-            episode["t"] = np.where(info["_episode"],
-                                    np.round(now - self._episode_start[env_id], 6), 0.0)
+            elapsed = np.round(now - self._episode_start[env_id], 6)
+            episode["t"] = np.where(info["_episode"], elapsed, 0.0)
+            final_episode = info.get("final_info", {}).get("episode")
+            if final_episode is not None:  # same_step: the done step's own info too
+                final_episode["t"] = np.where(info["final_info"]["_episode"], elapsed, 0.0)
         if bits & _core.BATCH_RESET:
             new_game = info["reset"] & (info["elapsed_step"] == 0)
             self._episode_start[env_id[new_game]] = now

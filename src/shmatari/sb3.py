@@ -423,9 +423,16 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
             raise TypeError(f"unknown AtariWrapper keyword {key!r}; known: "
                             f"{sorted(_WRAPPER_KWARGS) + ['screen_size']}")
     env_kwargs = dict(env_kwargs or {})
-    if "frameskip" in env_kwargs or "frame_skip" in env_kwargs:
-        raise ValueError("env_kwargs frameskip: SB3's NoFrameskip env emulates one frame per "
-                         "step and AtariWrapper skips; set wrapper_kwargs={'frame_skip': k}")
+    for key in ("frameskip", "frame_skip"):
+        # frameskip=1 (the usual way to put a v5 id under AtariWrapper) is
+        # what this pool's env is: one frame per step, AtariWrapper skipping
+        if key in env_kwargs and not (isinstance(env_kwargs[key], int)
+                                      and not isinstance(env_kwargs[key], bool)
+                                      and env_kwargs[key] == 1):
+            raise ValueError(f"env_kwargs {key}={env_kwargs[key]!r}: SB3's env under "
+                             f"AtariWrapper emulates one frame per step (frameskip=1) and "
+                             f"AtariWrapper skips; set wrapper_kwargs={{'frame_skip': k}}")
+        env_kwargs.pop(key, None)
     env_opts, ram_obs = ale_kwargs(env_kwargs, single=True)
     if ram_obs:
         raise ValueError("env_kwargs obs_type='ram' is not supported by make_atari_env (its "

@@ -144,7 +144,28 @@ def test_make_atari_env_refuses_what_has_no_meaning_here():
     with pytest.raises(ValueError, match="vec_env_cls"):
         make_atari_env("Pong", n_envs=1, vec_env_cls=VecEnv)
     with pytest.raises(ValueError, match="wrapper_kwargs"):
-        make_atari_env("Pong", n_envs=1, env_kwargs={"frameskip": 1})
+        make_atari_env("Pong", n_envs=1, env_kwargs={"frameskip": 4})
+
+
+def test_make_atari_env_takes_frameskip_1_as_sb3_does():
+    """``env_kwargs={"frameskip": 1}`` (a v5 id under AtariWrapper, which
+    skips) is what the pool's env is: accepted, and the same pool as without
+    it (it raised before: a newcomer's pass)."""
+    import numpy as np
+
+    plain = make_atari_env("ALE/Pong-v5", n_envs=2, seed=3)
+    one = make_atari_env("ALE/Pong-v5", n_envs=2, seed=3, env_kwargs={"frameskip": 1})
+    try:
+        np.testing.assert_array_equal(plain.reset(), one.reset())
+        for _ in range(20):
+            plain.step_async(np.array([2, 3]))
+            one.step_async(np.array([2, 3]))
+            a, b = plain.step_wait(), one.step_wait()
+            for x, y in zip(a[:3], b[:3]):
+                np.testing.assert_array_equal(x, y)
+    finally:
+        plain.close()
+        one.close()
     with pytest.raises(ValueError, match="episode_statistics"):
         make_atari_env("Pong", n_envs=1, monitor_dir="/tmp/x", episode_statistics=False)
 
