@@ -1137,14 +1137,9 @@ def test_wait_ready_ends_at_its_timeout_while_another_process_keeps_waking_it():
     import threading
     import time
 
-    header = _core.compute_layout(num_envs=2, num_workers=1, batch_size=2, ring_depth=2,
-                                  stack_num=1, img_height=2, img_width=2, channels=1,
-                                  frame_skip=1)
-    buf = bytearray(_core.header_words(header)["total_bytes"])
-    buf[:len(header)] = header
-    seg = _core.Segment(buf)
-    seg.set_worker_group(0, 0, 2)
-    seg.refresh_groups()
+    from test_liveness import _segment
+
+    buf, seg = _segment()  # one worker, in private memory
     stop = threading.Event()
 
     def bump():  # mark_worker bumps main_seq and wakes its sleepers
