@@ -25,7 +25,7 @@ def test_envpool_defaults_become_shmatari_options():
         assert cfg.repeat_action_probability == 0.0
         assert cfg.use_fire_reset is True
         assert cfg.noop_max == 29              # EnvPool: 0..29 no-ops, then FIRE
-        assert cfg.max_episode_frames == 27000 * 4
+        assert cfg.max_episode_steps == 27000 and cfg.max_episode_frames == 0  # no frame cap
         assert cfg.episodic_life is False and cfg.reward_clip is False
         assert cfg.num_workers == 1 and cfg.seed == 42
         assert cfg.autoreset_mode == "next_step"
@@ -282,8 +282,15 @@ def test_make_vec_keeps_shmatari_statistics_on_request_and_names_the_frame_cap()
         assert info["episode"]["frames"].tolist() == [40]
     finally:
         env.close()
-    with pytest.raises(TypeError, match="max_episode_frames"):
-        gymnasium.make_vec("shmatari/Pong-v5", num_envs=1, max_episode_steps=100)
+    # max_episode_steps: agent steps, as Gymnasium's TimeLimit counts them
+    # (no-ops not counted): the step whose elapsed_step is 5 is truncated
+    env = gymnasium.make_vec("shmatari/Pong-v5", num_envs=1, max_episode_steps=5, noop_max=30)
+    try:
+        env.reset(seed=0)
+        truncated = [env.step(np.zeros(1, np.int64))[3][0] for _ in range(5)]
+        assert truncated == [False] * 4 + [True]
+    finally:
+        env.close()
 
 
 def test_envpool_adapter_returns_arrays_of_the_callers_own_by_default():

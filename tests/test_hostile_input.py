@@ -180,8 +180,8 @@ def valid_option(name: str, value) -> bool:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if name in INT_RANGES:
         lo, hi = INT_RANGES[name]
-        if name == "max_episode_frames" and value is None:
-            return True
+        if name in ("max_episode_frames", "max_episode_steps") and value is None:
+            return True  # no cap
         return is_int and lo <= value <= hi
     if name == "repeat_action_probability":
         return (is_int or isinstance(value, float)) and 0.0 <= value <= 1.0

@@ -510,6 +510,36 @@ def test_truncation_at_exactly_the_frame_cap(noop_max):
     assert config.OPTION_DEFAULTS["max_episode_frames"] == 4 * 27_000
 
 
+@pytest.mark.parametrize("options", [dict(noop_max=30),
+                                     dict(noop_max=30, use_fire_reset=True),
+                                     dict(noop_max=1, episodic_life=True, use_fire_reset=True)])
+def test_truncation_at_exactly_the_step_cap(options):
+    """``max_episode_steps``: the step whose ``elapsed_step`` reaches the cap
+    is truncated, whatever no-op and FIRE frames began the game (not
+    counted), and the count goes on across lost lives under
+    ``episodic_life``: EnvPool's ``elapsed_step >= max_episode_steps``
+    (atari_env.h), which CleanRL's async scripts test. A frame cap, also
+    set, comes first where it is lower."""
+    cap = 60
+    with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=3, max_episode_steps=cap,
+                       max_episode_frames=None, **options) as env:
+        env.reset(seed=3)
+        rng = np.random.default_rng(0)
+        truncations = 0
+        for _ in range(3 * cap):
+            _, _, term, trunc, info = env.step(rng.integers(0, 4, 2))
+            steps = info["elapsed_step"]
+            np.testing.assert_array_equal(trunc, steps == cap)  # there, and only there
+            assert (steps <= cap).all()
+            truncations += int(trunc.sum())
+        assert truncations >= 2
+    with make1("Pong", noop_max=0, max_episode_frames=40, max_episode_steps=cap,
+               repeat_action_probability=0.0) as env:
+        env.reset()
+        trunc = [env.step([0])[3][0] for _ in range(10)]
+        assert trunc == [False] * 9 + [True]  # the frame cap, at step 10
+
+
 def test_frame_count_includes_the_starting_frames_of_a_games_reset():
     """ALE's reset_game emulates starting frames for some games (Air Raid
     among them): the count and the cap include them, as ALE's

@@ -29,6 +29,11 @@ cdef class AtariCore(EnvCore):
             at index 1 of at least 3 actions).
         reward_clip: the reward is its sign.
         max_episode_frames: truncate the game at this many frames (0: never).
+        max_episode_steps: truncate the game at this many agent steps
+            (``elapsed_step``: no-op and FIRE reset frames not counted, the
+            count going on across lives under ``episodic_life``), as
+            EnvPool's ``max_episode_steps`` and Gymnasium's ``TimeLimit``
+            (0: never).
         noop_rng: a ``numpy.random.Generator`` for the no-op counts.
         fast_reset: after the first reset, start each new game by restoring
             the state that reset left (``shmatari.fast_reset.FastReset``)
@@ -55,7 +60,7 @@ cdef class AtariCore(EnvCore):
     cdef Palette palette
     cdef readonly int frame_skip, noop_max
     cdef readonly bint maxpool, episodic_life, use_fire_reset, reward_clip
-    cdef readonly int64_t max_episode_frames
+    cdef readonly int64_t max_episode_frames, max_episode_steps
     cdef public object noop_rng
     cdef readonly bint fire_ok
     # render_mode: an RGB palette (the observations' own when they are RGB)
@@ -81,7 +86,8 @@ cdef class AtariCore(EnvCore):
                  int stack_num, bint maxpool, int noop_max, bint episodic_life,
                  bint use_fire_reset, bint reward_clip, int64_t max_episode_frames,
                  noop_rng, bint same_step, preprocessor=None,
-                 Palette render_palette=None, bint fast_reset=False):
+                 Palette render_palette=None, bint fast_reset=False,
+                 int64_t max_episode_steps=0):
         self.ale = ale
         self._act = ale.act
         self._get_screen = ale.getScreen
@@ -101,6 +107,7 @@ cdef class AtariCore(EnvCore):
         self.use_fire_reset = use_fire_reset
         self.reward_clip = reward_clip
         self.max_episode_frames = max_episode_frames
+        self.max_episode_steps = max_episode_steps
         self.noop_rng = noop_rng
         # FIRE (ALE id 1) at index 1 of an action set of at least 3 actions,
         # as SB3's FireResetEnv requires.
@@ -437,6 +444,8 @@ cdef class AtariCore(EnvCore):
         if not self.episodic_life:
             self.res.lives = self._lives()
         self.res.elapsed_step += 1
+        if self.max_episode_steps > 0 and self.res.elapsed_step >= self.max_episode_steps:
+            capped = True  # the step limit (EnvPool's: elapsed_step >= max_episode_steps)
         self.res.raw_reward = <float>raw
         self.res.episode_return += raw
         if self.reward_clip:

@@ -163,8 +163,6 @@ def _options_line(cfg: _config.EnvConfig, preset: str | None) -> str:
     if preset:
         base.update(_config.PRESETS[preset])
     options = cfg.env_options()
-    if options["max_episode_frames"] == 0:
-        options["max_episode_frames"] = None
     changed = [f"{k}={options[k]}" for k in base if options[k] != base[k]]
     return (f"preset {preset}" if preset else "ALE v5 options") + \
         (f" with {', '.join(changed)}" if changed else "")
@@ -464,7 +462,8 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
         elif kind[0] is str:
             group.add_argument(flag, choices=[c for c in kind[1] if c is not None], **kw)
         else:
-            metavar = "FRAMES|none" if key == "max_episode_frames" else key.upper()
+            metavar = {"max_episode_frames": "FRAMES|none",
+                       "max_episode_steps": "STEPS|none"}.get(key, key.upper())
             group.add_argument(flag, type=_option_type(key), metavar=metavar, **kw)
 
 

@@ -37,6 +37,7 @@ OPTION_DEFAULTS = {
     "reward_clip": False,
     "full_action_space": False,
     "max_episode_frames": 108_000,
+    "max_episode_steps": None,
     "autoreset_mode": "next_step",
     "episode_statistics": True,
     "obs_layout": "channels_last",
@@ -129,8 +130,13 @@ class _EnvConfigMethods:
                                _core.OBS_LAYOUTS[self.obs_layout])
 
     def env_options(self) -> dict:
-        """The per-env options (everything but the pool's shape and seed)."""
-        return {k: getattr(self, k) for k in OPTION_DEFAULTS}
+        """The per-env options (everything but the pool's shape and seed), as
+        :func:`build_config` takes them: a cap of 0 here (none) is None."""
+        options = {k: getattr(self, k) for k in OPTION_DEFAULTS}
+        for cap in _CAPS:
+            if options[cap] == 0:
+                options[cap] = None
+        return options
 
     def worker_groups(self) -> list[range]:
         """Contiguous env groups, one per worker, sizes differing by at most 1."""
@@ -198,7 +204,7 @@ _INT64_MAX = 2**63 - 1
 #: (:func:`build_config`) and the command lines (:func:`parse_option`, the
 #: flags of ``shmatari serve``) read: ``(kind, low, high)`` for numbers
 #: (``high`` None: the C type's bound), ``(bool,)``, ``(str, choices)``.
-#: ``max_episode_frames`` also takes None (no cap).
+#: ``max_episode_frames`` and ``max_episode_steps`` also take None (no cap).
 OPTION_TYPES = {
     "frame_skip": (int, 1, _core.MAX_FRAME_SKIP),
     "repeat_action_probability": (float, 0.0, 1.0),
@@ -214,6 +220,7 @@ OPTION_TYPES = {
     "reward_clip": (bool,),
     "full_action_space": (bool,),
     "max_episode_frames": (int, 1, _INT64_MAX),
+    "max_episode_steps": (int, 1, _INT64_MAX),
     "autoreset_mode": (str, AUTORESET_MODES),
     "episode_statistics": (bool,),
     "obs_layout": (str, OBS_LAYOUTS),
@@ -235,12 +242,13 @@ _NOT_OPTIONS = {
                              "episodic_life",
     "max_num_frames_per_episode": "max_num_frames_per_episode is ale-py's: use "
                                   "max_episode_frames",
-    "max_episode_steps": "max_episode_steps counts agent steps in EnvPool: use "
-                         "max_episode_frames (emulator frames, frame_skip per step)",
     "num_threads": "num_threads is EnvPool's: use num_workers (worker processes)",
     "sticky_actions": "sticky_actions is not an option: use repeat_action_probability "
                       "(per-frame probability; 0.25 as in ALE v5, 0.0 for none)",
 }
+
+#: The episode caps: None (no cap) or a count, 0 in an ``EnvConfig``.
+_CAPS = ("max_episode_frames", "max_episode_steps")
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -302,7 +310,7 @@ def _check_option(name, value):
     if kind[0] is float:
         return _float(name, value, kind[1], kind[2])
     if kind[0] is int:
-        if name == "max_episode_frames" and value is None:
+        if name in _CAPS and value is None:
             return None
         return _int(name, value, kind[1], kind[2])
     if name == "autoreset_mode":
@@ -327,7 +335,8 @@ def _unknown_options(names) -> TypeError:
 def parse_option(name: str, text: str):
     """An env option's value from command-line text, by its type in
     :data:`OPTION_TYPES`: booleans from ``true/false/yes/no/on/off/1/0`` (any
-    case), numbers from their digits, ``none`` for ``max_episode_frames``.
+    case), numbers from their digits, ``none`` for ``max_episode_frames``
+    and ``max_episode_steps``.
 
     Raises:
         TypeError: an unknown option.
@@ -346,7 +355,7 @@ def parse_option(name: str, text: str):
                          f"got {text!r}")
     if name == "render_mode" and text.lower() == "none":
         return None
-    if kind[0] is int and name == "max_episode_frames" and text.lower() == "none":
+    if kind[0] is int and name in _CAPS and text.lower() == "none":
         return None
     if kind[0] in (int, float):
         try:
@@ -422,8 +431,9 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     # The image bounds follow the game's own screen, which OPTION_TYPES cannot know.
     opts["img_height"] = _image_side("img_height", opts["img_height"], game, screen, 0)
     opts["img_width"] = _image_side("img_width", opts["img_width"], game, screen, 1)
-    if opts["max_episode_frames"] is None:
-        opts["max_episode_frames"] = 0
+    for cap in _CAPS:  # None: no cap, 0 in EnvConfig (and AtariCore)
+        if opts[cap] is None:
+            opts[cap] = 0
     env_index_offset = _int("env_index_offset", env_index_offset, 0, 2**32 - num_envs)
     pool_generation = _int("pool_generation", pool_generation, 0, 2**32 - 1)
     return EnvConfig(

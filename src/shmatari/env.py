@@ -182,6 +182,13 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
               episode frame number) reaches this, on that very frame: at step
               27,000 with no no-ops. None: never. A done step always has
               ``terminated`` or ``truncated`` set.
+            - ``max_episode_steps=None``: truncate the game at the step whose
+              ``info["elapsed_step"]`` reaches this (agent steps since the
+              game's reset: no-op and FIRE reset frames not counted, the
+              count going on across lives under ``episodic_life``), as
+              EnvPool's ``max_episode_steps`` and Gymnasium's ``TimeLimit``;
+              with ``max_episode_frames`` too, whichever comes first. None:
+              never (:func:`shmatari.envpool.make` sets it from EnvPool's).
             - ``repeat_action_probability=0.25``: sticky actions, ALE's own
               per-frame mechanism, seeded per env.
             - ``full_action_space=False``: if True, all 18 actions instead of the game's

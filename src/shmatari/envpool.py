@@ -252,7 +252,10 @@ def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
     if max_steps is not None and _int("max_episode_steps", max_steps) < 1:
         raise ValueError(f"max_episode_steps must be >= 1 (agent steps; None: no limit), got "
                          f"{max_steps}")
-    max_frames = None if max_steps is None else _int("max_episode_steps", max_steps) * frame_skip
+    # EnvPool's cap: agent steps since the game's reset (its no-op and FIRE
+    # frames not counted), and no frame cap; shmatari's max_episode_steps
+    # is that count (CleanRL's async scripts test elapsed_step against it)
+    max_steps = None if max_steps is None else _int("max_episode_steps", max_steps)
     num_threads = _int("num_threads", config["num_threads"])
     if num_threads < 0:
         raise ValueError(f"num_threads must be >= 0 (0: one per core), got {num_threads}")
@@ -266,7 +269,7 @@ def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
         img_width=config["img_width"], grayscale=bool(config["gray_scale"]), maxpool=True,
         episodic_life=bool(config["episodic_life"]), use_fire_reset=shm_fire,
         reward_clip=bool(config["reward_clip"]), full_action_space=full,
-        max_episode_frames=max_frames, autoreset_mode="next_step",
+        max_episode_frames=None, max_episode_steps=max_steps, autoreset_mode="next_step",
         obs_layout="channels_first",
         **{k: kwargs[k] for k in _SHMATARI_EXTRAS if k in kwargs and k != "num_workers"})
     affinity = _int("thread_affinity_offset", config["thread_affinity_offset"])
@@ -310,10 +313,14 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
               ``(offset + w) % os.cpu_count()``, as EnvPool pins thread w;
             - ``seed=42`` (int32): the pool seed; env i derives its streams
               from ``SeedSequence(seed, spawn_key=(i,))``, not ``seed + i``;
-            - ``max_episode_steps=27000`` agent steps: shmatari caps frames,
-              so it becomes ``max_episode_frames = max_episode_steps *
-              frame_skip``; no-op and reset frames count there, so truncation
-              can come up to ``ceil(noop_max / frame_skip)`` steps earlier;
+            - ``max_episode_steps=27000`` agent steps: shmatari's
+              ``max_episode_steps``, the same count (the step whose
+              ``elapsed_step`` reaches it is truncated; no-op and FIRE reset
+              frames not counted) and no frame cap, as EnvPool (before
+              2026-12-04 it became ``max_episode_frames = max_episode_steps *
+              frame_skip``, which truncated up to ``ceil(noop_max /
+              frame_skip)`` steps earlier: CleanRL's async scripts, which test
+              ``elapsed_step >= max_episode_steps``, never saw it);
             - ``stack_num=4``, ``frame_skip=4``, ``img_height=84``,
               ``img_width=84``, ``episodic_life=False``, ``reward_clip=False``,
               ``full_action_space=False``, ``repeat_action_probability=0.0``;

@@ -164,15 +164,11 @@ def make_vec(num_envs: int = 1, *, game: str, episode_statistics: bool = False,
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``.
 
     Raises:
-        TypeError: ``max_episode_steps`` (shmatari caps frames: use
-            ``max_episode_frames``) or an unknown option.
+        TypeError: an unknown option.
         ValueError, SharedMemorySpaceError, WorkerError: as :func:`shmatari.make`
             and :func:`ale_kwargs`.
     """
     kwargs, _ = ale_kwargs(kwargs, single=False)
-    if "max_episode_steps" in kwargs:
-        raise TypeError("shmatari caps episodes in emulator frames: use max_episode_frames "
-                        "(frame_skip frames per step, no-ops included), not max_episode_steps")
     if not isinstance(episode_statistics, bool):
         raise TypeError(f"episode_statistics must be a bool, got {episode_statistics!r}")
     pool_kwargs = {k: kwargs.pop(k) for k in ("batch_size", "num_workers", "seed",

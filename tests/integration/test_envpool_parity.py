@@ -58,6 +58,36 @@ def test_same_observations_rewards_flags_and_info_as_envpool(task_id, reward_cli
         ours.close()
 
 
+@pytest.mark.parametrize("options", [{}, dict(episodic_life=True),
+                                     dict(noop_max=1, repeat_action_probability=0.25,
+                                          full_action_space=True)])
+def test_truncation_comes_where_envpool_puts_it(options):
+    """EnvPool truncates at ``elapsed_step >= max_episode_steps`` (agent
+    steps; its no-op and FIRE reset frames not counted), and CleanRL's async
+    scripts test exactly that instead of the flag. shmatari's adapter capped
+    frames (``max_episode_steps * frame_skip``, no-ops included), so it
+    truncated up to 8 steps earlier and that test never held (a client-code
+    pass); now the same steps truncate, with EnvPool's defaults (FIRE reset
+    on), under ``episodic_life`` and with the Machado settings."""
+    kw = dict(num_envs=4, seed=1, max_episode_steps=40, **options)
+    for make in (envpool.make, shm_envpool.make):
+        env = make("Breakout-v5", env_type="gymnasium", **kw)
+        try:
+            env.reset()
+            at, seen = set(), 0
+            for t in range(300):
+                act = np.random.default_rng(t).integers(0, env.action_space.n, 4)
+                *_, truncated, info = env.step(act)
+                at |= set(info["elapsed_step"][truncated].tolist())
+                seen += int(truncated.sum())
+                # CleanRL's test of a truncation, on every step
+                cleanrl = info["elapsed_step"] >= env.spec.config.max_episode_steps
+                assert np.array_equal(cleanrl, truncated), (make, t)
+            assert seen >= 8 and at == {40}, (make, seen, at)
+        finally:
+            env.close()
+
+
 def test_defaults_and_spec_match_envpool():
     theirs = envpool.make_spec("Breakout-v5").config._asdict()
     ours = shm_envpool.make_spec("Breakout-v5").config._asdict()
