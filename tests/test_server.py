@@ -257,6 +257,18 @@ except shmatari.AttachError as e:
         shmatari.attach(s.name)
     assert e.value.code == "busy" and e.value.client_pid == os.getpid()
     env.step([0, 1, 2, 3])  # the refused attaches did not disturb the client
+    # nor its claim: the refused handle's cleanup gave it back (its pid was
+    # this process's), and another process then drove the same pool (an
+    # attacker's pass); it is still refused
+    p = python_client(f"""
+try:
+    shmatari.attach({s.name!r})
+    print("attached")
+except shmatari.AttachError as e:
+    print(e.code, e.client_pid)""")
+    out, err = p.communicate(timeout=60)
+    assert out.strip() == f"busy {os.getpid()}", out + err
+    env.step([0, 1, 2, 3])
     env.close()
     with shmatari.attach(s.name) as env:  # detached: the next client is welcome
         env.reset()
@@ -411,6 +423,27 @@ def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
                 p.kill()
                 p.wait()
         os.kill(worker, signal.SIGCONT)  # it notices its server is gone
+
+
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_a_c_clients_copy_detached_in_a_forked_child_leaves_the_claim(server, tmp_path, lang):
+    """shmatari_detach in a child forked from a C client (a helper's
+    cleanup, a destructor) unclaimed the pool for the parent's pid: another
+    process could then attach and drive the pool under the parent (an
+    attacker's pass). It only unmaps there now; the parent keeps its claim
+    and steps on, and a second client is refused. tests/c/fork_detach.c."""
+    exe = tmp_path / "fork_detach"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "fork_detach.c"),
+                     "-o", str(exe)])
+    s = server(num_envs=2, num_workers=1)
+    r = subprocess.run([str(exe), s.name], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    claim, step = r.stdout.splitlines()[-2:]
+    held, parent = claim.split()[1::2]
+    assert held == parent, r.stdout  # the parent's claim, after its child detached
+    assert step == "step 0", r.stdout
+    with shmatari.attach(s.name) as env:  # the parent detached: the pool is free
+        env.reset()
 
 
 def _process_with_pid(pid: int, tries: int = 50):

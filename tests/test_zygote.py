@@ -821,3 +821,26 @@ def test_a_worker_lost_with_its_zygote_is_not_called_a_native_crash():
     assert (f"exit status unknown: the zygote that started it (pid {out['zygote']}) is gone"
             in out["text"]), out["text"]
     assert "native code" not in out["text"] and "255" not in out["text"]
+
+
+def test_the_exit_of_a_worker_that_ends_at_once_is_kept(monkeypatch):
+    """A worker that dies at once can have its exit read in the same pump as
+    its "started" reply; start_worker then dropped it as a reused pid's old
+    exit, and the handle reported the dead worker alive, exit code None, for
+    good (an attacker's pass; a trainer descheduled before it reads makes it
+    certain, as the delayed pump here). The stale exit is dropped when the
+    reply is read now, in the messages' order."""
+    from shmatari import _zygote
+
+    zygote = _zygote.get()
+    pump = _zygote._Zygote._pump
+
+    def late_pump(self, timeout):
+        time.sleep(0.3)  # the worker has ended by the time the trainer reads
+        pump(self, timeout)
+
+    monkeypatch.setattr(_zygote._Zygote, "_pump", late_pump)
+    worker = zygote.start_worker(dict(shm_name="no_such_segment"), [], 10.0)  # TypeError at once
+    monkeypatch.setattr(_zygote._Zygote, "_pump", pump)
+    worker.join(5.0)
+    assert worker.exitcode == 1 and not worker.is_alive()

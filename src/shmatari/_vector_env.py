@@ -219,6 +219,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             self._res.client_pid = os.getpid()
             code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()))
             if code != _core.OK:
+                # Nothing was claimed: the claim word may hold this pid for
+                # another handle of this process (a second attach() here),
+                # which close() must leave alone.
+                self._res.client_pid = 0
                 raise AttachError(f"cannot attach to {name!r}: {msg}",
                                   code=_core.status_name(code), client_pid=holder or None)
             try:

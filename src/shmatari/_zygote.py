@@ -258,6 +258,11 @@ class _Zygote:
             if kind == "exit":
                 self.exits[key] = value
             else:
+                if kind == "started":
+                    # A reused pid: an exit read before this message is an
+                    # older process's. Dropped here, in the messages' order:
+                    # this worker's own exit may come in the same read.
+                    self.exits.pop(value, None)
                 self.replies[key] = (kind, value)
 
     def start_worker(self, kwargs: dict, fds: list[int], timeout: float) -> "WorkerProcess":
@@ -289,7 +294,6 @@ class _Zygote:
             if kind != "started":
                 code, text = value
                 raise ZygoteError(f"shmatari's zygote could not start a worker: {text}", code)
-            self.exits.pop(value, None)  # a reused pid: the old entry is not this worker's
             return WorkerProcess(self, value)
 
     def exitcode(self, pid: int, timeout: float = 0.0):

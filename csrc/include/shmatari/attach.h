@@ -147,10 +147,11 @@ static inline int shmatari_trust_path(const char *path, char *msg,
 
 /* Releases what shmatari_attach acquired. Safe on a detached client. The
  * commands in flight stay in the pool; the next client's attach recovers
- * them. */
+ * them. In a process forked from the client's (getpid() != c->pid) it only
+ * unmaps: the claim is the parent's, which may still be using the pool. */
 static inline void shmatari_detach(shmatari_client *c) {
   if (c->hdr != NULL) {
-    shmatari_unclaim(c->hdr, c->pid);
+    if ((int32_t)getpid() == c->pid) shmatari_unclaim(c->hdr, c->pid);
     if (c->map_bytes != 0) munmap((void *)c->hdr, c->map_bytes);
   }
   shmatari_client_close(c);
