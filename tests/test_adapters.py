@@ -153,6 +153,31 @@ def test_envpool_takes_envpool_task_ids_only(task_id, recwarn):
     assert not [w for w in recwarn if "preset" in str(w.message)]
 
 
+@pytest.mark.parametrize("env_type", ["gym", "gymnasium"])
+def test_envpool_adapter_takes_only_what_it_holds_for_its_sizes_and_spaces(env_type):
+    """CleanRL's lines (``envs.num_envs = args.num_envs``,
+    ``envs.single_action_space = envs.action_space``) assign what the
+    adapter holds: accepted. Another value was accepted too, and the
+    adapter failed later, far from the cause (a client-code pass); EnvPool's
+    properties have no setter, and here another value raises at once."""
+    import gymnasium
+
+    with envpool.make("Breakout-v5", env_type=env_type, num_envs=2, seed=0) as env:
+        env.num_envs = 2
+        env.single_action_space = env.action_space
+        env.single_observation_space = env.observation_space
+        with pytest.raises(AttributeError, match="num_envs is 2 and cannot be set to 8"):
+            env.num_envs = 8
+        for name in ("action_space", "single_action_space"):
+            with pytest.raises(AttributeError, match=f"{name} is Discrete"):
+                setattr(env, name, gymnasium.spaces.Discrete(6))
+        with pytest.raises(AttributeError, match="single_observation_space"):
+            env.single_observation_space = gymnasium.spaces.Box(0, 255, (2, 84, 84), np.uint8)
+        assert env.num_envs == 2 and env.action_space.n == 4
+        env.reset()
+        env.step(np.zeros(2, np.int64))
+
+
 def test_envpool_max_episode_steps_is_checked_under_its_own_name():
     with pytest.raises(ValueError, match="max_episode_steps must be >= 1"):
         envpool.make_spec("Breakout-v5", num_envs=1, max_episode_steps=0)

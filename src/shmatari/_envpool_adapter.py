@@ -42,12 +42,34 @@ class EnvSpec:
         return f"EnvSpec({self.task_id!r}, {self.config})"
 
 
+_UNSET = object()
+
+
+def _same_value(held, value) -> bool:
+    """``value`` is what ``held`` is: equal, or the same space in gym's and
+    Gymnasium's classes (the gym API's spaces are gym's where it is
+    installed)."""
+    try:
+        if held == value:
+            return True
+    except Exception:  # an array-valued comparison: not the same value
+        return False
+    return (hasattr(held, "contains") and hasattr(value, "contains")  # spaces
+            and type(held).__name__ == type(value).__name__
+            and getattr(held, "n", None) == getattr(value, "n", None)
+            and getattr(held, "shape", None) == getattr(value, "shape", None)
+            and str(getattr(held, "dtype", None)) == str(getattr(value, "dtype", None)))
+
+
 class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     """A shmatari pool with EnvPool's Gymnasium interface.
 
     ``action_space`` and ``observation_space`` are one env's, as EnvPool's
-    (and ``single_*`` the same); ``num_envs``, ``single_*`` may be assigned,
-    as CleanRL's scripts do. Observations: uint8 ``(batch, stack_num, H, W)``
+    (and ``single_*`` the same); ``num_envs``, the spaces and ``single_*``
+    may be assigned what they hold, as CleanRL's scripts do
+    (``envs.num_envs = args.num_envs``, ``envs.single_action_space =
+    envs.action_space``); another value raises AttributeError, as EnvPool's
+    read-only properties do. Observations: uint8 ``(batch, stack_num, H, W)``
     (grayscale) or ``(batch, 3 * stack_num, H, W)`` (RGB, channels first);
     rewards float32, flags bool, shape ``(batch,)``; ``info`` per env:
     ``env_id`` int32, ``players`` ``{"env_id": int32}``, ``lives`` int32,
@@ -61,6 +83,18 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    #: What the pool fixes: assigned once when made, then only their own value.
+    _FIXED = ("num_envs", "action_space", "observation_space", "single_action_space",
+              "single_observation_space")
+
+    def __setattr__(self, name, value):
+        held = self.__dict__.get(name, _UNSET) if name in self._FIXED else _UNSET
+        if held is not _UNSET and not _same_value(held, value):
+            raise AttributeError(
+                f"{name} is {held} and cannot be set to {value}: the pool fixes it when "
+                f"made (EnvPool's is read-only too); make a pool with what you need")
+        super().__setattr__(name, value)
 
     def __init__(self, pool, spec: EnvSpec, thread_affinity_offset: int = -1):
         """Wraps ``pool`` (a next-step :class:`shmatari.ShmVectorEnv`)."""

@@ -42,13 +42,13 @@ class Node:
         self.args = dict(pool_args)
         self.env = None
 
-    # The pool's workers start with the local pool's default, forkserver. In
-    # an actor, __main__ is Ray's worker script (ray/_private/workers/
-    # default_worker.py), which forkserver and spawn import again in each
-    # worker as __mp_main__: that script keeps its body under
-    # `if __name__ == "__main__":`, so the import runs nothing (tested).
-    # fork is avoided: the actor runs Ray's threads (gRPC, the core worker),
-    # and a child forked from a threaded process may inherit a held lock.
+    # The pool's workers start with the local pool's default: zygote on
+    # Linux (forked from a clean helper that never imports the actor's
+    # __main__, Ray's worker script), spawn elsewhere (which imports that
+    # script again as __mp_main__; it keeps its body under
+    # `if __name__ == "__main__":`, so the import runs nothing). fork is
+    # avoided: the actor runs Ray's threads (gRPC, the core worker), and a
+    # child forked from a threaded process may inherit a held lock.
 
     @_reported
     def start(self, generation: int) -> dict:
