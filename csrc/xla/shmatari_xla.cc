@@ -195,7 +195,7 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
   // shmatari_next_batch): what its state machine read, not the segment again.
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
     auto out = *rets.get<ffi::AnyBuffer>(2 + f);
-    kCopy[f](static_cast<const char *>(shmatari_batch_fields(c, f)), out, n);
+    kCopy[f](shmatari_batch_fields(c, f), out, n);
   }
   shmatari_release_batch(c);
   return ffi::Error::Success();

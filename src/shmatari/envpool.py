@@ -248,14 +248,15 @@ def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
     # rule exactly); with FIRE, 0..noop_max-1. shmatari cannot draw 0 among
     # others, so with FIRE it takes 1..noop_max-1 (0 when noop_max is 1).
     shm_noop_max = noop_max - 1 if envpool_fire else noop_max
-    max_steps = config["max_episode_steps"]
-    if max_steps is not None and _int("max_episode_steps", max_steps) < 1:
-        raise ValueError(f"max_episode_steps must be >= 1 (agent steps; None: no limit), got "
-                         f"{max_steps}")
     # EnvPool's cap: agent steps since the game's reset (its no-op and FIRE
     # frames not counted), and no frame cap; shmatari's max_episode_steps
     # is that count (CleanRL's async scripts test elapsed_step against it)
-    max_steps = None if max_steps is None else _int("max_episode_steps", max_steps)
+    max_steps = config["max_episode_steps"]
+    if max_steps is not None:
+        max_steps = _int("max_episode_steps", max_steps)
+        if max_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1 (agent steps; None: no limit), "
+                             f"got {max_steps}")
     num_threads = _int("num_threads", config["num_threads"])
     if num_threads < 0:
         raise ValueError(f"num_threads must be >= 0 (0: one per core), got {num_threads}")
