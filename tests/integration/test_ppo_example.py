@@ -157,3 +157,22 @@ def test_double_buffered_ppo_replays_bit_for_bit(tmp_path, replay_reference, ext
     assert run["params_sha256"] == replay_reference["params_sha256"]
     assert run["returns"] == replay_reference["returns"]
     assert run["agent_steps"] == replay_reference["agent_steps"]
+
+
+def test_initial_parameters_depend_on_the_seed_not_on_torchs_thread_count():
+    """The orthogonal init's QR rounds differently on more CPU threads; the
+    example builds its network on one, so a seed gives the same initial
+    parameters on a 2-core laptop and a 16-core server (and the thread
+    count the caller had set is given back)."""
+    ppo = _load_example()
+    before = torch.get_num_threads()
+    hashes = {}
+    try:
+        for threads in (1, 2, 4):
+            torch.set_num_threads(threads)
+            torch.manual_seed(1)
+            hashes[threads] = ppo.params_sha256(ppo.Agent(4, 4))
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    assert len(set(hashes.values())) == 1, hashes
