@@ -1040,3 +1040,35 @@ def test_serve_logs_a_detach_that_comes_just_before_its_stop():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_claim_moved_off_a_live_client_is_not_logged_as_its_death(server):
+    """Another process that writes its pid over a live client's claim word
+    (a bug or an attacker of the same user) used to be logged as "client pid
+    N is gone", with N still running (an attacker's pass). The server now
+    says the claim moved and that N still runs."""
+    s = server(num_envs=2, num_workers=1)
+    holder = python_client(f"""
+env = shmatari.attach({s.name!r})
+print("attached", flush=True)
+signal.pause()""")
+    try:
+        assert holder.stdout.readline().strip() == "attached"
+        _wait_until(lambda: f"client pid {holder.pid} attached" in s.stderr(), 5.0,
+                    "the server did not see the client attach")
+        mapped = shm.attach(s.segment)
+        try:
+            word = cli._claim_word(mapped)
+            word[...] = os.getpid()
+            del word
+        finally:
+            shm.close_mapping(mapped)
+        _wait_until(lambda: f"pid {os.getpid()}" in s.stderr(), 5.0,
+                    "the server did not see the claim move")
+        err = s.stderr()
+        assert (f"the claim moved from client pid {holder.pid}, still running, to pid {os.getpid()}"
+                in err), err
+        assert f"client pid {holder.pid} is gone" not in err, err
+    finally:
+        holder.kill()
+        holder.wait(10)

@@ -258,8 +258,13 @@ class _Clients:
         if now == self.client:
             return
         if self.client and not self.reported_dead:
-            _log(f"client pid {self.client} detached" if not now else
-                 f"client pid {self.client} is gone; pid {now} took over")
+            if not now:
+                _log(f"client pid {self.client} detached")
+            elif _core.process_alive(self.client, self.client_start):
+                # Only another process's write moves a live client's claim.
+                _log(f"the claim moved from client pid {self.client}, still running, to pid {now}")
+            else:
+                _log(f"client pid {self.client} is gone; pid {now} took over")
         if now:
             _log(f"client pid {now} attached")
             self.balance -= 1
