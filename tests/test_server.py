@@ -1063,7 +1063,8 @@ signal.pause()""")
             del word
         finally:
             shm.close_mapping(mapped)
-        _wait_until(lambda: f"pid {os.getpid()}" in s.stderr(), 5.0,
+        # logged just after the line about the move
+        _wait_until(lambda: f"client pid {os.getpid()} attached" in s.stderr(), 5.0,
                     "the server did not see the claim move")
         err = s.stderr()
         assert (f"the claim moved from client pid {holder.pid}, still running, to pid {os.getpid()}"
