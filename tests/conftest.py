@@ -127,14 +127,29 @@ def pytest_ignore_collect(collection_path, config):
     path = Path(collection_path).resolve()
     if path != here and here not in path.parents:
         return None
+    return None if _integration_selected(config) else True
+
+
+def _integration_selected(config) -> bool:
+    """Whether this run asks for tests/integration: a path under it, or a
+    ``-m`` expression that selects ``integration``."""
+    here = Path(__file__).resolve().parent / "integration"
     for arg in config.args:
         target = Path(str(arg).split("::")[0]).resolve()
         if target == here or here in target.parents:
-            return None
+            return True
     markexpr = (config.getoption("markexpr", "") or "").replace(" ", "")
-    if "integration" in markexpr and "notintegration" not in markexpr:
-        return None
-    return True
+    return "integration" in markexpr and "notintegration" not in markexpr
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """pyproject's ``-n auto --maxprocesses 2`` (pytest-xdist): the core suite
+    on two workers, the integration suite in this process alone (0: xdist
+    off). Its trainings and Ray clusters each take the machine, and their
+    replay tests compare runs made one after the other. None: xdist's own
+    count (the CPUs), which ``--maxprocesses`` caps."""
+    return 0 if _integration_selected(config) else None
 
 
 def pytest_collection_modifyitems(config, items):
