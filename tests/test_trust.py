@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import shmatari
-from conftest import SANITIZE, build_sanitized, c_compiler
+from conftest import SANITIZE, build_sanitized, c_compiler, pid_alive
 from shmatari import _core, cli, shm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1244,3 +1244,57 @@ def test_the_stale_segment_sweep_leaves_a_sparse_file_alone(tmp_path):
         assert (d / "shmatari_squat").exists()
     finally:
         subprocess.run(["umount", str(d)], check=True)
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc, futexes")
+@pytest.mark.parametrize("start_method", ["forkserver", "zygote"])
+def test_orphaned_workers_end_whatever_the_header_says_of_their_owner(start_method):
+    """A worker judged its owner by the header's owner_pid and owner_start: a
+    same-user process that wrote 0 over owner_start, then 1 (init, always
+    alive) over owner_pid, kept the workers of a killed trainer running under
+    the fork server for good, holding the segment (an attacker's pass; under
+    zygote they ended as "terminated" and left the segment). A worker keeps
+    the pid and start time its owner gave it: they end, and the segment goes,
+    as without the rewrite."""
+    import mmap
+    import struct
+    import time
+
+    trainer = subprocess.Popen([sys.executable, "-c", f"""
+import time, shmatari
+env = shmatari.make("null", num_envs=2, num_workers=2, seed=0, start_method={start_method!r})
+env.reset()
+print(env.segment_name, *env.worker_pids, flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    workers = []
+    try:
+        segment, *pids = trainer.stdout.readline().split()
+        workers = [int(p) for p in pids]
+        offsets = _core.struct_layout()["shmatari_header"]
+        fd = os.open(f"/dev/shm/{segment}", os.O_RDWR)
+        try:
+            with mmap.mmap(fd, 0) as m:
+                struct.pack_into("<Q", m, offsets["owner_start"], 0)  # "unknown"
+                struct.pack_into("<i", m, offsets["owner_pid"], 1)    # init lives
+        finally:
+            os.close(fd)
+        time.sleep(0.3)
+        trainer.kill()
+        trainer.wait(10)
+        t0 = time.monotonic()
+        while any(map(pid_alive, workers)) and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        left = [w for w in workers if pid_alive(w)]
+        assert not left, f"workers {left} outlived their trainer by {time.monotonic() - t0:.1f} s"
+        t0 = time.monotonic()
+        while os.path.exists(f"/dev/shm/{segment}") and time.monotonic() - t0 < 5:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/dev/shm/{segment}")
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+            trainer.wait()
+        for w in workers:
+            if pid_alive(w):
+                os.kill(w, signal.SIGKILL)

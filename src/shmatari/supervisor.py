@@ -152,6 +152,12 @@ class _Resources:
             shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
 
 
+def _owner_start() -> int:
+    """This process's start time (``_core.process_start``), which a worker
+    keeps with its owner's pid: how it tells its owner lives (worker_main)."""
+    return _core.process_start(os.getpid())
+
+
 def _check_can_start_children(start_method: str) -> None:
     """multiprocessing cannot start workers from a daemonic process (a
     multiprocessing Pool's worker): say what works instead of its bare
@@ -363,7 +369,7 @@ class Supervisor:
         p = self.ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
                               args=(self.res.segment.name, w, fields, os.getpid(),
                                     self.worker_spin, writer, restart, positions),
-                              daemon=True)
+                              kwargs={"owner_start": _owner_start()}, daemon=True)
         from .atari import single_threaded_children
 
         if cfg.start_method == "forkserver":
@@ -412,8 +418,8 @@ class Supervisor:
         from . import _zygote
 
         kwargs = dict(shm_name=self.res.segment.name, worker=w, config_fields=fields,
-                      owner_pid=os.getpid(), spin=self.worker_spin, restart=restart,
-                      positions=positions)
+                      owner_pid=os.getpid(), owner_start=_owner_start(),
+                      spin=self.worker_spin, restart=restart, positions=positions)
         zygote = _zygote.get()  # started outside the block below: it can take a second
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)

@@ -85,7 +85,8 @@ def _check_terminated() -> None:
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int, int], fault_pipe=None, restart: int = 0,
-                positions: dict | None = None, parent_is_zygote: bool = False) -> None:
+                positions: dict | None = None, parent_is_zygote: bool = False,
+                owner_start: int = 0) -> None:
     """Entry point of a worker process (the target of ``Process``, or what
     :mod:`shmatari._zygote` runs in a forked child).
 
@@ -106,6 +107,11 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             of each env with a command in flight.
         parent_is_zygote: the parent is the owner's zygote, which dies with
             the owner: it gets ``PR_SET_PDEATHSIG`` as an owner would.
+        owner_start: the owner's start time (``_core.process_start``), from
+            the owner itself; 0: unknown (the owner is then judged by its pid).
+            The worker judges its owner by these two arguments, never by the
+            header's words, which any process that maps the segment can
+            rewrite (to keep orphaned workers, and the segment, alive).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Until its handler is installed, SIGTERM ends the worker quietly (the
@@ -139,11 +145,10 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         # so does a new process that took the owner's pid.
         if parent_is_owner and os.getppid() != initial_ppid:
             return False
-        if holder:
-            # The header names the owner by pid and start time: the one
-            # liveness rule of C clients and workers (Segment.owner_alive).
-            return holder[1].owner_alive()
-        return _core.pid_alive(owner_pid)
+        # The rule of C clients and workers (shmatari_process_alive), on the
+        # pid and start time the owner gave this process, not on the
+        # header's copy of them: those words are anyone's to rewrite.
+        return _core.process_alive(owner_pid, owner_start)
 
     def owner_gone() -> bool:
         if not parent_alive():
