@@ -29,6 +29,10 @@
 //     int64, uint32, float32 or float64: shmatari.xla asks for 32-bit types
 //     when jax_enable_x64 is off).
 
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -168,6 +172,93 @@ ffi::Error TimeoutError(shmatari_client *c, int64_t timeout_ns) {
                     "shmatari xla: timed out: " + why);
 }
 
+// -- signals while a handler waits --------------------------------------------
+//
+// A signal that comes to the waiting thread ends its futex wait
+// (SHMATARI_ERR_INTERRUPTED) with Python's handler not run yet: its C part
+// has only set a flag. Python's recv() then runs the handlers
+// (PyErr_CheckSignals) and waits on unless one raised; so do these handlers,
+// on the main thread, through the few functions of CPython's stable ABI
+// below, found in the process at run time (no Python.h is needed to build
+// this file). A handler that raises (Ctrl-C's KeyboardInterrupt) ends the
+// wait with nothing taken, and its exception is raised again in the main
+// thread once the jitted call returns (Py_AddPendingCall). Without this a
+// Ctrl-C went unseen until a batch came, which a stopped worker never sends.
+struct PythonApi {
+  int (*is_initialized)();
+  int (*gil_ensure)();  // PyGILState_STATE is an int-sized enum
+  void (*gil_release)(int);
+  int (*check_signals)();
+  void (*fetch)(void **, void **, void **);
+  void (*restore)(void *, void *, void *);
+  int (*add_pending_call)(int (*)(void *), void *);
+  void (*dec_ref)(void *);
+};
+
+const PythonApi *Python() {
+  static const PythonApi api = [] {
+    PythonApi a{};
+#define SHMATARI_XLA_PY(field, name) \
+  a.field = reinterpret_cast<decltype(a.field)>(dlsym(RTLD_DEFAULT, name))
+    SHMATARI_XLA_PY(is_initialized, "Py_IsInitialized");
+    SHMATARI_XLA_PY(gil_ensure, "PyGILState_Ensure");
+    SHMATARI_XLA_PY(gil_release, "PyGILState_Release");
+    SHMATARI_XLA_PY(check_signals, "PyErr_CheckSignals");
+    SHMATARI_XLA_PY(fetch, "PyErr_Fetch");
+    SHMATARI_XLA_PY(restore, "PyErr_Restore");
+    SHMATARI_XLA_PY(add_pending_call, "Py_AddPendingCall");
+    SHMATARI_XLA_PY(dec_ref, "Py_DecRef");
+#undef SHMATARI_XLA_PY
+    return a;
+  }();
+  bool complete = api.is_initialized && api.gil_ensure && api.gil_release &&
+                  api.check_signals && api.fetch && api.restore &&
+                  api.add_pending_call && api.dec_ref;
+  return complete ? &api : nullptr;
+}
+
+// The exception a signal handler raised, until the main thread raises it
+// again (only touched with the GIL held).
+void *g_raised[3];
+
+int RaiseAgain(void *) {  // a pending call: the main thread, the GIL held
+  Python()->restore(g_raised[0], g_raised[1], g_raised[2]);
+  g_raised[0] = g_raised[1] = g_raised[2] = nullptr;
+  return -1;
+}
+
+// After SHMATARI_ERR_INTERRUPTED: runs Python's signal handlers where this
+// is the main thread (Python runs them there alone). True: one raised (the
+// wait ends); false: none did, or not here: wait on.
+bool SignalRaised() {
+  const PythonApi *py = Python();
+  if (py == nullptr || !py->is_initialized() ||
+      static_cast<pid_t>(syscall(SYS_gettid)) != getpid())
+    return false;
+  int gil = py->gil_ensure();
+  bool raised = py->check_signals() != 0;
+  if (raised) {
+    void *t, *v, *tb;
+    py->fetch(&t, &v, &tb);
+    if (g_raised[0] == nullptr && py->add_pending_call(RaiseAgain, nullptr) == 0) {
+      g_raised[0] = t, g_raised[1] = v, g_raised[2] = tb;
+    } else {  // one is already waiting to be raised: that one goes first
+      for (void *o : {t, v, tb})
+        if (o != nullptr) py->dec_ref(o);
+    }
+  }
+  py->gil_release(gil);
+  return raised;
+}
+
+ffi::Error InterruptedError(shmatari_client *c) {
+  return ffi::Error(ffi::ErrorCode::kCancelled,
+                    "shmatari xla: a signal handler raised while waiting for a "
+                    "batch of " + std::to_string(c->geom.batch_size) +
+                    " result(s); nothing was taken: call recv again to go on "
+                    "waiting");
+}
+
 // Waits for the next batch (timeout_ns < 0: no limit), copies it into
 // rets[1..] (checked by CheckOutputs) and consumes it.
 ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
@@ -182,6 +273,7 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
     }
     int r = shmatari_next_batch(c, wait);
     if (r == SHMATARI_OK) break;
+    if (r == SHMATARI_ERR_INTERRUPTED && SignalRaised()) return InterruptedError(c);
     bool again = r == SHMATARI_ERR_TIMEOUT || r == SHMATARI_ERR_INTERRUPTED;
     if (!again || (deadline >= 0 && shmatari_now_ns() >= deadline))
       return again ? TimeoutError(c, timeout_ns) : StatusError(c, r);

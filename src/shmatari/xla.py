@@ -205,7 +205,7 @@ def build(force: bool = False) -> pathlib.Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
     cmd = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), "-I", str(inc), str(src),
-           "-o", tmp]
+           "-o", tmp, "-ldl"]  # dlsym: the few Python functions a signal needs
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -277,7 +277,12 @@ def make(pool, *, convert=None, timeout: float | None = None):
             operations.
         timeout: seconds a ``recv`` / ``step`` waits for its batch before it
             fails (None: no limit; dead workers or a dead server fail it
-            within 0.1 s either way).
+            within 0.1 s either way). While it waits on the main thread,
+            Python's signal handlers run as in the pool's ``recv()``: one
+            that returns lets the wait go on, one that raises (Ctrl-C's
+            KeyboardInterrupt) ends it with nothing taken and its exception
+            is raised once the jitted call returns (the next ``recv`` returns
+            the batch).
 
     Returns:
         (handle, recv, send, step): ``handle`` uint8 ``(8,)``; the three

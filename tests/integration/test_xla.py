@@ -399,6 +399,66 @@ def test_xla_timeout_with_a_stopped_worker_loses_nothing():
         env.close()
 
 
+def test_xla_wait_runs_python_signal_handlers_and_ctrl_c_ends_it():
+    """A jitted recv that waits (timeout None: no limit) on a stopped worker.
+    A signal whose Python handler returns (SIGUSR1 here) runs while it waits
+    and the wait goes on; Ctrl-C (SIGINT, KeyboardInterrupt) ends it at once,
+    with nothing taken, and the next recv returns the batch once the worker
+    goes on. The wait ignored Ctrl-C until a batch came, which a stopped
+    worker never sends (an attacker's pass), as Python's recv() never did."""
+    import os
+    import signal
+    import threading
+    import time
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    seen = []
+    old_usr1 = signal.signal(signal.SIGUSR1, lambda *_: seen.append(time.monotonic()))
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla()
+        send_j, recv_j = jax.jit(send), jax.jit(recv)
+        (pid,) = env.worker_pids
+        os.kill(pid, signal.SIGSTOP)
+        me = os.getpid()
+
+        def later(delay, target, sig):
+            timer = threading.Timer(delay, os.kill, (target, sig))
+            timer.start()
+            return timer
+
+        try:
+            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+            # a handler that returns: the wait goes on past it, and ends with the batch
+            timers = [later(0.3, me, signal.SIGUSR1), later(0.6, me, signal.SIGUSR1),
+                      later(1.2, pid, signal.SIGCONT)]
+            t0 = time.monotonic()
+            handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
+            for timer in timers:
+                timer.join()
+            assert len(seen) == 2 and seen[-1] - t0 < 1.1, (seen, t0)  # ran while it waited
+            assert time.monotonic() - t0 >= 1.1  # and the wait went on to the batch
+            assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
+            # Ctrl-C: KeyboardInterrupt at once, the batch left in flight
+            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+            os.kill(pid, signal.SIGSTOP)
+            timer = later(0.3, me, signal.SIGINT)
+            t0 = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                jax.block_until_ready(recv_j(handle))
+                time.sleep(5)  # where a late KeyboardInterrupt would land instead
+            timer.join()
+            assert time.monotonic() - t0 < 3.0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
+        assert np.asarray(info["env_id"]).tolist() == [0, 1]
+        assert np.asarray(info["elapsed_step"]).tolist() == [2, 2]
+    finally:
+        signal.signal(signal.SIGUSR1, old_usr1)
+        env.close()
+
+
 def test_xla_wide_actions_and_env_ids_saturate_and_are_refused():
     """With jax_enable_x64 an int64 action of 2**32 + 3 (or env id 2**32)
     is refused as out of range, as the Python pool refuses it, not narrowed
