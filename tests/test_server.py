@@ -711,6 +711,38 @@ def test_a_client_that_writes_a_workers_count_stops_the_server_by_name(
     s.assert_gone()
 
 
+@pytest.mark.parametrize("word,value,words", [
+    ("pool_state", 0, "its pool_state word is 0, not 1 (running)"),
+    ("failed_workers", 1, "its failed_workers word is 1, with no worker failed"),
+    ("ready_workers", 7, "its ready_workers word is 7, not 1"),
+])
+def test_a_pool_word_written_by_another_process_stops_the_server_by_name(
+        server, word, value, words):
+    """One of the served pool's own header words written by another process
+    that maps the segment: with pool_state not RUNNING every attach failed
+    with "the pool was still starting" (a C attach without a limit waited
+    for good), with failed_workers set every client was refused with "a
+    worker failed" naming none, and the server served on, logging nothing
+    (an attacker's pass). It now stops with 1, naming the word, and removes
+    the segment, as for a worker's word."""
+    import mmap
+    import struct
+
+    s = server(num_envs=2, num_workers=1)
+    with shmatari.attach(s.name) as env:  # usable before
+        env.reset()
+    offset = _core.struct_layout()["shmatari_header"][word]
+    fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:
+            struct.pack_into("<I", m, offset, value)
+    finally:
+        os.close(fd)
+    assert s.proc.wait(15) == 1
+    assert words in s.stderr() and "written by another process" in s.stderr()
+    s.assert_gone()
+
+
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s = server()
     os.kill(s.worker_pids[1], signal.SIGKILL)

@@ -324,6 +324,26 @@ class _Shrunk(Exception):
     """The segment was made smaller under the server (``ftruncate``)."""
 
 
+def _pool_words_wrong(seg, num_workers: int) -> str | None:
+    """What the served pool's own header words say that its workers do not:
+    ``pool_state`` not RUNNING, ``failed_workers`` not 0, ``ready_workers``
+    not every worker (each word read once). serve() reads them, then checks
+    its workers (a worker that failed in between is named as itself), and
+    stops on a word no worker explains: a process that maps the segment
+    wrote it, and no client could attach again ("the pool was still
+    starting", "a worker failed"), while the server served on and logged
+    nothing. None: all as they should be."""
+    state = seg.pool_state()
+    ready, failed = seg.counts()
+    if state != _core.POOL_RUNNING:
+        return f"its pool_state word is {state}, not {_core.POOL_RUNNING} (running)"
+    if failed != 0:
+        return f"its failed_workers word is {failed}, with no worker failed"
+    if ready != num_workers:
+        return f"its ready_workers word is {ready}, not {num_workers}"
+    return None
+
+
 def _restore_size(segment, total: int) -> bool:
     """The server's guard against a shrunk segment: a process of the same
     user may ``ftruncate`` it, and then every access to the lost pages is a
@@ -407,7 +427,13 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
             if t >= next_check:
                 next_check = t + _POLL
                 guard()
+                wrong = _pool_words_wrong(env._seg, env.num_workers)
                 env._check_workers()
+                if wrong:
+                    _log(f"stopping: the pool's segment was written by another process: "
+                         f"{wrong}, with every worker running (a client that writes it "
+                         f"unchecked); no client could use the pool")
+                    return 1
                 clients.check()
     except _Stop:
         if clients is not None:
