@@ -743,6 +743,38 @@ def test_a_pool_word_written_by_another_process_stops_the_server_by_name(
     s.assert_gone()
 
 
+def test_a_flipping_claim_word_does_not_flood_the_servers_log(server):
+    """Another process flipping the claim word between 1 and 0 every 1 ms:
+    the server logged each change it saw (about 140 lines a second, for as
+    long as it went on: an attacker's pass). It logs up to
+    cli._CLAIM_LINES_PER_S claim lines a second, and one line counting the
+    rest; the pool stays usable."""
+    import mmap
+    import struct
+
+    s = server(num_envs=2, num_workers=1)
+    offset = _core.struct_layout()["shmatari_header"]["client_pid"]
+    fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
+    t0 = time.monotonic()
+    try:
+        with mmap.mmap(fd, 0) as m:
+            while time.monotonic() - t0 < 2.0:
+                for pid in (1, 0):
+                    struct.pack_into("<i", m, offset, pid)
+                    time.sleep(0.001)
+    finally:
+        os.close(fd)
+    seconds = time.monotonic() - t0
+    with shmatari.attach(s.name, timeout=10) as env:  # still usable
+        env.reset()
+    assert s.stop() == 0
+    log = s.stderr()
+    lines = log.count("client pid 1 attached") + log.count("client pid 1 detached")
+    assert lines <= cli._CLAIM_LINES_PER_S * (seconds + 1.5), lines
+    counted = [int(n) for n in re.findall(r"(\d+) more changes of the claim word", log)]
+    assert counted and sum(counted) > 0, log[-2000:]
+
+
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s = server()
     os.kill(s.worker_pids[1], signal.SIGKILL)

@@ -46,6 +46,9 @@ _CLAIM_SPIN = 0.02
 #: retried); between its reads the server sleeps this long.
 _CLAIM_SPIN_MAX = 0.05
 _CLAIM_NAP = 50e-6
+#: Claim lines (attached, detached, ...) logged per second; more are counted
+#: and logged as one line: a process flipping the claim word flooded the log.
+_CLAIM_LINES_PER_S = 20
 
 
 class _Stop(BaseException):
@@ -250,6 +253,30 @@ class _Clients:
         # another process took over after the client died is not the client.
         self.client_start = 0
         self.balance = 0  # client opens of the segment minus attaches seen
+        # this second's claim lines: when it began, lines logged, lines counted
+        self.window, self.said, self.unsaid = time.monotonic(), 0, 0
+
+    def _say(self, msg: str) -> None:
+        """Logs a claim line, up to _CLAIM_LINES_PER_S a second; the rest are
+        counted (:meth:`_flush`)."""
+        self._flush()
+        if self.said < _CLAIM_LINES_PER_S:
+            self.said += 1
+            _log(msg)
+        else:
+            self.unsaid += 1
+
+    def _flush(self, final: bool = False) -> None:
+        """Once the second is over (or ``final``ly): one line for the claim
+        lines not logged."""
+        now = time.monotonic()
+        if now - self.window < 1.0 and not final:
+            return
+        if self.unsaid:
+            _log(f"{self.unsaid} more changes of the claim word in {now - self.window:.1f} s "
+                 f"were not logged one by one (over {_CLAIM_LINES_PER_S} a second: a "
+                 f"process writing the word?)")
+        self.window, self.said, self.unsaid = now, 0, 0
 
     def _read_claim(self) -> None:
         if self.guard is not None:
@@ -259,14 +286,15 @@ class _Clients:
             return
         if self.client and not self.reported_dead:
             if not now:
-                _log(f"client pid {self.client} detached")
+                self._say(f"client pid {self.client} detached")
             elif _core.process_alive(self.client, self.client_start):
                 # Only another process's write moves a live client's claim.
-                _log(f"the claim moved from client pid {self.client}, still running, to pid {now}")
+                self._say(f"the claim moved from client pid {self.client}, still running, "
+                          f"to pid {now}")
             else:
-                _log(f"client pid {self.client} is gone; pid {now} took over")
+                self._say(f"client pid {self.client} is gone; pid {now} took over")
         if now:
-            _log(f"client pid {now} attached")
+            self._say(f"client pid {now} attached")
             self.balance -= 1
         self.client, self.reported_dead = now, False
         self.client_start = _core.process_start(now) if now else 0
@@ -304,6 +332,7 @@ class _Clients:
             self.balance = 0
 
     def check(self) -> None:
+        self._flush()
         if self.client and not self.reported_dead and \
                 not _core.process_alive(self.client, self.client_start):
             # The claim is freed now (if that pid still holds it), not left
@@ -441,6 +470,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
                 clients._read_claim()  # a detach just before the signal is logged
             except _Shrunk:
                 pass
+            clients._flush(final=True)
         _log("stopping")
         return 0
     except WorkerError as exc:
