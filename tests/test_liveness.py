@@ -135,3 +135,21 @@ def test_c_judges_processes_by_the_same_rule(lang, tmp_path):
     out, _ = p.communicate("\n", timeout=30)
     assert p.returncode == 0, out
     assert out == f"ok {python_says}\n"
+
+
+def test_a_failed_workers_forged_env_group_is_not_shown_as_its_envs():
+    """An attached client's WorkerError named the failed worker's envs from
+    its env_begin / env_end words as the segment held them then: another
+    process that wrote them made it say "envs 4000000000..4000000000" (an
+    attacker's pass; the C client's message checks them). A group outside
+    the pool's own env count is "envs unknown"."""
+    from shmatari import client
+
+    buf, seg = _segment()
+    _core.mark_worker(seg, 0, _core.WORKER_FAILED, error="boom")
+    err, _ = client.status_error(seg, _core.STATUS["worker"])
+    assert "envs 0..1" in str(err) and err.env_ids == range(0, 2)
+    seg.set_worker_group(0, 4_000_000_000, 4_000_000_001)
+    err, _ = client.status_error(seg, _core.STATUS["worker"])
+    assert "envs unknown" in str(err) and "4000000000" not in str(err)
+    assert err.env_ids == range(0)

@@ -63,7 +63,11 @@ def status_error(seg, code: int, msg: str | None = None):
             gone = state in (_core.WORKER_FAILED, _core.WORKER_EXITED)
             if gone or (pid and not _core.pid_alive(pid)):
                 how = {_core.WORKER_FAILED: "failed", _core.WORKER_EXITED: "exited"}
-                err = WorkerError.of(f"worker {w}", pid, range(*seg.worker_group(w)),
+                # read once and checked against the pool's own count: any
+                # process that maps the segment may have written them
+                begin, end = seg.worker_group(w)
+                envs = range(begin, end) if 0 <= begin < end <= seg.num_envs else range(0)
+                err = WorkerError.of(f"worker {w}", pid, envs,
                                      how.get(state, "died"), worker=w,
                                      traceback=seg.worker_error(w),
                                      where=f" of the server (pid {seg.header()['owner_pid']})")

@@ -60,14 +60,15 @@ class WorkerError(ShmatariError, RuntimeError):
         Args:
             who: ``"worker 3"``, ``"node 1"``.
             pid: its process id.
-            env_ids: the envs it owned.
+            env_ids: the envs it owned (empty: not known; "envs unknown").
             what: what happened (``"died: exit code 1"``).
             worker, exitcode: as the attributes.
             traceback: the traceback text it left, or "".
             where: where it ran, after the parenthesis (``" of the server (pid 7)"``).
             label: the traceback's heading.
         """
-        msg = f"{who} (pid {pid}, envs {env_ids.start}..{env_ids.stop - 1}){where} {what}"
+        envs = f"{env_ids.start}..{env_ids.stop - 1}" if env_ids else "unknown"
+        msg = f"{who} (pid {pid}, envs {envs}){where} {what}"
         if traceback.strip():
             msg += f"\n--- {label} traceback ---\n" + "\n".join(
                 "| " + line for line in traceback.rstrip().splitlines())
