@@ -92,8 +92,8 @@ def test_the_sb3_adapter_without_sb3_says_what_to_install():
 
 @pytest.mark.parametrize("module,code,hint", [
     ("jax", "import shmatari\nenv = shmatari.make('null', num_envs=2, num_workers=1)\n"
-            "try:\n    env.xla()\nfinally:\n    env.close()\n", "pip install 'shmatari[jax]'"),
-    ("ray", "import shmatari.ray\n", "pip install 'shmatari[ray]'"),
+            "try:\n    env.xla()\nfinally:\n    env.close()\n", "pip install jax (from a clone of shmatari: pip install '.[jax]')"),
+    ("ray", "import shmatari.ray\n", "pip install ray (from a clone of shmatari: pip install '.[ray]')"),
 ])
 def test_a_missing_extra_says_what_to_install(module, code, hint):
     """xla() without jax and shmatari.ray without Ray raised a bare

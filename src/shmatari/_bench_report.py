@@ -338,7 +338,7 @@ def _print_report(args, report: dict) -> None:
                 plot_sweep(report, plot)
                 print(f"plot: {plot}")
             except ImportError:
-                print("matplotlib is not installed: no plot (pip install 'shmatari[bench]')",
+                print("matplotlib is not installed: no plot (pip install matplotlib)",
                       file=sys.stderr)
     elif report["kind"] == "policy":
         _print_table(report["results"], f"shmatari-bench --policy: {game}, {n}, "

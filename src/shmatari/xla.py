@@ -128,7 +128,8 @@ def _cache_dir() -> pathlib.Path:
 
 
 #: What to install when jax is missing.
-_NEEDS_JAX = "xla() needs jax: pip install 'shmatari[jax]' (or pip install jax)"
+_NEEDS_JAX = ("xla() needs jax: pip install jax (from a clone of shmatari: "
+              "pip install '.[jax]')")
 
 
 def _check_private(path: pathlib.Path) -> bool:

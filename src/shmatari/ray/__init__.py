@@ -64,8 +64,8 @@ try:
 except ModuleNotFoundError as _exc:
     if _exc.name != "ray":
         raise
-    raise ModuleNotFoundError("shmatari.ray needs Ray: pip install 'shmatari[ray]' "
-                              "(or pip install ray)", name="ray") from None
+    raise ModuleNotFoundError("shmatari.ray needs Ray: pip install ray (from a clone "
+                              "of shmatari: pip install '.[ray]')", name="ray") from None
 
 from .vector import RayVectorEnv, make
 from .wire import OP_FILL, OP_FULL, OP_KEEP, OP_SHIFT, wire_bytes
