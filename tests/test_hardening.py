@@ -95,8 +95,16 @@ def test_reset_after_a_step_timeout_on_a_stopped_worker_is_bounded_and_names_it(
         stuck = env.worker_pids[0]
         os.kill(stuck, signal.SIGSTOP)
         try:
-            with pytest.raises(shmatari.StepTimeoutError, match=f"pid {stuck}"):
+            with pytest.raises(shmatari.StepTimeoutError, match=f"pid {stuck}") as info:
                 env.step(np.zeros(4, np.int64), timeout=0.2)
+            # in the words of the call made (it said recv(), a newcomer's pass)
+            text = str(info.value)
+            assert text.startswith("step() got no batch of 4 result(s) within 0.2 s"), text
+            assert "its actions were sent and the pool is unchanged: recv() to go on" in text
+            with pytest.raises(shmatari.StepTimeoutError) as info:
+                env.recv(timeout=0)
+            assert str(info.value).startswith("recv(timeout=0): no batch of 4 result(s) is "
+                                              "ready yet; the pool is unchanged: recv() again")
             with pytest.raises(shmatari.StepTimeoutError) as info:
                 env.reset(timeout=0.5)
             text = str(info.value)

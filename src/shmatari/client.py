@@ -356,7 +356,7 @@ class Client:
         self._usable()
         return self._recv(check_timeout(timeout))
 
-    def _recv(self, timeout: float | None):
+    def _recv(self, timeout: float | None, caller: str = "recv"):
         seg = self._seg
         deadline = None if timeout is None else _now() + timeout
         while True:
@@ -368,12 +368,15 @@ class Client:
                 self._refused(code)  # the refusal, in the C client's words
             self._wait_failed(code)
             if deadline is not None and _now() >= deadline:
-                why = (f"recv(timeout=0): no batch of {self.batch_size} result(s) is ready yet"
-                       if timeout == 0 else
-                       f"recv() got no batch of {self.batch_size} result(s) within {timeout:g} s "
-                       f"with every worker alive: {self._stuck()}")
-                raise StepTimeoutError(f"{why}; the pool is unchanged: recv() again to go on "
-                                       f"waiting, or reset() to drop the commands in flight")
+                why = (f"{caller}(timeout=0): no batch of {self.batch_size} result(s) is "
+                       f"ready yet" if timeout == 0 else
+                       f"{caller}() got no batch of {self.batch_size} result(s) within "
+                       f"{timeout:g} s with every worker alive: {self._stuck()}")
+                sent = "" if caller == "recv" else "its actions were sent and "
+                again = "again " if caller == "recv" else ""
+                raise StepTimeoutError(f"{why}; {sent}the pool is unchanged: recv() {again}to "
+                                       f"go on waiting, or reset() to drop the commands in "
+                                       f"flight")
         batch = seg.taken
         if self._zero_copy:
             views, bits = seg.collect(batch, None)
@@ -454,7 +457,7 @@ class Client:
         timeout = check_timeout(timeout)  # every argument checked before anything is sent
         self._usable()
         self._send(actions, env_id, step=True)
-        return self._recv(timeout)
+        return self._recv(timeout, "step")
 
 
 def reset_args(seed, options, num_envs: int):
