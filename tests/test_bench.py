@@ -394,3 +394,27 @@ def test_a_spin_barrier_waiter_alone_times_out(monkeypatch):
     # next look sees the leader's phase for arrival 1
     assert barrier.wait(0, 1, 2) == 2
     assert barrier.wait(1, 1) == 2
+
+
+def test_bench_says_when_other_processes_kept_the_cores_busy(tmp_path):
+    """A process spinning on one core for the whole bench (not one of the
+    bench's own): the JSON's machine.other_cpu_share counts it, and the bench
+    says on stderr that its figures come from a busy machine (a newcomer's
+    pass: a run on a shared machine gave EnvPool ahead of shmatari, and
+    nothing said the machine was busy). The bench's own workers and
+    ceiling processes are not counted as other load."""
+    import psutil
+
+    out = tmp_path / "busy.json"
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        proc = _bench("--num-envs", "2", "--backends", "shmatari,ceiling", "--json", str(out))
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert proc.returncode == 0, proc.stderr
+    share = json.loads(out.read_text())["machine"]["other_cpu_share"]
+    cores = psutil.cpu_count()
+    # the spinner's core (less what the bench's own processes took from it)
+    assert 0.3 / cores <= share <= 1.0, share
+    assert f"other processes kept {share:.0%} of this machine's" in proc.stderr, proc.stderr

@@ -9,6 +9,7 @@ import importlib.metadata
 import os
 import platform
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +59,63 @@ def machine_info() -> dict:
     return {"cores": _config.available_cores(), "cpu_count": os.cpu_count(), "cpu_model": cpu,
             "platform": platform.platform(), "python": sys.version.split()[0],
             "versions": versions}
+
+
+#: The share of the machine's cores that other processes may keep busy during
+#: a bench before it says so (``OtherLoad``).
+BUSY_SHARE = 0.10
+
+
+class OtherLoad:
+    """CPU time the rest of the machine used while a bench ran: the machine's
+    busy time (``psutil.cpu_times``: user, nice, system, irq, softirq) less
+    this process tree's (itself, its reaped children and its live
+    descendants: workers, zygote, ceiling processes, EnvPool's threads), as a
+    share of all cores over the wall time. A bench measures what the cores
+    give; where other work took some of them, its rates are lower and its
+    ratios less sure (interleaving spreads the loss over every backend, but
+    a load that comes and goes does not spread evenly). Unknown (None)
+    without psutil."""
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            import psutil
+        except ImportError:
+            return None
+        t = psutil.cpu_times()
+        busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+        me = psutil.Process()
+        tree = sum(me.cpu_times()[:4])  # user, system, children_user, children_system
+        for p in me.children(recursive=True):
+            try:
+                tree += sum(p.cpu_times()[:4])
+            except psutil.Error:  # it ended in between: its parent counts it
+                pass
+        return time.monotonic(), busy, tree, psutil.cpu_count() or 1
+
+    def share(self) -> float | None:
+        """Other processes' CPU time since this was made, over (wall time x
+        cores): 0 on a quiet machine, 0.5 with one of two cores taken."""
+        end = self._sample()
+        if self.start is None or end is None or end[0] <= self.start[0]:
+            return None
+        other = (end[1] - self.start[1]) - (end[2] - self.start[2])
+        return round(max(0.0, other / ((end[0] - self.start[0]) * end[3])), 3)
+
+
+def busy_warning(share: float | None, cores: int) -> str | None:
+    """What the bench says when other processes took more than
+    :data:`BUSY_SHARE` of the machine (``OtherLoad.share``); None if not."""
+    if share is None or share <= BUSY_SHARE:
+        return None
+    return (f"shmatari-bench: other processes kept {share:.0%} of this machine's "
+            f"{_b.plural(cores, 'core')} busy while it ran (its own processes aside): the "
+            f"rates are lower than on a quiet machine, and the ratios between backends less "
+            f"sure; run it again with the machine quiet")
 
 
 def _ratio(a: float, b: float | None):

@@ -73,8 +73,8 @@ import numpy as np
 
 from . import _bench_backends as _b, _cli, config as _config
 from ._bench_backends import BACKENDS, CEILINGS, POLICY_BACKENDS
-from ._bench_report import (Series, _print_report, _rows, _summary, machine_info,
-                            plot_sweep)  # noqa: F401  (plot_sweep: re-exported)
+from ._bench_report import (OtherLoad, Series, _print_report, _rows, _summary,  # noqa: F401
+                            busy_warning, machine_info, plot_sweep)  # (plot_sweep: re-exported)
 from ._progress import Progress
 
 __all__ = ["main", "run", "machine_info"]
@@ -244,7 +244,8 @@ def _run_null(args, progress) -> tuple[list, bool]:
     return rows, interrupted
 
 
-def _report(args, kind: str, **body) -> dict:
+def _report(args, kind: str, load: OtherLoad, **body) -> dict:
+    machine = {**machine_info(), "other_cpu_share": load.share()}
     return {"benchmark": "shmatari-bench", "kind": kind, "game": args.game,
             "config": {"num_envs": args.num_envs, "num_workers": args.num_workers,
                        "batch_size": args.batch_size, "seconds": args.seconds,
@@ -252,7 +253,7 @@ def _report(args, kind: str, **body) -> dict:
                        "interleave": args.interleave, "policy": args.policy,
                        "start_method": args.start_method, "max_envs": args.max_envs,
                        "options": _b.options(args.repeat_action_probability)},
-            "machine": machine_info(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
+            "machine": machine, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
 
 
 def _wanted(args) -> list[str]:
@@ -265,10 +266,12 @@ def _wanted(args) -> list[str]:
 def run(args) -> dict:
     """Runs the benchmark described by parsed ``args``; returns the report
     (``report["interrupted"]`` is True if Ctrl-C cut it short)."""
+    load = OtherLoad()
     with Progress(not args.quiet, "shmatari-bench") as progress:
         if args.env == "null":
             rows, interrupted = _run_null(args, progress)
-            return _report(args, "null", game="null", results=rows, interrupted=interrupted)
+            return _report(args, "null", load, game="null", results=rows,
+                           interrupted=interrupted)
         wanted = _wanted(args)
         if args.sweep:
             points, n = [], 1
@@ -285,10 +288,10 @@ def run(args) -> dict:
                          if r["backend"] not in skipped]
                 if interrupted:
                     break
-            return _report(args, "sweep", results=rows, skipped=skipped,
+            return _report(args, "sweep", load, results=rows, skipped=skipped,
                            interrupted=interrupted, sweep_num_envs=points)
         series, interrupted = _run_point(args, progress, wanted, args.num_envs)
-        return _report(args, "policy" if args.policy else "single",
+        return _report(args, "policy" if args.policy else "single", load,
                        results=_rows(series, _b.OPTIONS["frame_skip"]),
                        summary=_summary(series, args.policy), interrupted=interrupted)
 
@@ -419,6 +422,9 @@ def main(argv=None) -> int:
         print("shmatari-bench: interrupted", file=sys.stderr)
         return _cli.interrupted_status()
     _print_report(args, report)
+    warning = busy_warning(report["machine"]["other_cpu_share"], report["machine"]["cpu_count"])
+    if warning:
+        print(warning, file=sys.stderr)
     if args.json:
         _cli.write_json(args.json, report)
     if report.get("interrupted"):
