@@ -406,7 +406,11 @@ if __name__ == "__main__":
         for i, e in enumerate(ids.tolist()):
             counts[e] += 1
             if info["worker_restarted"][i]:
-                assert truncated[i]
+                # (what the row said, for a failure seen once under xdist
+                # load and not since: which env, when, and its flags)
+                assert truncated[i], dict(k=k, env=e, terminated=bool(terminated[i]),
+                                          reset=bool(info["reset"][i]),
+                                          pids=list(env.worker_pids), flagged=flagged)
                 flagged[e].append(k)
         env.send(np.ones(2, np.int64), ids)
         if k == 50:
