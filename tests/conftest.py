@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -112,7 +113,45 @@ def random_actions(n_actions: int, num_envs: int, steps: int, seed: int = 0) -> 
     return np.random.default_rng(seed).integers(0, n_actions, (steps, num_envs))
 
 
+@pytest.fixture(scope="session")
+def _serial_locks(tmp_path_factory):
+    """Two lock files shared by this session's pytest-xdist workers (in the
+    directory above each worker's own temporary one): see
+    :func:`_serial_tests_run_alone`."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    with open(root / "serial-turnstile.lock", "a") as turnstile, \
+            open(root / "serial.lock", "a") as held:
+        yield turnstile, held
+
+
+@pytest.fixture(autouse=True)
+def _serial_tests_run_alone(request, _serial_locks):
+    """A test marked ``serial`` runs with no other test of the session beside
+    it: every test holds ``serial.lock`` shared, a serial one exclusive, and
+    each takes the turnstile first, so that the other worker waits at its
+    next test while a serial one waits for the current one to end (flock,
+    no starvation). Its timings (the workers' polls, CPU shares) assume cores
+    that no other test is using; under pytest-xdist the other worker always
+    is."""
+    turnstile, held = _serial_locks
+    serial = request.node.get_closest_marker("serial") is not None
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+    finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(held, fcntl.LOCK_UN)
+
+
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: runs with no other test beside it under pytest-xdist "
+                   "(timings that assume otherwise idle cores: tests/conftest.py)")
     config.addinivalue_line(
         "markers", "all_games: plays every game in list_games() (about a minute on 2 cores; "
                    "part of the core suite, deselect with -m 'not integration and not all_games')")

@@ -8,7 +8,8 @@ import pytest
 
 import shmatari
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+# serial: the workers' polls and shares assume cores no other test is using
+pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.serial]
 
 
 @pytest.mark.parametrize("num_workers", [1, 2])

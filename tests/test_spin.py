@@ -15,7 +15,8 @@ import pytest
 import shmatari
 from shmatari import spin
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+# serial: the workers' polls and shares assume cores no other test is using
+pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.serial]
 
 
 def _sleeps(pid: int) -> int:
