@@ -440,15 +440,19 @@ def test_xla_wait_runs_python_signal_handlers_and_ctrl_c_ends_it():
             assert time.monotonic() - t0 >= 1.1  # and the wait went on to the batch
             assert np.asarray(info["elapsed_step"]).tolist() == [1, 1]
             # Ctrl-C: KeyboardInterrupt at once, the batch left in flight
-            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+            # (the worker stopped before the send: the null env would
+            # answer it before a SIGSTOP sent after)
             os.kill(pid, signal.SIGSTOP)
+            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
             timer = later(0.3, me, signal.SIGINT)
             t0 = time.monotonic()
+            returned = False
             with pytest.raises(KeyboardInterrupt):
                 jax.block_until_ready(recv_j(handle))
+                returned = True
                 time.sleep(5)  # where a late KeyboardInterrupt would land instead
             timer.join()
-            assert time.monotonic() - t0 < 3.0
+            assert not returned and time.monotonic() - t0 < 3.0
         finally:
             os.kill(pid, signal.SIGCONT)
         handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
