@@ -94,8 +94,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         shm_name: the pool's segment.
         worker: this worker's index.
         config_fields: the pool's ``EnvConfig`` as a dict.
-        owner_pid: the process that owns the pool (the segment's header names
-            it by pid and start time: ``Segment.owner_alive``).
+        owner_pid: the process that owns the pool (with ``owner_start``: how
+            the worker tells that it lives).
         spin: (spin_ns, spin_mode, long_spin_ns) for the worker loop
             (:func:`shmatari.spin.spin_policy`).
         fault_pipe: where ``faulthandler`` reports a fatal signal: a writable
