@@ -29,7 +29,8 @@ system C++ compiler (``$CXX``, else ``c++`` / ``g++`` / ``clang++``) against
 ``jax.ffi.include_dir()``, into a cache directory keyed by the source's hash
 and jax's version (``$SHMATARI_XLA_CACHE``, else
 ``~/.cache/shmatari/xla``; it and the library must be this user's and
-writable by no one else, or they are refused before anything is loaded);
+writable by no one else, or they are refused before anything is loaded,
+judged on the descriptors the library is then loaded through);
 ``python -m shmatari.xla --build`` does it ahead of time. The library is loaded with ``ctypes`` and registered with
 ``jax.ffi.register_ffi_target(..., platform="cpu")``.
 
@@ -69,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import hashlib
 import os
 import pathlib
@@ -132,13 +134,20 @@ _NEEDS_JAX = ("xla() needs jax: pip install jax (from a clone of shmatari: "
               "pip install '.[jax]')")
 
 
-def _check_private(path: pathlib.Path) -> bool:
+def _check_private(path: pathlib.Path, fd: int | None = None) -> bool:
     """Refuses a cache directory or library another user could have written
     (a library there is loaded into this process): it must be this user's
     (or root's), not a symlink, and writable by no one else. This user's own
     directory that only its group can write (made under a umask of 002, as
     earlier versions did) loses its group's write bit instead; this user's
     library that its group can write is not used (False: build it again).
+
+    Args:
+        path: the directory or library (for the message, and for ``lstat``
+            when ``fd`` is None).
+        fd: a descriptor opened on it with ``O_NOFOLLOW``: it is judged
+            (``fstat``, ``fchmod``) instead of the path, so that what is
+            judged is what is then used, whatever is renamed meanwhile.
 
     Returns:
         bool: True if ``path`` is fit to use.
@@ -147,7 +156,7 @@ def _check_private(path: pathlib.Path) -> bool:
         XlaBuildError: it is not this user's (or root's), is a symbolic
             link, or others can write it.
     """
-    st = os.lstat(path)
+    st = os.lstat(path) if fd is None else os.fstat(fd)
     why = None
     if stat.S_ISLNK(st.st_mode):
         why = "is a symbolic link"
@@ -159,7 +168,8 @@ def _check_private(path: pathlib.Path) -> bool:
         if st.st_uid != os.geteuid():
             why = "is writable by its group"
         elif stat.S_ISDIR(st.st_mode):
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~stat.S_IWGRP)
+            mode = stat.S_IMODE(st.st_mode) & ~stat.S_IWGRP
+            os.chmod(path, mode) if fd is None else os.fchmod(fd, mode)
         else:
             return False
     if why:
@@ -168,6 +178,46 @@ def _check_private(path: pathlib.Path) -> bool:
             f"user could have put a library; set SHMATARI_XLA_CACHE to a directory only "
             f"you can write (or fix its owner and mode)")
     return True
+
+
+def _open_private(lib: pathlib.Path) -> int:
+    """Opens the library ``build`` returned for loading: its cache directory,
+    then its key's directory inside it, then the file, each with
+    ``O_NOFOLLOW`` and relative to the one before, each judged by
+    ``_check_private`` on its descriptor. The file is then loaded through
+    ``/proc/self/fd``, so the bytes loaded are those of the file judged
+    even if the path is renamed between ``build`` and the load (a check of
+    the path, then ``dlopen`` of the path, could load another file).
+
+    Returns:
+        int: a read-only descriptor of the library (the caller closes it).
+
+    Raises:
+        XlaBuildError: as ``_check_private``; or the file is not a regular
+            file, or cannot be opened (a symbolic link in the last three
+            places).
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    steps = ((lib.parent.parent, str(lib.parent.parent), os.O_DIRECTORY),
+             (lib.parent, lib.parent.name, os.O_DIRECTORY),
+             (lib, lib.name, 0))
+    fds: list[int] = []
+    try:
+        for path, name, kind in steps:
+            try:
+                fds.append(os.open(name, flags | kind, dir_fd=fds[-1] if fds else None))
+            except OSError as exc:
+                link = " (a symbolic link)" if exc.errno == errno.ELOOP else ""
+                raise XlaBuildError(f"cannot open {path} to load the XLA handlers: "
+                                    f"{exc.strerror}{link}; delete it to rebuild") from exc
+            if not _check_private(path, fds[-1]):
+                raise XlaBuildError(f"{path} is writable by its group: delete it to rebuild")
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+            raise XlaBuildError(f"{lib} is not a regular file: delete it to rebuild")
+        return fds.pop()
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def build(force: bool = False) -> pathlib.Path:
@@ -228,10 +278,13 @@ def _load(client_bytes: int) -> dict:
             import jax
 
             path = build()
+            fd = _open_private(path)
             try:
-                lib = ctypes.CDLL(str(path))
+                lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
             except OSError as exc:
                 raise XlaBuildError(f"cannot load {path}: {exc} (delete it to rebuild)") from exc
+            finally:
+                os.close(fd)
             try:
                 lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
                 loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}

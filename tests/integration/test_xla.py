@@ -547,3 +547,61 @@ def test_xla_handlers_are_not_loaded_from_a_cache_others_can_write(tmp_path, mon
     with pytest.raises(xla.XlaBuildError, match="belongs to uid 65534"):
         xla.build()
     assert not marker.exists()
+
+
+def test_xla_handlers_loaded_are_the_file_that_was_checked(tmp_path, monkeypatch):
+    """The handler library is judged and loaded through one descriptor
+    chain (the cache directory, its key's directory, the file, each opened
+    with O_NOFOLLOW): a path renamed between the check and the load is
+    refused, not loaded. Before, the path was checked with ``lstat`` and
+    then given to ``dlopen``, which loaded whatever was there by then."""
+    import os
+    import shutil
+    import subprocess
+
+    from shmatari import xla
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the planted library")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SHMATARI_XLA_CACHE", str(cache))
+    built = xla.build()
+    marker = tmp_path / "ran"
+    src = tmp_path / "evil.c"
+    src.write_text('#include <stdio.h>\n__attribute__((constructor)) static void f(void) {'
+                   f' FILE *o = fopen("{marker}", "w"); if (o) fclose(o); }}\n')
+    evil = tmp_path / "evil.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(evil), str(src)], check=True)
+    real_build = xla.build
+
+    def load_after(swap):
+        def build_then_swap(force=False):
+            path = real_build(force)
+            swap(path)  # what another process does between the check and the load
+            return path
+        monkeypatch.setattr(xla, "build", build_then_swap)
+        monkeypatch.setattr(xla, "_loaded", {})
+        with pytest.raises(xla.XlaBuildError) as err:
+            xla._load(0)
+        assert not marker.exists(), "the planted library's constructor ran"
+        return str(err.value)
+
+    def to_link(path):  # this user's process swaps the file for a link
+        os.replace(path, tmp_path / "kept.so")
+        os.symlink(evil, path)
+
+    assert "symbolic link" in load_after(to_link)
+    os.unlink(built)
+    os.replace(tmp_path / "kept.so", built)
+
+    if os.geteuid() != 0:
+        return  # (giving a directory away needs root)
+
+    def to_others_dir(path):  # whoever can write the cache's parent swaps it
+        os.replace(cache, tmp_path / "kept")
+        (cache / path.parent.name).mkdir(parents=True)
+        shutil.copy(evil, path)
+        for p in (path, path.parent, cache):
+            os.chown(p, 65534, 65534)
+
+    assert "belongs to uid 65534" in load_after(to_others_dir)
