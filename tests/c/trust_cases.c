@@ -172,6 +172,26 @@ static void header_cases(void) {
          r == SHMATARI_LAYOUT_TOO_LARGE && strstr(msg, "bytes") != NULL, msg);
 }
 
+/* Header words that no pool's own processes would write, on a loaded
+ * geometry: the client's checks name the word, not a worker. */
+static void pool_word_cases(void) {
+  shmatari_header v = valid_header();
+  char msg[SHMATARI_MESSAGE_BYTES] = "";
+  unsigned char *buf = (unsigned char *)calloc(1, (size_t)v.total_bytes);
+  if (buf == NULL) abort();
+  memcpy(buf, &v, sizeof v);
+  shmatari_geom g;
+  int r = shmatari_geom_load(buf, v.total_bytes, &g, msg, sizeof msg);
+  if (r == SHMATARI_OK) {
+    g.hdr->failed_workers = 3; /* no worker FAILED */
+    r = shmatari_pool_check(&g, 0, msg, sizeof msg);
+  }
+  report("failed_workers_with_no_worker_failed_names_the_word",
+         r == SHMATARI_ERR_WORKER && strstr(msg, "failed_workers word is 3") != NULL,
+         msg);
+  free(buf);
+}
+
 enum { WRITTEN, SPARSE, HOLE_PADDED };
 
 /* Writes a valid segment file at path, as shmatari's creator does (mode
@@ -212,6 +232,16 @@ static int write_segment(const char *path, int kind, mode_t mode) {
   return ok ? 0 : -1;
 }
 
+/* Writes the pool_state word of the segment file at path; 0 or -1. */
+static int write_pool_state(const char *path, uint32_t state) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int ok = pwrite(fd, &state, sizeof state,
+                  (off_t)offsetof(shmatari_header, pool_state)) == (ssize_t)sizeof state;
+  close(fd);
+  return ok ? 0 : -1;
+}
+
 static void open_case(const char *name, const char *pool, int want,
                       const char *needle) {
   shmatari_client c;
@@ -239,6 +269,14 @@ static void open_cases(const char *dir) {
   if (symlink(target, path) == 0)
     open_case("symlink_is_not_followed", pool, SHMATARI_ERR_UNTRUSTED,
               "symbolic link");
+  unlink(path);
+
+  /* A pool_state no server writes: the wait for RUNNING ends at once. */
+  snprintf(pool, sizeof pool, "trust%d_nostate", pid);
+  snprintf(path, sizeof path, "%s/shmatari_%s", dir, pool);
+  if (write_segment(path, WRITTEN, 0600) == 0 && write_pool_state(path, 77) == 0)
+    open_case("pool_state_that_is_no_state_ends_the_wait", pool,
+              SHMATARI_ERR_NOT_SHMATARI, "pool_state word is 77");
   unlink(path);
 
   snprintf(pool, sizeof pool, "trust%d_open", pid);
@@ -294,6 +332,7 @@ static void open_cases(const char *dir) {
 
 int main(int argc, char **argv) {
   header_cases();
+  pool_word_cases();
   if (argc > 1) open_cases(argv[1]);
   printf("%d failed\n", failures);
   return failures != 0;

@@ -134,7 +134,8 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
                                       char *msg, size_t len) {
   const shmatari_header *h = g->hdr;
   shmatari_header *hw = g->hdr;
-  if (shmatari_load_acquire(&hw->failed_workers) != 0) {
+  uint32_t failed = shmatari_load_acquire(&hw->failed_workers);
+  if (failed != 0) {
     for (uint32_t w = 0; w < g->num_workers; w++) {
       shmatari_worker_ctrl *wc = shmatari_worker(g, w);
       if (shmatari_load_acquire(&wc->state) == SHMATARI_WORKER_FAILED) {
@@ -159,7 +160,12 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
         return r;
       }
     }
-    return shmatari_fail(msg, len, SHMATARI_ERR_WORKER, "a worker failed");
+    /* No worker says so: the word was written by a process that maps the
+     * segment (or a failed worker was restarted while this was read). */
+    return shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
+                         "the pool's failed_workers word is %u but no worker is "
+                         "FAILED: something other than the pool's workers wrote it",
+                         failed);
   }
   if (shmatari_load_acquire(&hw->pool_state) == SHMATARI_POOL_CLOSING)
     return shmatari_fail(msg, len, SHMATARI_ERR_CLOSED,
@@ -237,7 +243,9 @@ static inline int64_t shmatari_deadline(int64_t timeout_ns) {
   return timeout_ns > INT64_MAX - now ? -1 : now + timeout_ns;
 }
 
-/* Waits until the pool is RUNNING (its workers are ready). */
+/* Waits until the pool is RUNNING (its workers are ready). Returns
+ * SHMATARI_OK, _ERR_TIMEOUT, what shmatari_pool_check found, or
+ * _ERR_NOT_SHMATARI at once for a pool_state that is no state. */
 static inline int shmatari_wait_running(const shmatari_geom *g,
                                         int64_t timeout_ns, char *msg,
                                         size_t len) {
@@ -247,6 +255,12 @@ static inline int shmatari_wait_running(const shmatari_geom *g,
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
     uint32_t state = shmatari_load_acquire(&h->pool_state);
     if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
+    /* A word no server writes: waiting could not end while it stays. */
+    if (state > SHMATARI_POOL_CLOSING)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                           "the pool's pool_state word is %u, not a state "
+                           "(0..2): something other than its server wrote it",
+                           state);
     int r = shmatari_pool_check_due(g, &next_check, msg, len);
     if (r == SHMATARI_OK)
       r = shmatari_sleep_main(g, seen, 0, SHMATARI_SPIN_PAUSE, deadline,
