@@ -7,6 +7,7 @@ import gc
 import hashlib
 import multiprocessing as mp
 import os
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -498,3 +499,50 @@ def test_a_step_of_too_few_envs_says_how_many_it_needs():
                                "batch_size <= 2; "), text
         assert "leave" in text
         env.step(np.zeros(4, np.int64))  # nothing was sent: the pool goes on
+
+
+_PLANTED = """
+import os
+with open(os.environ["PLANTED_MARKER"], "a") as f:
+    f.write(f"{os.getpid()}\\n")
+raise ImportError("planted")
+"""
+
+_FROM_FOLDER_SCRIPT = """
+import sys
+import numpy as np
+import shmatari
+if __name__ == "__main__":
+    with shmatari.make("Pong", num_envs=2, num_workers=2, seed=0,
+                       start_method=sys.argv[1]) as env:
+        env.reset()
+        env.step(np.zeros(2, np.int64))
+    print("done")
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+@pytest.mark.parametrize("method", ["zygote", "forkserver", "spawn"])
+def test_a_module_planted_in_the_current_folder_runs_in_no_process_of_the_pool(
+        tmp_path, method):
+    """A pool started from a folder others can write (/tmp): a
+    ``multiprocessing`` package planted there ran in the resource tracker
+    that ``SharedMemory(create=True)`` started (a ``python -c`` process,
+    whose sys.path begins with the current folder: an attacker's pass, as
+    root), and in spawn and forkserver workers. Segments are now made
+    without the tracker, and the pool's children start with PYTHONSAFEPATH
+    set; the planted module runs nowhere and the pool works."""
+    import subprocess
+
+    folder = tmp_path / "shared"
+    (folder / "multiprocessing").mkdir(parents=True)
+    (folder / "multiprocessing" / "__init__.py").write_text(_PLANTED)
+    marker = tmp_path / "ran"
+    script = tmp_path / "trainer.py"  # elsewhere: the script's folder is not the current one
+    script.write_text(_FROM_FOLDER_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    env["PLANTED_MARKER"] = str(marker)
+    proc = subprocess.run([sys.executable, str(script), method], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
+    assert not marker.exists(), f"the planted module ran in pid(s) {marker.read_text().split()}"

@@ -414,7 +414,7 @@ class Ceiling:
 
     def __init__(self, cfg: _config.EnvConfig, fast_reset: bool = False,
                  barrier: bool = False):
-        from .atari import single_threaded_children
+        from .atari import child_environment
 
         cfg = dataclasses.replace(cfg, fast_reset="auto" if fast_reset else "off")
         #: the config every process builds its envs from
@@ -426,7 +426,7 @@ class Ceiling:
         self._barrier = spin
         self.conns, self.procs = [], []
         try:
-            with single_threaded_children():
+            with child_environment():
                 for g in self.groups:
                     parent, child = ctx.Pipe()
                     p = ctx.Process(target=_ceiling_worker, daemon=True,

@@ -194,7 +194,7 @@ class _Zygote:
         import subprocess
         import threading
 
-        from .atari import single_threaded_children
+        from .atari import child_environment
 
         self.owner = os.getpid()
         self.lock = threading.RLock()
@@ -211,7 +211,7 @@ class _Zygote:
             "-m", "shmatari._zygote", str(theirs.fileno()), str(os.getpid()), str(pdeath)]
         masked = hasattr(signal, "pthread_sigmask")
         try:
-            with single_threaded_children():
+            with child_environment():
                 env = dict(os.environ)
             path = env.get("PYTHONPATH")
             env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")

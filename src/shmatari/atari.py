@@ -18,14 +18,30 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                 "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
+#: Set in the environment of the processes a pool starts, unless the parent
+#: set them itself: the thread-pool variables, and ``PYTHONSAFEPATH``.
+_CHILD_VARS = _THREAD_VARS + ("PYTHONSAFEPATH",)
+
+
 @contextlib.contextmanager
-def single_threaded_children():
-    """While it is open, processes started (and a fork server started) get
-    the thread-pool variables set to 1, so that NumPy's BLAS, imported before
-    the worker runs any code of ours, starts no extra threads. The parent's
-    own environment is restored afterwards; variables it set itself are kept.
+def child_environment():
+    """While it is open, processes started (and a fork server or resource
+    tracker started) get, where the parent has not set them:
+
+    - the thread-pool variables set to 1, so that NumPy's BLAS, imported
+      before the worker runs any code of ours, starts no extra threads;
+    - ``PYTHONSAFEPATH=1`` (Python >= 3.11, as the zygote's ``-P``):
+      multiprocessing starts its spawn and forkserver workers, its fork
+      server and its resource tracker as ``python -c ...``, whose
+      ``sys.path`` otherwise begins with the current folder, so that a
+      ``multiprocessing`` package planted in a folder others can write, a
+      pool started from there, ran in those processes as the trainer's
+      user (an attacker's pass).
+
+    The parent's own environment is restored afterwards; variables it set
+    itself are kept.
     """
-    saved = {var: os.environ.get(var) for var in _THREAD_VARS}
+    saved = {var: os.environ.get(var) for var in _CHILD_VARS}
     for var, value in saved.items():
         if value is None:
             os.environ[var] = "1"

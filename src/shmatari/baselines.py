@@ -207,7 +207,7 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
                 p = ctx.Process(target=_pipe_worker, args=(child, fields, i, preprocess),
                                 daemon=True,
                                 name=f"shmatari-pipe-{i}")
-                with atari.single_threaded_children():
+                with atari.child_environment():
                     p.start()
                 child.close()
                 self._conns.append(parent)

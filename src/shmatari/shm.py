@@ -1,10 +1,14 @@
 """Creating, attaching and removing shmatari's shared-memory segments.
 
-Segments are ``multiprocessing.shared_memory.SharedMemory`` objects named
-``shmatari_<owner pid>_<random hex>``. The resource tracker is kept out of
-it (``track=False`` on Python >= 3.13, an immediate unregister before): the
-pool unlinks its own segment, and a tracker that unlinks it too, or warns
-about it at exit, is noise.
+Segments are POSIX shared-memory files named ``shmatari_<owner pid>_<random
+hex>``, made and mapped as ``multiprocessing.shared_memory.SharedMemory``
+makes them (``shm_open``, ``ftruncate``, ``mmap``) but without its resource
+tracker, on every Python version: the pool unlinks its own segment, and a
+tracker that unlinks it too, or warns about it at exit, is noise. Before
+Python 3.13 ``SharedMemory`` registers each segment it makes, which starts
+the tracker: a ``python -c`` process, whose ``sys.path`` begins with the
+current folder, so that a ``multiprocessing`` package planted in the folder
+a pool was started from ran in it (an attacker's pass, as root).
 
 Stale segments
 --------------
@@ -36,14 +40,15 @@ runs on Linux only.
 
 from __future__ import annotations
 
+import _posixshmem  # what multiprocessing.shared_memory is built on (POSIX)
 import errno
 import logging
+import mmap
 import os
 import re
 import secrets
 import stat
 import sys
-from multiprocessing import shared_memory
 
 from . import _core
 from .errors import SharedMemorySpaceError
@@ -53,7 +58,6 @@ __all__ = ["PREFIX", "new_name", "create", "attach", "unlink", "unlink_own", "id
 
 PREFIX = _core.NAME_PREFIX  # "shmatari_" (SHMATARI_NAME_PREFIX)
 SHM_DIR = "/dev/shm"
-_TRACK_KW = sys.version_info >= (3, 13)
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)_[0-9a-f]+")
 _log = logging.getLogger("shmatari")
 
@@ -103,7 +107,7 @@ def _lock_shared(fd: int, timeout: float | None = None, path: str = "") -> None:
 
 def identity(segment) -> tuple[int, int] | None:
     """(st_dev, st_ino) of the segment file that ``segment`` (a
-    ``SharedMemory`` or an attached segment) holds open, or None when its
+    segment this process created or attached) holds open, or None when its
     descriptor is closed or there is none (not Linux/POSIX)."""
     fd = getattr(segment, "_fd", -1)
     if fd is None or fd < 0:
@@ -148,13 +152,6 @@ def new_name(pid: int | None = None) -> str:
     """A fresh segment name: ``shmatari_<pid>_<8 hex digits>`` (short enough
     for macOS's 31-character limit)."""
     return f"{PREFIX}{os.getpid() if pid is None else pid}_{secrets.token_hex(4)}"
-
-
-def _untrack(shm: shared_memory.SharedMemory) -> None:
-    if not _TRACK_KW:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001
 
 
 class NotASegmentError(ValueError):
@@ -213,8 +210,6 @@ def _open_trusted(name: str, readonly: bool = False) -> tuple[int, int]:
             _refuse(code, msg, exc)
             raise
     else:
-        import _posixshmem  # the module SharedMemory itself is built on
-
         path = "/" + name
         fd = _posixshmem.shm_open(path, (os.O_RDONLY if readonly else os.O_RDWR) |
                                   os.O_NONBLOCK, mode=0o600)
@@ -227,36 +222,17 @@ def _open_trusted(name: str, readonly: bool = False) -> tuple[int, int]:
     return fd, size
 
 
-class _Attached:
-    """A segment mapped by a process that does not own it.
+class _Mapped:
+    """A segment file mapped whole, read-write or read-only, from descriptor
+    ``fd``, which it keeps open (it holds the in-use lock) and closes with
+    the mapping: ``name``, ``size``, ``buf`` and ``close()``, as
+    ``SharedMemory`` has, and no resource tracker."""
 
-    ``SharedMemory(name)`` registers even a mere attach with the resource
-    tracker before Python 3.13, and a creator and its forked worker
-    registering and unregistering the same name race inside the tracker
-    (``KeyError`` noise, or an unlink by a process that only attached); and it
-    follows symbolic links and maps whatever it finds. This maps the segment
-    the way ``SharedMemory`` does (open, then ``mmap``) without the tracker,
-    after the checks of :func:`_open_trusted`.
-    """
-
-    def __init__(self, name: str, lock_timeout: float = LOCK_TIMEOUT, readonly: bool = False):
-        import mmap
-
-        fd, size = _open_trusted(name, readonly)  # the size the trust check judged
-        try:
-            if size == 0:
-                raise NotASegmentError(f"{SHM_DIR}/{name} is not a shared-memory segment "
-                                       f"(an empty or special file)")
-            self._mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else
-                                   mmap.ACCESS_DEFAULT)
-            _lock_shared(fd, lock_timeout, f"{SHM_DIR}/{name}")
-        except BaseException:
-            if getattr(self, "_mmap", None) is not None:
-                self._mmap.close()
-            os.close(fd)
-            raise
-        self._fd = fd  # kept open: it holds the in-use lock
+    def __init__(self, name: str, fd: int, size: int, readonly: bool = False):
+        self._fd, self._mmap, self.buf = fd, None, None
         self.name, self.size = name, size
+        self._mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else
+                               mmap.ACCESS_DEFAULT)
         self.buf = memoryview(self._mmap)
 
     def close(self) -> None:
@@ -271,8 +247,62 @@ class _Attached:
             self._fd = -1
 
 
+class _Attached(_Mapped):
+    """A segment mapped by a process that does not own it.
+
+    ``SharedMemory(name)`` registers even a mere attach with the resource
+    tracker before Python 3.13, and a creator and its forked worker
+    registering and unregistering the same name race inside the tracker
+    (``KeyError`` noise, or an unlink by a process that only attached); and it
+    follows symbolic links and maps whatever it finds. This maps the segment
+    the way ``SharedMemory`` does (open, then ``mmap``) without the tracker,
+    after the checks of :func:`_open_trusted`.
+    """
+
+    def __init__(self, name: str, lock_timeout: float = LOCK_TIMEOUT, readonly: bool = False):
+        fd, size = _open_trusted(name, readonly)  # the size the trust check judged
+        try:
+            if size == 0:
+                raise NotASegmentError(f"{SHM_DIR}/{name} is not a shared-memory segment "
+                                       f"(an empty or special file)")
+            super().__init__(name, fd, size, readonly)
+            _lock_shared(fd, lock_timeout, f"{SHM_DIR}/{name}")
+        except BaseException:
+            if getattr(self, "_mmap", None) is not None:
+                self._mmap.close()
+            os.close(fd)
+            raise
+
+
+class _Created(_Mapped):
+    """A segment this process makes: ``shm_open(O_CREAT | O_EXCL)`` with mode
+    0600, ``ftruncate`` to ``size`` bytes, ``mmap``, as
+    ``SharedMemory(create=True)`` does, without the resource tracker (see
+    the module's docstring). A failure after the file was made removes it
+    (the file this process made, by :func:`unlink_own`).
+
+    Raises:
+        FileExistsError: the name is taken.
+        OSError: another failure (``ENOSPC``, ``EMFILE``, ...).
+    """
+
+    def __init__(self, name: str, size: int):
+        fd = _posixshmem.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+        self._fd, self._mmap, ident = fd, None, None
+        try:
+            ident = identity(self)  # the file made here: the only one to remove
+            os.ftruncate(fd, size)
+            super().__init__(name, fd, size)
+        except BaseException:
+            if self._mmap is not None:
+                self._mmap.close()
+            os.close(fd)
+            unlink_own(name, ident)
+            raise
+
+
 def close_mapping(segment) -> bool:
-    """Closes a segment's mapping (a ``SharedMemory`` or an attached one).
+    """Closes a segment's mapping (one this process created or attached).
 
     If the caller still holds arrays over it (zero-copy observations), the
     mapping cannot be unmapped under them: it is left to those arrays, and
@@ -284,10 +314,7 @@ def close_mapping(segment) -> bool:
         segment.close()
         return True
     except BufferError:
-        # SharedMemory keeps these two attributes (CPython 3.8 to 3.14).
-        for attr in ("_buf", "buf"):
-            if getattr(segment, attr, None) is not None:
-                setattr(segment, attr, None)
+        segment.buf = None
         segment._mmap = None
         fd = getattr(segment, "_fd", -1)
         if fd >= 0:
@@ -300,16 +327,11 @@ def _open(name: str, create: bool, size: int, lock_timeout: float = LOCK_TIMEOUT
           readonly: bool = False):
     if not create:
         return _Attached(name, lock_timeout, readonly)
-    if _TRACK_KW:
-        shm = shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
-    else:
-        shm = shared_memory.SharedMemory(name=name, create=True, size=size)
-        _untrack(shm)
+    shm = _Created(name, size)
     try:
-        # noqa: SLF001 - SharedMemory keeps its fd open on POSIX
         _lock_shared(shm._fd, LOCK_TIMEOUT, f"{SHM_DIR}/{name}")  # noqa: SLF001
     except BaseException:
-        _destroy(shm) if create else shm.close()
+        _destroy(shm)
         raise
     return shm
 
@@ -334,17 +356,17 @@ def _write_every_page(fd: int, size: int) -> None:
         off += os.pwrite(fd, chunk[:min(len(chunk), size - off)], off)
 
 
-def _publish(shm: shared_memory.SharedMemory, name: str) -> None:
+def _publish(shm: _Mapped, name: str) -> None:
     """Gives the segment ``shm`` (created under a name of this process) the
     name ``name``, which must be free (``FileExistsError`` otherwise), and
     drops its first name."""
     staged = shm.name
     os.link(os.path.join(SHM_DIR, staged), os.path.join(SHM_DIR, name))
-    shm._name = "/" + name  # noqa: SLF001 - what SharedMemory unlinks and reports
+    shm.name = name
     _unlink_name(staged)
 
 
-def create(name: str, size: int, prepare=None) -> shared_memory.SharedMemory:
+def create(name: str, size: int, prepare=None) -> _Mapped:
     """Creates a segment of ``size`` bytes with every page committed and
     written, and takes its in-use lock (held until ``close()``).
     ``prepare(buf)``, when given, writes the segment's first contents (its
@@ -379,9 +401,9 @@ def create(name: str, size: int, prepare=None) -> shared_memory.SharedMemory:
     except FileExistsError:  # another's file: left alone
         raise
     except BaseException as exc:
-        # SharedMemory made the file, then failed (before Python 3.13 it
-        # starts the resource tracker after shm_open: EMFILE there left the
-        # segment behind). A name of this process only: nobody else's.
+        # The file was made, then something failed (_Created removes its own
+        # file; this covers a failure between the two). A name of this
+        # process only: nobody else's.
         m = _NAME.fullmatch(first)
         if m is not None and m.group(1) == str(os.getpid()):
             try:
@@ -421,7 +443,7 @@ def create(name: str, size: int, prepare=None) -> shared_memory.SharedMemory:
     return shm
 
 
-def _destroy(shm: shared_memory.SharedMemory) -> None:
+def _destroy(shm: _Mapped) -> None:
     ident = identity(shm)
     try:
         shm.close()
@@ -454,8 +476,6 @@ def attach(name: str, lock_timeout: float = LOCK_TIMEOUT, readonly: bool = False
 
 
 def _unlink_name(name: str) -> None:
-    import _posixshmem  # the module SharedMemory itself uses
-
     _posixshmem.shm_unlink("/" + name if not name.startswith("/") else name)
 
 

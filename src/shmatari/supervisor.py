@@ -370,8 +370,17 @@ class Supervisor:
                               args=(self.res.segment.name, w, fields, os.getpid(),
                                     self.worker_spin, writer, restart, positions),
                               kwargs={"owner_start": _owner_start()}, daemon=True)
-        from .atari import single_threaded_children
+        from .atari import child_environment
 
+        # multiprocessing starts its resource tracker at the first spawn or
+        # fork server, and unblocks SIGINT once it has (CPython's
+        # resource_tracker.ensure_running): started inside the blocks below,
+        # it let a Ctrl-C reach a worker still importing. Started here, it is
+        # running before they block SIGINT.
+        from multiprocessing import resource_tracker
+
+        with child_environment():
+            resource_tracker.ensure_running()
         if cfg.start_method == "forkserver":
             from multiprocessing import forkserver
 
@@ -379,7 +388,7 @@ class Supervisor:
             if masked:  # the server unblocks it in shmatari._forkserver_init
                 old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
-                with single_threaded_children():
+                with child_environment():
                     forkserver.ensure_running()
             except ChildProcessError as exc:
                 raise RuntimeError(
@@ -393,7 +402,7 @@ class Supervisor:
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            with single_threaded_children():
+            with child_environment():
                 p.start()
             self._install(w, p, reader)
         finally:
