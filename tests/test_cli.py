@@ -207,6 +207,63 @@ def test_json_over_an_existing_file_keeps_its_mode(tmp_path):
     assert json.loads(private.read_text()) == {"ok": True}
 
 
+def test_json_keeps_an_own_files_permission_bits_but_no_special_bit(tmp_path):
+    """write_json copied the mode of whatever file was there, setuid and
+    setgid included, onto the new report (an attacker's pass: another user's
+    ``chmod 6777`` file in /tmp made root's report ``-rwsrwsrwx``). Only an
+    own regular file's rwx bits are kept."""
+    from shmatari import _cli
+
+    own = tmp_path / "report.json"
+    own.write_text("{}")
+    own.chmod(0o6750)
+    _cli.write_json(str(own), {"ok": True})
+    assert stat.S_IMODE(own.stat().st_mode) == 0o750
+    assert json.loads(own.read_text()) == {"ok": True}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_outputs_take_no_mode_from_another_users_file_and_no_late_link(tmp_path):
+    """Root writing a report or the sweep's plot into a shared directory:
+    another user's file there lent its mode, setuid included, to root's new
+    file; and the plot was written through the path the run began with, so
+    a link put there during the sweep sent root's PNG over any file (an
+    attacker's pass). A new file gets 0o666 less the umask; the plot's path
+    is judged when it is written."""
+    from shmatari import _bench_report, _cli
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = shared / "out.json"
+    theirs.write_text("{}")
+    os.chown(theirs, 65534, 65534)
+    theirs.chmod(0o6777)
+    umask = os.umask(0o022)
+    try:
+        _cli.write_json(str(theirs), {"ok": True})
+    finally:
+        os.umask(umask)
+    st = theirs.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
+
+    victim = tmp_path / "important.conf"
+    victim.write_text("precious")
+    victim.chmod(0o600)
+    plot = shared / "sweep.png"
+    report = {"results": [{"backend": "shmatari", "num_envs": n, "env_steps_per_s": 100.0 * n}
+                          for n in (1, 2)],
+              "machine": {"cores": 2, "cpu_model": "test"}, "game": "Breakout"}
+    _bench_report.plot_sweep(report, str(plot))  # the path as checked: written
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    plot.unlink()
+    plot.symlink_to(victim)  # what the other user does while the sweep runs
+    os.lchown(plot, 65534, 65534)
+    with pytest.raises(PermissionError, match="uid 65534"):
+        _bench_report.plot_sweep(report, str(plot))
+    assert victim.read_text() == "precious"
+
+
 def test_output_paths_resolve_as_realpath_does(tmp_path):
     from shmatari import _cli
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _bench_backends as _b, config as _config
+from . import _bench_backends as _b, _cli, config as _config
 from ._bench_backends import CEILINGS
 
 
@@ -341,7 +341,13 @@ _NULL_COLUMNS = (("backend", "backend", "{}"), ("setting", "setting", "{}"),
 
 
 def plot_sweep(report: dict, path: str) -> None:
-    """Env steps/s against num_envs, a line per backend and the ceiling, as PNG."""
+    """Env steps/s against num_envs, a line per backend and the ceiling, as PNG
+    (or the format ``path``'s extension names).
+
+    Raises:
+        PermissionError: another user's link on the way
+            (:func:`shmatari._cli.resolve_output_path`).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -367,8 +373,11 @@ def plot_sweep(report: dict, path: str) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the lines
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    ext = os.path.splitext(path)[1]
+    try:  # written whole, through the path as it is now (_cli.write_output)
+        _cli.write_output(path, lambda f: fig.savefig(f, format=ext[1:] or None), ext)
+    finally:
+        plt.close(fig)
 
 
 def _print_report(args, report: dict) -> None:

@@ -275,12 +275,22 @@ def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | No
         parser.error(f"{flag} {shown}: the file exists and is not writable")
 
 
-def write_json(path: str, obj) -> None:
-    """Writes ``obj`` as indented JSON, whole or not at all (a temporary file
-    in the same folder, then renamed over ``path``; over the target of a
-    symbolic link, which stays a link, as :func:`resolve_output_path`
-    allows). An existing file keeps its permission bits, as with
-    ``open(path, "w")``; a new one gets ``0o666`` less the umask.
+def write_output(path: str, write, suffix: str = "") -> None:
+    """Writes an output file whole or not at all: ``write(f)`` fills a
+    temporary file (a binary file object) in the same folder, which is then
+    renamed over ``path``, over the target of a symbolic link, which stays a
+    link, as :func:`resolve_output_path` allows. The path is resolved and
+    judged here, at the write, not only when the run began (a link put in
+    its place meanwhile was followed). An existing file of this user's keeps
+    its permission bits (``rwx`` only), as with ``open(path, "w")``; a new
+    one, or one of another user's (root writing into ``/tmp``), gets
+    ``0o666`` less the umask: no bit, setuid included, is taken from a file
+    someone else made.
+
+    Args:
+        path: the file to write.
+        write: called once with the temporary file, open for writing.
+        suffix: the temporary file's suffix (matplotlib picks a format by it).
 
     Raises:
         PermissionError: another user's link on the way
@@ -288,18 +298,20 @@ def write_json(path: str, obj) -> None:
     """
     path = resolve_output_path(path)
     folder = os.path.dirname(path)
+    umask = os.umask(0)
+    os.umask(umask)
+    mode = 0o666 & ~umask
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            mode = stat.S_IMODE(st.st_mode) & 0o777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=".shmatari-", suffix=".json", dir=folder)
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".shmatari-", suffix=suffix, dir=folder)
     try:
         os.fchmod(fd, mode)  # as open(path, "w") would leave it
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            write(f)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -307,3 +319,15 @@ def write_json(path: str, obj) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_json(path: str, obj) -> None:
+    """Writes ``obj`` as indented JSON, whole or not at all
+    (:func:`write_output`).
+
+    Raises:
+        PermissionError: another user's link on the way
+            (:func:`resolve_output_path`).
+    """
+    write_output(path, lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()),
+                 ".json")

@@ -612,7 +612,8 @@ def main(argv=None) -> int:
         return 1 if recheck(args.recheck) else 0
     _cli.check_output_path(p, "OUT", args.out)
     names = args.games.split(",") if args.games else None
-    Path(args.out).write_text(json.dumps(_table(games=names), indent=1, sort_keys=True) + "\n")
+    table = json.dumps(_table(games=names), indent=1, sort_keys=True) + "\n"
+    _cli.write_output(args.out, lambda f: f.write(table.encode()), ".json")
     return 0
 
 
