@@ -1300,3 +1300,57 @@ time.sleep(120)
         for w in workers:
             if pid_alive(w):
                 os.kill(w, signal.SIGKILL)
+
+
+_LATE_WORKER = """
+import pickle, sys
+from shmatari.worker import worker_main
+kwargs = pickle.load(open(sys.argv[1], "rb"))
+worker_main(**kwargs)
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="/dev/shm files, inodes")
+def test_a_late_worker_of_a_dead_pool_leaves_the_next_pool_of_its_name_alone(tmp_path):
+    """A worker that attached only after its owner died (stopped before it
+    attached, say) found under the pool's name the segment of a new pool of
+    that name: it wrote its pid and state into the new pool's record, judged
+    itself orphaned and removed the new pool's segment (an attacker's pass,
+    against ``shmatari serve --name``). A worker now knows its own pool's
+    file (``segment_id``), and leaves another one as it is."""
+    import dataclasses
+    import pickle
+
+    from shmatari._vector_env import ShmVectorEnv
+
+    name = f"{shm.PREFIX}late{os.getpid()}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+        config = env.config
+    old = ShmVectorEnv(config, segment_name=name)
+    try:
+        kwargs = dict(shm_name=name, worker=0,
+                      config_fields=dataclasses.asdict(old.config), owner_pid=dead.pid,
+                      owner_start=0, spin=old._supervisor.worker_spin,
+                      segment_id=shm.identity(old._supervisor.res.segment))
+    finally:
+        old.close()
+    new = ShmVectorEnv(config, segment_name=name)
+    try:
+        before = shm.identity(new._supervisor.res.segment)
+        pids = list(new.worker_pids)
+        args = tmp_path / "kwargs.pickle"
+        args.write_bytes(pickle.dumps(kwargs))
+        late = subprocess.run([sys.executable, "-c", _LATE_WORKER, str(args)],
+                              capture_output=True, text=True, timeout=60)
+        assert late.returncode == 0, late.stderr
+        st = os.stat(f"{shm.SHM_DIR}/{name}")
+        assert (st.st_dev, st.st_ino) == before, "the new pool's segment was removed"
+        new.reset(seed=0)
+        obs, *_ = new.step(np.zeros(2, np.int64))
+        assert obs.shape[0] == 2 and list(new.worker_pids) == pids
+        assert new._supervisor.res.segment is not None
+    finally:
+        new.close()
+    assert not os.path.exists(f"{shm.SHM_DIR}/{name}")

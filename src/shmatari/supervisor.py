@@ -369,7 +369,9 @@ class Supervisor:
         p = self.ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
                               args=(self.res.segment.name, w, fields, os.getpid(),
                                     self.worker_spin, writer, restart, positions),
-                              kwargs={"owner_start": _owner_start()}, daemon=True)
+                              kwargs={"owner_start": _owner_start(),
+                                      "segment_id": shm.identity(self.res.segment)},
+                              daemon=True)
         from .atari import child_environment
 
         # multiprocessing starts its resource tracker at the first spawn or
@@ -428,6 +430,7 @@ class Supervisor:
 
         kwargs = dict(shm_name=self.res.segment.name, worker=w, config_fields=fields,
                       owner_pid=os.getpid(), owner_start=_owner_start(),
+                      segment_id=shm.identity(self.res.segment),
                       spin=self.worker_spin, restart=restart, positions=positions)
         zygote = _zygote.get()  # started outside the block below: it can take a second
         read_fd, write_fd = os.pipe()

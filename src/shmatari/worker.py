@@ -86,7 +86,7 @@ def _check_terminated() -> None:
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int, int], fault_pipe=None, restart: int = 0,
                 positions: dict | None = None, parent_is_zygote: bool = False,
-                owner_start: int = 0) -> None:
+                owner_start: int = 0, segment_id: tuple[int, int] | None = None) -> None:
     """Entry point of a worker process (the target of ``Process``, or what
     :mod:`shmatari._zygote` runs in a forked child).
 
@@ -112,6 +112,12 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             The worker judges its owner by these two arguments, never by the
             header's words, which any process that maps the segment can
             rewrite (to keep orphaned workers, and the segment, alive).
+        segment_id: (st_dev, st_ino) of the owner's segment
+            (:func:`shmatari.shm.identity`). A segment found under
+            ``shm_name`` that is another file (the owner died before this
+            worker attached, and a new server took the name) is left as it
+            is: the worker writes nothing there, removes nothing and exits 0.
+            None: not checked.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Until its handler is installed, SIGTERM ends the worker quietly (the
@@ -177,7 +183,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     signal.signal(signal.SIGCONT, on_sigcont)
     try:
         status = _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
-                      parent_alive, cores, holder)
+                      parent_alive, cores, holder, segment_id)
         exitcode = 0
         if holder:
             segment, seg = holder
@@ -262,7 +268,7 @@ def _report_unattached(fault_pipe, text: str) -> None:
 
 
 def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
-         parent_alive, cores, holder) -> str:
+         parent_alive, cores, holder, segment_id=None) -> str:
     """The worker's life inside worker_main's try: returns how it ended;
     ``holder`` gets (segment, Segment) once attached, ``cores`` the envs."""
     if fault_pipe is not None:
@@ -284,6 +290,9 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
         segment = shm.attach(shm_name)
     except FileNotFoundError:
         return "closed"  # the pool was closed before this worker started
+    if segment_id is not None and shm.identity(segment) != tuple(segment_id):
+        segment.close()  # another pool's, under the name of this one's: not touched
+        return "replaced"
     try:
         seg = _core.Segment(segment.buf)
     except BaseException:
