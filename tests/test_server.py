@@ -775,6 +775,44 @@ def test_a_flipping_claim_word_does_not_flood_the_servers_log(server):
     assert counted and sum(counted) > 0, log[-2000:]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc/<pid>/maps")
+@pytest.mark.parametrize("holder", ["other", "server", "worker"])
+def test_a_claim_written_for_a_process_that_does_not_map_the_pool_is_freed(server, holder):
+    """Another process wrote a live pid into the claim word and left: pid 1,
+    say, which never maps the segment. The server took it for the client,
+    and every attach was refused as busy for as long as it ran (an
+    attacker's pass). A client maps the segment before it claims it; the
+    server frees a claim whose pid does not map it, or is the server or one
+    of its workers (which map it but never claim it), and logs why."""
+    import mmap
+    import struct
+
+    s = server(num_envs=2, num_workers=1)
+    other = subprocess.Popen(["sleep", "60"])  # alive, this user's, never maps it
+    try:
+        pid = {"other": other.pid, "server": s.proc.pid, "worker": s.worker_pids[0]}[holder]
+        offset = _core.struct_layout()["shmatari_header"]["client_pid"]
+        fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
+        try:
+            with mmap.mmap(fd, 0) as m:
+                struct.pack_into("<i", m, offset, pid)
+        finally:
+            os.close(fd)
+        why = "does not map the segment" if holder == "other" else "is the server or one of its"
+        line = f"pid {pid} holds the claim but {why}"
+        t0 = time.monotonic()
+        while line not in s.stderr() and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert line in s.stderr(), s.stderr()[-2000:]
+        with shmatari.attach(s.name, timeout=10) as env:  # no longer refused as busy
+            env.reset()
+            env.step(np.zeros(2, np.int64))
+    finally:
+        other.kill()
+        other.wait()
+    assert s.stop() == 0
+
+
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s = server()
     os.kill(s.worker_pids[1], signal.SIGKILL)

@@ -230,6 +230,38 @@ class _OpenWatch:
             self.fd = -1
 
 
+def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | None:
+    """Why process ``pid``, alive and named by the claim word, cannot be the
+    pool's client, or None. A client maps the segment before it claims it
+    (docs/layout.md, Attach), so a process that does not map the file
+    ``ident`` (``(st_dev, st_ino)``; from ``/proc/<pid>/maps``) holds a claim
+    that another process wrote: with any long-lived pid there (1, another
+    user's daemon) every attach was refused as "busy" for as long as the
+    server ran (an attacker's pass). The server and its workers map it but
+    are never the client. None also where ``/proc`` cannot tell (not Linux).
+    """
+    if pid in own:
+        return "is the server or one of its workers"
+    if ident is None or not os.path.isdir("/proc/self"):
+        return None
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            maps = f.read()
+    except FileNotFoundError:
+        return None  # gone: judged dead by the caller
+    except PermissionError:
+        return "is a process whose memory map this user cannot read (another user's)"
+    except OSError:
+        return None
+    dev = f"{os.major(ident[0]):02x}:{os.minor(ident[0]):02x}".encode()
+    ino = str(ident[1]).encode()
+    for line in maps.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) >= 5 and fields[3] == dev and fields[4] == ino:
+            return None
+    return "does not map the segment"
+
+
 class _Clients:
     """Logs each client that attaches, detaches or dies.
 
@@ -242,11 +274,14 @@ class _Clients:
     microseconds, or was refused), the open and close are logged without a
     pid."""
 
-    def __init__(self, claim: np.ndarray, watch: _OpenWatch, guard=None, release=None):
+    def __init__(self, claim: np.ndarray, watch: _OpenWatch, guard=None, release=None,
+                 not_a_client=None):
         self.claim, self.watch = claim, watch
         self.guard = guard  # called before each read of the claim word
         # release(pid): frees the claim if pid still holds it (Segment.unclaim)
         self.release = release
+        # not_a_client(pid): why a live pid cannot be the client, or None
+        self.not_a_client, self.judged = not_a_client, False
         self.client, self.reported_dead = 0, False
         # When the client started (process_start, read as its claim is first
         # seen): the claim word holds a pid alone (ABI 1.x), and a pid that
@@ -296,7 +331,7 @@ class _Clients:
         if now:
             self._say(f"client pid {now} attached")
             self.balance -= 1
-        self.client, self.reported_dead = now, False
+        self.client, self.reported_dead, self.judged = now, False, False
         self.client_start = _core.process_start(now) if now else 0
 
     def wait(self, timeout: float) -> None:
@@ -347,6 +382,15 @@ class _Clients:
             _log(f"client pid {self.client} died; its claim is freed, the next client to "
                  f"attach takes the pool")
             self.reported_dead = True
+        elif self.client and not self.judged and self.not_a_client is not None:
+            self.judged = True  # once per claim: a client keeps its mapping
+            why = self.not_a_client(self.client)
+            if why is not None:
+                if self.release is not None:
+                    self.release(self.client)
+                self._say(f"pid {self.client} holds the claim but {why}: another process "
+                          f"wrote the claim word; it is freed")
+                self.reported_dead = True
 
 
 class _Shrunk(Exception):
@@ -447,7 +491,10 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
             if _restore_size(env._res.segment, total):
                 raise _Shrunk()
 
-        clients, next_check = _Clients(claim, watch, guard, env._seg.unclaim), 0.0
+        ident = shm.identity(env._res.segment)
+        clients = _Clients(claim, watch, guard, env._seg.unclaim, lambda pid: _not_a_client(
+            pid, ident, {os.getpid(), *env.worker_pids}))
+        next_check = 0.0
         while True:
             if _STOP_REQUESTED[0]:  # its _Stop was lost (see _STOP_REQUESTED)
                 raise _Stop()
