@@ -43,6 +43,11 @@ class Ring:
         self.hdr = self.seg.header()
         self.batch_size = batch_size
 
+    def group(self, w: int) -> range:
+        """Worker ``w``'s envs, as set above."""
+        b, e = self.seg.worker_group(w)
+        return range(b, e)
+
     def close(self):
         self.seg.release()
         self.buf = None
@@ -90,7 +95,7 @@ def test_async_hole_goes_to_the_dead_env_with_a_command_in_flight(ring):
         ring.env(e, "req_seq")[0] = 1
     ring.env(0, "ack_seq")[0] = 1
     ring.row(0)[0], ring.row(2)[0] = 2, 0
-    plan = ring.seg.recover([1])
+    plan = ring.seg.recover([ring.group(1)])
     assert plan == {3: 1}             # the replacement fills the hole
     assert ring.env(2, "ack_seq")[0] == 1  # answered: its row is there
     assert ring.env(3, "ack_seq")[0] == 0  # still in flight
@@ -108,7 +113,7 @@ def test_sync_row_is_rewritten_at_the_same_position(ring):
         ring.env(e, "ack_seq")[0] = 6 if e < 2 else 5
     for e in range(3):
         ring.row(5 * 4 + e)[0] = e
-    plan = ring.seg.recover([1])
+    plan = ring.seg.recover([ring.group(1)])
     assert plan == {3: -1}
     assert ring.env(3, "results")[0] == 5  # publishes at 5 * 4 + 3 again
     assert ring.env(2, "results")[0] == 6 and ring.env(2, "ack_seq")[0] == 6
@@ -121,7 +126,7 @@ def test_idle_dead_worker_needs_nothing_and_counts_are_recounted(ring):
     for e in range(4):
         ring.env(e, "req_seq")[0] = ring.env(e, "ack_seq")[0] = 2
     ring.row(2)[0], ring.row(3)[0] = 3, 1
-    assert ring.seg.recover([1]) == {}
+    assert ring.seg.recover([ring.group(1)]) == {}
     assert ring.done_count(1) == 2
 
 
@@ -130,4 +135,4 @@ def test_a_hole_no_dead_env_explains_is_an_error(ring):
     ring.set(consumed=0, alloc_pos=2)
     ring.row(0)[0] = 0  # position 1 is a hole, but every env is idle
     with pytest.raises(RuntimeError, match="never written"):
-        ring.seg.recover([1])
+        ring.seg.recover([ring.group(1)])

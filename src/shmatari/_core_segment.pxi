@@ -444,8 +444,8 @@ cdef class Segment(ClientMachine):
             o[e] = shmatari_load_acquire(&ec.req_seq) != shmatari_load_acquire(&ec.ack_seq)
         return out
 
-    def recover(self, workers):
-        """Makes the ring consistent after ``workers`` died, and says what
+    def recover(self, groups):
+        """Makes the ring consistent after the workers of ``groups`` died, and says what
         their replacements must publish (``shmatari_recover_workers``, beside
         the write order it relies on in ``shmatari/shmatari.h``).
 
@@ -454,7 +454,10 @@ cdef class Segment(ClientMachine):
         meanwhile.
 
         Args:
-            workers: indices of the dead workers.
+            groups: the dead workers' env ranges (``range``s, or
+                ``(begin, end)`` pairs), from the caller's own record of
+                the groups, not the segment's words (which any process that
+                maps the segment can rewrite).
 
         Returns:
             dict: ``{env: position}`` for each env of those workers with a
@@ -469,9 +472,9 @@ cdef class Segment(ClientMachine):
         self._check()
         cdef uint32_t N = self.geo.num_envs
         dead = np.zeros(N, np.uint8)
-        for w in workers:
-            b, e = self.worker_group(w)
-            dead[b:e] = 1
+        for group in groups:
+            b, e = (group.start, group.stop) if isinstance(group, range) else group
+            dead[max(0, b):max(0, e)] = 1
         plan = np.empty(N, np.int64)
         cdef uint8_t[::1] d = dead
         cdef int64_t[::1] pl = plan

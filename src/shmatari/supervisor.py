@@ -588,7 +588,7 @@ class Supervisor:
                     f"its step within {self.start_timeout:.0f} s",
                     worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
             time.sleep(0.001)
-        plan = seg.recover(sorted(dead))
+        plan = seg.recover([self.groups[w] for w in sorted(dead)])  # its own record
         ready += len(dead)
         for w in sorted(dead):
             group = self.groups[w]
