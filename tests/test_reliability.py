@@ -562,6 +562,7 @@ def descendants_alive(pids) -> bool:
     return any(pid_alive(p) for p in pids)
 
 
+@pytest.mark.serial  # another xdist worker's make() would sweep its orphans first
 def test_make_sweeps_segments_of_dead_owners_only(tmp_path):
     """A segment whose every process died goes at the next make(); one whose
     owner lives, or that a live process maps, stays."""
