@@ -261,6 +261,7 @@ class _Attached(_Mapped):
 
     def __init__(self, name: str, lock_timeout: float = LOCK_TIMEOUT, readonly: bool = False):
         fd, size = _open_trusted(name, readonly)  # the size the trust check judged
+        self._fd, self._mmap, self.buf = fd, None, None
         try:
             if size == 0:
                 raise NotASegmentError(f"{SHM_DIR}/{name} is not a shared-memory segment "
@@ -268,9 +269,7 @@ class _Attached(_Mapped):
             super().__init__(name, fd, size, readonly)
             _lock_shared(fd, lock_timeout, f"{SHM_DIR}/{name}")
         except BaseException:
-            if getattr(self, "_mmap", None) is not None:
-                self._mmap.close()
-            os.close(fd)
+            self.close()  # the view, the mapping, the descriptor
             raise
 
 
@@ -288,15 +287,13 @@ class _Created(_Mapped):
 
     def __init__(self, name: str, size: int):
         fd = _posixshmem.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
-        self._fd, self._mmap, ident = fd, None, None
+        self._fd, self._mmap, self.buf, ident = fd, None, None, None
         try:
             ident = identity(self)  # the file made here: the only one to remove
             os.ftruncate(fd, size)
             super().__init__(name, fd, size)
         except BaseException:
-            if self._mmap is not None:
-                self._mmap.close()
-            os.close(fd)
+            self.close()  # the view, the mapping, the descriptor
             unlink_own(name, ident)
             raise
 
