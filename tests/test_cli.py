@@ -194,32 +194,22 @@ def test_json_through_a_symbolic_link_writes_its_target(tmp_path):
     assert link.is_symlink() and json.loads(target.read_text())["ok"] is True
 
 
-def test_json_over_an_existing_file_keeps_its_mode(tmp_path):
-    # A private report stayed private with open(path, "w"); the rename made
-    # it 0o644 (an attacker's pass).
+@pytest.mark.parametrize("before, after", [(0o600, 0o600), (0o6750, 0o750)])
+def test_json_over_an_existing_file_keeps_its_permission_bits_but_no_special_bit(
+        tmp_path, before, after):
+    """A private report stayed private with open(path, "w"); the rename made
+    it 0o644 (an attacker's pass). But write_json then copied the mode of
+    whatever file was there, setuid and setgid included (another pass:
+    another user's ``chmod 6777`` file in /tmp made root's report
+    ``-rwsrwsrwx``): only an own regular file's rwx bits are kept."""
     from shmatari import _cli
 
-    private = tmp_path / "report.json"
-    private.write_text("{}")
-    private.chmod(0o600)
-    _cli.write_json(str(private), {"ok": True})
-    assert stat.S_IMODE(private.stat().st_mode) == 0o600
-    assert json.loads(private.read_text()) == {"ok": True}
-
-
-def test_json_keeps_an_own_files_permission_bits_but_no_special_bit(tmp_path):
-    """write_json copied the mode of whatever file was there, setuid and
-    setgid included, onto the new report (an attacker's pass: another user's
-    ``chmod 6777`` file in /tmp made root's report ``-rwsrwsrwx``). Only an
-    own regular file's rwx bits are kept."""
-    from shmatari import _cli
-
-    own = tmp_path / "report.json"
-    own.write_text("{}")
-    own.chmod(0o6750)
-    _cli.write_json(str(own), {"ok": True})
-    assert stat.S_IMODE(own.stat().st_mode) == 0o750
-    assert json.loads(own.read_text()) == {"ok": True}
+    report = tmp_path / "report.json"
+    report.write_text("{}")
+    report.chmod(before)
+    _cli.write_json(str(report), {"ok": True})
+    assert stat.S_IMODE(report.stat().st_mode) == after
+    assert json.loads(report.read_text()) == {"ok": True}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")

@@ -711,6 +711,21 @@ def test_a_client_that_writes_a_workers_count_stops_the_server_by_name(
     s.assert_gone()
 
 
+def _write_header_word(segment: str, word: str, fmt: str, value: int) -> None:
+    """Writes one header word of the segment, as another process that maps
+    it can."""
+    import mmap
+    import struct
+
+    offset = _core.struct_layout()["shmatari_header"][word]
+    fd = os.open(f"/dev/shm/{segment}", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:
+            struct.pack_into(fmt, m, offset, value)
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.parametrize("word,value,words", [
     ("pool_state", 0, "its pool_state word is 0, not 1 (running)"),
     ("failed_workers", 1, "its failed_workers word is 1, with no worker failed"),
@@ -725,19 +740,10 @@ def test_a_pool_word_written_by_another_process_stops_the_server_by_name(
     worker failed" naming none, and the server served on, logging nothing
     (an attacker's pass). It now stops with 1, naming the word, and removes
     the segment, as for a worker's word."""
-    import mmap
-    import struct
-
     s = server(num_envs=2, num_workers=1)
     with shmatari.attach(s.name) as env:  # usable before
         env.reset()
-    offset = _core.struct_layout()["shmatari_header"][word]
-    fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
-    try:
-        with mmap.mmap(fd, 0) as m:
-            struct.pack_into("<I", m, offset, value)
-    finally:
-        os.close(fd)
+    _write_header_word(s.segment, word, "<I", value)
     assert s.proc.wait(15) == 1
     assert words in s.stderr() and "written by another process" in s.stderr()
     s.assert_gone()
@@ -784,20 +790,11 @@ def test_a_claim_written_for_a_process_that_does_not_map_the_pool_is_freed(serve
     attacker's pass). A client maps the segment before it claims it; the
     server frees a claim whose pid does not map it, or is the server or one
     of its workers (which map it but never claim it), and logs why."""
-    import mmap
-    import struct
-
     s = server(num_envs=2, num_workers=1)
     other = subprocess.Popen(["sleep", "60"])  # alive, this user's, never maps it
     try:
         pid = {"other": other.pid, "server": s.proc.pid, "worker": s.worker_pids[0]}[holder]
-        offset = _core.struct_layout()["shmatari_header"]["client_pid"]
-        fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
-        try:
-            with mmap.mmap(fd, 0) as m:
-                struct.pack_into("<i", m, offset, pid)
-        finally:
-            os.close(fd)
+        _write_header_word(s.segment, "client_pid", "<i", pid)
         why = "does not map the segment" if holder == "other" else "is the server or one of its"
         line = f"pid {pid} holds the claim but {why}"
         t0 = time.monotonic()
@@ -811,6 +808,46 @@ def test_a_claim_written_for_a_process_that_does_not_map_the_pool_is_freed(serve
         other.kill()
         other.wait()
     assert s.stop() == 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc/<pid>/maps")
+def test_a_client_that_is_exiting_is_judged_dead_not_a_forger(tmp_path):
+    """A client killed right after it claimed: its mappings are gone before
+    it is a zombie, and the server's one look at its maps took it for a pid
+    another process wrote ("does not map the segment"), so its death was
+    never logged as one (a clone's run of
+    test_client_killed_mid_step_then_a_new_client_attaches). A process in
+    exit (PF_EXITING, a zombie too) is left to the death check."""
+    held = tmp_path / "held"
+    held.write_bytes(bytes(4096))
+    st = held.stat()
+    ident = (st.st_dev, st.st_ino)
+    mapper = subprocess.Popen([sys.executable, "-c", f"""
+import mmap, sys
+f = open({str(held)!r}, "r+b")
+m = mmap.mmap(f.fileno(), 0)
+print("mapped", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    idle = subprocess.Popen(["sleep", "60"])
+    zombie = subprocess.Popen(["true"])
+    try:
+        assert mapper.stdout.readline().strip() == "mapped"
+        assert cli._not_a_client(mapper.pid, ident, set()) is None
+        assert cli._not_a_client(idle.pid, ident, set()) == "does not map the segment"
+        assert "server or one of its workers" in cli._not_a_client(idle.pid, ident, {idle.pid})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # exited, not yet waited for
+            with open(f"/proc/{zombie.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        assert cli._not_a_client(zombie.pid, ident, set()) is None
+    finally:
+        for p in (mapper, idle):
+            p.kill()
+            p.wait()
+        zombie.wait()
 
 
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):

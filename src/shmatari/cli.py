@@ -230,6 +230,11 @@ class _OpenWatch:
             self.fd = -1
 
 
+#: The kernel's flag of a process in ``do_exit`` (/proc/<pid>/stat's 9th
+#: field), set before it lets go of its memory and kept as a zombie.
+_PF_EXITING = 0x4
+
+
 def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | None:
     """Why process ``pid``, alive and named by the claim word, cannot be the
     pool's client, or None. A client maps the segment before it claims it
@@ -238,7 +243,9 @@ def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | No
     that another process wrote: with any long-lived pid there (1, another
     user's daemon) every attach was refused as "busy" for as long as the
     server ran (an attacker's pass). The server and its workers map it but
-    are never the client. None also where ``/proc`` cannot tell (not Linux).
+    are never the client. None also where ``/proc`` cannot tell (not Linux),
+    and for a process that is exiting (``PF_EXITING``: a client killed right
+    after it claimed, whose mappings are gone before it is a zombie).
     """
     if pid in own:
         return "is the server or one of its workers"
@@ -259,6 +266,13 @@ def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | No
         fields = line.split(None, 5)
         if len(fields) >= 5 and fields[3] == dev and fields[4] == ino:
             return None
+    try:  # a client that is exiting has no mappings left: its death is judged instead
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            flags = int(f.read().rsplit(b")", 1)[1].split()[6])
+    except (OSError, ValueError, IndexError):
+        return None
+    if flags & _PF_EXITING:
+        return None
     return "does not map the segment"
 
 
