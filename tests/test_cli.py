@@ -254,6 +254,35 @@ def test_outputs_take_no_mode_from_another_users_file_and_no_late_link(tmp_path)
     assert victim.read_text() == "precious"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_an_output_file_another_user_owns_in_a_sticky_directory_is_refused_up_front(
+        tmp_path, monkeypatch, capsys):
+    """A user other than root whose report path is another user's file in
+    /tmp learned of it only at the end of the run, when the rename over it
+    failed (EPERM) and the results were lost. It is a usage error at once.
+    (Root may replace it; a non-root user is this process with its euid
+    patched.)"""
+    import argparse
+
+    from shmatari import _cli
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = shared / "out.json"
+    theirs.write_text("{}")
+    theirs.chmod(0o666)  # writable, yet not replaceable by a rename
+    os.chown(theirs, 65534, 65534)
+    parser = argparse.ArgumentParser(prog="shmatari-bench")
+    _cli.check_output_path(parser, "--json", str(theirs))  # root: allowed
+    monkeypatch.setattr(os, "geteuid", lambda: 4321)
+    with pytest.raises(SystemExit):
+        _cli.check_output_path(parser, "--json", str(theirs))
+    assert "the file belongs to uid 65534 in the shared directory" in capsys.readouterr().err
+    assert _cli._unreplaceable_owner(str(theirs)) == 65534
+    assert _cli._unreplaceable_owner(str(shared / "new.json")) is None
+
+
 def test_output_paths_resolve_as_realpath_does(tmp_path):
     from shmatari import _cli
 

@@ -249,7 +249,9 @@ def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | No
     written, before the run that would fill it: an empty name, a missing or
     unwritable folder, a folder given as the file, an existing file that is
     not a regular file (a FIFO, a device: the file is written whole and
-    renamed over it) or is not writable. A symbolic link is followed (its
+    renamed over it), is not writable, or is another user's in a shared
+    sticky directory, where this user's rename cannot replace it
+    (:func:`_unreplaceable_owner`). A symbolic link is followed (its
     target is written, :func:`write_json`), but not another user's in a
     shared sticky directory (:func:`resolve_output_path`)."""
     if path is None:
@@ -273,6 +275,27 @@ def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | No
         parser.error(f"{flag} {shown}: the directory {folder} is not writable")
     if os.path.exists(path) and not os.access(path, os.W_OK):
         parser.error(f"{flag} {shown}: the file exists and is not writable")
+    owner = _unreplaceable_owner(path)
+    if owner is not None:
+        parser.error(f"{flag} {shown}: the file belongs to uid {owner} in the shared "
+                     f"directory {folder}, where only its owner may replace it; give "
+                     f"another file name")
+
+
+def _unreplaceable_owner(path: str) -> int | None:
+    """The owner of an existing file at ``path`` that this user cannot
+    rename over, which :func:`write_output` does at the end of a run: in a
+    sticky directory (``/tmp``) only the file's owner, the directory's or
+    root may (``EPERM`` otherwise, and the run's results were lost). None
+    if there is no such file or this user may replace it."""
+    euid = os.geteuid()
+    try:
+        st, folder = os.lstat(path), os.stat(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    if euid == 0 or not folder.st_mode & stat.S_ISVTX or euid in (st.st_uid, folder.st_uid):
+        return None
+    return st.st_uid
 
 
 def write_output(path: str, write, suffix: str = "") -> None:
