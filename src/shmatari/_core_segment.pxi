@@ -454,10 +454,9 @@ cdef class Segment(ClientMachine):
         meanwhile.
 
         Args:
-            groups: the dead workers' env ranges (``range``s, or
-                ``(begin, end)`` pairs), from the caller's own record of
-                the groups, not the segment's words (which any process that
-                maps the segment can rewrite).
+            groups: the dead workers' env ranges (``range``s), from the
+                caller's own record of the groups, not the segment's words
+                (which any process that maps the segment can rewrite).
 
         Returns:
             dict: ``{env: position}`` for each env of those workers with a
@@ -473,8 +472,7 @@ cdef class Segment(ClientMachine):
         cdef uint32_t N = self.geo.num_envs
         dead = np.zeros(N, np.uint8)
         for group in groups:
-            b, e = (group.start, group.stop) if isinstance(group, range) else group
-            dead[max(0, b):max(0, e)] = 1
+            dead[group.start:group.stop] = 1
         plan = np.empty(N, np.int64)
         cdef uint8_t[::1] d = dead
         cdef int64_t[::1] pl = plan
