@@ -749,6 +749,65 @@ def test_a_pool_word_written_by_another_process_stops_the_server_by_name(
     s.assert_gone()
 
 
+_WRITE_ZERO_FOREVER = r"""
+import mmap, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+offset = int(sys.argv[2])
+with mmap.mmap(fd, 0) as m:
+    print("ready", flush=True)
+    while True:
+        struct.pack_into("<Q", m, offset, 0)
+"""
+
+
+def test_consumed_batches_written_during_an_attach_does_not_move_the_clients_batch(server):
+    """The client's first batch is the one the recovery set (every later
+    batch counts from it). The C client read ``consumed_batches`` back from
+    the segment after the recovery had stored it, so a write of that word in
+    between left the client waiting for a batch no worker writes: its
+    reset() timed out. Here another process writes 0 into the word all
+    through each attach, and a thread of this process holds the GIL, which
+    the attaching thread needs back between the recovery (run without it)
+    and the client's start: that makes the window milliseconds wide (the
+    old code read 0 in the first attach of most runs). A reset and a step
+    make 2 batches, so the k-th client starts at batch 3 + 2k."""
+    s = server(num_envs=2, num_workers=1)
+    with shmatari.attach(s.name, timeout=10) as env:
+        env.reset(seed=0)
+        for _ in range(2):
+            env.step(np.zeros(2, np.int64))
+    offset = _core.struct_layout()["shmatari_header"]["consumed_batches"]
+    for k in range(8):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _WRITE_ZERO_FOREVER, f"/dev/shm/{s.segment}", str(offset)],
+            stdout=subprocess.PIPE, text=True)
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                pass
+
+        spinner = threading.Thread(target=spin)
+        try:
+            assert writer.stdout.readline() == "ready\n"
+            spinner.start()
+            with shmatari.attach(s.name, timeout=10) as env:
+                stop.set()
+                spinner.join()
+                writer.kill()
+                writer.wait()
+                assert env._client._seg.taken == 3 + 2 * k  # as recovered, not the 0 written
+                env.reset(seed=0, timeout=5)
+                obs, *_ = env.step(np.zeros(2, np.int64))
+                assert obs.shape[0] == 2
+        finally:
+            stop.set()
+            if spinner.is_alive():
+                spinner.join()
+            writer.kill()
+            writer.wait()
+
+
 def test_a_flipping_claim_word_does_not_flood_the_servers_log(server):
     """Another process flipping the claim word between 1 and 0 every 1 ms:
     the server logged each change it saw (about 140 lines a second, for as

@@ -162,7 +162,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_pool_check(const shmatari_geom *g, int check_pids, char *msg,
                             size_t len)
     int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
-                           int64_t timeout_ns, int32_t *holder, char *msg, size_t len)
+                           int64_t timeout_ns, int32_t *holder, uint64_t *next_batch,
+                           char *msg, size_t len)
     void shmatari_unclaim(shmatari_header *h, int32_t pid)
     void shmatari_post(const shmatari_geom *g, const uint32_t *env_worker,
                        uint8_t *touched, const uint32_t *env_ids, uint32_t n,
@@ -208,7 +209,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
     const char *shmatari_client_state_name(int state)
     const char *shmatari_unanswered_text(const shmatari_client *c, char *out, size_t len)
     enum: SHMATARI_MESSAGE_BYTES
-    int shmatari_client_open(shmatari_client *c, const shmatari_geom *g)
+    int shmatari_client_open(shmatari_client *c, const shmatari_geom *g,
+                             uint64_t next_batch)
     void shmatari_client_close(shmatari_client *c)
     void shmatari_client_break(shmatari_client *c)
     int shmatari_machine_open(shmatari_client *c, uint32_t num_envs, uint32_t batch_size,

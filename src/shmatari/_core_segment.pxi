@@ -260,6 +260,7 @@ cdef class Segment(ClientMachine):
         self._check()
         cdef char msg[512]
         cdef int32_t holder = 0
+        cdef uint64_t next_batch = 0
         cdef int r
         cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
         cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
@@ -268,7 +269,8 @@ cdef class Segment(ClientMachine):
                 left = max(<int64_t>0, deadline - shmatari_now_ns())
             msg[0] = 0
             with nogil:
-                r = shmatari_open_pool(&self.geo, pid, left, &holder, msg, sizeof(msg))
+                r = shmatari_open_pool(&self.geo, pid, left, &holder, &next_batch, msg,
+                                       sizeof(msg))
             if r != SHMATARI_ERR_INTERRUPTED:
                 break
             # Ctrl-C: the claim was not kept; the handler's exception, if
@@ -277,7 +279,8 @@ cdef class Segment(ClientMachine):
         if r == SHMATARI_OK:
             shmatari_client_close(&self.cl)
             self.cl.pid = pid
-            r = shmatari_client_open(&self.cl, &self.geo)
+            # the batch the recovery set, not consumed_batches read again
+            r = shmatari_client_open(&self.cl, &self.geo, next_batch)
             if r != SHMATARI_OK:
                 shmatari_unclaim(self.hdr, pid)
                 return r, 0, self.client_error

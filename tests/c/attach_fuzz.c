@@ -40,7 +40,7 @@ static void exercise(const shmatari_geom *g) {
   (void)shmatari_pool_check(g, 0, msg, sizeof msg);
   for (uint32_t w = 0; w < g->num_workers && w < 8; w++)
     sink += (uint64_t)strnlen(shmatari_error_text(g, w), SHMATARI_ERROR_BYTES);
-  (void)shmatari_recover(g, 0, msg, sizeof msg);
+  (void)shmatari_recover(g, 0, NULL, msg, sizeof msg);
   /* A batch, as shmatari_wait presents it: every field and obs byte. */
   const char *slot = shmatari_slot(g, g->hdr->consumed_batches);
   static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;

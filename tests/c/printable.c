@@ -76,7 +76,7 @@ static int unanswered(const char *path, int ncaps, char **caps) {
   if (bad) return bad;
   shmatari_client c;
   memset(&c, 0, sizeof c);
-  if (shmatari_client_open(&c, &g) != SHMATARI_OK) {
+  if (shmatari_client_open(&c, &g, 0) != SHMATARI_OK) {
     printf("open: %s\n", c.error);
     return 3;
   }

@@ -241,14 +241,17 @@ again:;
   shmatari_geom g;
   r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
   int32_t holder = 0;
+  uint64_t next_batch = 0;
   if (r == SHMATARI_OK)
-    r = shmatari_open_pool(&g, c->pid, timeout_ns, &holder, msg, len);
+    r = shmatari_open_pool(&g, c->pid, timeout_ns, &holder, &next_batch, msg,
+                           len);
   if (r != SHMATARI_OK) {
     munmap(base, (size_t)st.st_size); /* the claim was not kept */
     return r;
   }
   c->map_bytes = (uint64_t)st.st_size;
-  r = shmatari_client_open(c, &g); /* copies g; reads num_actions once */
+  /* copies g; reads num_actions once; takes the recovery's next batch */
+  r = shmatari_client_open(c, &g, next_batch);
   if (r != SHMATARI_OK) {
     shmatari_unclaim((shmatari_header *)base, c->pid);
     munmap(base, (size_t)st.st_size);

@@ -323,7 +323,11 @@ static inline void shmatari_client_close(shmatari_client *c) {
 /* Starts the client's bookkeeping on the segment of checked geometry g
  * (shmatari_geom_load), mapped, claimed and recovered (shmatari_attach does
  * all of it; shmatari's Python client maps the segment itself and calls
- * this). Copies *g into c->geom: nothing after reads a size or offset from
+ * this). next_batch: the batch the client waits for first, as
+ * shmatari_recover (or shmatari_open_pool) gave it; not read from the
+ * segment's consumed_batches, which another process may have written since
+ * the recovery stored it (the client would then wait on a batch no worker
+ * writes). Copies *g into c->geom: nothing after reads a size or offset from
  * the segment. Reads num_actions once (written by worker 0 before the pool
  * ran) and refuses a pool whose count is not 1..SHMATARI_MAX_ACTIONS: a
  * client's actions are indices below it (a trainer draws them with
@@ -331,7 +335,8 @@ static inline void shmatari_client_close(shmatari_client *c) {
  * set them. Returns SHMATARI_OK (state NEEDS_RESET), or _ERR_SYSTEM /
  * _ERR_NOT_SHMATARI (c left DETACHED). */
 static inline int shmatari_client_open(shmatari_client *c,
-                                       const shmatari_geom *g) {
+                                       const shmatari_geom *g,
+                                       uint64_t next_batch) {
   shmatari_header *h = g->hdr;
   uint32_t num_actions = *(volatile uint32_t *)&h->num_actions; /* once */
   if (num_actions == 0 || num_actions > SHMATARI_MAX_ACTIONS)
@@ -364,7 +369,7 @@ static inline int shmatari_client_open(shmatari_client *c,
     shmatari_client_close(c);
     return r;
   }
-  c->taken = shmatari_load_acquire64(&h->consumed_batches);
+  c->taken = next_batch;
   c->pending = 0;
   c->holding = 0;
   c->state = SHMATARI_CLIENT_NEEDS_RESET;

@@ -194,11 +194,15 @@ static inline uint64_t shmatari_drop_results(const shmatari_geom *g) {
 
 /* Makes the pool consistent for a new client (the caller holds the claim):
  * waits until every command in flight is answered (shmatari_drain), then
- * drops every result not taken (shmatari_drop_results). Returns
- * SHMATARI_OK, _ERR_TIMEOUT, _ERR_INTERRUPTED (a signal arrived while
- * waiting: nothing was dropped; call again), or a liveness error. */
+ * drops every result not taken (shmatari_drop_results) and stores in
+ * *next_batch (when not NULL) the client's next batch, T: the value it
+ * wrote, not read back from the segment, where another process could have
+ * changed it since (shmatari_client_open takes it). Returns SHMATARI_OK,
+ * _ERR_TIMEOUT, _ERR_INTERRUPTED (a signal arrived while waiting: nothing
+ * was dropped; call again), or a liveness error. */
 static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
-                                   char *msg, size_t len) {
+                                   uint64_t *next_batch, char *msg,
+                                   size_t len) {
   int r = shmatari_drain(g, timeout_ns, 1, msg, len);
   if (r != SHMATARI_OK) {
     if (r == SHMATARI_ERR_TIMEOUT)
@@ -207,26 +211,30 @@ static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
                            (double)timeout_ns / SHMATARI_SECOND);
     return r;
   }
-  shmatari_drop_results(g);
+  uint64_t batch = shmatari_drop_results(g);
+  if (next_batch != NULL) *next_batch = batch;
   return SHMATARI_OK;
 }
 
 /* Everything attaching does once the segment is mapped and its header
  * checked (shmatari_geom_load, which gave g):
  * waits (up to timeout_ns) for the pool to run, claims it for pid and
- * recovers it. On failure the claim is not kept; _ERR_INTERRUPTED (a
- * signal, while waiting for the pool to run or for a previous client's
+ * recovers it (shmatari_recover, which gives *next_batch: pass it to
+ * shmatari_client_open). On failure the claim is not kept; _ERR_INTERRUPTED
+ * (a signal, while waiting for the pool to run or for a previous client's
  * commands) changed nothing else either: call again to go on. */
 static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
                                      int64_t timeout_ns, int32_t *holder,
-                                     char *msg, size_t len) {
+                                     uint64_t *next_batch, char *msg,
+                                     size_t len) {
   shmatari_header *h = g->hdr;
   int64_t deadline = shmatari_deadline(timeout_ns);
   int r = shmatari_wait_running(g, timeout_ns, msg, len);
   if (r == SHMATARI_OK) r = shmatari_claim(h, pid, holder, msg, len);
   if (r != SHMATARI_OK) return r;
   int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
-  r = shmatari_recover(g, left < 0 && deadline >= 0 ? 0 : left, msg, len);
+  r = shmatari_recover(g, left < 0 && deadline >= 0 ? 0 : left, next_batch,
+                       msg, len);
   if (r != SHMATARI_OK) shmatari_unclaim(h, pid);
   return r;
 }
