@@ -491,34 +491,36 @@ import mmap, sys
 sys.path.insert(0, sys.argv[1])
 from test_trust import RENDER_GEOMETRY, _u32, segment_bytes
 from shmatari import _core
-begin, end, ncores = map(int, sys.argv[2:5])
+begin, ncores = map(int, sys.argv[2:4])
 src = segment_bytes(RENDER_GEOMETRY)
 m = mmap.mmap(-1, len(src))
 m[:] = src
 seg = _core.Segment(memoryview(m))
-seg.set_worker_group(0, begin, end)
 h = seg.header()
-for e in range(begin, min(end, 200)):  # a RESET posted to every env of the group,
-    off = h["env_ctrl_offset"] + 64 * e  # those past num_envs included
+for e in range(begin, min(begin + ncores, 200)):  # a RESET posted to every env of the
+    off = h["env_ctrl_offset"] + 64 * e  # group, those past num_envs included
     if off + 8 <= len(m):
         _u32(m, off, 1), _u32(m, off + 4, _core.CMD_RESET)
 cores = [_core.NullCore((8, 8, 3), stack_num=2) for _ in range(ncores)]
 try:
-    _core.worker_loop(seg, 0, cores, lambda *a: None, lambda: False, poll=0.01)
+    _core.worker_loop(seg, 0, cores, lambda *a: None, lambda: False, begin, poll=0.01)
 except ValueError as exc:
     print("refused:", exc)
 """
 
 
-@pytest.mark.parametrize("group", [(0, 200, 200), (3, 2, 0), (0, 4, 2)])
+@pytest.mark.parametrize("group", [(0, 200), (3, 0), (RENDER_GEOMETRY["num_envs"] - 1, 2),
+                                   (2**32 - 1, 1)])
 def test_worker_group_outside_the_pool_is_refused_before_use(group):
-    """A worker's env group is a segment word: a group past num_envs made the
+    """A group (its first env, and its cores' count) past num_envs made the
     worker read env words and write render areas outside the mapping
-    (SIGSEGV); a group that is not the one its cores were built for, too."""
+    (SIGSEGV), when the group came from segment words; the group now comes
+    from the pool's record, and is bounded all the same, without overflow
+    (2**32 - 1 + 1 wraps to 0 in uint32)."""
     res = subprocess.run([sys.executable, "-c", _WORKER_GROUP_SCRIPT, str(ROOT / "tests"),
                           *map(str, group)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
-    assert "refused: worker 0's group is envs" in res.stdout, res.stdout + res.stderr
+    assert "refused: worker 0's group of" in res.stdout, res.stdout + res.stderr
 
 
 # -- the C client: crafted cases and the fuzz target, under ASan and UBSan -------------
@@ -1084,6 +1086,37 @@ def test_server_survives_a_shrunk_segment_and_removes_it(tmp_path):
 
 
 # -- a same-user process that rewrites a row between two reads, or keeps a waiter awake --
+
+@pytest.mark.parametrize("start_method", ["zygote", "forkserver"])
+def test_a_replacement_worker_refuses_a_group_another_process_wrote(start_method):
+    """A worker's envs (``env_begin``, ``env_end``) are also segment words,
+    which a client reads to know whom to wake. A worker that replaced a dead
+    one built and served the envs those words named: rewritten to another
+    worker's envs (of the same count), it served those and left its own
+    unanswered, and the step waited until its timeout, for good without one,
+    blaming a stuck emulator (an attacker's pass). A worker now gets its
+    group from its pool's own record and fails, naming the words, where
+    they differ."""
+    from shmatari.errors import WorkerError
+
+    with shmatari.make("null", num_envs=4, num_workers=2, seed=0, restart_workers=True,
+                       start_method=start_method) as env:
+        env.reset()
+        layout = _core.struct_layout()["shmatari_worker_ctrl"]
+        record = env._client._seg.header()["worker_ctrl_offset"] + layout["sizeof"]
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            words = np.ndarray((2,), np.uint32, other.buf, record + layout["env_begin"])
+            assert words.tolist() == [2, 4]
+            words[:] = [0, 2]  # worker 0's envs
+            del words
+        finally:
+            other.close()
+        os.kill(env.worker_pids[1], signal.SIGKILL)
+        with pytest.raises(WorkerError, match=r"env_begin, env_end words say envs \[0, 2\), "
+                                              r"not its group \[2, 4\)"):
+            env.step(np.zeros(4, np.int64), timeout=20)
+
 
 class _ScribblingSegment:
     """A client's Segment that, right after each batch is taken (the C

@@ -121,7 +121,7 @@ cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, re
 
 
 def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
-                int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2,
+                uint32_t env_begin, int64_t spin_ns=0, int spin_mode=SHMATARI_SPIN_PAUSE, double poll=0.2,
                 bint restarted=False, dict positions=None, int64_t long_spin_ns=0):
     """Runs a worker until the pool closes or its parent dies.
 
@@ -136,6 +136,10 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             seconds of sleep, and every ``poll`` seconds while busy (a
             client may keep a worker busy after its parent died); the loop
             returns when it is False.
+        env_begin: the first env of the worker's group, whose envs are
+            ``env_begin .. env_begin + len(cores) - 1``: from the pool's
+            own record (the caller checked the segment's ``env_begin`` /
+            ``env_end`` words against it), never read here from the segment.
         spin_ns: nanoseconds to poll the wake word before sleeping on it.
         spin_mode: ``SHMATARI_SPIN_PAUSE`` (0) or ``SPIN_YIELD`` (see ``shmatari/sync.h``).
         long_spin_ns: poll this long instead of ``spin_ns`` while the
@@ -152,7 +156,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         str: ``"closed"`` or ``"orphaned"``.
 
     Raises:
-        ValueError: a command or action outside the layout's, a result count
+        ValueError: a group that is empty or does not fit the pool; a command
+            or action outside the layout's, a result count
             at or past 2**47 or a position at or past 2**63, or an ``ack_seq`` of the group that
             this worker did not store (a client that wrote the segment
             unchecked).
@@ -163,15 +168,13 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     if worker >= g.num_workers:
         raise ValueError(f"worker {worker} of a pool of {g.num_workers} workers")
     cdef shmatari_worker_ctrl *wc = shmatari_worker(g, worker)
-    # The group is a segment word: read once and bounded before any address
-    # is computed from it (docs/layout.md, "Trust"), and it must be the group
-    # the cores were built for.
-    cdef uint32_t begin = shmatari_load_acquire(&wc.env_begin)
-    cdef uint32_t end = shmatari_load_acquire(&wc.env_end)
-    if not (begin < end <= g.num_envs) or <Py_ssize_t>(end - begin) != len(cores):
-        raise ValueError(f"worker {worker}'s group is envs [{begin}, {end}) for "
-                         f"{len(cores)} envs of a pool of {g.num_envs}: the segment "
-                         f"was written by something other than its creator")
+    # The group the cores were built for, bounded (without overflow) before
+    # any address is computed from it (docs/layout.md, "Trust").
+    if not 0 < len(cores) <= g.num_envs or env_begin > g.num_envs - len(cores):
+        raise ValueError(f"worker {worker}'s group of {len(cores)} envs from env "
+                         f"{env_begin} does not fit a pool of {g.num_envs} envs")
+    cdef uint32_t begin = env_begin
+    cdef uint32_t end = env_begin + <uint32_t>len(cores)
     cdef uint32_t e, wake, req, ack
     cdef uint32_t n = end - begin, i, k, scan = 0, qhead = 0, qlen = 0
     cdef shmatari_env_ctrl *ec

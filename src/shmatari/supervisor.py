@@ -370,7 +370,8 @@ class Supervisor:
                               args=(self.res.segment.name, w, fields, os.getpid(),
                                     self.worker_spin, writer, restart, positions),
                               kwargs={"owner_start": _owner_start(),
-                                      "segment_id": shm.identity(self.res.segment)},
+                                      "segment_id": shm.identity(self.res.segment),
+                                      "group": (self.groups[w].start, self.groups[w].stop)},
                               daemon=True)
         from .atari import child_environment
 
@@ -431,6 +432,7 @@ class Supervisor:
         kwargs = dict(shm_name=self.res.segment.name, worker=w, config_fields=fields,
                       owner_pid=os.getpid(), owner_start=_owner_start(),
                       segment_id=shm.identity(self.res.segment),
+                      group=(self.groups[w].start, self.groups[w].stop),
                       spin=self.worker_spin, restart=restart, positions=positions)
         zygote = _zygote.get()  # started outside the block below: it can take a second
         read_fd, write_fd = os.pipe()

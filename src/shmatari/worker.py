@@ -86,7 +86,8 @@ def _check_terminated() -> None:
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int, int], fault_pipe=None, restart: int = 0,
                 positions: dict | None = None, parent_is_zygote: bool = False,
-                owner_start: int = 0, segment_id: tuple[int, int] | None = None) -> None:
+                owner_start: int = 0, segment_id: tuple[int, int] | None = None,
+                group: tuple[int, int] | None = None) -> None:
     """Entry point of a worker process (the target of ``Process``, or what
     :mod:`shmatari._zygote` runs in a forked child).
 
@@ -118,6 +119,13 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             worker attached, and a new server took the name) is left as it
             is: the worker writes nothing there, removes nothing and exits 0.
             None: not checked.
+        group: (env_begin, env_end) of this worker's envs, from the owner's
+            own record. The segment's ``env_begin`` / ``env_end`` words,
+            which a client reads to know whom to wake, must say the same,
+            else the worker fails with a ValueError that names them (a
+            replacement worker used to serve whatever envs another process
+            wrote there, and left its own unanswered). None: the words,
+            read once.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Until its handler is installed, SIGTERM ends the worker quietly (the
@@ -183,7 +191,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
     signal.signal(signal.SIGCONT, on_sigcont)
     try:
         status = _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
-                      parent_alive, cores, holder, segment_id)
+                      parent_alive, cores, holder, segment_id, group)
         exitcode = 0
         if holder:
             segment, seg = holder
@@ -268,7 +276,7 @@ def _report_unattached(fault_pipe, text: str) -> None:
 
 
 def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
-         parent_alive, cores, holder, segment_id=None) -> str:
+         parent_alive, cores, holder, segment_id=None, group=None) -> str:
     """The worker's life inside worker_main's try: returns how it ended;
     ``holder`` gets (segment, Segment) once attached, ``cores`` the envs."""
     if fault_pipe is not None:
@@ -307,11 +315,16 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
 
         config = dataclasses.replace(config, seed=_segment_seed(seg.seed_words()))
     palette = atari.build_palette(config)
-    begin, end = seg.worker_group(worker)
-    if not 0 <= begin < end <= seg.num_envs:  # a segment word: bounded before use
+    words = seg.worker_group(worker)  # segment words: read once, checked, then used
+    begin, end = words if group is None else tuple(group)
+    if not 0 <= begin < end <= seg.num_envs:
         raise ValueError(f"worker {worker}'s group is envs [{begin}, {end}) of a pool of "
                          f"{seg.num_envs}: the segment was written by something other "
                          f"than its creator")
+    if tuple(words) != (begin, end):
+        raise ValueError(f"worker {worker}'s env_begin, env_end words say envs "
+                         f"[{words[0]}, {words[1]}), not its group [{begin}, {end}): the "
+                         f"segment was written by something other than its creator")
     cores.extend(atari.build_core(config, i, palette, restart=restart)
                  for i in range(begin, end))
     if worker == 0:
@@ -323,7 +336,7 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
         return parent_alive()
 
     _core.mark_worker(seg, worker, _core.WORKER_READY)
-    return _core.worker_loop(seg, worker, cores, reseed, alive,
+    return _core.worker_loop(seg, worker, cores, reseed, alive, begin,
                              spin_ns=spin[0], spin_mode=spin[1],
                              restarted=restart > 0, positions=positions,
                              long_spin_ns=spin[2])
