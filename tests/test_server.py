@@ -808,6 +808,49 @@ def test_consumed_batches_written_during_an_attach_does_not_move_the_clients_bat
             writer.wait()
 
 
+@pytest.mark.parametrize("change,logged", [
+    ("grown", "only"),  # a hole past the old end: "only N of its M bytes are allocated"
+    ("grown_allocated", "was grown to"),
+    ("chmod", "its mode 0644"),
+    ("renamed", "was removed"),
+    ("replaced", "now names another file"),
+])
+def test_a_segment_file_changed_under_the_server_stops_it(server, change, logged):
+    """Another process of the same user grew the served segment, opened its
+    mode, or gave its name to another file (or none): every attach was then
+    refused (sparse, mode, no such pool) or went elsewhere, while the server
+    served on and logged nothing (an attacker's pass). The server checks
+    its file as attach does, every 0.1 s, and stops, naming the change."""
+    s = server(num_envs=2, num_workers=1)
+    path = f"/dev/shm/{s.segment}"
+    size = os.stat(path).st_size
+    moved = path + ".moved"
+    try:
+        if change == "grown":
+            os.truncate(path, size + 4096)
+        elif change == "grown_allocated":
+            fd = os.open(path, os.O_RDWR)
+            try:
+                os.pwrite(fd, bytes(4096), size)  # written: no hole
+            finally:
+                os.close(fd)
+        elif change == "chmod":
+            os.chmod(path, 0o644)
+        else:
+            os.rename(path, moved)
+            if change == "replaced":
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+                os.close(fd)
+        assert s.proc.wait(15) == 1
+        log = s.stderr()
+        assert "segment was changed by another process" in log and logged in log, log[-2000:]
+    finally:
+        for p in (moved, path) if change in ("renamed", "replaced") else ():
+            if os.path.exists(p):
+                os.unlink(p)  # the server removes only its own file under its name
+    s.assert_gone()
+
+
 def test_a_flipping_claim_word_does_not_flood_the_servers_log(server):
     """Another process flipping the claim word between 1 and 0 every 1 ms:
     the server logged each change it saw (about 140 lines a second, for as

@@ -453,6 +453,36 @@ def _restore_size(segment, total: int) -> bool:
     return True
 
 
+def _segment_changed(segment, total: int, ident) -> str | None:
+    """What another process of the same user changed in the served
+    segment's file that makes every attach fail while the server serves on:
+    it grew (the size no longer ``total``; ``ftruncate`` past the end leaves
+    a hole, which attach refuses as sparse), its mode or owner changed
+    (``chmod 0644`` also lets every local user read the frames), checked as
+    attach checks it (:func:`shmatari._core.trust_fd`, one ``fstat``), or
+    its name in ``/dev/shm`` now names another file, or none (``lstat``:
+    clients can no longer reach this pool). A shrink is
+    :func:`_restore_size`'s. None: unchanged."""
+    fd = getattr(segment, "_fd", -1)
+    if fd < 0:
+        return None
+    path = f"{shm.SHM_DIR}/{segment.name}"
+    code, msg, size = _core.trust_fd(path, fd)
+    if code != _core.OK:  # attach's words, less its advice to the user
+        return msg.split("; remove it")[0]
+    if size != total:
+        return f"{path} was grown to {size} bytes (of {total})"
+    try:
+        st = os.lstat(path)
+        named = (st.st_dev, st.st_ino)
+    except FileNotFoundError:
+        named = None
+    if named != ident:
+        return (f"{path} was removed" if named is None else
+                f"{path} now names another file")
+    return None
+
+
 def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
           preset: str | None = None) -> int:
     """Serves a pool until SIGINT / SIGTERM (returns 0) or a worker failure
@@ -501,11 +531,12 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
         _log(f'attach with shmatari.attach("{attach_name}") or '
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
 
-        def guard() -> None:
+        ident = shm.identity(env._res.segment)
+
+        def guard() -> None:  # before each read of the segment: one fstat
             if _restore_size(env._res.segment, total):
                 raise _Shrunk()
 
-        ident = shm.identity(env._res.segment)
         clients = _Clients(claim, watch, guard, env._seg.unclaim, lambda pid: _not_a_client(
             pid, ident, {os.getpid(), *env.worker_pids}))
         next_check = 0.0
@@ -517,6 +548,11 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
             if t >= next_check:
                 next_check = t + _POLL
                 guard()
+                changed = _segment_changed(env._res.segment, total, ident)
+                if changed is not None:
+                    _log(f"stopping: the pool's segment was changed by another process: "
+                         f"{changed}; no client could attach to it")
+                    return 1
                 wrong = _pool_words_wrong(env._seg, env.num_workers)
                 env._check_workers()
                 if wrong:
