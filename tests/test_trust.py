@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -1086,6 +1087,38 @@ def test_server_survives_a_shrunk_segment_and_removes_it(tmp_path):
 
 
 # -- a same-user process that rewrites a row between two reads, or keeps a waiter awake --
+
+def test_a_failed_state_written_into_a_live_workers_record_does_not_wrap_the_count():
+    """A FAILED state that another process wrote into a live worker's record,
+    with ``failed_workers`` left at 0: the pool replaces the worker (it
+    counts as dead) and took one from the count, which wrapped to
+    2**32 - 1, so the replacement was never seen ready and the pool broke
+    after ``start_timeout`` (an attacker's pass). The count now stops at 0
+    and the pool goes on."""
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0, restart_workers=True,
+                       start_timeout=10) as env:
+        env.reset()
+        layout = _core.struct_layout()["shmatari_worker_ctrl"]
+        header = env._client._seg.header()
+        pid = env.worker_pids[0]
+        os.kill(pid, signal.SIGSTOP)  # so that the next step waits, and checks the pool
+        resume = threading.Timer(1.0, os.kill, (pid, signal.SIGCONT))
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            state = np.ndarray((1,), np.uint32, other.buf,
+                               header["worker_ctrl_offset"] + layout["state"])
+            state[0] = _core.WORKER_FAILED
+            del state
+            resume.start()
+            for _ in range(3):
+                env.step(np.zeros(2, np.int64), timeout=30)
+        finally:
+            resume.join()
+            other.close()
+        assert env.worker_pids[0] != pid  # replaced, as a failed worker is
+        ready, failed = env._client._seg.counts()
+        assert failed == 0, failed
+
 
 @pytest.mark.parametrize("start_method", ["zygote", "forkserver"])
 def test_a_replacement_worker_refuses_a_group_another_process_wrote(start_method):

@@ -119,6 +119,7 @@ cdef extern from "shmatari/sync.h" nogil:
     void shmatari_store_release(uint32_t *p, uint32_t v)
     void shmatari_store_release64(uint64_t *p, uint64_t v)
     uint32_t shmatari_fetch_add(uint32_t *p, uint32_t v)
+    uint32_t shmatari_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired)
     uint64_t shmatari_fetch_add64(uint64_t *p, uint64_t v)
     const int SHMATARI_SPIN_PAUSE
     const int SHMATARI_SPIN_YIELD

@@ -488,11 +488,19 @@ cdef class Segment(ClientMachine):
     def reset_worker(self, uint32_t worker):
         """Readies a dead worker's record for its replacement: state
         STARTING, no pid, no error text (and one failed worker fewer if it
-        had failed)."""
+        had failed; never below 0: a FAILED state that another process wrote
+        into a live worker's record, with the count left at 0, made it wrap
+        to 2**32 - 1, and the pool never ran again)."""
         self._check()
         cdef shmatari_worker_ctrl *wc = shmatari_worker(&self.geo, worker)
+        cdef uint32_t count, seen
         if shmatari_load_acquire(&wc.state) == SHMATARI_WORKER_FAILED:
-            shmatari_fetch_add(&self.hdr.failed_workers, <uint32_t>0xFFFFFFFF)
+            count = shmatari_load_acquire(&self.hdr.failed_workers)
+            while count != 0:
+                seen = shmatari_cas_u32(&self.hdr.failed_workers, count, count - 1)
+                if seen == count:
+                    break
+                count = seen
         wc.pid = 0
         wc.sleeping = 0
         shmatari_error_text(&self.geo, worker)[0] = 0

@@ -78,6 +78,13 @@ static inline int32_t shmatari_cas_i32(int32_t *p, int32_t expected,
   return expected;
 }
 
+static inline uint32_t shmatari_cas_u32(uint32_t *p, uint32_t expected,
+                                        uint32_t desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST,
+                              __ATOMIC_SEQ_CST);
+  return expected;
+}
+
 static inline void shmatari_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
