@@ -240,6 +240,54 @@ def test_console_script_is_declared():
     assert scripts["shmatari"] == "shmatari.cli:main"
 
 
+def test_a_ctrl_c_right_after_a_busy_answer_leaves_the_other_handles_claim(server):
+    """A second attach() in a process that already holds the pool is
+    answered busy; a Ctrl-C that landed right after that answer (before the
+    handle cleared the pid it had recorded before the call) made the
+    handle's cleanup give up the claim of the first handle, and another
+    process could then drive the pool under it. The claim is now recorded
+    inside the call, only when it is taken. The KeyboardInterrupt is raised
+    here by a trace hook at the line after the call, where Python would
+    first check for a signal."""
+    import linecache
+
+    s = server()
+    env = shmatari.attach(s.name)
+    env.reset()
+
+    armed = []
+
+    def ctrl_c(frame, event, arg):
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        if event == "line" and "open_client(" in line:
+            armed.append(line)
+        elif event == "line" and armed and "if code != _core.OK:" in line:
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return ctrl_c
+
+    def calls(frame, event, arg):
+        return ctrl_c if frame.f_code.co_filename.endswith("_vector_env.py") else None
+
+    sys.settrace(calls)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            shmatari.attach(s.name)
+    finally:
+        sys.settrace(None)
+    assert armed  # the hook found the call
+    assert env._client._seg.header()["client_pid"] == os.getpid()  # still held
+    p = python_client(f"""
+try:
+    shmatari.attach({s.name!r})
+except shmatari.AttachError as e:
+    print(e.code)""")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and out.strip() == "busy", out + err
+    env.step([0, 1, 2, 3])
+    env.close()
+
+
 def test_second_client_is_refused_naming_the_current_clients_pid(server):
     s = server()
     env = shmatari.attach(s.name)

@@ -243,11 +243,18 @@ cdef class Segment(ClientMachine):
                 shmatari_load_acquire(&self.hdr.failed_workers))
 
     # -- the client's side (shmatari/shmatari.h) ---------------------------
-    def open_client(self, int32_t pid, double timeout):
+    def open_client(self, int32_t pid, double timeout, record=None):
         """Attaches process ``pid`` as the pool's client (``shmatari_open_pool``):
         waits up to ``timeout`` seconds for the pool to run, claims it (one
         client at a time; a dead client's claim is taken over) and recovers it
         from any previous client (``shmatari_recover``).
+
+        ``record``: an object whose ``client_pid`` is set to ``pid`` here, once
+        the claim is this call's, with no Python code run in between, so that
+        no signal (Ctrl-C) can land between the claim and its record; a call
+        that claimed nothing leaves it alone (set by the caller before, a
+        BUSY answer for another handle of this process would let that
+        handle's claim be given up by this one's cleanup).
 
         Returns:
             (int, int, str): the status code, the current client's pid when
@@ -284,6 +291,8 @@ cdef class Segment(ClientMachine):
             if r != SHMATARI_OK:
                 shmatari_unclaim(self.hdr, pid)
                 return r, 0, self.client_error
+            if record is not None:
+                record.client_pid = pid
         return r, holder, msg.decode("utf-8", "replace")
 
     def unclaim(self, int32_t pid):

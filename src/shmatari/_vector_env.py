@@ -128,9 +128,8 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             self._supervisor = Supervisor(config, self._res, start_timeout)
             seg = self._supervisor.start(segment_name or shm.new_name())
             self._seg = seg
-            if claim:
-                self._res.client_pid = os.getpid()  # first: as in _attach
-                code, _, msg = seg.open_client(os.getpid(), START_TIMEOUT)
+            if claim:  # the claim recorded in the call itself: as in _attach
+                code, _, msg = seg.open_client(os.getpid(), START_TIMEOUT, self._res)
                 if code != _core.OK:
                     raise status_error(seg, code, msg)[0]
             self._bind(Client(self._res.segment, seg, self._res, zero_copy=config.zero_copy,
@@ -211,18 +210,18 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                                   code="not_shmatari") from None
             self._res.seg = seg
             self._seg = seg
-            # Recorded first: a Ctrl-C that lands while open_client waits for
-            # the previous client's commands is raised there, the claim given
-            # back; one raised just after the claim is taken leaves it to
-            # close() (releasing one this process does not hold changes
-            # nothing: a compare-and-swap).
-            self._res.client_pid = os.getpid()
-            code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()))
+            # The claim is recorded (for close()) inside open_client, as it
+            # is taken: a Ctrl-C that lands while open_client waits for the
+            # previous client's commands is raised there, the claim given
+            # back; one raised just after it returns leaves the claim to
+            # close(). A call that claimed nothing records nothing: the claim
+            # word may hold this pid for another handle of this process (a
+            # second attach() here), which close() must leave alone, even if
+            # a Ctrl-C lands right after that answer (until 2026-12-04 the
+            # pid was recorded before the call and cleared after it).
+            code, holder, msg = seg.open_client(os.getpid(), max(0.0, deadline - _now()),
+                                                self._res)
             if code != _core.OK:
-                # Nothing was claimed: the claim word may hold this pid for
-                # another handle of this process (a second attach() here),
-                # which close() must leave alone.
-                self._res.client_pid = 0
                 raise AttachError(f"cannot attach to {name!r}: {msg}",
                                   code=_core.status_name(code), client_pid=holder or None)
             try:
