@@ -252,7 +252,9 @@ def start_busy_loop() -> subprocess.Popen:
     within milliseconds of this process's death, however it dies)."""
     import os
 
-    return subprocess.Popen([sys.executable, "-c", _BUSY_LOOP, str(os.getpid())])
+    # -I: no folder of the caller's on sys.path, as every child of a pool
+    # (atari.child_environment); it imports only modules loaded at start-up
+    return subprocess.Popen([sys.executable, "-I", "-c", _BUSY_LOOP, str(os.getpid())])
 
 
 def check_training(game: str = "Breakout", *, num_envs: int = 4, updates: int = 3,
