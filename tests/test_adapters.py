@@ -25,7 +25,7 @@ def test_envpool_defaults_become_shmatari_options():
         assert cfg.repeat_action_probability == 0.0
         assert cfg.use_fire_reset is True
         assert cfg.noop_max == 29              # EnvPool: 0..29 no-ops, then FIRE
-        assert cfg.max_episode_steps == 27000 and cfg.max_episode_frames == 0  # no frame cap
+        assert cfg.max_episode_steps == 27000 and cfg.max_episode_frames is None  # no frame cap
         assert cfg.episodic_life is False and cfg.reward_clip is False
         assert cfg.num_workers == 1 and cfg.seed == 42
         assert cfg.autoreset_mode == "next_step"

@@ -204,7 +204,8 @@ def valid_option(name: str, value) -> bool:
 def test_make_refuses_bad_options_before_any_process_starts(name, value):
     if valid_option(name, value):
         kept = getattr(config.build_config("Breakout", 2, **{name: value}), name)
-        assert kept is not None or name == "render_mode"  # render_mode=None: no rendering
+        # None: no rendering (render_mode), no cap (max_episode_frames, _steps)
+        assert kept is not None or name in ("render_mode", *config._CAPS)
         return
     children, segments = {p.pid for p in mp.active_children()}, shm_entries()
     with pytest.raises((TypeError, ValueError), match=name):

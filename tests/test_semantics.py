@@ -540,6 +540,25 @@ def test_truncation_at_exactly_the_step_cap(options):
         assert trunc == [False] * 9 + [True]  # the frame cap, at step 10
 
 
+def test_no_cap_is_none_in_the_public_config_as_documented():
+    """The default ``max_episode_steps`` (and ``max_episode_frames=None``)
+    is None in ``env.config`` as in the docs and ``get_attr``: a 0 there
+    made CleanRL's ``elapsed_step >= max_episode_steps`` truncate every step.
+    The core still sees no cap (nothing truncates)."""
+    with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0,
+                       max_episode_frames=None) as env:
+        assert env.config.max_episode_steps is None and env.config.max_episode_frames is None
+        assert env.get_attr("max_episode_steps") == (None, None)
+        assert env.get_attr("max_episode_frames") == (None, None)
+        env.reset(seed=0)
+        for _ in range(20):
+            _, _, term, trunc, _ = env.step(np.zeros(2, np.int64))
+            assert not trunc.any() and not term.any()
+    with shmatari.make("Breakout", num_envs=1, seed=0) as env:
+        assert env.config.max_episode_steps is None
+        assert env.config.max_episode_frames == config.OPTION_DEFAULTS["max_episode_frames"]
+
+
 def test_frame_count_includes_the_starting_frames_of_a_games_reset():
     """ALE's reset_game emulates starting frames for some games (Air Raid
     among them): the count and the cap include them, as ALE's

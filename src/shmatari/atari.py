@@ -132,8 +132,10 @@ def build_core(config: EnvConfig, index: int, palette: _core.Palette,
         frame_skip=config.frame_skip, stack_num=config.stack_num,
         maxpool=config.maxpool, noop_max=config.noop_max,
         episodic_life=config.episodic_life, use_fire_reset=config.use_fire_reset,
-        reward_clip=config.reward_clip, max_episode_frames=config.max_episode_frames,
-        max_episode_steps=config.max_episode_steps,
+        reward_clip=config.reward_clip,
+        # None (no cap) in the config is 0 in the core's int64 fields
+        max_episode_frames=config.max_episode_frames or 0,
+        max_episode_steps=config.max_episode_steps or 0,
         noop_rng=seeding.noop_rng(config.seed, index, restart, gen),
         same_step=config.autoreset_mode == "same_step", preprocessor=preprocessor,
         render_palette=palette if config.render_mode and not config.grayscale

@@ -131,12 +131,8 @@ class _EnvConfigMethods:
 
     def env_options(self) -> dict:
         """The per-env options (everything but the pool's shape and seed), as
-        :func:`build_config` takes them: a cap of 0 here (none) is None."""
-        options = {k: getattr(self, k) for k in OPTION_DEFAULTS}
-        for cap in _CAPS:
-            if options[cap] == 0:
-                options[cap] = None
-        return options
+        :func:`build_config` takes them."""
+        return {k: getattr(self, k) for k in OPTION_DEFAULTS}
 
     def worker_groups(self) -> list[range]:
         """Contiguous env groups, one per worker, sizes differing by at most 1."""
@@ -247,7 +243,8 @@ _NOT_OPTIONS = {
                       "(per-frame probability; 0.25 as in ALE v5, 0.0 for none)",
 }
 
-#: The episode caps: None (no cap) or a count, 0 in an ``EnvConfig``.
+#: The episode caps: None (no cap) or a count >= 1, in an ``EnvConfig`` as
+#: given (``AtariCore``, whose C fields are int64, takes None as 0).
 _CAPS = ("max_episode_frames", "max_episode_steps")
 
 _TRUE = ("true", "yes", "on", "1")
@@ -431,9 +428,6 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     # The image bounds follow the game's own screen, which OPTION_TYPES cannot know.
     opts["img_height"] = _image_side("img_height", opts["img_height"], game, screen, 0)
     opts["img_width"] = _image_side("img_width", opts["img_width"], game, screen, 1)
-    for cap in _CAPS:  # None: no cap, 0 in EnvConfig (and AtariCore)
-        if opts[cap] is None:
-            opts[cap] = 0
     env_index_offset = _int("env_index_offset", env_index_offset, 0, 2**32 - num_envs)
     pool_generation = _int("pool_generation", pool_generation, 0, 2**32 - 1)
     return EnvConfig(
