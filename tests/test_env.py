@@ -499,6 +499,13 @@ def test_a_step_of_too_few_envs_says_how_many_it_needs():
                                "batch_size <= 2; "), text
         assert "leave" in text
         env.step(np.zeros(4, np.int64))  # nothing was sent: the pool goes on
+    # As step()'s docstring says: a subset is accepted where it and the envs
+    # already running make a batch (here 1 + 2 >= batch_size 2).
+    with shmatari.make("Pong", num_envs=4, batch_size=2, num_workers=2, seed=0) as env:
+        env.async_reset()
+        *_, info = env.recv()  # the other two envs' resets are still running
+        *_, info = env.step(np.zeros(1, np.int64), info["env_id"][:1])
+        assert info["env_id"].shape == (2,)
 
 
 _PLANTED = """

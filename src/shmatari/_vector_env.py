@@ -454,10 +454,23 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         """Steps the envs once.
 
         Args:
-            actions: integer action indices, shape ``(num_envs,)`` (any integer
-                dtype; a list works), ``(batch_size,)`` for the envs of the last
-                batch received, or ``(n,)`` with ``env_id``.
-            env_id: optional env indices for ``actions`` (as :meth:`send`).
+            actions: integer action indices (any integer dtype; a list
+                works), of shape
+
+                - ``(num_envs,)``: one per env;
+                - ``(batch_size,)`` with ``batch_size < num_envs`` and no
+                  ``env_id``: for the envs of the last batch received
+                  (:meth:`recv`, :meth:`reset` or :meth:`step`), which must
+                  not have been sent actions since;
+                - ``(n,)`` with ``env_id``: accepted only where the ``n``
+                  envs and those already running (sent, not yet received)
+                  make at least ``batch_size``, so that the wait can return.
+                  A synchronous pool (``batch_size == num_envs``, the
+                  default) has none running between steps, so it needs every
+                  env (``n == num_envs``, in any order); for a subset, make
+                  the pool with ``batch_size <= n``.
+            env_id: optional int env indices for ``actions``, shape ``(n,)``,
+                no duplicates (as :meth:`send`).
             timeout: as :meth:`recv`'s.
 
         Returns:
@@ -471,8 +484,13 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             ValueError: wrong shape or an out-of-range action, or a negative
                 ``timeout``; every argument is checked before anything is
                 sent, and the pool is unchanged.
-            CallOrderError: as :meth:`send` and :meth:`recv`; nothing was
-                sent.
+            CallOrderError: nothing was sent: fewer than ``batch_size`` envs
+                would be running (a subset of a synchronous pool; the message
+                says how many envs to give, or the ``batch_size`` to make the
+                pool with); ``(batch_size,)`` actions without ``env_id`` and
+                no batch received yet, or its envs already sent actions; an
+                env in ``env_id`` still running; or as :meth:`send` and
+                :meth:`recv` otherwise.
             WorkerError: a worker failed or died.
             StepTimeoutError: ``timeout`` passed with every worker alive; the
                 actions were sent, and :meth:`recv` collects their results.
