@@ -165,7 +165,25 @@ def test_async_spaces_hold_what_is_returned():
         assert env.observation_space.contains(obs)
 
 
-def test_ctrl_c_anywhere_in_a_call_never_leaves_the_thread_guard_held():
+def test_step_without_env_id_steps_the_last_batch_only_while_it_waits():
+    """README: ``env.step(env.action_space.sample())`` in an async pool steps
+    the envs of the last batch received, provided none of them was sent an
+    action since; otherwise CallOrderError, and nothing was sent."""
+    with shmatari.make("Breakout", num_envs=4, batch_size=2, num_workers=1, seed=0) as env:
+        env.async_reset()
+        with pytest.raises(shmatari.CallOrderError, match="none was"):
+            env.step(env.action_space.sample())  # no batch received yet
+        *_, info = env.recv()
+        *_, info = env.step(env.action_space.sample())  # right after a recv()
+        env.send(env.action_space.sample(), info["env_id"])
+        with pytest.raises(shmatari.CallOrderError, match="still running"):
+            env.step(env.action_space.sample())  # that batch was sent actions
+        *_, info = env.recv()
+        *_, info = env.step(env.action_space.sample())
+        assert info["env_id"].shape == (2,)
+
+
+
     """Interrupts at random points of step() (SIGALRM raising KeyboardInterrupt,
     as Ctrl-C does), each followed by reset(), the documented way on. A
     Python lock taken before the call's ``try`` and given back in its
