@@ -23,3 +23,11 @@ def test_every_header_and_core_file_has_its_line():
                      if str(f.relative_to(ROOT)) not in NAMED
                      and f.name not in ("shmatari.h", "_core_fields.pxi", "_core_structs.pxi"))
     assert not unnamed, f"docs/architecture.md does not name: {unnamed}"
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    """docs/architecture.md was linked from nowhere (a newcomer's report)."""
+    readme = (ROOT / "README.md").read_text()
+    unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md"))
+                if f"](docs/{p.name}" not in readme]
+    assert not unlinked, f"README.md links to no docs/ page named {unlinked}"
