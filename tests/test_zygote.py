@@ -308,6 +308,43 @@ def test_zygote_ends_with_its_trainer():
         proc.communicate()
 
 
+def test_zygote_outlives_close_and_ends_at_the_trainers_exit():
+    """README: after close() the workers are gone and the zygote stays (the
+    next make() reuses it) until the trainer exits."""
+    script = textwrap.dedent('''
+        import json, sys
+        import shmatari
+        from shmatari import _zygote
+        with shmatari.make("Pong", num_envs=2, num_workers=2, seed=0) as env:
+            env.reset(seed=0)
+            pids = env.worker_pids
+        print(json.dumps(dict(zygote=_zygote._zygote.proc.pid, pids=pids)), flush=True)
+        sys.stdin.readline()  # the test looks at the processes, then lets it exit
+    ''')
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = json.loads(proc.stdout.readline())
+        end = time.monotonic() + 5
+        while time.monotonic() < end and any(pid_alive(p) for p in out["pids"]):
+            time.sleep(0.01)
+        assert not any(pid_alive(p) for p in out["pids"])
+        assert pid_alive(out["zygote"])
+        with open(f"/proc/{out['zygote']}/cmdline", "rb") as f:
+            assert b"shmatari._zygote" in f.read()
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.wait(30) == 0, proc.stderr.read()
+        end = time.monotonic() + 5
+        while time.monotonic() < end and pid_alive(out["zygote"]):
+            time.sleep(0.01)
+        assert not pid_alive(out["zygote"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
 @pytest.mark.parametrize("start_method", ["zygote", "fork", "spawn"])
 def test_stopped_workers_end_with_a_killed_trainer(start_method):
     """Regression (an attacker's pass): the whole job stopped (as by Ctrl-Z:
