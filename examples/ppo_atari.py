@@ -69,14 +69,6 @@ from collections import deque
 
 import numpy as np
 
-try:
-    import torch
-    import torch.nn as nn
-    from torch.distributions import Categorical
-except ImportError as exc:  # the package does not depend on torch
-    raise SystemExit(f"examples/ppo_atari.py needs torch ({exc}): python3 -m pip install "
-                     f"torch (CPU or CUDA build, see pytorch.org)") from None
-
 import shmatari
 from shmatari.seeding import seed_everything
 
@@ -147,6 +139,18 @@ def parse_args(argv=None):
     except (TypeError, ValueError) as exc:
         p.error(f"--env-id: {exc}")
     return args
+
+
+try:  # after parse_args: --help and usage errors need no torch
+    import torch
+    import torch.nn as nn
+    from torch.distributions import Categorical
+except ImportError as exc:  # the package does not depend on torch
+    if __name__ == "__main__":
+        parse_args()
+    raise SystemExit(f"examples/ppo_atari.py needs torch ({exc}): python3 -m pip install "
+                     f"torch (CPU or CUDA build, see pytorch.org), or the "
+                     f"'integrations' extra") from None
 
 
 def layer_init(layer, std=np.sqrt(2), bias=0.0):

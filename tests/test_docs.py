@@ -165,3 +165,25 @@ def test_the_cpp_trainers_sample_output_shows_this_abi():
     text = (ROOT / "examples" / "cpp_trainer" / "README.md").read_text()
     assert re.findall(r"\babi=(\d+)\.(\d+)", text) == [(str(_core.ABI_MAJOR),
                                                          str(_core.ABI_MINOR))]
+
+
+def test_the_ppo_examples_help_lists_the_readmes_flags_without_torch():
+    """``python examples/ppo_atari.py --help`` printed only "needs torch"
+    where torch is not installed (a newcomer's report): its options are
+    parsed before torch is imported. torch is kept out of the script's
+    process (``sys.modules["torch"] = None``: every import of it fails)."""
+    (cmd,) = [c for b in BLOCKS for c in docs_blocks.commands(b)
+              if c[1:2] == ["examples/ppo_atari.py"]]
+    runner = ("import runpy, sys; sys.modules['torch'] = None; "
+              "sys.argv = [sys.argv[1], '--help']; runpy.run_path(sys.argv[0], run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", runner, str(ROOT / cmd[1])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for flag in docs_blocks.flags(cmd):
+        assert flag in proc.stdout, flag
+    # with options, it still says what it needs (exit status 1, no traceback)
+    runner = runner.replace("'--help'", "'--num-envs', '4'")
+    proc = subprocess.run([sys.executable, "-c", runner, str(ROOT / cmd[1])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "needs torch" in proc.stderr and "integrations" in proc.stderr, proc.stderr
