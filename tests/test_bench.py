@@ -417,4 +417,10 @@ def test_bench_says_when_other_processes_kept_the_cores_busy(tmp_path):
     cores = psutil.cpu_count()
     # the spinner's core (less what the bench's own processes took from it)
     assert 0.3 / cores <= share <= 1.0, share
-    assert f"other processes kept {share:.0%} of this machine's" in proc.stderr, proc.stderr
+    warning = f"other processes kept {share:.0%} of this machine's"
+    assert warning in proc.stderr, proc.stderr
+    # and right under the table on stdout, where a newcomer reads the figures
+    # (on stderr alone it came among the progress lines, and was missed)
+    table_end = proc.stdout.rindex("env steps/s")
+    assert warning in proc.stdout[table_end:], proc.stdout
+    assert warning not in out.read_text()  # the JSON is unchanged: the share only

@@ -380,8 +380,9 @@ def plot_sweep(report: dict, path: str) -> None:
         plt.close(fig)
 
 
-def _print_report(args, report: dict) -> None:
-    """The report's table on stdout (and the sweep's plot)."""
+def _print_report(args, report: dict, note: str | None = None) -> None:
+    """The report's table on stdout, ``note`` (the busy-machine warning, or
+    None) right under it, and the sweep's plot."""
     m, n = report["machine"], _b.plural(args.num_envs, "env")
     done = max([r.get("rounds", 0) for r in report["results"]] or [0])
     how = (f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted")
@@ -399,17 +400,19 @@ def _print_report(args, report: dict) -> None:
         _print_table(report["results"], f"shmatari-bench --sweep: {game}, {where}",
                      _SWEEP_COLUMNS, _legend(report["results"], _SWEEP_COLUMNS)
                      + (f"\nskipped at every size: {skipped}" if skipped else ""))
-        if report["results"]:
-            plot = args.plot or "shmatari-sweep.png"
-            try:
-                plot_sweep(report, plot)
-                print(f"plot: {plot}")
-            except ImportError:
-                print("matplotlib is not installed: no plot (pip install matplotlib)",
-                      file=sys.stderr)
     elif report["kind"] == "policy":
         _print_table(report["results"], f"shmatari-bench --policy: {game}, {n}, "
                      f"{where}", _POLICY_COLUMNS, _POLICY_LEGEND)
     else:
         _print_table(report["results"], f"shmatari-bench: {game}, {n}, {where}",
                      _MAIN_COLUMNS, _legend(report["results"]))
+    if note:
+        print(note, flush=True)
+    if report["kind"] == "sweep" and report["results"]:
+        plot = args.plot or "shmatari-sweep.png"
+        try:
+            plot_sweep(report, plot)
+            print(f"plot: {plot}")
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install matplotlib)",
+                  file=sys.stderr)

@@ -421,9 +421,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # between two runs' own handlers
         print("shmatari-bench: interrupted", file=sys.stderr)
         return _cli.interrupted_status()
-    _print_report(args, report)
     warning = busy_warning(report["machine"]["other_cpu_share"], report["machine"]["cpu_count"])
-    if warning:
+    _print_report(args, report, note=warning)  # under the table, where it is read
+    if warning:  # and on stderr, after the progress lines, as before
         print(warning, file=sys.stderr)
     if args.json:
         _cli.write_json(args.json, report)
