@@ -424,3 +424,22 @@ def test_bench_says_when_other_processes_kept_the_cores_busy(tmp_path):
     table_end = proc.stdout.rindex("env steps/s")
     assert warning in proc.stdout[table_end:], proc.stdout
     assert warning not in out.read_text()  # the JSON is unchanged: the share only
+
+
+def test_quiet_silences_the_progress_lines_and_nothing_else(tmp_path):
+    """--quiet's help said "no progress bars"; where stderr is not a terminal
+    the bench prints a line per step of progress instead, and --quiet
+    silences those too, but not the table (its help says so now)."""
+    args = ("--num-envs", "2", "--rounds", "1", "--backends", "shmatari")
+    loud = subprocess.run([sys.executable, "-m", "shmatari.bench", "--seconds", "0.2",
+                           "--warmup", "0.05", *args], capture_output=True, text=True,
+                          timeout=300)
+    quiet = _bench(*args)
+    assert loud.returncode == quiet.returncode == 0, (loud.stderr, quiet.stderr)
+    assert "shmatari-bench: opening shmatari ..." in loud.stderr, loud.stderr
+    assert "shmatari-bench: shmatari, round 1/1 ..." in loud.stderr, loud.stderr
+    assert "opening" not in quiet.stderr and "round" not in quiet.stderr, quiet.stderr
+    assert "env steps/s" in quiet.stdout
+    help_text = subprocess.run([sys.executable, "-m", "shmatari.bench", "--help"],
+                               capture_output=True, text=True, timeout=60).stdout
+    assert "'opening BACKEND ...'" in " ".join(help_text.split()), help_text

@@ -344,7 +344,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="with --sweep: write the PNG plot here (default shmatari-sweep.png)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr: neither the bars (on a terminal, with rich) "
+                        "nor the lines that replace them elsewhere ('opening BACKEND ...', "
+                        "'BACKEND, round i/N ...'); the table, the busy-machine warning and "
+                        "errors are printed still")
     return p
 
 
