@@ -118,6 +118,24 @@ def test_legacy_gym_names_warn_that_only_the_game_is_taken(name):
         assert shmatari.resolve_game(name) == "breakout"
 
 
+def test_the_legacy_name_warning_names_the_callers_line():
+    """resolve_game's warning was reported at ``sys:1`` (a fixed stacklevel
+    fit for make() only); make() and resolve_game() both name this file."""
+    import warnings
+
+    for call in (lambda: shmatari.resolve_game("BreakoutNoFrameskip-v4"),
+                 lambda: shmatari.config.build_config("BreakoutNoFrameskip-v4", 1, seed=0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert [w.category for w in caught] == [UserWarning]
+        assert caught[0].filename == __file__, caught[0].filename
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shmatari.make("BreakoutNoFrameskip-v4", num_envs=1, num_workers=1, seed=0).close()
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_game_names_with_underscores_and_digits():
     assert shmatari.resolve_game("MsPacman") == "ms_pacman"
     assert shmatari.resolve_game("ALE/MsPacman-v5") == "ms_pacman"

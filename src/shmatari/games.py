@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
+import sys
 import warnings
 
 __all__ = ["resolve_game", "rom_path", "list_games", "screen_shape"]
@@ -160,8 +162,21 @@ def resolve_game(env_id: str) -> str:
             f"{env_id!r} names Gym's legacy conventions (no sticky actions, other frame "
             f"skips), but shmatari takes only the game from it: its options follow ALE v5 "
             f"(frame_skip=4, repeat_action_probability=0.25, ...) unless you set them; "
-            f"preset='dqn' gives SB3's AtariWrapper conventions", UserWarning, stacklevel=4)
+            f"preset='dqn' gives SB3's AtariWrapper conventions", UserWarning,
+            stacklevel=_caller_stacklevel())
     return rom
+
+
+def _caller_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` for a warning of the function that
+    calls this one: the first frame outside this package, so that the
+    warning names the caller's line whichever way in led here (``make``,
+    ``resolve_game`` itself); a fixed level named ``sys:1`` for some."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def rom_path(rom_id: str) -> str:
