@@ -136,6 +136,11 @@ def test_the_legacy_name_warning_names_the_callers_line():
     assert [w.filename for w in caught] == [__file__]
 
 
+def test_dir_of_the_package_lists_no_module_it_used():
+    assert "importlib" not in dir(shmatari)
+    assert {"make", "resolve_game", "seeding"} <= set(dir(shmatari))
+
+
 def test_game_names_with_underscores_and_digits():
     assert shmatari.resolve_game("MsPacman") == "ms_pacman"
     assert shmatari.resolve_game("ALE/MsPacman-v5") == "ms_pacman"

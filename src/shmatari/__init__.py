@@ -13,8 +13,6 @@ that a worker process (which imports ``shmatari.worker``) never loads
 Gymnasium, the pool or the checker.
 """
 
-import importlib
-
 from .errors import (
     AttachError,
     CallOrderError,
@@ -63,6 +61,8 @@ _SUBMODULES = frozenset({
 
 
 def __getattr__(name: str):
+    from importlib import import_module  # here, so that dir(shmatari) lists no importlib
+
     module = _LAZY.get(name)
     if module is not None:
         from ._sigint import deferred_sigint
@@ -70,11 +70,11 @@ def __getattr__(name: str):
         # The pool imports Gymnasium, NumPy, ale-py: a Ctrl-C in their native
         # imports can come out as an ImportError or be lost; raise it after.
         with deferred_sigint():
-            value = getattr(importlib.import_module(f".{module}", __name__), name)
+            value = getattr(import_module(f".{module}", __name__), name)
         globals()[name] = value
         return value
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
