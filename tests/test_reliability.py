@@ -965,6 +965,53 @@ def test_make_out_of_processes_is_a_resource_limit_error(tmp_path):
     assert failures >= 4  # one failure per worker that could not be forked, at least
 
 
+ZYGOTE_PROC_LIMIT = """
+import json, os, sys
+cgroup = sys.argv[1]
+with open(f"{cgroup}/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))
+import shmatari
+tasks = int(open(f"{cgroup}/pids.current").read())
+with open(f"{cgroup}/pids.max", "w") as f:
+    f.write(str(tasks + 1))  # room for the zygote, none for a worker
+out = {}
+try:
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0, start_method="zygote")
+    out["made"] = True
+    env.close()
+except shmatari.ResourceLimitError as exc:
+    out["error"] = [type(exc).__name__, exc.errno, exc.resource, str(exc)]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_the_zygotes_fork_out_of_processes_is_a_resource_limit_error(tmp_path):
+    """The zygote's fork failing with EAGAIN (its pids.max reached: a cgroup's
+    limit holds root too, which RLIMIT_NPROC does not, so the test above
+    runs without the zygote): make() raises ResourceLimitError naming the
+    zygote's fork and the limits, and leaves no segment; the zygote itself
+    ends with the trainer, so the cgroup is empty afterwards."""
+    root = "/sys/fs/cgroup/pids"  # cgroup v1's pids controller
+    if not (os.path.isdir(root) and os.access(root, os.W_OK)):
+        pytest.skip(f"no writable {root} (cgroup v1's pids controller, as root)")
+    cgroup = f"{root}/shmatari-test-{os.getpid()}"
+    os.mkdir(cgroup)
+    try:
+        result, pid, output = run_plain_script(tmp_path, "zygote_procs.py",
+                                               ZYGOTE_PROC_LIMIT, cgroup)
+        assert result is not None, output
+        _nothing_left(pid, result)
+        kind, code, resource, message = result["error"]
+        assert (kind, code, resource) == ("ResourceLimitError", errno.EAGAIN, "processes")
+        assert "(the zygote's fork)" in message and "pids.max" in message, message
+        deadline = time.monotonic() + 10
+        while open(f"{cgroup}/pids.current").read().strip() != "0":
+            assert time.monotonic() < deadline, "a process of the pool outlived its trainer"
+            time.sleep(0.05)
+    finally:
+        os.rmdir(cgroup)
+
+
 # -- 6. no resource-tracker noise ------------------------------------------------
 
 TRACKER = '''
