@@ -42,7 +42,7 @@ def wait_dead(pid, timeout=5.0):
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
                     return
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped between open and read
             return
         time.sleep(0.01)
     raise AssertionError(f"pid {pid} still alive")
