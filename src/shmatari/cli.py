@@ -472,11 +472,7 @@ def _segment_changed(segment, total: int, ident) -> str | None:
         return msg.split("; remove it")[0]
     if size != total:
         return f"{path} was grown to {size} bytes (of {total})"
-    try:
-        st = os.lstat(path)
-        named = (st.st_dev, st.st_ino)
-    except FileNotFoundError:
-        named = None
+    named = shm.named_identity(segment.name)
     if named != ident:
         return (f"{path} was removed" if named is None else
                 f"{path} now names another file")

@@ -116,6 +116,18 @@ def identity(segment) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def named_identity(name: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file segment ``name`` names now in
+    ``SHM_DIR`` (``lstat``: a link is its own file), or None if there is none;
+    compared with :func:`identity` to tell whether the name still names the
+    segment a process holds."""
+    try:
+        st = os.lstat(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def unlink_own(name: str, ident: tuple[int, int] | None) -> bool:
     """Removes segment ``name`` only if the file the name points to now is
     the one this process holds (``ident``, from :func:`identity`): a stale
@@ -130,11 +142,10 @@ def unlink_own(name: str, ident: tuple[int, int] | None) -> bool:
         return unlink(name)
     if ident is None:
         return False
-    try:
-        st = os.lstat(os.path.join(SHM_DIR, name))
-    except FileNotFoundError:
+    named = named_identity(name)
+    if named is None:
         return False
-    if (st.st_dev, st.st_ino) != tuple(ident):
+    if named != tuple(ident):
         _log.info("left %s alone: it is no longer the segment this process created "
                   "(another pool took the name)", name)
         return False
