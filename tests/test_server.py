@@ -394,8 +394,8 @@ def test_ctrl_c_while_attach_drains_gives_the_claim_back(server):
     dead = python_client(f"""
 env = shmatari.attach({s.name!r})
 obs, info = env.reset()
+os.kill(env.worker_pids[0], signal.SIGSTOP)   # first: the step stays unanswered
 env.send([1, 1], env_id=info["env_id"])
-os.kill(env.worker_pids[0], signal.SIGSTOP)   # the step stays unanswered
 os.kill(os.getpid(), signal.SIGKILL)""")
     assert dead.wait(60) == -signal.SIGKILL, dead.stderr.read()
     worker = s.worker_pids[0]
