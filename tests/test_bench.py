@@ -443,3 +443,44 @@ def test_quiet_silences_the_progress_lines_and_nothing_else(tmp_path):
     help_text = subprocess.run([sys.executable, "-m", "shmatari.bench", "--help"],
                                capture_output=True, text=True, timeout=60).stdout
     assert "'opening BACKEND ...'" in " ".join(help_text.split()), help_text
+
+
+_PLANTED = """
+import os
+with open(os.environ["PLANTED_MARKER"], "a") as f:
+    f.write(f"{os.getpid()}\\n")
+raise ImportError("planted")
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+def test_a_module_planted_in_the_current_folder_runs_in_no_process_of_the_gymnasium_backend(
+        tmp_path):
+    """shmatari-bench run from a folder others can write (/tmp), as the
+    gymnasium backend alone: its AsyncVectorEnv started the resource tracker,
+    the fork server and its workers as ``python -c`` processes outside
+    ``atari.child_environment``, whose sys.path begins with the current
+    folder, so that a ``multiprocessing`` package planted there ran as the
+    user of the bench (test_env's test of the same for shmatari's pools)."""
+    import os
+
+    from shmatari._bench_backends import peer_available
+
+    if peer_available("gymnasium"):
+        pytest.skip(f"gymnasium backend: {peer_available('gymnasium')}")
+    folder = tmp_path / "shared"
+    (folder / "multiprocessing").mkdir(parents=True)
+    (folder / "multiprocessing" / "__init__.py").write_text(_PLANTED)
+    marker = tmp_path / "ran"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    env["PLANTED_MARKER"] = str(marker)
+    # A script elsewhere, as the console script is: the bench's own sys.path
+    # leaves the folder out (and no -P, which multiprocessing passes on to
+    # its children); only the processes it starts could import from it.
+    script = tmp_path / "shmatari-bench"
+    script.write_text("import sys\nfrom shmatari.bench import main\nsys.exit(main())\n")
+    proc = subprocess.run([sys.executable, str(script), *FAST,
+                           "--rounds", "1", "--num-envs", "2", "--backends", "gymnasium"],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not marker.exists(), f"the planted module ran in pid(s) {marker.read_text().split()}"

@@ -234,8 +234,14 @@ def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
                                    terminal_on_life_loss=False, grayscale_obs=True)
             return FrameStackObservation(e, 4)
 
-        env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
-                                        context=_config.mp_start_method(cfg.start_method))
+        from .atari import child_environment
+
+        # Its processes (and the resource tracker or fork server it may be
+        # the first to start) are `python -c ...`: with PYTHONSAFEPATH, a
+        # module planted in the current folder does not run in them.
+        with child_environment():
+            env = gym.vector.AsyncVectorEnv([thunk] * n, shared_memory=True,
+                                            context=_config.mp_start_method(cfg.start_method))
         return Runner(env, n, sync=True, reset=lambda: env.reset(seed=seed))
     raise ValueError(f"unknown backend {name!r}")
 
