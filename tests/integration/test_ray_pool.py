@@ -377,3 +377,48 @@ def test_reset_after_send_without_recv_drains_as_a_local_pool(cluster):
         assert np.array_equal(ro, lo)
         r, l_ = remote.step(np.full(4, 2)), local.step(np.full(4, 2))
         assert np.array_equal(r[0], l_[0]) and np.array_equal(r[1], l_[1])
+
+
+@pytest.mark.parametrize("tamper", ["negative_id", "other_nodes_ids", "duplicate_rows",
+                                    "frame_shape", "frame_dtype", "short_column"])
+def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, monkeypatch):
+    """A node's reply that does not answer its call, row for row, with the
+    frames' shape and dtype (a node of another version or options, or a
+    bug) breaks the pool with WorkerError naming the node. Before, rows of
+    env -1 or of another node's envs were returned and written into other
+    envs' stacks (a negative id indexes from the end), and a reply whose
+    frames did not fit raised a bare ValueError that left the pool open with
+    the node's rows lost, so that the next recv() waited forever."""
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    class Tampered(Node):
+        def step(self, ids, actions):
+            p = Node.step.__wrapped__(self, ids, actions)
+            if self.node != 0:
+                return p
+            if tamper == "negative_id":
+                p["env_id"] = np.full_like(p["env_id"], -1)
+            elif tamper == "other_nodes_ids":
+                p["env_id"] = p["env_id"] + 2
+            elif tamper == "duplicate_rows":
+                p = {k: np.concatenate([v, v]) for k, v in p.items()}
+            elif tamper == "frame_shape":
+                p["~frames"] = np.zeros((len(p["env_id"]), 3, 3), np.uint8)
+            elif tamper == "frame_dtype":
+                p["~frames"] = p["~frames"].astype(np.float64) + 0.5
+            elif tamper == "short_column":
+                p["~reward"] = p["~reward"][:1]
+            return p
+
+    monkeypatch.setattr(vector, "Node", Tampered)
+    with sray.make("null", 4, num_nodes=2, seed=0, **POOL) as env:
+        env.reset()
+        with pytest.raises(shmatari.WorkerError) as exc:
+            env.step(np.zeros(4, np.int64))
+        assert exc.value.worker == 0 and exc.value.env_ids == range(0, 2)
+        assert "node 0" in str(exc.value) and "malformed reply to step()" in str(exc.value)
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.PoolClosedError):
+            env.recv()
+        assert time.monotonic() - t0 < 5

@@ -356,6 +356,13 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._ready_count < self.batch_size:
             wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+            if not self._inflight:
+                # Nothing more can come (a reply lost its rows): waiting would never end.
+                raise self._break(WorkerError.of(
+                    "a node", None, range(self.num_envs),
+                    f"left {self.batch_size - self._ready_count} result(s) of this batch "
+                    f"unanswered with nothing in flight; the pool is broken: close() it",
+                    worker=-1, label="node"))
             done, _ = ray.wait(list(self._inflight), num_returns=1, timeout=wait)
             if done and len(self._inflight) > 1:
                 done = sorted(ray.wait(list(self._inflight), num_returns=len(self._inflight),
@@ -379,9 +386,90 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             return
         except ray.exceptions.RayError as exc:  # the node's method raised
             raise self._break(self._node_error(k, exc)) from None
+        problem = self._malformed(packet, k, kind, args)
+        if problem:
+            raise self._break(WorkerError.of(
+                f"node {k}", self.nodes[k]["pid"],
+                range(int(self._bounds[k]), int(self._bounds[k + 1])),
+                f"sent a malformed reply to {kind}(): {_core.printable(problem)}; the pool "
+                f"is broken (its envs' results are lost): close() it", worker=k,
+                label="node")) from None
         self.wire_bytes += wire_bytes(packet)
         self.wire_rows += len(packet["env_id"])
         self._decode(packet, kind, args)
+
+    def _malformed(self, packet, k: int, kind: str, args: tuple) -> str:
+        """What is wrong with node ``k``'s reply to a call (``kind``,
+        ``args``), or "": it must answer each env of the call once (env ids
+        of that node) and nothing else, with arrays of one row per env and
+        the frames' shape and dtype. A reply is the node's, and the node's
+        Ray actor is trusted code, but a node of another shmatari version or
+        options, or a bug, must not write other envs' stacks (a negative env
+        id indexes from the end), nor lose rows (the next recv() would wait
+        for them forever), nor hand the trainer arrays of another shape."""
+        if not isinstance(packet, dict):
+            return f"a {type(packet).__name__}, not a dict of arrays"
+        for key, v in packet.items():
+            if not isinstance(key, str):
+                return f"a key {key!r} that is not a str"
+            if not isinstance(v, np.ndarray) or v.ndim < 1 or v.dtype.hasobject:
+                got = f"dtype {v.dtype}, ndim {v.ndim}" if isinstance(v, np.ndarray) \
+                    else type(v).__name__
+                return f"{key!r} is not an array of numbers of one row per env (got {got})"
+        for key in ("env_id", "~op", "~frames"):
+            if key not in packet:
+                return f"no {key!r}"
+        ids = packet["env_id"]
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            return f"env_id of shape {ids.shape} and dtype {ids.dtype}, not int (n,)"
+        n = len(ids)
+        b, e = int(self._bounds[k]), int(self._bounds[k + 1])
+        if kind == "step":
+            want = np.asarray(args[0], np.int64) + b
+        elif args[0] is None:
+            want = np.arange(b, e)
+        else:
+            want = np.flatnonzero(np.asarray(args[0], bool) | np.asarray(args[1], bool)) + b
+        if n and not np.array_equal(np.sort(ids.astype(np.int64)), np.sort(want)):
+            return (f"rows of env(s) {ids[:16].tolist()}{' ...' if n > 16 else ''} "
+                    f"answering a call to env(s) {want[:16].tolist()}"
+                    f"{' ...' if want.size > 16 else ''}")
+        if not n and want.size:
+            return f"no rows, answering a call to {want.size} env(s)"
+        stack = self._stacks.shape[1:]
+        want_shape = {"~op": (n,), "~frames": (n,) + stack[1:]}
+        op = packet["~op"]
+        if op.shape == (n,):
+            want_shape["~full"] = (int((op == 3).sum()),) + stack
+        if "~fop" in packet or "~fframes" in packet:
+            m = packet.get("_final_obs")
+            if m is None or m.dtype != bool or m.shape != (n,):
+                return "final frames without a bool _final_obs of one row per env"
+            want_shape["~fop"] = (int(m.sum()),)
+            want_shape["~fframes"] = (int(m.sum()),) + stack[1:]
+            fop = packet.get("~fop")
+            if fop is not None and fop.shape == want_shape["~fop"]:
+                want_shape["~ffull"] = (int((fop == 3).sum()),) + stack
+        for key, shape in want_shape.items():
+            v = packet.get(key)
+            if v is None:
+                if key in ("~full", "~ffull") and not shape[0]:
+                    continue
+                return f"no {key!r}"
+            if v.shape != shape or v.dtype != np.uint8:
+                return f"{key!r} of shape {v.shape} and dtype {v.dtype}, not uint8 {shape}"
+        if (op > 3).any() or ("~fop" in packet and (packet["~fop"] > 3).any()):
+            return "a frame code that is none of OP_SHIFT, OP_FILL, OP_KEEP, OP_FULL"
+        for key, kinds in (("~reward", "f"), ("~terminated", "b"), ("~truncated", "b"),
+                           ("~observed", "b"), ("_final_obs", "b")):
+            if key in packet and packet[key].dtype.kind not in kinds:
+                return f"{key!r} of dtype {packet[key].dtype}"
+            if key not in packet and key in ("~reward", "~terminated", "~truncated"):
+                return f"no {key!r}"
+        for key, v in packet.items():
+            if key not in want_shape and len(v) != n:
+                return f"{key!r} has {len(v)} rows, the reply {n}"
+        return ""
 
     def _node_died(self, k: int, exc: BaseException, call: tuple) -> None:
         """Raises WorkerError, or restarts node ``k`` and resends its calls."""
