@@ -73,6 +73,9 @@ class _Resources:
         self.processes = []
         self.fault_pipes = []  # per worker: the read end of its faulthandler pipe
         self.client_pid = 0  # set while this process holds the client claim
+        # Set by xla(): jitted calls on this pool's client may still run
+        # (jax dispatches asynchronously) when the pool is released.
+        self.xla = False
         _LIVE_RESOURCES.add(self)
 
     def shutdown(self, timeout: float = CLOSE_TIMEOUT) -> None:
@@ -85,6 +88,30 @@ class _Resources:
             return
         with _deferred_sigint():
             self._shutdown(timeout)
+
+    def _wait_for_jitted_calls(self, seg) -> None:
+        """Waits for the jitted xla() calls this thread dispatched and that
+        may still run on the client (jax dispatches asynchronously), before
+        the client struct is zeroed and the segment unmapped under them (a
+        close() right after a jitted lax.scan, without block_until_ready,
+        crashed the process with SIGFPE). An owner first marks the pool
+        CLOSING: a call that waits then fails within SHMATARI_POLL_NS and
+        breaks the client, so the calls left fail at once and close() stays
+        bounded; their error is the jitted results' (the pool is closing)."""
+        import sys
+
+        jax = sys.modules.get("jax")
+        if jax is None:
+            return
+        if self.owner:
+            try:
+                seg.set_pool_state(_core.POOL_CLOSING)
+            except ValueError:
+                pass
+        try:
+            jax.effects_barrier()
+        except Exception:  # noqa: BLE001 - the failed call's error is its results'
+            pass
 
     def forget(self) -> None:
         """In a child forked from this process: drop the parent's pool
@@ -118,6 +145,8 @@ class _Resources:
             # Only if it still names this pool's file: another server may
             # have taken the name (shmatari serve --name) after removing ours.
             shm.unlink_own(segment.name, self.ident or shm.identity(segment))
+        if self.xla and seg is not None:
+            self._wait_for_jitted_calls(seg)
         if seg is not None:
             try:
                 if self.client_pid:

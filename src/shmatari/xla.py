@@ -62,8 +62,10 @@ None of these needs a Python callback, so none is used.
 
 Rules: one thread drives a pool at a time. jax dispatches asynchronously,
 so call ``jax.block_until_ready`` on a jitted call's results before calling
-the pool's Python methods (``reset``, ``step``, ``close``) again. A closed
-pool's functions fail with an ``XlaRuntimeError`` (its client is detached).
+the pool's Python methods (``reset``, ``step``) again. ``close`` waits for the
+jitted calls its thread dispatched (a ``make()`` pool is marked closing
+first, so a scan still running fails at its next call). A closed pool's
+functions fail with an ``XlaRuntimeError`` (its client is detached).
 """
 
 from __future__ import annotations
@@ -448,6 +450,9 @@ def make(pool, *, convert=None, timeout: float | None = None):
     # The functions hold `pool` (and so its client struct) alive as long as
     # any jitted program that calls them can run.
     send.pool = recv.pool = step.pool = pool
+    # close() waits for jitted calls still in flight before it releases the
+    # client under them (supervisor._Resources._wait_for_jitted_calls).
+    pool._res.xla = True
     return handle, recv, send, step
 
 

@@ -605,3 +605,49 @@ def test_xla_handlers_loaded_are_the_file_that_was_checked(tmp_path, monkeypatch
             os.chown(p, 65534, 65534)
 
     assert "belongs to uid 65534" in load_after(to_others_dir)
+
+
+_CLOSE_IN_FLIGHT = r"""
+import sys, time, jax, shmatari
+env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0)
+env.reset()
+handle, recv, send, step = env.xla()
+
+def body(handle, key):
+    handle, (obs, reward, term, trunc, info) = step(handle, jax.random.randint(key, (4,), 0, 4))
+    return handle, reward
+
+roll = jax.jit(lambda h, k: jax.lax.scan(body, h, jax.random.split(k, 5000)))
+out = roll(handle, jax.random.PRNGKey(0))  # dispatched: runs while Python goes on
+time.sleep(float(sys.argv[1]))
+t0 = time.monotonic()
+env.close()                                 # no block_until_ready first
+print("closed in %.2f s" % (time.monotonic() - t0), flush=True)
+try:
+    jax.block_until_ready(out)
+    print("finished", flush=True)
+except jax.errors.JaxRuntimeError as exc:
+    print("failed:", exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.5, 1.5])
+def test_xla_close_while_a_jitted_scan_runs_waits_for_it_and_does_not_crash(tmp_path, delay):
+    """close() right after a jitted lax.scan was dispatched (jax runs it
+    asynchronously), with no block_until_ready first, as a script that ends
+    its loop and closes does. close() zeroed the client struct that the XLA
+    handler was inside (SIGFPE: the whole process died, rc -8). It now marks
+    the pool closing and waits for the jitted calls: the scan's call fails
+    with the pool's words, close() stays short, nothing leaks."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "close_in_flight.py"
+    script.write_text(_CLOSE_IN_FLIGHT)
+    proc = subprocess.run([sys.executable, str(script), str(delay)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "closed in" in proc.stdout, proc.stdout
+    seconds = float(proc.stdout.split("closed in ")[1].split()[0])
+    assert seconds < 5.0, proc.stdout
+    assert "failed:" in proc.stdout and "closing" in proc.stdout, proc.stdout
