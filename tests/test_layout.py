@@ -204,3 +204,26 @@ def test_segment_refuses_foreign_headers():
     with pytest.raises(ValueError, match="smaller"):
         _core.Segment(data[: total - 1])
     assert np.dtype(_core.FIELDS[0][1]) == np.int32
+
+
+def test_c_client_under_strict_c11_after_a_system_header_says_what_to_do(tmp_path):
+    """A C trainer that includes <stdio.h> before shmatari.h and builds with
+    -std=c11 (the header says "C11"): glibc's feature macros are fixed by
+    then, and the build failed with a screen of implicit declarations of
+    syscall, clock_gettime, O_CLOEXEC... One #error now says what to do."""
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the feature-macro check is glibc's")
+    cc = next((c for c in map(shutil.which, ("cc", "gcc", "clang")) if c), None)
+    if cc is None:
+        pytest.skip("no C compiler on this machine")
+    src = tmp_path / "late.c"
+    src.write_text('#include <stdio.h>\n#include "shmatari/shmatari.h"\n'
+                   "int main(void) { shmatari_client c; (void)c; return 0; }\n")
+    res = subprocess.run([cc, "-std=c11", "-fsyntax-only", f"-I{INCLUDE}", str(src)],
+                         capture_output=True, text=True)
+    assert res.returncode != 0
+    # the first diagnostic is the #error (the compiler goes on after it)
+    first = next(line for line in res.stderr.splitlines() if "error" in line or "warning" in line)
+    assert "include it before any system header" in first, res.stderr[-1500:]

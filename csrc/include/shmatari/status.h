@@ -6,6 +6,12 @@
 #ifndef SHMATARI_STATUS_H
 #define SHMATARI_STATUS_H
 
+#if !defined(__cplusplus) && defined(_FEATURES_H) && !defined(__USE_MISC)
+/* glibc's feature macros are fixed by the first system header: one included
+ * before this one under -std=c11 leaves out syscall, clock_gettime, kill,
+ * O_CLOEXEC..., and the build fails with a screen of implicit declarations. */
+#error "shmatari.h under strict ISO C (-std=c11): include it before any system header (stdio.h, ...), or build with -std=gnu11 or -D_DEFAULT_SOURCE"
+#endif
 #if !defined(__cplusplus) && !defined(_DEFAULT_SOURCE) && !defined(_GNU_SOURCE)
 #define _DEFAULT_SOURCE 1 /* kill, mmap, syscall under -std=c11 (glibc) */
 #endif
