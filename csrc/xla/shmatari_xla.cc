@@ -317,7 +317,8 @@ ffi::Error Send(shmatari_client *c, ffi::Buffer<ffi::S32> action,
         std::to_string(c->geom.num_envs) + " envs");
   int r = step ? shmatari_check_step(c, (uint32_t)n) : SHMATARI_OK;
   if (r == SHMATARI_OK)
-    r = shmatari_send(c, action.typed_data(), env_id.typed_data(), (uint32_t)n);
+    r = shmatari_send_call(c, step ? SHMATARI_CALL_STEP : SHMATARI_CALL_SEND,
+                           action.typed_data(), env_id.typed_data(), (uint32_t)n);
   return r == SHMATARI_OK ? ffi::Error::Success() : StatusError(c, r);
 }
 

@@ -651,3 +651,18 @@ def test_xla_close_while_a_jitted_scan_runs_waits_for_it_and_does_not_crash(tmp_
     seconds = float(proc.stdout.split("closed in ")[1].split()[0])
     assert seconds < 5.0, proc.stdout
     assert "failed:" in proc.stdout and "closing" in proc.stdout, proc.stdout
+
+
+def test_xla_step_refusal_names_step_as_the_python_pool_does():
+    """A jitted step() refused (its envs still running after a send) named
+    the call send(), where the Python pool's step() names step()."""
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla()
+        handle = jax.block_until_ready(jax.jit(send)(handle, jnp.zeros(2, jnp.int32)))
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"call out of order: step\(\): env 0 is still running"):
+            jax.block_until_ready(jax.jit(step)(handle, jnp.zeros(2, jnp.int32)))
+        handle, _ = jax.block_until_ready(jax.jit(recv)(handle))  # the pool goes on
+    finally:
+        env.close()
