@@ -6,7 +6,7 @@
 #ifndef SHMATARI_STATUS_H
 #define SHMATARI_STATUS_H
 
-#if !defined(__cplusplus) && defined(_FEATURES_H) && !defined(__USE_MISC)
+#if !defined(__cplusplus) && defined(__GLIBC__) && !defined(__USE_MISC)
 /* glibc's feature macros are fixed by the first system header: one included
  * before this one under -std=c11 leaves out syscall, clock_gettime, kill,
  * O_CLOEXEC..., and the build fails with a screen of implicit declarations. */
