@@ -342,7 +342,8 @@ def make(pool, *, convert=None, timeout: float | None = None):
 
     Returns:
         (handle, recv, send, step): ``handle`` uint8 ``(8,)``; the three
-        functions are pure functions of the handle (jit-able).
+        functions are pure functions of the handle (jit-able), and raise
+        TypeError when traced with anything else for a handle.
 
     Raises:
         PoolClosedError: the pool is closed or broken.
@@ -430,18 +431,31 @@ def make(pool, *, convert=None, timeout: float | None = None):
         # for the handlers' checks to refuse.
         return _to_int32(action), _to_int32(env_id)
 
+    def check_handle(h):
+        # At trace time: a wrong array here would reach XLA's aliasing check
+        # and fail there in XLA's words (input_output_aliases ... uint8[8]).
+        h = jnp.asarray(h)
+        if h.shape != handle.shape or h.dtype != np.uint8:
+            raise TypeError(f"handle must be the uint8 {handle.shape} array xla() returned "
+                            f"(or the one the last call returned), got {h.dtype} "
+                            f"shape {h.shape}")
+        return h
+
     def send(handle, action, env_id=None):
+        handle = check_handle(handle)
         action, env_id = actions(action, env_id)
         call = jax.ffi.ffi_call(names["send"], (jax.ShapeDtypeStruct(handle.shape, np.uint8),),
                                 has_side_effect=True, input_output_aliases={0: 0})
         return call(handle, action, env_id, **attrs)[0]
 
     def recv(handle):
+        handle = check_handle(handle)
         call = jax.ffi.ffi_call(names["recv"], result_types(), has_side_effect=True,
                                 input_output_aliases={0: 0})
         return to_result(call(handle, timeout_ns=timeout_ns, **attrs))
 
     def step(handle, action, env_id=None):
+        handle = check_handle(handle)
         action, env_id = actions(action, env_id)
         call = jax.ffi.ffi_call(names["step"], result_types(), has_side_effect=True,
                                 input_output_aliases={0: 0})
