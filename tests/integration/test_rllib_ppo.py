@@ -24,8 +24,10 @@ from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from ray.tune.registry import register_env  # noqa: E402
 
 import shmatari  # noqa: E402
+from shmatari.seeding import worker_seed  # noqa: E402
 from conftest import pid_alive, shm_entries  # noqa: E402
 
+SEED = 3
 #: Envs per EnvRunner, steps each per iteration: 200 env steps an iteration.
 NUM_ENVS, FRAGMENT = 4, 50
 #: 100 frames at 4 a step and no no-ops: every episode is truncated at step 25.
@@ -51,26 +53,40 @@ def local_ray():
 
 
 def test_ppo_trains_on_shmatari_pools_and_stop_leaves_nothing(local_ray):
+    class PoolSeed(gym.vector.VectorWrapper):
+        """docs/migration.md's: RLlib's SEED + w becomes worker_seed(SEED, w)
+        (defined here: RLlib's actors unpickle it by value, not from this
+        test module, which they cannot import)."""
+
+        def __init__(self, env, base):
+            super().__init__(env)
+            self.base = base
+
+        def reset(self, *, seed=None, options=None):
+            if seed is not None:
+                seed = worker_seed(self.base, seed - self.base)
+            return self.env.reset(seed=seed, options=options)
+
     def make_pool(config):
         # RLlib calls this once per EnvRunner with env_config plus num_envs.
         pool = shmatari.make("Breakout", num_envs=config["num_envs"], num_workers=1,
                              noop_max=0, max_episode_frames=4 * EPISODE_STEPS,
                              episode_statistics=False)
         space = gym.spaces.Box(0.0, 1.0, (84, 84, 4), np.float32)
-        return gym.wrappers.vector.TransformObservation(
+        return PoolSeed(gym.wrappers.vector.TransformObservation(
             pool, lambda obs: np.moveaxis(obs, 1, -1).astype(np.float32) / 255.0,
-            single_observation_space=space)
+            single_observation_space=space), config["seed"])
 
     register_env("shmatari-breakout", make_pool)
     config = (
         PPOConfig()
-        .environment("shmatari-breakout")
+        .environment("shmatari-breakout", env_config={"seed": SEED})
         .env_runners(num_env_runners=1, num_envs_per_env_runner=NUM_ENVS,
                      gym_env_vectorize_mode="vector_entry_point",
                      rollout_fragment_length=FRAGMENT)
         .training(train_batch_size_per_learner=NUM_ENVS * FRAGMENT, minibatch_size=100,
                   num_epochs=1)
-        .debugging(seed=0)
+        .debugging(seed=SEED)
     )
     algo = config.build_algo()
     try:
@@ -99,6 +115,11 @@ def test_ppo_trains_on_shmatari_pools_and_stop_leaves_nothing(local_ray):
         # same_step it would lose the first step of every later episode).
         assert runners["num_episodes_lifetime"] == 2 * NUM_ENVS * FRAGMENT // EPISODE_STEPS
         assert runners["episode_len_min"] == runners["episode_len_max"] == EPISODE_STEPS
+        # The pool played the recipe's seed, not RLlib's SEED + worker_index
+        # (runner 1 of this run and runner 0 of a run with SEED + 1 alike).
+        ((index, played),) = algo.env_runner_group.foreach_env_runner(
+            lambda r: (r.worker_index, r.env.unwrapped.seed_entropy), local_env_runner=False)
+        assert index == 1 and played == worker_seed(SEED, 1) != SEED + 1
     finally:
         algo.stop()
     # stop() closes each EnvRunner's env: its segment and its processes go.
