@@ -34,7 +34,11 @@ on one source tree: ``ZERO_COPY=1`` (``make(zero_copy=True)``),
 ``PIN_WORKERS=1`` (worker *w* on the *w*-th core this process may use),
 ``WORKERS_SCHED_BATCH=1`` / ``TRAINER_SCHED_BATCH=1`` (``SCHED_BATCH`` for
 the workers / the trainer), ``CLIENT_SPIN_NS=N`` (the trainer polls N ns
-before it sleeps on the futex). The first build named
+before it sleeps on the futex), ``WORKER_SPIN_NS=N`` (the workers poll N ns,
+short and long, before they sleep), ``FOLLOW=1`` (workers pinned as
+``PIN_WORKERS``, and the trainer moves to the core of the worker whose batch
+comes next before it waits for it: the batch's rows are then in that
+core's cache, and the other worker keeps its core). The first build named
 (``--a``, then ``--b``, then the ``--build`` options in order) is the
 reference. Every pool has 2 workers and seed 0. ``--policy`` and
 ``--ceiling`` need builds that have ``shmatari._bench_backends``.
@@ -74,11 +78,18 @@ def pool():
     import os
     if os.environ.get("ZERO_COPY") == "1":
         order_kw["zero_copy"] = True
+    if os.environ.get("WORKER_SPIN_NS"):  # experiment: the workers' poll
+        import shmatari.supervisor as sup
+        spin = int(os.environ["WORKER_SPIN_NS"])
+        base_policy = sup.spin_policy
+        sup.spin_policy = lambda *a: dict(base_policy(*a), worker=(spin, shmatari._core.SPIN_YIELD, spin))
     env = shmatari.make(game, num_envs=num_envs, batch_size=batch_size, num_workers=2, seed=0,
                         **order_kw)
     obs, info = env.reset(seed=0)
     # Experiment knobs (a build's NAME=VALUE environment; see the docstring).
-    if os.environ.get("PIN_WORKERS") == "1":
+    follow = os.environ.get("FOLLOW") == "1"
+    cores = sorted(os.sched_getaffinity(0))
+    if os.environ.get("PIN_WORKERS") == "1" or follow:
         for w, pid in enumerate(env.worker_pids):
             os.sched_setaffinity(pid, {sorted(os.sched_getaffinity(0))[w % len(os.sched_getaffinity(0))]})
     if os.environ.get("WORKERS_SCHED_BATCH") == "1":
@@ -122,6 +133,9 @@ def pool():
             else:
                 obs, rew, term, trunc, info = env.recv()
                 env.send(act(obs, len(info["env_id"])), info["env_id"])
+                if follow:  # wait for the next batch on its worker's core
+                    w = int(info["env_id"][0]) * 2 // num_envs
+                    os.sched_setaffinity(0, {cores[(1 - w) % len(cores)]})
             n += batch_size
         print(n / (now - t0), flush=True)
     env.close()
