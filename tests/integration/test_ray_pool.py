@@ -422,3 +422,28 @@ def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, m
         with pytest.raises(shmatari.PoolClosedError):
             env.recv()
         assert time.monotonic() - t0 < 5
+
+
+def test_a_node_error_with_control_characters_reaches_the_trainer_escaped(cluster, monkeypatch):
+    """A node's own error text (its pool raised) comes to the trainer's
+    WorkerError with control characters and bidi controls written out
+    (``\\x1b``, ``\\u202e``), as a local worker's does: an escape sequence
+    in it would clear the terminal or retitle the window where the message
+    is printed or logged. Before, the node's text was passed on as it was."""
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    class Raising(Node):
+        def step(self, ids, actions):
+            if self.node == 0:
+                raise RuntimeError("bad \x1b[2J\x1b]0;owned\x07 \u202eexe.txt")
+            return Node.step.__wrapped__(self, ids, actions)
+
+    monkeypatch.setattr(vector, "Node", Raising)
+    with sray.make("null", 4, num_nodes=2, seed=0, **POOL) as env:
+        env.reset()
+        with pytest.raises(shmatari.WorkerError) as exc:
+            env.step(np.zeros(4, np.int64))
+    text = str(exc.value)
+    assert "node 0" in text and "bad \\x1b[2J\\x1b]0;owned\\x07 \\u202eexe.txt" in text, text
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text

@@ -221,7 +221,9 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
     def _node_error(self, k: int, exc: BaseException, during: str = "") -> WorkerError:
         died = isinstance(exc, ray.exceptions.RayActorError)
         cause = getattr(exc, "cause", None)
-        text = str(cause if cause is not None else exc).strip()
+        # The node's text, as a worker's, may carry escape sequences or bidi
+        # controls (an error message quoting a file name, a ROM's text...).
+        text = _core.printable(str(cause if cause is not None else exc).strip())
         head = text.splitlines()[0] if text else type(exc).__name__
         what = (f"{'died' if died else 'failed'}{' while ' + during if during else ''}: "
                 + (head if died else f"its pool raised {head}"))
