@@ -1235,36 +1235,35 @@ def _serve_with_its_log(name: str) -> subprocess.Popen:
 
 
 _LOST_STOP_SCRIPT = """
-import gc, os, signal, sys, threading, time
+import gc, os, signal, sys
 from shmatari import cli
 
 fired = []
 
 
 class Trap:
-    # A cycle with a finalizer: the cyclic GC frees it in whichever thread
-    # allocates next, here serve's main loop.
+    # A cycle with a finalizer, freed by a collection in serve's main thread.
     def __init__(self):
         self.me = self
 
     def __del__(self):
-        if fired or threading.current_thread() is not threading.main_thread():
-            return
-        fired.append(1)
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(10000):  # the handler runs in here: its exception is lost
             pass
 
 
-def arm():
-    time.sleep(1.0)
-    gc.set_threshold(1)
-    while not fired:
+def hook(frame, event, arg):
+    # Once serve's loop runs (its first look at its file), free a Trap there,
+    # once: a cyclic collection in the main thread, as any allocation of the
+    # loop may set off. (Left to chance, the collection often ran in another
+    # thread, and under load came during start-up.)
+    if event == "call" and frame.f_code.co_name == "_segment_changed" and not fired:
+        fired.append(1)
         Trap()
-        time.sleep(0.02)
+        gc.collect()
 
 
-threading.Thread(target=arm, daemon=True).start()
+sys.setprofile(hook)
 sys.exit(cli.main(["serve", "Breakout", "--num-envs", "2", "--num-workers", "1",
                    "--name", sys.argv[1]]))
 """
