@@ -48,7 +48,7 @@ enum shmatari_status {
   SHMATARI_ERR_TIMEOUT = -5,      /* the timeout passed */
   SHMATARI_ERR_SERVER_DEAD = -6,  /* the owner (server) process is gone */
   SHMATARI_ERR_WORKER = -7,       /* a worker failed or died */
-  SHMATARI_ERR_CLOSED = -8,       /* the server is closing the pool */
+  SHMATARI_ERR_CLOSED = -8,       /* the pool's owner is closing it */
   SHMATARI_ERR_INTERRUPTED = -9,  /* a signal arrived; call again to go on */
   SHMATARI_ERR_INVALID = -10,     /* a bad argument */
   SHMATARI_ERR_STATE = -11,       /* a call out of order */
