@@ -8,6 +8,7 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,16 @@ def pid_alive(pid: int) -> bool:
             return True
         except ProcessLookupError:
             return False
+
+
+def wait_until(cond, seconds: float) -> bool:
+    """Polls ``cond()`` every 0.1 s for up to ``seconds``: whether it held."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
 
 
 #: AddressSanitizer and UBSan, stopping at the first report.

@@ -15,7 +15,7 @@ psutil = pytest.importorskip("psutil")
 
 import shmatari  # noqa: E402
 import shmatari.ray as sray  # noqa: E402
-from conftest import SHM_DIR  # noqa: E402
+from conftest import SHM_DIR, wait_until  # noqa: E402
 
 #: Small pools: the cluster shares two cores with everything else.
 POOL = dict(num_workers=1)
@@ -42,15 +42,6 @@ def cluster():
 def segments_of(pids) -> set[str]:
     prefixes = tuple(f"shmatari_{p}_" for p in pids)
     return {n for n in os.listdir(SHM_DIR) if n.startswith(prefixes)}
-
-
-def wait_until(cond, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 def descendants(pid: int) -> list[int]:

@@ -7,7 +7,6 @@ scaled to float32 for RLlib's CNN encoder."""
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -25,22 +24,13 @@ from ray.tune.registry import register_env  # noqa: E402
 
 import shmatari  # noqa: E402
 from shmatari.seeding import worker_seed  # noqa: E402
-from conftest import pid_alive, shm_entries  # noqa: E402
+from conftest import pid_alive, shm_entries, wait_until  # noqa: E402
 
 SEED = 3
 #: Envs per EnvRunner, steps each per iteration: 200 env steps an iteration.
 NUM_ENVS, FRAGMENT = 4, 50
 #: 100 frames at 4 a step and no no-ops: every episode is truncated at step 25.
 EPISODE_STEPS = 25
-
-
-def wait_until(cond, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 @pytest.fixture
