@@ -239,6 +239,36 @@ def test_no_op_starts_are_saved_up_to_a_cap_and_larger_draws_are_emulated():
     assert cores[0].saved_starts == cap and cores[1].saved_starts == 0
 
 
+@pytest.mark.parametrize("game,opts", [
+    ("star_gunner", {}),
+    ("gravitar", {}),
+    ("riverraid", {"noop_max": 64}),
+    ("earthworld", {"noop_max": 64}),
+    ("star_gunner", {"grayscale": False}),
+])
+def test_the_no_op_starts_learned_in_one_pass_show_their_own_colours(game, opts):
+    """learn_noops saves the starts after 1..noop_max no-ops in one pass, and
+    each start's screen holds palette indices the worker's palette learns
+    from ALE's conversion of the *current* screen. Learning them after the
+    pass read the colours of its last frame instead: in these games a start
+    shows an index not seen before, and its observation (and every later
+    one with that index, in every env of the worker) came out in other
+    colours than with ALE's resets (Star Gunner's whole background)."""
+    opts = dict(max_episode_steps=2, **opts)  # a new game every 3 steps
+    cfgs = [config.build_config(game, num_envs=1, seed=4, fast_reset=f, **opts)
+            for f in ("auto", "off")]
+    cores = [atari.build_core(c, 0, atari.build_palette(c)) for c in cfgs]
+    assert cores[0].fast_reset and not cores[1].fast_reset
+    obs = [np.empty(cfgs[0].obs_shape, np.uint8) for _ in cores]
+    for t in range(30):
+        for core, o in zip(cores, obs):
+            core.step(0) if t else core.reset()
+            core.obs_into(o)
+        assert cores[0].result() == cores[1].result(), t
+        assert np.array_equal(*obs), t
+    assert cores[0].saved_starts > 0
+
+
 def _core(game, **opts):
     cfg = config.build_config(game, num_envs=1, seed=4, **opts)
     return atari.build_core(cfg, 0, atari.build_palette(cfg))

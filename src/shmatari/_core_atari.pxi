@@ -231,8 +231,10 @@ cdef class AtariCore(EnvCore):
         if noops > 0 and self._fast is not None:
             if not self._fast.learned and not self._fast.saved_noops(noops):
                 # the first fast new game saves every start in one pass
-                for screen in self._fast.learn_noops(self.noop_max, self.max_episode_frames):
-                    self._learn_screen(screen)
+                # each saved screen's colours are learned while it is ALE's
+                # current screen (the palette reads them from ALE's conversion)
+                self._fast.learn_noops(self.noop_max, self.max_episode_frames,
+                                       self._learn_current_screen)
             if self._fast.saved_noops(noops):
                 return self._restore_noops(noops)
         self._restart_game()
@@ -297,9 +299,16 @@ cdef class AtariCore(EnvCore):
         self._fast = fast
         return 0
 
+    def _learn_current_screen(self, screen):
+        """``_learn_screen`` for ``FastReset.learn_noops``, which calls it
+        with each start it saves while that screen is ALE's current one."""
+        self._learn_screen(screen)
+
     cdef int _learn_screen(self, const uint8_t[:, ::1] screen) except -1:
         """Learns the palette indices of a saved screen, which a restore
-        shows without ALE's screen (``_capture``, ``write_render``)."""
+        shows without ALE's screen (``_capture``, ``write_render``). The
+        screen must be ALE's current screen: the colours are read from ALE's
+        conversion of it (``Palette.ensure_known``)."""
         self.palette.ensure_known(self.ale, &screen[0, 0], NULL)
         if self.render_palette is not None:
             self.render_palette.ensure_known(self.ale, &screen[0, 0], NULL)

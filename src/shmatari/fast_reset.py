@@ -298,7 +298,7 @@ class FastReset:
         self._starts[noops] = (header, body, tail, screen, int(reward))
         return screen
 
-    def learn_noops(self, noop_max: int, max_episode_frames: int = 0) -> list:
+    def learn_noops(self, noop_max: int, max_episode_frames: int = 0, learn=None) -> list:
         """Saves every start after 1..``noop_max`` no-op frames in one pass:
         a fast reset (:meth:`restore`), then ``noop_max`` NOOP frames, saving
         the state after each (:meth:`save_noops`) until one ends the game or
@@ -311,6 +311,12 @@ class FastReset:
         frames after a reset are NOOPs, whatever the sticky draws), and the
         env is left as it was found: state, generator and frame count
         (``cloneState(include_rng=True)`` and back).
+
+        ``learn(screen)``, if given, is called with each screen saved while
+        it is still ALE's current screen: a palette learns a screen's colours
+        from ALE's conversion of the current screen, and once the pass is
+        over ALE shows only its last frame (learning the earlier screens
+        then mapped their new palette indices to the last frame's colours).
 
         Returns:
             list[np.ndarray]: the screens saved (palette indices, uint8,
@@ -329,6 +335,8 @@ class FastReset:
                 break
             if k not in self._starts:
                 screens.append(self.save_noops(k, reward))
+                if learn is not None:
+                    learn(screens[-1])
         ale.restoreState(before)
         return screens
 
