@@ -320,7 +320,8 @@ class FastReset:
 
         Returns:
             list[np.ndarray]: the screens saved (palette indices, uint8,
-            (210, 160)), for the caller to learn their colours.
+            (210, 160)); their colours are to be learned through ``learn``,
+            not from this list, once ALE has moved on.
         """
         ale = self._ale
         self.learned = True
