@@ -1129,6 +1129,45 @@ def test_ctrl_c_during_close_still_removes_everything(tmp_path):
     assert_gone(res["pids"], res["name"])
 
 
+def test_ctrl_c_handed_to_another_thread_ends_a_reset_waiting_for_a_stopped_worker(tmp_path):
+    """reset() first waits, in C (shmatari_reset_envs), for the commands in
+    flight. A Ctrl-C that the kernel hands to another thread of the trainer
+    (torch and JAX run many), or that lands between two slices of that wait,
+    never interrupted its sleep: it only set Python's flag, and reset()
+    waited out its timeout (60 s by default, for good with timeout=None).
+    ``pthread_kill`` hands it to another thread every time. It is raised
+    now, with nothing dropped: after SIGCONT the step's results arrive."""
+    proc, res = run_script(tmp_path, """
+        import threading
+        if __name__ == "__main__":
+            env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=0)
+            env.reset()
+            name, pids = env.segment_name, list(env.worker_pids)
+            os.kill(pids[0], signal.SIGSTOP)
+            env.send(np.ones(2, np.int64))
+            threading.Timer(0.5, lambda: signal.pthread_kill(threading.get_ident(),
+                                                             signal.SIGINT)).start()
+            outcome = "returned"
+            t0 = time.monotonic()
+            try:
+                env.reset(timeout=30)
+            except KeyboardInterrupt:
+                outcome = "interrupted"
+            except shmatari.StepTimeoutError:
+                outcome = "timed out"
+            seconds = time.monotonic() - t0
+            os.kill(pids[0], signal.SIGCONT)
+            obs, reward, terminated, truncated, info = env.recv(timeout=10)
+            emit(outcome=outcome, seconds=seconds, steps=info["elapsed_step"].tolist(),
+                 name=name, pids=pids)
+            env.close()
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert res["outcome"] == "interrupted" and res["seconds"] < 10, res
+    assert res["steps"] == [1, 1]  # the step sent before the reset: nothing was dropped
+    assert_gone(res["pids"], res["name"])
+
+
 def test_close_is_bounded_when_every_worker_is_stopped(tmp_path):
     proc, res = run_script(tmp_path, """
         if __name__ == "__main__":

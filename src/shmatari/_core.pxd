@@ -162,9 +162,13 @@ cdef extern from "shmatari/shmatari.h" nogil:
                              char *msg, size_t len)
     int shmatari_pool_check(const shmatari_geom *g, int check_pids, char *msg,
                             size_t len)
-    int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
-                           int64_t timeout_ns, int32_t *holder, uint64_t *next_batch,
-                           char *msg, size_t len)
+    const int64_t SHMATARI_POLL_NS
+    int shmatari_wait_running(const shmatari_geom *g, int64_t timeout_ns, char *msg,
+                              size_t len)
+    int shmatari_claim(shmatari_header *h, int32_t pid, int32_t *holder, char *msg,
+                       size_t len)
+    int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns, uint64_t *next_batch,
+                         char *msg, size_t len)
     void shmatari_unclaim(shmatari_header *h, int32_t pid)
     void shmatari_post(const shmatari_geom *g, const uint32_t *env_worker,
                        uint8_t *touched, const uint32_t *env_ids, uint32_t n,

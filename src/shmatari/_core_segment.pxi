@@ -3,6 +3,55 @@
 # --------------------------------------------------------------------------
 # A mapped segment
 
+cdef enum:
+    WAIT_RUNNING, WAIT_RECOVER, WAIT_RESET
+
+
+cdef int _sliced(int what, const shmatari_geom *g, shmatari_client *c, uint32_t cmd,
+                 const uint8_t *mask, int64_t deadline, uint64_t *next_batch, char *msg,
+                 size_t len) except? -1000:
+    """Runs one of the C waits a Python caller makes with no limit of its
+    own (what: WAIT_RUNNING, ``shmatari_wait_running(g)``; WAIT_RECOVER,
+    ``shmatari_recover(g, next_batch)``; WAIT_RESET,
+    ``shmatari_reset_envs(c, cmd, mask)``) until ``deadline`` (monotonic ns,
+    -1: none), in slices of ``SHMATARI_POLL_NS``, running Python's signal
+    handlers between them. Each of these calls, timed out or interrupted,
+    changed nothing and may be called again (their comments in shmatari.h).
+
+    A C wait sees a signal only if it lands during its sleep (EINTR). One
+    that lands between two slices of the C loop, or that the kernel hands
+    to another thread (PyTorch and JAX run many), only sets Python's flag,
+    which nothing checked while the C loop ran: a Ctrl-C waited out the
+    whole timeout, or forever (the Ctrl-C test of attach() failed so about
+    once in ten suites under load, until 2026-12-05).
+
+    Returns the call's status code: SHMATARI_ERR_TIMEOUT only once the
+    deadline has passed.
+
+    Raises:
+        KeyboardInterrupt (or any signal handler's exception), after the
+        call that was interrupted returned: nothing changed by it.
+    """
+    cdef int r
+    cdef int64_t left
+    while True:
+        left = SHMATARI_POLL_NS
+        if deadline >= 0:
+            left = max(<int64_t>0, min(left, deadline - shmatari_now_ns()))
+        with nogil:
+            if what == WAIT_RUNNING:
+                r = shmatari_wait_running(g, left, msg, len)
+            elif what == WAIT_RECOVER:
+                r = shmatari_recover(g, left, next_batch, msg, len)
+            else:
+                r = shmatari_reset_envs(c, cmd, mask, left)
+        if r == SHMATARI_ERR_INTERRUPTED or (
+                r == SHMATARI_ERR_TIMEOUT and (deadline < 0 or shmatari_now_ns() < deadline)):
+            PyErr_CheckSignals()  # raises, or the handlers returned: wait on
+            continue
+        return r
+
+
 cdef class Segment(ClientMachine):
     """Typed access to a mapped shmatari segment.
 
@@ -244,10 +293,14 @@ cdef class Segment(ClientMachine):
 
     # -- the client's side (shmatari/shmatari.h) ---------------------------
     def open_client(self, int32_t pid, double timeout, record=None):
-        """Attaches process ``pid`` as the pool's client (``shmatari_open_pool``):
-        waits up to ``timeout`` seconds for the pool to run, claims it (one
-        client at a time; a dead client's claim is taken over) and recovers it
-        from any previous client (``shmatari_recover``).
+        """Attaches process ``pid`` as the pool's client, as
+        ``shmatari_open_pool`` does: waits up to ``timeout`` seconds for the
+        pool to run (``shmatari_wait_running``), claims it (one client at a
+        time; a dead client's claim is taken over: ``shmatari_claim``) and
+        recovers it from any previous client (``shmatari_recover``). Each
+        wait runs in slices of ``SHMATARI_POLL_NS`` with Python's signal
+        handlers run between them (:func:`_sliced`), the claim kept across
+        them.
 
         ``record``: an object whose ``client_pid`` is set to ``pid`` here, once
         the claim is this call's, with no Python code run in between, so that
@@ -269,20 +322,22 @@ cdef class Segment(ClientMachine):
         cdef int32_t holder = 0
         cdef uint64_t next_batch = 0
         cdef int r
-        cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
+        cdef int64_t timeout_ns = timeout_to_ns(timeout)
         cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
-        while True:
-            if deadline >= 0:  # one deadline across the signals that interrupt it
-                left = max(<int64_t>0, deadline - shmatari_now_ns())
-            msg[0] = 0
-            with nogil:
-                r = shmatari_open_pool(&self.geo, pid, left, &holder, &next_batch, msg,
-                                       sizeof(msg))
-            if r != SHMATARI_ERR_INTERRUPTED:
-                break
-            # Ctrl-C: the claim was not kept; the handler's exception, if
-            # any, is raised here, else the attach goes on
-            PyErr_CheckSignals()
+        msg[0] = 0
+        r = _sliced(WAIT_RUNNING, &self.geo, NULL, 0, NULL, deadline, NULL, msg, sizeof(msg))
+        if r == SHMATARI_ERR_TIMEOUT:
+            return r, 0, f"the pool was still starting after {timeout:.1f} s"
+        if r == SHMATARI_OK:
+            r = shmatari_claim(self.hdr, pid, &holder, msg, sizeof(msg))
+        if r != SHMATARI_OK:
+            return r, holder, msg.decode("utf-8", "replace")
+        try:
+            r = _sliced(WAIT_RECOVER, &self.geo, NULL, 0, NULL, deadline, &next_batch, msg,
+                       sizeof(msg))
+        except BaseException:  # a signal handler's exception: the claim is not kept
+            shmatari_unclaim(self.hdr, pid)
+            raise
         if r == SHMATARI_OK:
             shmatari_client_close(&self.cl)
             self.cl.pid = pid
@@ -293,7 +348,12 @@ cdef class Segment(ClientMachine):
                 return r, 0, self.client_error
             if record is not None:
                 record.client_pid = pid
-        return r, holder, msg.decode("utf-8", "replace")
+            return r, 0, ""
+        shmatari_unclaim(self.hdr, pid)
+        if r == SHMATARI_ERR_TIMEOUT:
+            return r, 0, (f"a command of the previous client was still running after "
+                          f"{timeout:.1f} s")
+        return r, 0, msg.decode("utf-8", "replace")
 
     def unclaim(self, int32_t pid):
         """Frees the client claim if ``pid`` holds it, and nothing else
@@ -347,7 +407,7 @@ cdef class Segment(ClientMachine):
         no limit, for the commands in flight) or the envs of a uint8
         ``mask``. Returns the status code (``STATUS["timeout"]``: nothing
         was dropped; a signal during the drain raises its exception, with
-        nothing dropped).
+        nothing dropped: the drain runs in slices, :func:`_sliced`).
 
         Raises:
             KeyboardInterrupt (or any signal handler's exception).
@@ -356,17 +416,9 @@ cdef class Segment(ClientMachine):
         if self.cl.hdr == NULL:
             raise ValueError("no client open")
         cdef const uint8_t *m = self._mask(mask)
-        cdef int r
-        cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
+        cdef int64_t timeout_ns = timeout_to_ns(timeout)
         cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
-        while True:
-            if deadline >= 0:  # one deadline across the signals that interrupt the drain
-                left = max(<int64_t>0, deadline - shmatari_now_ns())
-            with nogil:
-                r = shmatari_reset_envs(&self.cl, cmd, m, left)
-            if r != SHMATARI_ERR_INTERRUPTED:
-                return r
-            PyErr_CheckSignals()  # raises, or the handler returned: drain on
+        return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0)
 
     def client_next_batch(self, double timeout):
         """``shmatari_next_batch``: waits up to ``timeout`` seconds for the
