@@ -1137,6 +1137,31 @@ def test_c_attach_without_a_limit_waits_for_a_server_still_starting(timeout_ns, 
             client.wait()
 
 
+def test_c_attach_waiting_for_a_server_returns_interrupted_on_a_signal(tmp_path):
+    """shmatari_attach waiting for a server still starting (no segment yet)
+    slept through signals: its nanosleep's EINTR was ignored, so a trainer
+    whose SIGINT handler only sets a flag waited for good with timeout_ns
+    -1 (a signal pass). It returns SHMATARI_ERR_INTERRUPTED now, as its
+    other waits do, with nothing held."""
+    exe = tmp_path / "attach_wait"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
+                     "-o", str(exe)])
+    client = subprocess.Popen([str(exe), f"t{os.getpid()}never", "-1"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        time.sleep(0.5)  # it waits for a server that never comes
+        assert client.poll() is None, client.stdout.read()
+        client.send_signal(signal.SIGINT)
+        out, _ = client.communicate(timeout=10)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert client.returncode == 1, out
+    assert out.startswith(f"status {_core.ERR_INTERRUPTED} after ") and "interrupted by a signal" in out
+    assert out.rstrip().endswith("(SIGINT caught)"), out
+
+
 def test_a_server_killed_as_it_publishes_its_name_leaves_nothing_for_good():
     """serve --name linked its segment to shmatari_<name> before writing the
     header: a server killed (kill -9, the OOM killer) right after left a file

@@ -175,7 +175,10 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
   if (r != SHMATARI_OK) return r;
   /* A server that is still starting has no segment yet, or one whose header
    * is still zero: look again every 20 ms until timeout_ns has passed (< 0:
-   * no limit, as every other wait of the client). */
+   * no limit, as every other wait of the client). A signal that lands in
+   * one of these sleeps returns _ERR_INTERRUPTED, as the other waits do
+   * (nothing is held yet): ignored, a trainer whose handler only sets a
+   * flag waited for good for a server that never came. */
   const int64_t deadline = shmatari_deadline(timeout_ns); /* -1: no limit */
   const struct timespec retry = {0, 20000000};
 #if defined(__linux__)
@@ -192,7 +195,10 @@ again:;
   int fd = SHMATARI_OPEN_SEGMENT();
   while (fd < 0 && errno == ENOENT &&
          (deadline < 0 || shmatari_now_ns() < deadline)) {
-    nanosleep(&retry, NULL);
+    if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
+      return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
+                           "interrupted by a signal while waiting for %s",
+                           path);
     fd = SHMATARI_OPEN_SEGMENT();
   }
 #undef SHMATARI_OPEN_SEGMENT
@@ -235,7 +241,10 @@ again:;
   if (((shmatari_header *)base)->magic == 0 &&
       (deadline < 0 || shmatari_now_ns() < deadline)) {
     munmap(base, (size_t)st.st_size); /* the header is still being written */
-    nanosleep(&retry, NULL);
+    if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
+      return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
+                           "interrupted by a signal while waiting for %s",
+                           path);
     goto again;
   }
   shmatari_geom g;
