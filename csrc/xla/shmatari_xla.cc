@@ -227,7 +227,7 @@ int RaiseAgain(void *) {  // a pending call: the main thread, the GIL held
   return -1;
 }
 
-// After SHMATARI_ERR_INTERRUPTED: runs Python's signal handlers where this
+// After each slice of a wait: runs Python's signal handlers where this
 // is the main thread (Python runs them there alone). True: one raised (the
 // wait ends); false: none did, or not here: wait on.
 bool SignalRaised() {
@@ -273,8 +273,13 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
     }
     int r = shmatari_next_batch(c, wait);
     if (r == SHMATARI_OK) break;
-    if (r == SHMATARI_ERR_INTERRUPTED && SignalRaised()) return InterruptedError(c);
     bool again = r == SHMATARI_ERR_TIMEOUT || r == SHMATARI_ERR_INTERRUPTED;
+    // After every slice, not only after EINTR: a signal that the kernel
+    // handed to another thread (jax runs many), or that landed between two
+    // slices, never interrupts this thread's sleep; it only sets Python's
+    // flag, and a Ctrl-C waited for the batch (forever, from a stopped
+    // worker), as _core._sliced's waits did until 2026-12-05.
+    if (again && SignalRaised()) return InterruptedError(c);
     if (!again || (deadline >= 0 && shmatari_now_ns() >= deadline))
       return again ? TimeoutError(c, timeout_ns) : StatusError(c, r);
   }

@@ -473,6 +473,52 @@ def test_xla_wait_runs_python_signal_handlers_and_ctrl_c_ends_it():
         env.close()
 
 
+def test_xla_wait_ends_on_a_ctrl_c_handed_to_another_thread():
+    """A SIGINT that the kernel hands to another thread (jax runs many)
+    never interrupts the jitted wait's sleep: it only sets Python's flag,
+    which the handler looked at only after an interrupted sleep, so the
+    wait went on until a batch came, for good from a stopped worker (a
+    signal pass; the same bug as attach()'s). The flag is looked at after
+    every slice now. ``pthread_kill`` hands it to another thread; a timer
+    resumes the worker after 10 s, where the old code returned."""
+    import os
+    import signal
+    import threading
+    import time
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        handle, recv, send, step = env.xla()
+        send_j, recv_j = jax.jit(send), jax.jit(recv)
+        handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+        handle, _ = jax.block_until_ready(recv_j(handle))  # compiled before the clock
+        (pid,) = env.worker_pids
+        os.kill(pid, signal.SIGSTOP)
+        valve = threading.Timer(10.0, os.kill, (pid, signal.SIGCONT))
+        try:
+            handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
+            ctrl_c = threading.Timer(0.3, lambda: signal.pthread_kill(threading.get_ident(),
+                                                                      signal.SIGINT))
+            valve.start()
+            ctrl_c.start()
+            t0 = time.monotonic()
+            returned = False
+            with pytest.raises(KeyboardInterrupt):
+                jax.block_until_ready(recv_j(handle))
+                returned = True
+                time.sleep(5)  # where a late KeyboardInterrupt would land instead
+            ctrl_c.join()
+            assert not returned and time.monotonic() - t0 < 3.0
+        finally:
+            valve.cancel()
+            os.kill(pid, signal.SIGCONT)
+        handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
+        assert np.asarray(info["elapsed_step"]).tolist() == [2, 2]  # nothing was taken
+    finally:
+        env.close()
+
+
 def test_xla_wide_actions_and_env_ids_saturate_and_are_refused():
     """With jax_enable_x64 an int64 action of 2**32 + 3 (or env id 2**32)
     is refused as out of range, as the Python pool refuses it, not narrowed
