@@ -370,6 +370,40 @@ def test_reset_after_send_without_recv_drains_as_a_local_pool(cluster):
         assert np.array_equal(r[0], l_[0]) and np.array_equal(r[1], l_[1])
 
 
+def test_ctrl_c_in_resets_drain_leaves_the_call_in_flight_as_a_local_pool(cluster, monkeypatch):
+    """A Ctrl-C while reset() waits for a step in flight (a send() without
+    recv()) leaves the step in flight, as a local pool's reset() does: the
+    next recv() returns it. The call was taken off the books before
+    ray.get answered, so its reply was lost, and that recv() broke the
+    pool ("left 2 result(s) ... unanswered with nothing in flight", a
+    signal pass)."""
+    import threading
+
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    class Slow(Node):
+        def step(self, ids, actions):
+            if self.node == 0:
+                time.sleep(3.0)  # answers after the Ctrl-C
+            return Node.step.__wrapped__(self, ids, actions)
+
+    monkeypatch.setattr(vector, "Node", Slow)
+    with sray.make("Breakout", 4, num_nodes=2, seed=3, **POOL) as remote, \
+            shmatari.make("Breakout", 4, seed=3, **POOL) as local:
+        remote.reset()
+        local.reset()
+        remote.send(np.full(4, 2))
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            remote.reset()
+            time.sleep(5)  # where a late KeyboardInterrupt would land instead
+        timer.join()
+        assert_same_rows(local.step(np.full(4, 2)), remote.recv(timeout=30))
+        assert_same_rows(local.step(np.full(4, 1)), remote.step(np.full(4, 1)))
+
+
 @pytest.mark.parametrize("tamper", ["negative_id", "other_nodes_ids", "duplicate_rows",
                                     "frame_shape", "frame_dtype", "short_column"])
 def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, monkeypatch):

@@ -379,15 +379,23 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         return self._take_batch()
 
     def _receive(self, ref) -> None:
-        seq, k, kind, args = self._inflight.pop(ref)
+        # Taken out of _inflight once ray.get has answered: a Ctrl-C while it
+        # waits (reset()'s drain) leaves the call in flight, as the local
+        # pool's reset() does. Popped before, its reply was lost: the next
+        # recv() broke the pool ("left N result(s) unanswered with nothing
+        # in flight"), though the node had answered.
+        seq, k, kind, args = self._inflight[ref]
         try:
             packet = ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
                 ray.exceptions.OwnerDiedError) as exc:
+            del self._inflight[ref]
             self._node_died(k, exc, (seq, kind, args))
             return
         except ray.exceptions.RayError as exc:  # the node's method raised
+            del self._inflight[ref]
             raise self._break(self._node_error(k, exc)) from None
+        del self._inflight[ref]
         problem = self._malformed(packet, k, kind, args)
         if problem:
             raise self._break(WorkerError.of(
