@@ -138,3 +138,45 @@ def test_pipe_baseline_closes_its_processes():
     assert not any(pid_alive(p) for p in pids)
     with pytest.raises(TypeError, match="stack_num"):
         make_pipe("Pong", num_envs=2, seed=0, stack_numm=3)
+
+
+def test_pipe_baseline_close_ends_a_stopped_worker_and_the_interpreter_exits(tmp_path):
+    """close() with a pipe worker stopped (SIGSTOP) sent it SIGTERM, which a
+    stopped process keeps pending, so it lived on, and multiprocessing's
+    exit handler joined it without a limit: the interpreter never exited
+    (``shmatari-bench --backends pipe`` after Ctrl-C, a signal pass). A
+    worker still alive after SIGTERM is killed now."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "stopped_pipe.py"
+    script.write_text(
+        "import os, signal\n"
+        "from shmatari.baselines import make_pipe\n"
+        "if __name__ == '__main__':\n"
+        "    env = make_pipe('Pong', num_envs=2, seed=0)\n"
+        "    env.reset()\n"
+        "    print(*env.worker_pids, flush=True)\n"
+        "    os.kill(env.worker_pids[0], signal.SIGSTOP)\n"
+        "    env.close()\n")
+    pids_file = tmp_path / "pids"
+    with open(pids_file, "w") as out:  # not a pipe: a stopped worker would hold it open
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=out,
+                                stderr=subprocess.DEVNULL)
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        pids = [int(p) for p in pids_file.read_text().split()]
+        for pid in pids if proc.poll() is None else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, "the interpreter did not exit within 30 s"
+    assert len(pids) == 2 and not any(pid_alive(p) for p in pids)

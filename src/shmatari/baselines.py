@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import signal
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -362,11 +363,19 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
                 c.send(("close", None))
             except OSError:
                 pass
-        for p in self._procs:
-            p.join(2.0)
-            if p.exitcode is None:
-                p.terminate()
-                p.join(1.0)
+        # One deadline for all, then SIGTERM, then SIGKILL: a stopped process
+        # ignores SIGTERM until resumed, and multiprocessing's exit handler
+        # then joined it without a limit (the interpreter never exited), after
+        # 3 s per process here.
+        for sig, seconds in ((None, 2.0), ("terminate", 1.0), ("kill", 1.0)):
+            alive = [p for p in self._procs if p.exitcode is None]
+            if not alive:
+                break
+            for p in alive if sig else ():
+                getattr(p, sig)()
+            end = time.monotonic() + seconds
+            for p in alive:
+                p.join(max(0.0, end - time.monotonic()))
         for c in self._conns:
             c.close()
         self._conns, self._procs = [], []
