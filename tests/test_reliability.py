@@ -20,7 +20,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import SHM_DIR, pid_alive
+from conftest import SHM_DIR, pid_alive, wait_until
 
 from shmatari import shm
 
@@ -1166,6 +1166,40 @@ def test_ctrl_c_handed_to_another_thread_ends_a_reset_waiting_for_a_stopped_work
     assert res["outcome"] == "interrupted" and res["seconds"] < 10, res
     assert res["steps"] == [1, 1]  # the step sent before the reset: nothing was dropped
     assert_gone(res["pids"], res["name"])
+
+
+@pytest.mark.parametrize("restart_workers", [True, False])
+def test_reset_after_a_worker_died_with_a_command_in_flight(restart_workers):
+    """A worker that dies with a command in flight (a send() not yet
+    received, or a step() cut short by Ctrl-C) and then reset(): reset()'s
+    drain got the C client's "worker died" and raised the attached pool's
+    WorkerError ("of the server", naming the trainer's own pid, no exit
+    signal), breaking the pool even with restart_workers=True (a signal
+    pass). The owner now answers as recv() does: it replaces the worker and
+    the reset goes on, or names the death with its signal."""
+    import numpy as np
+
+    import shmatari
+
+    with shmatari.make("Pong", num_envs=4, num_workers=2, seed=0,
+                       restart_workers=restart_workers) as env:
+        env.reset()
+        victim = env.worker_pids[0]
+        os.kill(victim, signal.SIGSTOP)
+        env.send(np.zeros(4, np.int64))  # worker 0's envs never answer it
+        os.kill(victim, signal.SIGKILL)
+        assert wait_until(lambda: not pid_alive(victim), 5.0)
+        if restart_workers:
+            obs, info = env.reset(timeout=30)
+            assert obs.shape == (4, 4, 84, 84) and victim not in env.worker_pids
+            assert (info["elapsed_step"] == 0).all()
+            obs, *_ = env.step(np.ones(4, np.int64))
+            assert obs.shape == (4, 4, 84, 84)
+        else:
+            with pytest.raises(shmatari.WorkerError) as e:
+                env.reset(timeout=30)
+            text = str(e.value)
+            assert f"(pid {victim}" in text and "SIGKILL" in text and "server" not in text, text
 
 
 def test_close_is_bounded_when_every_worker_is_stopped(tmp_path):

@@ -252,6 +252,85 @@ def test_a_worker_dead_under_a_stopped_zygote_is_reported():
     assert out["seconds"] < 10
 
 
+CTRL_C_STOPPED_ZYGOTE = '''
+import json, os, signal, sys, threading, time
+import numpy as np
+import shmatari
+from shmatari import _zygote
+when, to = sys.argv[1], sys.argv[2]
+if when == "make":
+    shmatari.make("null", num_envs=2, num_workers=2).close()  # the zygote runs
+else:
+    env = shmatari.make("null", num_envs=4, num_workers=2, seed=0, restart_workers=True,
+                        start_timeout=30)
+    env.reset()
+zygote = _zygote._zygote.proc.pid
+os.kill(zygote, signal.SIGSTOP)  # it answers no request to fork a worker
+if when == "restart":
+    os.kill(env.worker_pids[0], signal.SIGKILL)  # the next step replaces it
+def ctrl_c():
+    time.sleep(1.0)
+    if to == "another thread":
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+    else:
+        os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=ctrl_c, daemon=True).start()
+t = time.monotonic()
+try:
+    if when == "make":
+        shmatari.make("null", num_envs=2, num_workers=2, start_timeout=30)
+    else:
+        env.step(np.zeros(4, np.int64))
+    outcome = "returned"
+except KeyboardInterrupt:
+    outcome = "interrupted"
+seconds = time.monotonic() - t
+os.kill(zygote, signal.SIGCONT)  # it now forks what it was asked for
+after = None
+if when == "restart":
+    time.sleep(0.5)
+    try:
+        env.step(np.zeros(4, np.int64), timeout=10)
+        after = "stepped"
+    except Exception as exc:
+        after = f"{type(exc).__name__}: {exc}"
+    env.close()
+time.sleep(1.0)
+children = [int(p) for p in os.popen(f"ps --ppid {zygote} -o pid=").read().split()]
+print("RESULT " + json.dumps(dict(outcome=outcome, seconds=seconds, after=after,
+                                  children=children)), flush=True)
+'''
+
+
+@pytest.mark.parametrize("to", ["another thread", "the process"])
+@pytest.mark.parametrize("when", ["make", "restart"])
+def test_ctrl_c_while_the_zygote_does_not_answer(when, to):
+    """A Ctrl-C while the zygote had not answered a request to fork a
+    worker (stopped, or swapped out) was held back for all of start_timeout
+    (120 s by default): spawn() deferred it and blocked SIGINT over the
+    wait (a signal pass). It is raised within the zygote poll now. In a
+    restart (restart_workers=True) the pool is then broken: the zygote may
+    still fork the worker, and the old code, which raised after the
+    timeout without breaking the pool, let the late worker serve env 0's
+    slot beside a second replacement. Nothing is left: a worker forked
+    for a request given up is killed when its answer comes."""
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_STOPPED_ZYGOTE, when, to],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr[-3000:]
+    out = _result(stdout)
+    assert out["outcome"] == "interrupted" and out["seconds"] < 10, out
+    assert out["children"] == [], out  # no worker outlives the pool
+    if when == "restart":
+        assert out["after"].startswith("PoolClosedError") and "interrupted" in out["after"], out
+    assert not any(n.startswith(f"shmatari_{proc.pid}_") for n in os.listdir(SHM_DIR))
+
+
 def test_zygote_starts_before_the_segment_exists():
     """On a process's first make() the zygote takes up to a second to start;
     a trainer killed then would leave a segment nobody maps, so it starts

@@ -16,22 +16,38 @@ import threading
 def deferred_sigint():
     """Holds back Ctrl-C for the block: a SIGINT that arrives meanwhile
     is raised (as its handler would) once the block is done. Python runs
-    signal handlers in the main thread only; elsewhere this does nothing."""
+    signal handlers in the main thread only; elsewhere this does nothing.
+
+    Yields a function, ``deliver()``, for a wait inside the block that may
+    last (the zygote's answer): it runs the held-back SIGINT's handler now,
+    raising what it raises, and returns if there was none or the handler
+    returned (the wait then goes on). The caller must be ready for the
+    exception, as for a Ctrl-C outside the block."""
+    def nothing():
+        pass
+
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield nothing
         return
     caught = []
     try:
         previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
     except (ValueError, TypeError):  # not the main interpreter, or no signals
-        yield
+        yield nothing
         return
+
+    def deliver():
+        if caught:
+            frame = caught[0]
+            caught.clear()
+            if callable(previous):
+                previous(signal.SIGINT, frame)
+            elif previous == signal.SIG_DFL:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
+
     try:
-        yield
+        yield deliver
     finally:
         signal.signal(signal.SIGINT, previous)
-        if caught:
-            if callable(previous):
-                previous(signal.SIGINT, caught[0])
-            elif previous == signal.SIG_DFL:
-                os.kill(os.getpid(), signal.SIGINT)
+        deliver()

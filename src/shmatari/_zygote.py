@@ -201,6 +201,9 @@ class _Zygote:
         self.exits: dict[int, int] = {}
         self.replies: dict[int, tuple] = {}
         self.next_id = 0
+        #: requests given up on (a timeout, a Ctrl-C): a worker the zygote
+        #: forks for one later is killed as its answer is read (_pump)
+        self.abandoned: set[int] = set()
         self.dead = False
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -263,10 +266,26 @@ class _Zygote:
                     # older process's. Dropped here, in the messages' order:
                     # this worker's own exit may come in the same read.
                     self.exits.pop(value, None)
+                if key in self.abandoned:
+                    # Nobody waits for it, nor records it: it would serve
+                    # its slot beside the worker started in its place.
+                    self.abandoned.discard(key)
+                    if kind == "started":
+                        try:
+                            os.kill(value, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    continue
                 self.replies[key] = (kind, value)
 
-    def start_worker(self, kwargs: dict, fds: list[int], timeout: float) -> "WorkerProcess":
+    def start_worker(self, kwargs: dict, fds: list[int], timeout: float,
+                     deliver=None) -> "WorkerProcess":
         """Asks the zygote to fork a worker running ``worker_main(**kwargs)``.
+
+        ``deliver``: called every 0.1 s while it waits (``deferred_sigint``'s:
+        runs a held-back Ctrl-C's handler). If it raises, or the wait times
+        out, the request is given up: a worker the zygote forks for it later
+        is killed as soon as its answer is read.
 
         Raises:
             ZygoteError: the zygote died, fork failed, or no answer within ``timeout`` s.
@@ -282,14 +301,27 @@ class _Zygote:
                 self.dead = True
                 raise ZygoteError(f"shmatari's zygote process is gone ({exc})") from None
             end = time.monotonic() + timeout
-            while rid not in self.replies:
-                if self.dead or time.monotonic() > end:
-                    code = self.proc.poll()
-                    raise ZygoteError(
-                        "shmatari's zygote process " + (
-                            f"ended (exit code {code}; its stderr may say why)" if self.dead
-                            else f"did not answer within {timeout:g} s"))
-                self._pump(min(0.1, max(0.0, end - time.monotonic())))
+            try:
+                while rid not in self.replies:
+                    if self.dead or time.monotonic() > end:
+                        code = self.proc.poll()
+                        raise ZygoteError(
+                            "shmatari's zygote process " + (
+                                f"ended (exit code {code}; its stderr may say why)" if self.dead
+                                else f"did not answer within {timeout:g} s"))
+                    self._pump(min(0.1, max(0.0, end - time.monotonic())))
+                    if deliver is not None and rid not in self.replies:
+                        deliver()
+            except BaseException:
+                reply = self.replies.pop(rid, None)
+                if reply is None:
+                    self.abandoned.add(rid)
+                elif reply[0] == "started":
+                    try:
+                        os.kill(reply[1], signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                raise
             kind, value = self.replies.pop(rid)
             if kind != "started":
                 code, text = value

@@ -266,6 +266,12 @@ class Client:
         except (WorkerError, ResourceLimitError) as err:
             self._break(str(err))
             raise
+        except BaseException:
+            # a Ctrl-C while the zygote had not answered for a replacement
+            # (supervisor._spawn_from_zygote): it may still fork it, unrecorded
+            if self.supervisor.interrupted_start:
+                self._break(self.supervisor.interrupted_start)
+            raise
 
     def _wait_failed(self, code: int) -> None:
         """After a wait that did not return a batch: returns to wait again
@@ -332,7 +338,20 @@ class Client:
             before = (self._seg.seed_words(), self.seed_entropy)
             self._seg.set_seed_words(seeding.seed_to_words(seed))
             self.seed_entropy = seed
-        code = self._seg.client_reset(cmd, mask, math.inf if timeout is None else timeout)
+        deadline = None if timeout is None else _now() + timeout
+        while True:
+            code = self._seg.client_reset(cmd, mask, math.inf if deadline is None
+                                          else max(0.0, deadline - _now()))
+            if code != _core.STATUS["worker"] or self.supervisor is None or \
+                    not self.supervisor.dead_workers():
+                break
+            # A worker died with commands in flight (after a Ctrl-C in step()
+            # or recv(), or a send() without recv()): the owner names it
+            # (WorkerError, its exit code), or with restart_workers replaces
+            # it, and the drain goes on, as recv()'s wait does (_wait_failed).
+            # Until 2026-12-05 reset() raised the attached pool's WorkerError
+            # here ("of the server", no exit code) and broke the pool.
+            self.check_workers(self.supervisor.config.restart_workers)
         if code == _core.ERR_TIMEOUT:
             if before is not None:
                 self._seg.set_seed_words(before[0])

@@ -255,6 +255,8 @@ class Supervisor:
         self.seg = None
         self.groups = config.worker_groups()
         self.worker_pids: list[int] = []
+        #: why the pool cannot go on after a worker's start was cut short, or None
+        self.interrupted_start: str | None = None
 
     def start(self, segment_name: str) -> "_core.Segment":
         """Creates the segment, starts the workers, waits until all are
@@ -364,18 +366,19 @@ class Supervisor:
 
         A Ctrl-C meanwhile is held back until the worker is on record: a
         blocked mask alone does not do it, since other threads of this
-        process (BLAS pools) may take the signal.
+        process (BLAS pools) may take the signal. Under ``zygote`` it is
+        raised while the zygote has not answered (``_spawn_from_zygote``).
         """
-        with _deferred_sigint():
+        with _deferred_sigint() as deliver:
             try:
-                self._spawn(w, restart, positions)
+                self._spawn(w, restart, positions, deliver)
             except OSError as exc:
                 limit = resource_limit_error(exc, f"starting worker {w}")
                 if limit is None:
                     raise
                 raise limit from exc
 
-    def _spawn(self, w: int, restart: int, positions: dict | None) -> None:
+    def _spawn(self, w: int, restart: int, positions: dict | None, deliver=None) -> None:
         """spawn()'s body.
 
         SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
@@ -390,7 +393,7 @@ class Supervisor:
         cfg = self.config
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
         if cfg.start_method == "zygote":
-            self._spawn_from_zygote(w, fields, restart, positions)
+            self._spawn_from_zygote(w, fields, restart, positions, deliver)
             return
         _check_can_start_children(cfg.start_method)
         reader, writer = self.ctx.Pipe(duplex=False)
@@ -453,9 +456,16 @@ class Supervisor:
         self.worker_pids = [q.pid for q in self.res.processes]
 
     def _spawn_from_zygote(self, w: int, fields: dict, restart: int,
-                           positions: dict | None) -> None:
+                           positions: dict | None, deliver=None) -> None:
         """spawn() under ``zygote``: the zygote forks the worker
-        (:mod:`shmatari._zygote`); its faulthandler pipe goes as an fd."""
+        (:mod:`shmatari._zygote`); its faulthandler pipe goes as an fd.
+
+        A Ctrl-C held back meanwhile is raised while it waits for the
+        zygote's answer (``deliver``), not after ``start_timeout``: a zygote
+        that does not answer (stopped) held it back that long. The request
+        is then given up (``_Zygote.start_worker``); during a restart the
+        pool is broken (``interrupted_start``), since the zygote may still
+        fork the worker, which nobody would record."""
         from . import _zygote
 
         kwargs = dict(shm_name=self.res.segment.name, worker=w, config_fields=fields,
@@ -467,12 +477,13 @@ class Supervisor:
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         reader = open(read_fd, "rb", buffering=0)  # noqa: SIM115 - closed with the pool
-        masked = hasattr(signal, "pthread_sigmask")
-        if masked:
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # SIGINT is not blocked here (the zygote, which ignores it, forks the
+        # worker): blocked, a Ctrl-C sent to this thread, or to the process
+        # when no other thread takes it, stayed pending until the zygote
+        # answered, and deliver() never saw it.
         try:
             try:
-                p = zygote.start_worker(kwargs, [write_fd], self.start_timeout)
+                p = zygote.start_worker(kwargs, [write_fd], self.start_timeout, deliver)
             except _zygote.ZygoteError as exc:
                 reader.close()
                 limit = (None if exc.errno is None else
@@ -485,11 +496,15 @@ class Supervisor:
                         f"start_timeout)" if "did not answer" in str(exc) else "")
                 raise WorkerError(f"worker {w} could not be started: {exc}{hint}", worker=w,
                                   env_ids=self.groups[w], exitcode=None) from None
+            except BaseException:  # a Ctrl-C's handler raised while it waited
+                reader.close()
+                self.interrupted_start = (
+                    f"the start of worker {w} was interrupted while the zygote (pid "
+                    f"{zygote.proc.pid}) had not answered")
+                raise
             self._install(w, p, reader)
         finally:
             os.close(write_fd)
-            if masked:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
     def dead_workers(self) -> list[int]:
         """Workers that failed, exited or whose process has ended. While the
