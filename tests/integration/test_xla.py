@@ -399,6 +399,22 @@ def test_xla_timeout_with_a_stopped_worker_loses_nothing():
         env.close()
 
 
+def _assert_ctrl_c_ends_the_wait(recv_j, handle, timer) -> None:
+    """A jitted recv on a stopped worker raises KeyboardInterrupt within
+    3 s of its start, once ``timer`` (started, sending SIGINT at 0.3 s)
+    fires, and returns nothing."""
+    import time
+
+    t0 = time.monotonic()
+    returned = False
+    with pytest.raises(KeyboardInterrupt):
+        jax.block_until_ready(recv_j(handle))
+        returned = True
+        time.sleep(5)  # where a late KeyboardInterrupt would land instead
+    timer.join()
+    assert not returned and time.monotonic() - t0 < 3.0
+
+
 def test_xla_wait_runs_python_signal_handlers_and_ctrl_c_ends_it():
     """A jitted recv that waits (timeout None: no limit) on a stopped worker.
     A signal whose Python handler returns (SIGUSR1 here) runs while it waits
@@ -454,15 +470,7 @@ def test_xla_wait_runs_python_signal_handlers_and_ctrl_c_ends_it():
             # answer it before a SIGSTOP sent after)
             os.kill(pid, signal.SIGSTOP)
             handle = jax.block_until_ready(send_j(handle, jnp.zeros(2, jnp.int32)))
-            timer = later(0.3, me, signal.SIGINT)
-            t0 = time.monotonic()
-            returned = False
-            with pytest.raises(KeyboardInterrupt):
-                jax.block_until_ready(recv_j(handle))
-                returned = True
-                time.sleep(5)  # where a late KeyboardInterrupt would land instead
-            timer.join()
-            assert not returned and time.monotonic() - t0 < 3.0
+            _assert_ctrl_c_ends_the_wait(recv_j, handle, later(0.3, me, signal.SIGINT))
         finally:
             os.kill(pid, signal.SIGCONT)
         handle, (obs, rew, term, trunc, info) = jax.block_until_ready(recv_j(handle))
@@ -484,7 +492,6 @@ def test_xla_wait_ends_on_a_ctrl_c_handed_to_another_thread():
     import os
     import signal
     import threading
-    import time
 
     env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
     try:
@@ -502,14 +509,7 @@ def test_xla_wait_ends_on_a_ctrl_c_handed_to_another_thread():
                                                                       signal.SIGINT))
             valve.start()
             ctrl_c.start()
-            t0 = time.monotonic()
-            returned = False
-            with pytest.raises(KeyboardInterrupt):
-                jax.block_until_ready(recv_j(handle))
-                returned = True
-                time.sleep(5)  # where a late KeyboardInterrupt would land instead
-            ctrl_c.join()
-            assert not returned and time.monotonic() - t0 < 3.0
+            _assert_ctrl_c_ends_the_wait(recv_j, handle, ctrl_c)
         finally:
             valve.cancel()
             os.kill(pid, signal.SIGCONT)
