@@ -323,7 +323,7 @@ cdef class Segment(ClientMachine):
         cdef uint64_t next_batch = 0
         cdef int r
         cdef int64_t timeout_ns = timeout_to_ns(timeout)
-        cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
+        cdef int64_t deadline = shmatari_deadline(timeout_ns)  # -1: none
         msg[0] = 0
         r = _sliced(WAIT_RUNNING, &self.geo, NULL, 0, NULL, deadline, NULL, msg, sizeof(msg))
         if r == SHMATARI_ERR_TIMEOUT:
@@ -417,7 +417,7 @@ cdef class Segment(ClientMachine):
             raise ValueError("no client open")
         cdef const uint8_t *m = self._mask(mask)
         cdef int64_t timeout_ns = timeout_to_ns(timeout)
-        cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
+        cdef int64_t deadline = shmatari_deadline(timeout_ns)  # -1: none
         return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0)
 
     def client_next_batch(self, double timeout):
@@ -464,7 +464,7 @@ cdef class Segment(ClientMachine):
         cdef uint32_t seen
         cdef int r
         cdef int64_t timeout_ns = timeout_to_ns(timeout), left = timeout_ns
-        cdef int64_t deadline = shmatari_now_ns() + timeout_ns if timeout_ns >= 0 else -1
+        cdef int64_t deadline = shmatari_deadline(timeout_ns)  # -1: none
         while True:
             with nogil:
                 seen = shmatari_load_acquire(&h.main_seq)

@@ -33,6 +33,7 @@ process forked from the trainer (``os.fork``) starts its own zygote.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -267,16 +268,19 @@ class _Zygote:
                     # this worker's own exit may come in the same read.
                     self.exits.pop(value, None)
                 if key in self.abandoned:
-                    # Nobody waits for it, nor records it: it would serve
-                    # its slot beside the worker started in its place.
                     self.abandoned.discard(key)
-                    if kind == "started":
-                        try:
-                            os.kill(value, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
+                    self._drop(kind, value)
                     continue
                 self.replies[key] = (kind, value)
+
+    @staticmethod
+    def _drop(kind: str, value) -> None:
+        """A reply to a request given up: a worker started for it is killed.
+        Nobody waits for it nor records it, and it would serve its slot
+        beside the worker started in its place."""
+        if kind == "started":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(value, signal.SIGKILL)
 
     def start_worker(self, kwargs: dict, fds: list[int], timeout: float,
                      deliver=None) -> "WorkerProcess":
@@ -316,11 +320,8 @@ class _Zygote:
                 reply = self.replies.pop(rid, None)
                 if reply is None:
                     self.abandoned.add(rid)
-                elif reply[0] == "started":
-                    try:
-                        os.kill(reply[1], signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                else:
+                    self._drop(*reply)
                 raise
             kind, value = self.replies.pop(rid)
             if kind != "started":
