@@ -28,6 +28,10 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
     assert lines[-1].startswith(f"shmatari-check: all {len(PAIRINGS)} pairings agree")
     report = json.loads(out.read_text())
     assert report["ok"] is True
+    # Breakout under the random policy ends episodes within the default 300
+    # steps: resets and autoreset are in the streams compared (no NOTE line)
+    assert report["episode_ends"] > 0
+    assert f", {report['episode_ends']} episode ends, seed 0," in lines[-1]
     assert [p["key"] for p in report["pairings"]] == list(PAIRINGS)
     assert {p["verdict"] for p in report["pairings"]} == {"agree"}
     assert report["config"]["num_envs"] == 4 and report["config"]["steps"] == 300
@@ -47,7 +51,7 @@ def test_an_unseeded_run_fails_the_check_and_the_divergence_is_named(tmp_path):
                            "--unseeded-policy", "async", "--json", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    rerun, broken, summary = proc.stdout.splitlines()
+    rerun, broken, *_, summary = proc.stdout.splitlines()
     assert rerun.startswith("agree   twice as is")
     assert broken.startswith(
         "DIFFER  sync vs async (batch_size 1): first divergence at agent step ")
@@ -245,3 +249,77 @@ def test_the_train_checks_busy_loop_ends_with_a_killed_check(how):
     finally:
         check.kill()
         check.wait()
+
+
+def test_a_check_that_ends_no_episode_says_what_it_did_not_compare(tmp_path):
+    """The default 300 steps end no episode of Pong (its first ends after
+    about 800 agent steps of the random policy), and the docs' CI recipe ran
+    it so: every pairing agreed over streams without a single reset after
+    the first, and nothing said so (a reproducibility audit). The summary
+    counts the episode ends, and a NOTE line says what was not compared."""
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, "-m", "shmatari.check", "--num-envs", "2",
+                           "--steps", "20", "--pairings", "rerun", "--quiet",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdict, note, summary = proc.stdout.splitlines()
+    assert verdict.startswith("agree   twice as is")
+    assert note.startswith("NOTE    no env ended an episode in 20 steps: no autoreset, "
+                           "no later reset and no episode statistic was compared")
+    assert "-o max_episode_steps=N" in note
+    assert summary.startswith("shmatari-check: 1 pairing agrees (breakout, 2 envs x 20 steps, "
+                              "0 episode ends, seed 0,")
+    report = json.loads(out.read_text())
+    assert report["episode_ends"] == 0 and report["runs"]["rerun"]["episode_ends"] == [0, 0]
+    # capped episodes end within the budget: counted per env, and no NOTE
+    report = shmatari.check_reproducibility("Breakout", num_envs=2, steps=20,
+                                            pairings=("rerun",), max_episode_steps=8)
+    assert report.ok and report.runs["reference"].episode_ends == [2, 2]
+    assert report.episode_ends == 4 and not any(line.startswith("NOTE") for line in report.lines())
+    assert "4 episode ends" in report.lines()[-1]
+
+
+def test_the_summary_tells_a_pairing_that_could_not_run_from_one_that_differs():
+    """A failed run was counted as a pairing that "does not agree"."""
+    from shmatari.check import CheckReport, PairingResult
+
+    config = {"game": "pong", "num_envs": 2, "steps": 5, "seed": 0}
+    agree = PairingResult("rerun", "twice as is", ("reference", "rerun"), "agree")
+    failed = PairingResult("spawn", "start method zygote vs spawn", ("reference", "spawn"),
+                           "error", error="spawn run failed: RuntimeError: no")
+    differ = PairingResult("async", "sync vs async (batch_size 1)", ("reference", "async"),
+                           "differ", first_divergence={"step": 1, "env": 0, "field": "obs"},
+                           differing_envs=[0])
+    lines = CheckReport(config, {}, [agree, failed, failed], 1.0).lines()
+    assert lines[-1].startswith("shmatari-check: 2 of 3 pairings could not run (pong, ")
+    lines = CheckReport(config, {}, [agree, differ, failed], 1.0).lines()
+    assert lines[-1].startswith("shmatari-check: 1 of 3 pairings does not agree, 1 of 3 could "
+                                "not run (pong, ")
+    lines = CheckReport(config, {}, [failed], 1.0).lines()
+    assert lines[-1].startswith("shmatari-check: 1 of 1 pairing could not run (pong, ")
+    lines = CheckReport(config, {}, [differ, differ], 1.0).lines()
+    assert lines[-1].startswith("shmatari-check: 2 of 2 pairings do not agree (pong, ")
+
+
+def test_a_script_without_a_main_guard_runs_the_check_once(tmp_path):
+    """The spawn run's workers and the pipe run's processes are started by
+    multiprocessing, whose spawn and forkserver children run the parent's
+    main script again: a script calling the check without an ``if __name__
+    == "__main__":`` guard (which the README says shmatari does not need)
+    ran the whole check again in each of them, each printing its own
+    verdicts, one of them "do not agree" (a reproducibility audit: 5 runs of
+    this script for 1). The check's children no longer import it."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import os\n"
+        "print('script ran', flush=True)\n"
+        "import shmatari\n"
+        "report = shmatari.check_reproducibility('Breakout', num_envs=2, steps=5,\n"
+        "                                        pairings=('spawn', 'pipe'))\n"
+        "print(report.lines()[-1], flush=True)\n"
+        "assert __import__('sys').modules['__main__'].__file__ == __file__\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("script ran") == 1, proc.stdout
+    assert proc.stdout.count("shmatari-check: all 2 pairings agree") == 1, proc.stdout

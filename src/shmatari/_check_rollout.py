@@ -73,6 +73,9 @@ class _Streams:
         self.digests = np.zeros((num_envs, steps + 1, len(FIELDS)), np.uint64)
         self.hashes = [hashlib.sha256() for _ in range(num_envs)]
         self.count = np.zeros(num_envs, np.int64)
+        #: per env, the steps within the budget that ended an episode
+        #: (terminated or truncated): what the streams say about resets
+        self.ends = np.zeros(num_envs, np.int64)
 
     def add(self, env: int, obs, reward, terminated, truncated, next_obs=None,
             info: bytes = b"") -> None:
@@ -87,6 +90,7 @@ class _Streams:
         obs = np.ascontiguousarray(obs).tobytes()
         if next_obs is not None:
             obs += np.ascontiguousarray(next_obs).tobytes()
+        self.ends[env] += bool(terminated) or bool(truncated)
         parts = (obs, np.float32(reward).tobytes(),
                  bytes([bool(terminated)]), bytes([bool(truncated)]))
         if self.info:

@@ -16,8 +16,11 @@ observations, rewards, ``terminated``/``truncated`` flags and info
 Every variant is compared with the reference run (shmatari, synchronous,
 N workers, the default start method), one verdict line per pairing. On a
 difference the line names the first agent step, env and field that diverge
-(step 0 is the reset observation). The exit status is 0 only when every
-pairing agrees; ``--json FILE`` writes the report.
+(step 0 is the reset observation). The summary counts the reference run's
+episode ends: only with some do the streams cover autoreset, the resets
+after the first and the episode statistics, and a ``NOTE`` line says so
+when there are none. The exit status is 0 only when every pairing agrees;
+``--json FILE`` writes the report.
 
 The policy: env *i*'s *k*-th action is the *k*-th draw of
 ``numpy.random.default_rng(shmatari.seeding.worker_seed(policy_seed, i))``
@@ -38,9 +41,11 @@ itself; it does not render, so its run leaves ``render_mode`` out
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import time
+import types
 from collections.abc import Sequence
 
 import numpy as np
@@ -103,6 +108,8 @@ class RunResult:
         seconds: wall time, pool start and close included.
         error: the exception, as text, if the run failed.
         unseeded_policy: True if its actions came from the global NumPy RNG.
+        episode_ends: per env, the steps of its stream that ended an episode
+            (terminated or truncated); None if the run failed.
     """
 
     name: str
@@ -112,9 +119,10 @@ class RunResult:
     error: str | None = None
     unseeded_policy: bool = False
     digests: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    episode_ends: list | None = None
 
     def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("label", "env_hashes", "error")}
+        d = {k: getattr(self, k) for k in ("label", "env_hashes", "error", "episode_ends")}
         d["seconds"] = round(self.seconds, 3)
         if self.unseeded_policy:
             d["unseeded_policy"] = True
@@ -189,15 +197,33 @@ class CheckReport:
         """True when every pairing ran and agrees."""
         return not self.interrupted and all(p.verdict == "agree" for p in self.pairings)
 
+    @property
+    def episode_ends(self) -> int | None:
+        """How many steps of the reference run ended an episode, all envs
+        together (None if it did not run): with 0, the streams compared hold
+        no autoreset, no reset after the first and no episode statistic."""
+        ref = self.runs.get("reference")
+        return None if ref is None or ref.episode_ends is None else int(sum(ref.episode_ends))
+
     def lines(self) -> list[str]:
-        """One verdict line per pairing, then a summary line."""
+        """One verdict line per pairing, a note if no episode ended, then a
+        summary line."""
         n = self.config["num_envs"]
         out = [p.line(n) for p in self.pairings]
         agree = sum(p.verdict == "agree" for p in self.pairings)
+        failed = sum(p.verdict == "error" for p in self.pairings)
         c = self.config
+        ends = self.episode_ends
+        if ends == 0:
+            out.append(f"NOTE    no env ended an episode in {c['steps']} step"
+                       f"{'s' * (c['steps'] != 1)}: no autoreset, no later reset and no "
+                       f"episode statistic was compared; raise --steps (steps=) until the "
+                       f"summary counts episode ends, or cap episodes with "
+                       f"-o max_episode_steps=N")
         what = (f"{c['game']}, {n} env{'s' * (n != 1)} x {c['steps']} step"
-                f"{'s' * (c['steps'] != 1)}, seed {c['seed']}, "
-                f"{self.seconds:.1f} s")
+                f"{'s' * (c['steps'] != 1)}, "
+                + ("" if ends is None else f"{ends} episode end{'s' * (ends != 1)}, ")
+                + f"seed {c['seed']}, {self.seconds:.1f} s")
         total = len(self.pairings)
         if self.interrupted:
             out.append(f"shmatari-check: interrupted after {total} of "
@@ -207,8 +233,13 @@ class CheckReport:
             out.append(f"shmatari-check: {'all ' * (total > 1)}{total} pairing"
                        f"{'s agree' if total > 1 else ' agrees'} ({what})")
         else:
-            out.append(f"shmatari-check: {total - agree} of {total} pairing{'s' * (total > 1)} "
-                       f"{'does' if total - agree == 1 else 'do'} not agree ({what})")
+            differ = total - agree - failed
+            bad = ([f"{differ} of {total} pairing{'s' * (total > 1)} "
+                    f"{'does' if differ == 1 else 'do'} not agree"] if differ else [])
+            if failed:
+                bad.append(f"{failed} of {total}{' pairings' * (not differ) * (total > 1)}"
+                           f"{' pairing' * (not differ) * (total == 1)} could not run")
+            out.append(f"shmatari-check: {', '.join(bad)} ({what})")
         return out
 
     def as_dict(self) -> dict:
@@ -222,6 +253,7 @@ class CheckReport:
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "ok": self.ok,
             "interrupted": self.interrupted,
+            "episode_ends": self.episode_ends,
             "config": self.config,
             "step_meaning": "step 0 is the reset observation; step k follows the k-th action",
             "fields": list(FIELDS),
@@ -265,6 +297,28 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
     return [ref] + [p for _, _, p in pairs], pairs
 
 
+@contextlib.contextmanager
+def _main_script_hidden():
+    """Hides the caller's ``__main__`` module from the processes the check starts.
+
+    multiprocessing's spawn and forkserver children run the parent's main
+    script again (``multiprocessing.spawn.get_preparation_data`` names it by
+    its ``__spec__`` or ``__file__``): a script that called the check without
+    an ``if __name__ == "__main__":`` guard ran the whole check again in every
+    worker of the spawn run and every process of the pipe run. The check's
+    runs need nothing of that script (their options are plain values, and
+    every process runs shmatari's own functions), so while they run,
+    ``sys.modules["__main__"]`` is a bare module with neither: the children
+    start from shmatari's modules alone, as the zygote's workers do.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def _ticker(bar, before: int, label: str):
     """``tick(steps_done_in_this_run)`` for a run that starts after ``before`` steps."""
     return lambda done: bar.update(before + done, label)
@@ -292,6 +346,7 @@ def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
             else:
                 _rollout_sync(env, actions, streams, tick)
         result.env_hashes, result.digests = streams.hexdigests(), streams.digests
+        result.episode_ends = streams.ends.tolist()
     except Exception as exc:  # noqa: BLE001 - a failed run is a verdict, not a crash
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = time.perf_counter() - t0
@@ -344,8 +399,14 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
             observation and then the next episode's first one. The pipe run
             leaves ``render_mode`` out (the baseline does not render).
 
+    The processes the runs start (the spawn run's workers, the pipe run's)
+    do not import the caller's main script, so a script need not guard the
+    call with ``if __name__ == "__main__":``.
+
     Returns:
-        CheckReport: ``report.ok`` is True when every pairing agrees.
+        CheckReport: ``report.ok`` is True when every pairing agrees;
+        ``report.episode_ends`` counts the reference run's steps that ended
+        an episode (0: ``steps`` too few to compare any reset after the first).
 
     Raises:
         TypeError: an argument of the wrong type, or an unknown option.
@@ -399,7 +460,7 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
 
     t0 = time.perf_counter()
     runs, interrupted = {}, False
-    with Progress(progress, "shmatari-check") as shown:
+    with Progress(progress, "shmatari-check") as shown, _main_script_hidden():
         bar = shown.bar(steps * len(plans), "runs")
         try:
             for i, plan in enumerate(plans):
