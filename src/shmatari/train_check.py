@@ -30,8 +30,11 @@ ImportError saying so when it is missing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import os
+import random
 import subprocess
 import sys
 
@@ -92,7 +95,9 @@ class TrainReport:
                            f"({run.params_sha256[:16]} vs {ref.params_sha256[:16]})")
             else:
                 a, b = ref.losses[k - 1], run.losses[k - 1]
-                names = ", ".join(f"{n} {x:.6g} vs {y:.6g}"
+                # repr: the shortest text that tells the two floats apart
+                # (.6g printed "entropy 1.38586 vs 1.38586" as a difference)
+                names = ", ".join(f"{n} {x!r} vs {y!r}"
                                   for n, x, y in zip(LOSSES, a, b) if x != y)
                 verdict = f"DIFFERENT: update {k} first differs ({names})"
             out.append(f"train {run.name:<9} {what}: {verdict}")
@@ -114,6 +119,44 @@ def _import_torch():
         raise ImportError(f"shmatari-check --train trains a small PPO with torch, which is not "
                           f"installed ({exc}): pip install torch") from None
     return torch
+
+
+@contextlib.contextmanager
+def _callers_state_kept(torch):
+    """Gives the caller back what each run changes in the process: the
+    generators of ``random``, NumPy's global ``RandomState`` and torch (CPU,
+    and every CUDA device's where CUDA is available), torch's thread count,
+    its deterministic-algorithms mode, cuDNN's ``deterministic`` and
+    ``benchmark`` flags, and ``CUBLAS_WORKSPACE_CONFIG``
+    (:func:`shmatari.seeding.seed_everything` and ``torch.set_num_threads``
+    set them all). Called at the start of a training script, the check left
+    them as its last run had (one thread, deterministic algorithms on,
+    reseeded generators), and so changed the run that followed."""
+    cuda = torch.cuda.is_available()
+    saved = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+             torch.cuda.get_rng_state_all() if cuda else None, torch.get_num_threads(),
+             torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+             os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    try:
+        yield
+    finally:
+        (py, np_state, cpu, devices, threads, deterministic, warn_only, cudnn_deterministic,
+         cudnn_benchmark, cublas) = saved
+        random.setstate(py)
+        np.random.set_state(np_state)
+        torch.set_rng_state(cpu)
+        if devices is not None:
+            torch.cuda.set_rng_state_all(devices)
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.backends.cudnn.deterministic = cudnn_deterministic
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+        if cublas is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = cublas
 
 
 def _params_sha256(model) -> str:
@@ -277,6 +320,11 @@ def check_training(game: str = "Breakout", *, num_envs: int = 4, updates: int = 
         start_method: as :func:`shmatari.make`.
         progress: a callable given each run's name as it starts, or None.
 
+    The caller's generators (``random``, NumPy's global one, torch's), torch's
+    thread count and deterministic flags and ``CUBLAS_WORKSPACE_CONFIG``
+    are as they were when it returns (each run sets them); TensorFlow's
+    global seed, where TensorFlow is installed, stays as the last run set it.
+
     Returns:
         TrainReport: ``ok`` when every run matches the reference; ``lines()``
         says which update first differs.
@@ -285,27 +333,28 @@ def check_training(game: str = "Breakout", *, num_envs: int = 4, updates: int = 
         ImportError: torch is not installed.
         ValueError: an odd or too small num_envs, or a bad argument of make().
     """
-    _import_torch()
+    torch = _import_torch()
     if num_envs < 2 or num_envs % 2:
         raise ValueError(f"--train needs an even num_envs >= 2 (two halves), got {num_envs}")
     if num_workers is None:
         num_workers = min(num_envs, max(2, _config.available_cores()))
     runs = []
-    for name, workers, load in (("reference", 1, False), ("workers", num_workers, False),
-                                ("load", num_workers, True)):
-        if progress is not None:
-            progress(name)
-        burner = start_busy_loop() if load else None
-        try:
-            run = _train(game, num_envs=num_envs, num_workers=workers, updates=updates,
-                         num_steps=num_steps, seed=seed, batch_order=batch_order,
-                         torch_threads=torch_threads, start_method=start_method)
-        finally:
-            if burner is not None:
-                burner.kill()
-                burner.wait()
-        run.name, run.load = name, load
-        runs.append(run)
+    with _callers_state_kept(torch):
+        for name, workers, load in (("reference", 1, False), ("workers", num_workers, False),
+                                    ("load", num_workers, True)):
+            if progress is not None:
+                progress(name)
+            burner = start_busy_loop() if load else None
+            try:
+                run = _train(game, num_envs=num_envs, num_workers=workers, updates=updates,
+                             num_steps=num_steps, seed=seed, batch_order=batch_order,
+                             torch_threads=torch_threads, start_method=start_method)
+            finally:
+                if burner is not None:
+                    burner.kill()
+                    burner.wait()
+            run.name, run.load = name, load
+            runs.append(run)
     ref, first = runs[0], {}
     for run in runs[1:]:
         k = next((i + 1 for i, (a, b) in enumerate(zip(ref.losses, run.losses)) if a != b),

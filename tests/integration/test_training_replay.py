@@ -62,6 +62,43 @@ def test_train_report_names_the_first_differing_update():
     text = "\n".join(report.lines())
     assert "workers" in text and "OK" in text
     assert "update 2 first differs (value_loss 0.1 vs 0.15)" in text
+    # floats that agree in their first 6 digits are printed so as to differ
+    ref = TrainRun("reference", 1, False, [[0.3, 0.1, 1.3858601, 0.0]], "aa")
+    close = TrainRun("load", 2, True, [[0.3, 0.1, 1.3858601 + 1e-13, 0.0]], "bb")
+    text = "\n".join(TrainReport("Breakout", "fixed", [ref, close], {"load": 1}).lines())
+    assert "update 1 first differs (entropy 1.3858601 vs 1.3858601000000998)" in text
+
+
+def test_check_training_gives_the_caller_its_generators_and_torch_flags_back():
+    """check_training() seeds every generator and turns torch's deterministic
+    mode on in each run; called at the start of a training script, it left
+    them so (one thread, deterministic algorithms on, reseeded generators),
+    and the script's own run changed (a reproducibility audit)."""
+    import random
+
+    from shmatari.train_check import check_training
+
+    random.seed(11)
+    np.random.seed(12)
+    torch.manual_seed(13)
+    threads = max(2, torch.get_num_threads())
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(False)  # an earlier test's seed_everything set it
+    cublas = os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    try:
+        expected = (random.random(), np.random.rand(), torch.rand(1).item())
+        random.seed(11)
+        np.random.seed(12)
+        torch.manual_seed(13)
+        report = check_training("Breakout", num_envs=2, updates=1, num_steps=8)
+        assert report.ok, "\n".join(report.lines())
+        assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+        assert torch.get_num_threads() == threads
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    finally:
+        if cublas is not None:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = cublas
 
 
 def _sb3_params(num_workers: int, hog: bool) -> str:
