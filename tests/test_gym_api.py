@@ -178,3 +178,30 @@ def test_single_spaces_are_read_only_and_say_what_to_do():
         assert env.single_action_space == single_action
         assert env.single_observation_space == single_obs
         assert env.single_observation_space.shape == (4, 84, 84)
+
+
+def test_gymnasiums_sync_vector_env_seeds_env_i_with_seed_plus_i_as_the_docs_say():
+    """docs/reproducibility.md and migration.md: make_vec with
+    vectorization_mode="sync" (Gymnasium's SyncVectorEnv of single envs)
+    resets env i with seed + i, so runs seeded 0 and 1 share env streams;
+    make_vec without it builds one pool, whose runs share none (a
+    reproducibility audit)."""
+    import shmatari.registration  # noqa: F401
+
+    def streams(seed, **kwargs):
+        env = gym.make_vec("shmatari/Breakout-v5", num_envs=2, **kwargs)
+        try:
+            obs, _ = env.reset(seed=seed)
+            out = [[obs[i].tobytes()] for i in range(2)]
+            for a in np.random.default_rng(0).integers(0, 4, 40):
+                obs, reward, *_ = env.step(np.full(2, a))
+                for i in range(2):
+                    out[i].append(obs[i].tobytes() + reward[i].tobytes())
+            return [b"".join(x) for x in out]
+        finally:
+            env.close()
+
+    a, b = streams(0, vectorization_mode="sync"), streams(1, vectorization_mode="sync")
+    assert a[1] == b[0] and a[0] != b[1]
+    a, b = streams(0), streams(1)
+    assert not set(a) & set(b)
