@@ -288,7 +288,10 @@ class Client:
         self._raise_for(code)
 
     def _usable(self) -> None:
-        check_usable(self.closed, self._broken)
+        # res.seg is None once the pool's finalizer has run without close():
+        # at interpreter exit, before a __del__ or an atexit handler that
+        # still steps the pool (the C client then said "detached: attach()")
+        check_usable(self.closed or self._res.seg is None, self._broken)
 
     def _check_owner(self) -> None:
         """PoolClosedError in a process forked from the pool's owner."""

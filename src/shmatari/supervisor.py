@@ -168,6 +168,7 @@ class _Resources:
                     except ProcessLookupError:
                         pass
             _wait_for_exit(alive, max(0.0, wait))
+        _reap(self.processes, 0.5)
         self.processes = []
         for pipe in self.fault_pipes:
             pipe.close()
@@ -209,6 +210,28 @@ def _worker_alive(p) -> bool:
     would never end: the kernel decides both."""
     code = p.exitcode
     return (code is None or code == 255) and _core.pid_alive(p.pid)
+
+
+def _reap(procs, seconds: float) -> None:
+    """Collects the workers multiprocessing started (fork, forkserver,
+    spawn) that have ended: ``join`` (a fork or spawn worker is a child of
+    this process and stays a zombie until waited for) and ``close`` (each
+    keeps its sentinel pipe open, and multiprocessing keeps it on its list
+    of children until its next ``start()``). Without it, close() left a
+    pool's workers as zombies and their pipes open (8 workers: 13 pipe
+    descriptors) until the next make(). One deadline for all; a worker
+    still running after close()'s SIGKILL (a stopped zygote's) is left to
+    multiprocessing."""
+    end = _now() + seconds
+    for p in procs:
+        if not isinstance(p, mp.process.BaseProcess) or _worker_alive(p):
+            continue
+        try:
+            p.join(max(0.0, end - _now()))
+            if p.exitcode is not None:
+                p.close()
+        except (ValueError, AssertionError):  # closed already; not this process's child
+            pass
 
 
 def _wait_for_exit(procs, seconds: float) -> None:
