@@ -79,6 +79,20 @@ def test_every_command_has_version(command):
                         rf"Python \S+\)\n", proc.stdout), proc.stdout
 
 
+def test_python_m_shmatari_is_the_shmatari_command():
+    """``python -m shmatari`` had no __main__ (a leak pass ran the server
+    through ``-c``): it is the ``shmatari`` command, for environments whose
+    scripts folder is not on PATH."""
+    for args in (["--version"], ["serve", "--help"]):
+        proc = subprocess.run([sys.executable, "-m", "shmatari", *args], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == run("shmatari", *args, timeout=60).stdout
+    proc = subprocess.run([sys.executable, "-m", "shmatari", "serve", "NoSuchGame"],
+                          capture_output=True, text=True, timeout=60)
+    assert_usage_error(proc, "NoSuchGame")
+
+
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_every_command_has_plain_help_with_defaults(command):
     proc = run(command, "--help", timeout=60)
