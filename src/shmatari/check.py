@@ -237,8 +237,8 @@ class CheckReport:
             bad = ([f"{differ} of {total} pairing{'s' * (total > 1)} "
                     f"{'does' if differ == 1 else 'do'} not agree"] if differ else [])
             if failed:
-                bad.append(f"{failed} of {total}{' pairings' * (not differ) * (total > 1)}"
-                           f"{' pairing' * (not differ) * (total == 1)} could not run")
+                noun = "" if differ else f" pairing{'s' * (total > 1)}"
+                bad.append(f"{failed} of {total}{noun} could not run")
             out.append(f"shmatari-check: {', '.join(bad)} ({what})")
         return out
 
