@@ -965,3 +965,30 @@ def test_the_exit_of_a_worker_that_ends_at_once_is_kept(monkeypatch):
     monkeypatch.setattr(_zygote._Zygote, "_pump", pump)
     worker.join(5.0)
     assert worker.exitcode == 1 and not worker.is_alive()
+
+
+def test_a_child_forked_after_make_drops_the_zygote_without_a_resource_warning():
+    """Each process forked after a make() (multiprocessing's fork workers,
+    shmatari-check's fork run) dropped its inherited copy of the zygote's
+    Popen, whose destructor warned "ResourceWarning: subprocess N is still
+    running" under -W default (a newcomer's pass; the README promises no
+    such noise). The zygote still serves the parent afterwards."""
+    script = textwrap.dedent("""
+        import gc, multiprocessing as mp
+        import shmatari
+
+        def child():
+            gc.collect()
+
+        shmatari.make("Pong", 2, num_workers=1).close()
+        p = mp.get_context("fork").Process(target=child)
+        p.start()
+        p.join()
+        with shmatari.make("Pong", 2, num_workers=1) as env:
+            env.reset()
+        print("exit", p.exitcode)
+    """)
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", script], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "exit 0", proc.stderr
+    assert "ResourceWarning" not in proc.stderr, proc.stderr

@@ -355,11 +355,17 @@ class _Zygote:
                 self.proc.wait()
 
     def forget(self) -> None:
-        """In a forked child: drop the parent's zygote without a word to it."""
+        """In a forked child: drop the parent's zygote without a word to it.
+        The zygote is not this process's child: its ``Popen`` is marked
+        ended, so that dropping it neither waits for it nor warns
+        ("ResourceWarning: subprocess ... is still running", under ``-W
+        default`` in each child multiprocessing forked after a ``make()``)."""
         try:
             self.sock.close()
         except OSError:
             pass
+        if getattr(self, "proc", None) is not None and self.proc.returncode is None:
+            self.proc.returncode = 0
         self.dead = True
 
 
