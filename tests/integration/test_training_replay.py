@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -90,8 +91,12 @@ def test_check_training_gives_the_caller_its_generators_and_torch_flags_back():
         random.seed(11)
         np.random.seed(12)
         torch.manual_seed(13)
-        report = check_training("Breakout", num_envs=2, updates=1, num_steps=8)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = check_training("Breakout", num_envs=2, updates=1, num_steps=8)
         assert report.ok, "\n".join(report.lines())
+        # its runs share one hash seed: no PYTHONHASHSEED advice for the caller
+        assert not [w for w in caught if issubclass(w.category, seeding.ReproducibilityWarning)]
         assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
         assert torch.get_num_threads() == threads
         assert not torch.are_deterministic_algorithms_enabled()
