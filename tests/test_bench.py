@@ -45,6 +45,23 @@ def test_interleaved_bench_keeps_every_burst_and_compares_medians(tmp_path):
     assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["ale-py"]
     assert "shmatari" in proc.stdout and "env steps/s" in proc.stdout
     assert "interleaved" in proc.stdout
+    # two bursts: under the table, the note that they rank nothing
+    table_end = proc.stdout.rindex("env steps/s")
+    assert "shmatari-bench: 2 bursts per backend: too few to rank backends" in \
+        " ".join(proc.stdout[table_end:].split())
+
+
+def test_the_few_rounds_note_comes_below_three_bursts_only():
+    """A newcomer's ``--rounds 2`` table put ceiling-sync above ceiling-fast
+    (the bound above the bounded) with nothing said but the busy-machine
+    line."""
+    from shmatari._bench_report import few_rounds_note
+
+    assert "1 burst per backend" in few_rounds_note(
+        {"kind": "main", "results": [{"rounds": 7}, {"rounds": 1}]})
+    assert few_rounds_note({"kind": "main", "results": [{"rounds": 3}, {"rounds": 7}]}) is None
+    assert few_rounds_note({"kind": "policy", "results": [{"rounds": 2}]})
+    assert few_rounds_note({"kind": "null", "results": [{"rounds": 1}]}) is None
 
 
 def test_fast_reset_rows_sit_beside_the_real_reset_ceiling(tmp_path):

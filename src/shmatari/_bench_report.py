@@ -118,6 +118,29 @@ def busy_warning(share: float | None, cores: int) -> str | None:
             f"sure; run it again with the machine quiet")
 
 
+#: Fewer bursts per backend than this: the table says its medians are too
+#: few to rank backends by (:func:`few_rounds_note`).
+FEW_ROUNDS = 3
+
+
+def few_rounds_note(report: dict) -> str | None:
+    """What the bench says under a table of rates from fewer than
+    :data:`FEW_ROUNDS` bursts per backend: a median of one or two bursts is
+    a sample of the machine's noise, in which a row can land above its
+    ceiling (``ceiling-sync`` above ``ceiling-fast``, ``--rounds 2`` in a
+    newcomer's pass). None for more rounds, and for ``--env null`` (its
+    medians are over every round trip)."""
+    if report["kind"] == "null":
+        return None
+    done = [r.get("rounds", 0) for r in report["results"] if r.get("rounds")]
+    if not done or min(done) >= FEW_ROUNDS:
+        return None
+    return (f"shmatari-bench: {_b.plural(min(done), 'burst')} per backend: too few to rank "
+            f"backends or to quote a ratio, since one burst's noise can reorder rows (a "
+            f"ceiling under the row it bounds); the README's figures take 7 to 15 rounds "
+            f"(--rounds 7)")
+
+
 def _ratio(a: float, b: float | None):
     return round(a / b, 3) if a and b else None
 

@@ -74,7 +74,8 @@ import numpy as np
 from . import _bench_backends as _b, _cli, config as _config
 from ._bench_backends import BACKENDS, CEILINGS, POLICY_BACKENDS
 from ._bench_report import (OtherLoad, Series, _print_report, _rows, _summary,  # noqa: F401
-                            busy_warning, machine_info, plot_sweep)  # (plot_sweep: re-exported)
+                            busy_warning, few_rounds_note, machine_info,
+                            plot_sweep)  # (plot_sweep: re-exported)
 from ._progress import Progress
 
 __all__ = ["main", "run", "machine_info"]
@@ -426,7 +427,9 @@ def main(argv=None) -> int:
         print("shmatari-bench: interrupted", file=sys.stderr)
         return _cli.interrupted_status()
     warning = busy_warning(report["machine"]["other_cpu_share"], report["machine"]["cpu_count"])
-    _print_report(args, report, note=warning)  # under the table, where it is read
+    notes = [n for n in (few_rounds_note(report), warning) if n]
+    # under the table, where it is read
+    _print_report(args, report, note="\n".join(notes) or None)
     if warning:  # and on stderr, after the progress lines, as before
         print(warning, file=sys.stderr)
     if args.json:
