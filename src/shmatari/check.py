@@ -316,7 +316,10 @@ def _main_script_hidden():
     try:
         yield
     finally:
-        sys.modules["__main__"] = main
+        if main is None:  # an embedding interpreter may have none
+            sys.modules.pop("__main__", None)
+        else:
+            sys.modules["__main__"] = main
 
 
 def _ticker(bar, before: int, label: str):
