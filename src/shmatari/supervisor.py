@@ -111,7 +111,7 @@ class _Resources:
         try:
             jax.effects_barrier()
         except Exception:  # noqa: BLE001 - the failed call's error is its results'
-            pass
+            _forget_closing_tokens()
 
     def forget(self) -> None:
         """In a child forked from this process: drop the parent's pool
@@ -180,6 +180,44 @@ class _Resources:
         if segment is not None:
             self.segment = None
             shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
+
+
+#: The starts of the errors a jitted call fails with on a pool that is
+#: closing, or closed under it (csrc/xla/shmatari_xla.cc: ``StatusError``
+#: with ``SHMATARI_ERR_CLOSED``, ``ClientOf`` once the client is released).
+_XLA_CLOSING = ("shmatari xla: the pool is closing", "shmatari xla: the pool is closed")
+
+
+def _forget_closing_tokens() -> None:
+    """Drops from jax's runtime tokens (this thread's) those of the jitted
+    calls that failed because this close() marked the pool CLOSING, after
+    waiting for every token once.
+
+    jax keeps a failed computation's token, and its own exit handlers
+    (``clean_up``, ``wait_for_tokens``) wait on every token again: each
+    printed "Exception ignored in atexit callback" with the closing error
+    after a Ctrl-C in CleanRL's ``ppo_atari_envpool_xla_jax_scan.py`` (whose
+    KeyboardInterrupt arrives in ``jax.device_get`` while its scan still
+    runs, so the pool's exit finalizer closes it under the scan). The
+    calls' error stays in their results. Other tokens, and other errors,
+    are left as they are; so is everything if jax's ``RuntimeTokenSet``
+    (private, checked with jax 0.10) is not as expected."""
+    try:
+        from jax._src import dispatch
+
+        tokens = dispatch.runtime_tokens
+        kinds = (tokens.current_tokens, tokens.output_runtime_tokens)
+    except (ImportError, AttributeError):
+        return
+    for kind in kinds:
+        if not isinstance(kind, dict):
+            continue
+        for key, token in list(kind.items()):
+            try:
+                token.block_until_ready()
+            except Exception as exc:  # noqa: BLE001 - only ours is dropped
+                if any(text in str(exc) for text in _XLA_CLOSING):
+                    kind.pop(key, None)
 
 
 def _owner_start() -> int:
