@@ -1454,3 +1454,59 @@ def test_a_pool_stepped_after_its_exit_finalizer_says_it_is_closed(tmp_path):
     """))
     assert result == ["PoolClosedError", "the env pool is closed"], output
     assert not [n for n in os.listdir(SHM_DIR) if n.startswith(f"shmatari_{pid}_")]
+
+
+_CLOSE_FROM_ANOTHER_THREAD = r"""
+import os, signal, sys, threading, time
+import numpy as np
+import shmatari
+stopped = sys.argv[1] == "stopped"
+env = shmatari.make("null", num_envs=2, num_workers=2)
+env.reset()
+print(env.segment_name, flush=True)
+if stopped:  # the other thread's step() waits for this worker
+    os.kill(env.worker_pids[0], signal.SIGSTOP)
+errors = []
+
+def stepper():
+    try:
+        while True:
+            env.step(np.zeros(2, dtype=np.int64))
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+
+t = threading.Thread(target=stepper, daemon=True)
+t.start()
+time.sleep(0.5)
+t0 = time.monotonic()
+env.close()
+print("closed in %.2f s" % (time.monotonic() - t0), flush=True)
+t.join(5)
+print("thread alive:", t.is_alive(), flush=True)
+print("thread error:", errors, flush=True)
+"""
+
+
+@pytest.mark.parametrize("worker", ["stopped", "running"])
+def test_close_from_another_thread_ends_its_wait_and_does_not_crash(tmp_path, worker):
+    """close() from one thread while another is inside step() (waiting for a
+    stopped worker, or stepping in a loop). close() freed the client and
+    unmapped the segment under the waiting thread, and the process died of
+    SIGFPE or SIGSEGV (a helper's attacker pass: 10 of 10 and 9 of 10). Now
+    the other thread's wait ends with PoolClosedError, and close() frees the
+    pool once it has left."""
+    script = tmp_path / "close_from_another_thread.py"
+    script.write_text(_CLOSE_FROM_ANOTHER_THREAD)
+    proc = subprocess.run([sys.executable, str(script), worker], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    name = proc.stdout.split()[0]
+    assert "thread alive: False" in proc.stdout, proc.stdout
+    # (a running worker's step may also end between two calls: the next one
+    # is refused as closed)
+    assert "thread error: ['PoolClosedError: the env pool " in proc.stdout, proc.stdout
+    if worker == "stopped":
+        assert "closed by another thread while step() waited" in proc.stdout, proc.stdout
+    seconds = float(proc.stdout.split("closed in ")[1].split()[0])
+    assert seconds < 5.0, proc.stdout
+    assert not os.path.exists(f"{SHM_DIR}/{name}")

@@ -294,3 +294,8 @@ cdef class CallGuard:
     def held(self):
         """Whether a thread is inside (for tests and diagnostics)."""
         return self.holder != 0
+
+    @property
+    def held_by(self):
+        """The ident (``threading.get_ident()``) of the thread inside, 0: none."""
+        return self.holder

@@ -165,6 +165,10 @@ class Client:
         self.closed = False
         self._pid = os.getpid()
         self._guard = _core.CallGuard(_refuse_other_thread)
+        # Set by a close() from another thread while this thread is inside a
+        # call (_Resources._other_thread_leaves): its wait ends at the next slice.
+        self._closing = False
+        res.guard, res.stop_calls = self._guard, self._stop_calls
         self.seed_entropy = seed_entropy
         self._seg = seg
         self._zero_copy = zero_copy
@@ -272,6 +276,11 @@ class Client:
             if self.supervisor.interrupted_start:
                 self._break(self.supervisor.interrupted_start)
             raise
+
+    def _stop_calls(self) -> None:
+        """close() from another thread: the call waiting here raises
+        PoolClosedError within a wait slice (``_POLL``) instead of waiting on."""
+        self._closing = True
 
     def _wait_failed(self, code: int) -> None:
         """After a wait that did not return a batch: returns to wait again
@@ -386,6 +395,10 @@ class Client:
                                          else max(0.0, min(_POLL, deadline - _now())))
             if code == _core.OK:
                 break
+            if self._closing:
+                raise PoolClosedError(
+                    f"the env pool was closed by another thread while {caller}() waited; "
+                    f"nothing more was received")
             if code == _core.ERR_STATE:
                 self._refused(code)  # the refusal, in the C client's words
             self._wait_failed(code)

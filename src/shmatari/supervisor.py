@@ -18,6 +18,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 import weakref
 
@@ -54,6 +55,9 @@ def default_start_timeout(config) -> float:
 #: Seconds close() waits for workers to exit before terminating them (then
 #: 1 s more before SIGKILL, and 1 s for that: close() returns within 5 s).
 CLOSE_TIMEOUT = 2.0
+#: Seconds close() gives another thread inside a call on the pool to leave
+#: (its wait ends within POLL once told; _Resources._other_thread_leaves).
+OTHER_THREAD_TIMEOUT = 2.0
 
 
 class _Resources:
@@ -76,6 +80,10 @@ class _Resources:
         # Set by xla(): jitted calls on this pool's client may still run
         # (jax dispatches asynchronously) when the pool is released.
         self.xla = False
+        # Set by the Client: its call guard (_core.CallGuard) and the function
+        # that ends its waits, for a close() from another thread.
+        self.guard = None
+        self.stop_calls = None
         _LIVE_RESOURCES.add(self)
 
     def shutdown(self, timeout: float = CLOSE_TIMEOUT) -> None:
@@ -137,8 +145,34 @@ class _Resources:
             shm.close_mapping(self.segment)
             self.segment = None
 
+    def _other_thread_leaves(self, seg, seconds: float) -> bool:
+        """A close() (or the exit finalizer) while another thread is inside a
+        call on this pool, waiting for a batch: its wait is ended (the
+        client's ``_stop_calls``; an owner also marks the pool CLOSING, which
+        ends a wait inside C within ``SHMATARI_POLL_NS``) and the thread is
+        given ``seconds`` to leave. Freeing the client and the mapping under
+        it crashed the process (SIGFPE or SIGSEGV: a helper's attacker pass,
+        10 of 10). Returns whether no other thread is inside now."""
+        guard = self.guard
+        if guard is None or guard.held_by in (0, threading.get_ident()):
+            return True
+        if self.stop_calls is not None:
+            self.stop_calls()
+        if self.owner and seg is not None:
+            try:
+                seg.set_pool_state(_core.POOL_CLOSING)
+            except ValueError:
+                pass
+        deadline = time.monotonic() + seconds
+        while guard.held_by not in (0, threading.get_ident()) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return guard.held_by in (0, threading.get_ident())
+
     def _shutdown(self, timeout: float) -> None:
         seg, segment = self.seg, self.segment
+        # Another thread still inside after the bound: its client and mapping
+        # are left to it (released with its last reference); the rest is done.
+        left = self._other_thread_leaves(seg, OTHER_THREAD_TIMEOUT)
         if segment is not None and self.owner:
             # The name goes first: if this process dies from here on, nothing
             # is left in /dev/shm (the workers still have their mappings).
@@ -149,7 +183,7 @@ class _Resources:
             self._wait_for_jitted_calls(seg)
         if seg is not None:
             try:
-                if self.client_pid:
+                if self.client_pid and left:
                     seg.release_client(self.client_pid)
                 if self.owner:
                     seg.set_pool_state(_core.POOL_CLOSING)
@@ -174,12 +208,13 @@ class _Resources:
             pipe.close()
         self.fault_pipes = []
         self.views = {}
-        if seg is not None:
+        if seg is not None and left:
             seg.release()
         self.seg = None
         if segment is not None:
             self.segment = None
-            shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
+            if left:
+                shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
 
 
 #: The starts of the errors a jitted call fails with on a pool that is
