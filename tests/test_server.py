@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -971,6 +972,31 @@ def test_a_claim_written_for_a_process_that_does_not_map_the_pool_is_freed(serve
         with shmatari.attach(s.name, timeout=10) as env:  # no longer refused as busy
             env.reset()
             env.step(np.zeros(2, np.int64))
+        # Written, and written again the moment the server frees it (before
+        # it looks at the word again): a new claim, judged and freed again.
+        # Until 2026-12-05 the server kept the pid as the client it had
+        # judged, never judged the word again, and refused every attach as
+        # busy for as long as it ran.
+        import mmap
+        import struct
+
+        offset = _core.struct_layout()["shmatari_header"]["client_pid"]
+        fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
+        try:
+            with mmap.mmap(fd, 0) as m:
+                struct.pack_into("<i", m, offset, pid)
+                t0 = time.monotonic()
+                while struct.unpack_from("<i", m, offset)[0] and time.monotonic() - t0 < 10:
+                    time.sleep(0.0002)
+                struct.pack_into("<i", m, offset, pid)
+        finally:
+            os.close(fd)
+        t0 = time.monotonic()
+        while s.stderr().count(line) < 3 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert s.stderr().count(line) == 3, s.stderr()[-2000:]
+        with shmatari.attach(s.name, timeout=10) as env:  # not refused as busy
+            env.reset()
     finally:
         other.kill()
         other.wait()
@@ -1411,3 +1437,30 @@ signal.pause()""")
     finally:
         holder.kill()
         holder.wait(10)
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_while_serve_installs_its_handlers_is_a_clean_stop(signame):
+    """A SIGINT or SIGTERM that arrives as serve installs its stop handlers
+    (the signal sent from inside the signal.signal call, so that the handler
+    runs on its return, where CPython would run it): serve said "stopping"
+    and exited 0 for a signal at any later point, but here the handler's
+    _Stop escaped as an uncaught exception (a traceback, exit status 1: an
+    attacker's pass), since the handlers were installed before serve's try."""
+    child = textwrap.dedent(f"""
+        import os, signal, sys
+        import shmatari.cli as cli
+        real = signal.signal
+        def install(signum, handler):
+            old = real(signum, handler)
+            if handler is cli._on_stop_signal and signum == signal.{signame}:
+                os.kill(os.getpid(), signal.{signame})
+            return old
+        signal.signal = install
+        sys.exit(cli.main(["serve", "null", "--num-envs", "2", "--num-workers", "1"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().endswith("shmatari serve: stopping"), proc.stderr[-2000:]

@@ -395,7 +395,7 @@ class _Clients:
                 self.release(self.client)
             _log(f"client pid {self.client} died; its claim is freed, the next client to "
                  f"attach takes the pool")
-            self.reported_dead = True
+            self._forget_claim()
         elif self.client and not self.judged and self.not_a_client is not None:
             self.judged = True  # once per claim: a client keeps its mapping
             why = self.not_a_client(self.client)
@@ -404,7 +404,16 @@ class _Clients:
                     self.release(self.client)
                 self._say(f"pid {self.client} holds the claim but {why}: another process "
                           f"wrote the claim word; it is freed")
-                self.reported_dead = True
+                self._forget_claim()
+
+    def _forget_claim(self) -> None:
+        """After freeing a claim: the next sighting of the word, the same pid
+        included, is a new claim, judged again. (The freed pid was kept as
+        the client, judged: written again into the word, by a process that
+        then left, it was never looked at again, and every attach was refused
+        as busy for as long as the server ran: an attacker's pass.)"""
+        self.client, self.client_start = 0, 0
+        self.reported_dead, self.judged = False, False
 
 
 class _Shrunk(Exception):
@@ -501,11 +510,15 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
     # Both handled explicitly: a shell starts background jobs with SIGINT
     # ignored, and Python would keep it so.
     _STOP_REQUESTED[0] = False
-    previous = {sig: signal.signal(sig, _on_stop_signal)
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {}
     env = mapped = claim = watch = clients = None
     total = 0
     try:
+        # Installed inside the try: a signal right after the first handler is
+        # in is a stop like any other (it escaped as an uncaught _Stop, with a
+        # traceback and exit status 1: an attacker's pass).
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, _on_stop_signal)
         try:
             env = ShmVectorEnv(cfg, segment_name=segment, claim=False)
         except OSError as exc:  # the name was taken since _free_name, /dev/shm full, ...
