@@ -1510,3 +1510,37 @@ def test_close_from_another_thread_ends_its_wait_and_does_not_crash(tmp_path, wo
     seconds = float(proc.stdout.split("closed in ")[1].split()[0])
     assert seconds < 5.0, proc.stdout
     assert not os.path.exists(f"{SHM_DIR}/{name}")
+
+
+@pytest.mark.parametrize("where", ["after the link", "after the rename"])
+def test_an_exception_while_a_segment_is_published_leaves_neither_name(monkeypatch, where):
+    """A signal handler's exception (shmatari serve's stop) as create()
+    gives the new segment its name: right after os.link, or right before
+    the first name is dropped. One of the two names was left until the next
+    sweep (an attacker's pass, 20 of 20)."""
+    name = f"shmatari_t{secrets.token_hex(6)}"
+    created = []
+    real_link, real_unlink = os.link, shm._unlink_name
+
+    def link(src, dst):
+        real_link(src, dst)
+        created.extend([os.path.basename(src), os.path.basename(dst)])
+        if where == "after the link":
+            raise KeyboardInterrupt
+
+    def unlink_name(n):
+        if where == "after the rename" and n in created[:1] and "raised" not in created:
+            created.append("raised")  # once, as one signal
+            raise KeyboardInterrupt
+        real_unlink(n)
+
+    monkeypatch.setattr(shm.os, "link", link)
+    monkeypatch.setattr(shm, "_unlink_name", unlink_name)
+    with pytest.raises(KeyboardInterrupt):
+        shm.create(name, 1 << 16)
+    monkeypatch.undo()
+    left = [n for n in created[:2] if os.path.exists(f"{SHM_DIR}/{n}")]
+    for n in left:
+        shm.unlink(n)
+    assert created and created[1] == name
+    assert left == []

@@ -367,11 +367,26 @@ def _write_every_page(fd: int, size: int) -> None:
 def _publish(shm: _Mapped, name: str) -> None:
     """Gives the segment ``shm`` (created under a name of this process) the
     name ``name``, which must be free (``FileExistsError`` otherwise), and
-    drops its first name."""
+    drops its first name.
+
+    An exception on the way (a signal handler's: ``shmatari serve`` raises
+    its stop there) leaves neither name: the caller's cleanup removes
+    ``shm.name``, and the other name goes here if it still points to this
+    segment's file. (Between the link and the unlink one of the two was left
+    until the next sweep: an attacker's pass, 20 of 20 with the signal sent
+    from inside the call.)"""
     staged = shm.name
-    os.link(os.path.join(SHM_DIR, staged), os.path.join(SHM_DIR, name))
-    shm.name = name
-    _unlink_name(staged)
+    try:
+        os.link(os.path.join(SHM_DIR, staged), os.path.join(SHM_DIR, name))
+        shm.name = name
+        _unlink_name(staged)
+    except BaseException:
+        ident = identity(shm)
+        try:
+            unlink_own(name if shm.name == staged else staged, ident)
+        except OSError:
+            pass
+        raise
 
 
 def create(name: str, size: int, prepare=None) -> _Mapped:
