@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import re
+import secrets
 import select
 import shutil
 import signal
@@ -1464,3 +1465,41 @@ def test_a_stop_signal_while_serve_installs_its_handlers_is_a_clean_stop(signame
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().endswith("shmatari serve: stopping"), proc.stderr[-2000:]
+
+
+def test_a_second_stop_signal_during_a_stopped_starts_cleanup_leaves_nothing():
+    """A SIGTERM as serve starts its first worker stops the start, whose
+    cleanup (the pool's close()) runs with serve's handler still installed;
+    a second SIGTERM as that cleanup removes the segment's name raised a
+    second _Stop there and cut it short: exit 0 and "stopping", and the
+    named segment left in /dev/shm (an attacker's pass, 3 of 3). A stop
+    under way now ignores the next signal."""
+    name = f"t2sig{secrets.token_hex(4)}"
+    child = textwrap.dedent(f"""
+        import os, signal, sys
+        import shmatari.cli as cli, shmatari.supervisor as sup, shmatari.shm as shm
+        first, second = [True], [True]
+        real_spawn, real_unlink_own = sup.Supervisor.spawn, shm.unlink_own
+        def spawn(self, *a, **k):
+            if first[0]:
+                first[0] = False
+                os.kill(os.getpid(), signal.SIGTERM)  # the first: before a worker starts
+            return real_spawn(self, *a, **k)
+        def unlink_own(name, ident):
+            if not first[0] and second[0]:
+                second[0] = False
+                os.kill(os.getpid(), signal.SIGTERM)  # the second: as the name goes
+            return real_unlink_own(name, ident)
+        sup.Supervisor.spawn, shm.unlink_own = spawn, unlink_own
+        sys.exit(cli.main(["serve", "null", "--num-envs", "2", "--num-workers", "2",
+                           "--name", "{name}"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "stopping" in proc.stderr, proc.stderr[-2000:]
+    segment = _core.segment_name(name)
+    left = os.path.exists(f"/dev/shm/{segment}")
+    if left:
+        shm.unlink(segment)
+    assert not left

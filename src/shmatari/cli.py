@@ -63,6 +63,12 @@ _STOP_REQUESTED = [False]
 
 
 def _on_stop_signal(signum, frame):
+    if _STOP_REQUESTED[0]:
+        # A stop is under way: a second signal must not cut its cleanup
+        # short. (One during the cleanup of a start that the first stopped,
+        # before serve's finally ignores signals, left the named segment:
+        # an attacker's pass, 3 of 3.)
+        return
     _STOP_REQUESTED[0] = True
     raise _Stop()
 
