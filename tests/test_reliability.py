@@ -1544,3 +1544,81 @@ def test_an_exception_while_a_segment_is_published_leaves_neither_name(monkeypat
         shm.unlink(n)
     assert created and created[1] == name
     assert left == []
+
+
+_FORKSERVER_STOPPED_AT_EXIT = r"""
+import os, signal, sys
+import shmatari
+from multiprocessing import forkserver
+if __name__ == "__main__":
+    env = shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver")
+    env.reset()
+    server = forkserver._forkserver._forkserver_pid
+    print(server, flush=True)
+    os.kill(server, signal.SIGSTOP)
+    env.close()
+    print("closed", flush=True)
+"""
+
+
+def test_a_stopped_fork_server_does_not_keep_the_trainer_from_exiting(tmp_path):
+    """start_method="forkserver" with the fork server stopped (SIGSTOP):
+    close() returned, but a forkserver worker's exit status comes only from
+    the fork server, and multiprocessing's exit handler joined the workers
+    for ever: the interpreter never exited (shmatari serve after SIGTERM
+    neither: an attacker's pass, 6 of 6). Workers the kernel says are gone
+    leave multiprocessing's list of children."""
+    script = tmp_path / "forkserver_stopped.py"
+    script.write_text(_FORKSERVER_STOPPED_AT_EXIT)
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    # (files, not pipes: the stopped fork server holds the child's stdout and
+    # stderr open, so a pipe never ends)
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=o, stderr=e)
+    server = None
+    try:
+        assert wait_until(lambda: out.read_text().count("\n") >= 1, 60)
+        server = int(out.read_text().split()[0])
+        proc.wait(timeout=20)
+        assert proc.returncode == 0, (proc.returncode, err.read_text()[-2000:])
+        assert "closed" in out.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if server is not None:
+            try:
+                os.kill(server, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+_FORKSERVER_ENDS_AT_START = r"""
+import glob, os
+import shmatari
+from multiprocessing import forkserver
+if __name__ == "__main__":
+    def connect(fds):  # as multiprocessing fails when the fork server ends unanswered
+        raise EOFError("unexpected EOF")
+    forkserver.connect_to_new_process = connect
+    try:
+        shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver")
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+    print("left", glob.glob(f"/dev/shm/shmatari_{os.getpid()}_*"))
+"""
+
+
+def test_a_fork_server_that_ends_during_make_is_a_worker_error(tmp_path):
+    """make(start_method="forkserver") when the fork server ends before it
+    answers: multiprocessing's bare "EOFError: unexpected EOF" came out of
+    make() (an attacker's pass: 8 of 12 kills of the fork server during
+    make()), which documents WorkerError for a worker that cannot start."""
+    script = tmp_path / "forkserver_ends.py"
+    script.write_text(_FORKSERVER_ENDS_AT_START)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "WorkerError worker 0 could not be started: multiprocessing's fork server " \
+           "ended before it answered" in proc.stdout, proc.stdout
+    assert "left []" in proc.stdout, proc.stdout

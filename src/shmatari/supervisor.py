@@ -303,6 +303,15 @@ def _reap(procs, seconds: float) -> None:
             p.join(max(0.0, end - _now()))
             if p.exitcode is not None:
                 p.close()
+            elif type(getattr(p, "_popen", None)).__module__.endswith("popen_forkserver"):
+                # Gone by the kernel's word, but its exit status comes only from
+                # the fork server, which is stopped (or gone): multiprocessing's
+                # exit handler would join it for ever, and the interpreter never
+                # exited (shmatari serve after SIGTERM too: an attacker's pass,
+                # 6 of 6). Off multiprocessing's list of children, as forget().
+                children = getattr(mp.process, "_children", None)
+                if children is not None:
+                    children.discard(p)
         except (ValueError, AssertionError):  # closed already; not this process's child
             pass
 
@@ -533,8 +542,20 @@ class Supervisor:
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            with child_environment():
-                p.start()
+            try:
+                with child_environment():
+                    p.start()
+            except (EOFError, ConnectionError) as exc:
+                if cfg.start_method != "forkserver":
+                    raise
+                # The fork server died before it answered (multiprocessing's
+                # bare "EOFError: unexpected EOF": an attacker's pass, 8 of 12).
+                reader.close()
+                raise WorkerError(
+                    f"worker {w} could not be started: multiprocessing's fork server "
+                    f"ended before it answered ({type(exc).__name__}: {exc}); make() the "
+                    f"pool again, or use start_method='zygote'", worker=w,
+                    env_ids=self.groups[w], exitcode=None) from None
             self._install(w, p, reader)
         finally:
             writer.close()
