@@ -1622,3 +1622,62 @@ def test_a_fork_server_that_ends_during_make_is_a_worker_error(tmp_path):
     assert "WorkerError worker 0 could not be started: multiprocessing's fork server " \
            "ended before it answered" in proc.stdout, proc.stdout
     assert "left []" in proc.stdout, proc.stdout
+
+
+_FORKSERVER_STOPPED_AT_MAKE = r"""
+import glob, os, signal, time
+import shmatari
+from multiprocessing import forkserver
+if __name__ == "__main__":
+    shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver").close()
+    server = forkserver._forkserver._forkserver_pid
+    print(server, flush=True)
+    os.kill(server, signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver",
+                      start_timeout=2)
+    except Exception as exc:
+        print("raised after %.1f s:" % (time.monotonic() - t0), type(exc).__name__, exc,
+              flush=True)
+    with shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver") as env:
+        env.reset()
+        print("a new pool steps", flush=True)
+    print("left", glob.glob(f"/dev/shm/shmatari_{os.getpid()}_*"), flush=True)
+"""
+
+
+def test_make_with_a_stopped_fork_server_fails_within_start_timeout(tmp_path):
+    """make(start_method="forkserver", start_timeout=2) while the fork server
+    is stopped (SIGSTOP): multiprocessing waits for its answer with no
+    limit, and make() (a worker's restart too) returned only once the
+    server was resumed, start_timeout and Ctrl-C notwithstanding (an
+    attacker's pass). Now the server is killed after start_timeout, make()
+    raises WorkerError saying so, and the next make() starts a new one."""
+    script = tmp_path / "forkserver_stopped_make.py"
+    script.write_text(_FORKSERVER_STOPPED_AT_MAKE)
+    out = tmp_path / "out.txt"
+    with open(out, "w") as o:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=o,
+                                stderr=subprocess.STDOUT)
+    server = None
+    try:
+        assert wait_until(lambda: out.read_text().count("\n") >= 1, 60)
+        server = int(out.read_text().split()[0])
+        proc.wait(timeout=60)
+        text = out.read_text()
+        assert proc.returncode == 0, text[-2000:]
+        assert "WorkerError worker 0 could not be started: multiprocessing's fork server " \
+               "did not answer within start_timeout=2 s" in text, text[-2000:]
+        seconds = float(text.split("raised after ")[1].split()[0])
+        assert seconds < 10, text
+        assert "a new pool steps" in text and "left []" in text, text[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if server is not None:
+            try:
+                os.kill(server, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -273,6 +273,31 @@ def _check_can_start_children(start_method: str) -> None:
             f"shmatari's own zygote process")
 
 
+class _ForkServerWatchdog:
+    """Kills multiprocessing's fork server if it has not answered a start
+    within ``seconds`` (a ``threading.Timer``; :meth:`cancel` once answered)."""
+
+    def __init__(self, seconds: float):
+        from multiprocessing import forkserver
+
+        self.fired = False
+        self.pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+        self.timer = threading.Timer(seconds, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                self.fired = True
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+
+
 def _worker_alive(p) -> bool:
     """Whether a worker process runs: its exit code not known yet, and the
     kernel's word that the pid runs (not a zombie). Under forkserver a worker
@@ -541,6 +566,14 @@ class Supervisor:
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        watchdog = None
+        if cfg.start_method == "forkserver":
+            # multiprocessing waits for the fork server's answer with no limit
+            # (popen_forkserver reads the new pid from its pipe): a stopped
+            # server held make(), a restart and Ctrl-C for as long as it stayed
+            # stopped (an attacker's pass). After start_timeout it is killed,
+            # and the read ends.
+            watchdog = _ForkServerWatchdog(self.start_timeout)
         try:
             try:
                 with child_environment():
@@ -551,13 +584,17 @@ class Supervisor:
                 # The fork server died before it answered (multiprocessing's
                 # bare "EOFError: unexpected EOF": an attacker's pass, 8 of 12).
                 reader.close()
+                why = (f"did not answer within start_timeout={self.start_timeout:g} s "
+                       f"(stopped?), and was killed" if watchdog.fired else
+                       f"ended before it answered ({type(exc).__name__}: {exc})")
                 raise WorkerError(
                     f"worker {w} could not be started: multiprocessing's fork server "
-                    f"ended before it answered ({type(exc).__name__}: {exc}); make() the "
-                    f"pool again, or use start_method='zygote'", worker=w,
+                    f"{why}; make() the pool again, or use start_method='zygote'", worker=w,
                     env_ids=self.groups[w], exitcode=None) from None
             self._install(w, p, reader)
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             writer.close()
             if masked:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
