@@ -1546,6 +1546,19 @@ def test_an_exception_while_a_segment_is_published_leaves_neither_name(monkeypat
     assert left == []
 
 
+def _kill_script_and_fork_server(proc, server: int | None) -> None:
+    """A forkserver test's cleanup: its script, if it still runs, and the
+    fork server it stopped (which nothing else would end)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if server is not None:
+        try:
+            os.kill(server, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 _FORKSERVER_STOPPED_AT_EXIT = r"""
 import os, signal, sys
 import shmatari
@@ -1583,14 +1596,7 @@ def test_a_stopped_fork_server_does_not_keep_the_trainer_from_exiting(tmp_path):
         assert proc.returncode == 0, (proc.returncode, err.read_text()[-2000:])
         assert "closed" in out.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if server is not None:
-            try:
-                os.kill(server, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_script_and_fork_server(proc, server)
 
 
 _FORKSERVER_ENDS_AT_START = r"""
@@ -1673,11 +1679,4 @@ def test_make_with_a_stopped_fork_server_fails_within_start_timeout(tmp_path):
         assert seconds < 10, text
         assert "a new pool steps" in text and "left []" in text, text[-2000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if server is not None:
-            try:
-                os.kill(server, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_script_and_fork_server(proc, server)
