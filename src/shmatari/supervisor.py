@@ -278,18 +278,20 @@ class _ForkServerWatchdog:
     within ``seconds`` (a ``threading.Timer``; :meth:`cancel` once answered)."""
 
     def __init__(self, seconds: float):
-        from multiprocessing import forkserver
-
         self.fired = False
-        self.pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
         self.timer = threading.Timer(seconds, self._fire)
         self.timer.daemon = True
         self.timer.start()
 
     def _fire(self) -> None:
-        if self.pid:
+        from multiprocessing import forkserver
+
+        # read now: the server the start waits on (p.start() restarts one
+        # that died before it connected)
+        pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+        if pid:
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 self.fired = True
             except OSError:
                 pass
