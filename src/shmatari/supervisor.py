@@ -111,11 +111,7 @@ class _Resources:
         jax = sys.modules.get("jax")
         if jax is None:
             return
-        if self.owner:
-            try:
-                seg.set_pool_state(_core.POOL_CLOSING)
-            except ValueError:
-                pass
+        self._mark_closing(seg)
         try:
             jax.effects_barrier()
         except Exception:  # noqa: BLE001 - the failed call's error is its results'
@@ -153,20 +149,30 @@ class _Resources:
         given ``seconds`` to leave. Freeing the client and the mapping under
         it crashed the process (SIGFPE or SIGSEGV: a helper's attacker pass,
         10 of 10). Returns whether no other thread is inside now."""
-        guard = self.guard
-        if guard is None or guard.held_by in (0, threading.get_ident()):
+        guard, me = self.guard, threading.get_ident()
+
+        def other_inside() -> bool:
+            return guard is not None and guard.held_by not in (0, me)
+
+        if not other_inside():
             return True
         if self.stop_calls is not None:
             self.stop_calls()
+        self._mark_closing(seg)
+        deadline = time.monotonic() + seconds
+        while other_inside() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return not other_inside()
+
+    def _mark_closing(self, seg) -> None:
+        """An owner's pool: its state CLOSING, which ends every wait on it
+        (a jitted call's, a client thread's, a worker's) within
+        ``SHMATARI_POLL_NS``. Nothing for an attached pool, or none."""
         if self.owner and seg is not None:
             try:
                 seg.set_pool_state(_core.POOL_CLOSING)
             except ValueError:
                 pass
-        deadline = time.monotonic() + seconds
-        while guard.held_by not in (0, threading.get_ident()) and time.monotonic() < deadline:
-            time.sleep(0.002)
-        return guard.held_by in (0, threading.get_ident())
 
     def _shutdown(self, timeout: float) -> None:
         seg, segment = self.seg, self.segment
@@ -185,10 +191,9 @@ class _Resources:
             try:
                 if self.client_pid and left:
                     seg.release_client(self.client_pid)
-                if self.owner:
-                    seg.set_pool_state(_core.POOL_CLOSING)
             except ValueError:
                 pass
+            self._mark_closing(seg)
         # Ask, then terminate, then kill, each with one deadline for all
         # workers (a stopped worker only yields to SIGKILL).
         for sig, wait in ((None, timeout - 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 0.5)):
