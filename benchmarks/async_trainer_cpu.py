@@ -54,10 +54,9 @@ def timed_batches(env: ShmVectorEnv, batches: int, table: np.ndarray, k0: int) -
             pass
         w1, c1 = time.perf_counter_ns(), time.thread_time_ns()
         obs = np.empty(client._batch_obs_shape, np.uint8)
-        views, bits = seg.collect(seg.taken, obs.reshape(-1))
+        fields, bits = seg.collect(seg.taken, obs)
         w2, c2 = time.perf_counter_ns(), time.thread_time_ns()
-        fields = dict(zip(_core.COLLECTED, views))
-        seg.client_release()
+                seg.client_release()
         client._last_ids = fields["env_id"]
         results.build_info(fields, None, None, bits,
                            episode_statistics=client._episode_statistics)
@@ -86,10 +85,9 @@ def warm_phases(env: ShmVectorEnv, table: np.ndarray, repeats: int = 5000) -> di
         obs = np.empty(client._batch_obs_shape, np.uint8)
         c0 = time.thread_time_ns()
         for _ in range(repeats):
-            views, bits = seg.collect(seg.taken, obs.reshape(-1))
+            fields, bits = seg.collect(seg.taken, obs)
         out["collect"] = (time.thread_time_ns() - c0) / repeats / 1000
-        fields = dict(zip(_core.COLLECTED, views))
-        c0 = time.thread_time_ns()
+                c0 = time.thread_time_ns()
         for _ in range(repeats):
             results.build_info(fields, None, None, bits,
                                episode_statistics=client._episode_statistics)

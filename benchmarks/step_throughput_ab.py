@@ -3,7 +3,10 @@
 Each build runs in its own process with its pool open for the whole run;
 the processes take turns running short bursts (each round starting one
 build further on), and the script reports medians, spread and per-round
-ratios of env steps per second against the first build. With the built-in
+ratios of env steps per second against the first build, and each pool's
+trainer CPU (its main thread's ``time.thread_time``) per batch in
+microseconds: in an async pool on 2 cores that CPU is taken from the
+workers (issue 24). With the built-in
 ``null`` env (the default: no emulation) the figure is the client's and the
 workers' protocol cost; with a game (``--game Breakout``) it is the whole
 step, emulation included, under uniformly random actions from a fixed table
@@ -116,11 +119,11 @@ def pool():
     for line in sys.stdin:
         burst, n = float(line), 0
         t_start = time.perf_counter() + warmup
-        t0 = None
+        t0, cpu0, batches = None, 0, 0
         while True:
             now = time.perf_counter()
             if t0 is None and now >= t_start:
-                t0, n = now, 0
+                t0, n, cpu0, batches = now, 0, time.thread_time_ns(), 0
             if t0 is not None and now - t0 >= burst:
                 break
             k += 1
@@ -137,7 +140,9 @@ def pool():
                     w = int(info["env_id"][0]) * 2 // num_envs
                     os.sched_setaffinity(0, {cores[(1 - w) % len(cores)]})
             n += batch_size
-        print(n / (now - t0), flush=True)
+            batches += 1
+        # env steps/s, and the trainer's CPU (this thread's) per batch in us
+        print(n / (now - t0), (time.thread_time_ns() - cpu0) / 1e3 / max(batches, 1), flush=True)
     env.close()
 
 
@@ -261,12 +266,16 @@ def main() -> None:
                     raise SystemExit(f"step_throughput_ab: {label} said {line!r}, not 'ready'")
                 print(label, line, file=sys.stderr)
             rates = {label: [] for label in labels}
+            cpus = {label: [] for label in labels}
             for r in range(args.rounds):
                 for i in range(len(labels)):
                     label = labels[(r + i) % len(labels)]
                     procs[label].stdin.write(f"{args.burst}\n")
                     procs[label].stdin.flush()
-                    rates[label].append(float(_read_line(label, procs[label])))
+                    values = _read_line(label, procs[label]).split()
+                    rates[label].append(float(values[0]))
+                    if len(values) > 1:  # a pool: its trainer's CPU per batch
+                        cpus[label].append(float(values[1]))
         finally:
             _stop(procs)
 
@@ -279,9 +288,14 @@ def main() -> None:
                       "max": max(xs), "n": len(xs),
                       "vs_first": statistics.median(xs) / statistics.median(rates[ref]),
                       "vs_first_per_round": per_round, "bursts": xs}
+        if cpus[label]:
+            out[label]["trainer_cpu_us_per_batch"] = statistics.median(cpus[label])
+            out[label]["trainer_cpu_bursts"] = cpus[label]
         line = (f"{label}: median {out[label]['median']:,.0f} steps/s (IQR {q[0]:,.0f}..{q[2]:,.0f},"
                 f" {len(xs)} bursts of {args.burst} s); /{ref} "
                 f"{out[label]['median'] / out[ref]['median']:.3f} (per round {per_round:.3f})")
+        if cpus[label]:
+            line += f"; trainer CPU {out[label]['trainer_cpu_us_per_batch']:.1f} us/batch"
         if args.ceiling:
             ceil = rates["ceiling-fast"]
             line += (f"; /ceiling-fast {out[label]['median'] / statistics.median(ceil):.3f} "
@@ -298,7 +312,7 @@ def main() -> None:
                                   for b in builds},
                        "results": out}, f, indent=1)
     else:
-        print(json.dumps({k: {m: v for m, v in d.items() if m != "bursts"}
+        print(json.dumps({k: {m: v for m, v in d.items() if not m.endswith("bursts")}
                           for k, d in out.items()}))
 
 

@@ -44,10 +44,9 @@ def timed_rounds(env: ShmVectorEnv, rounds: int, table: np.ndarray, k0: int) -> 
             pass
         t2 = time.perf_counter_ns()
         obs = np.empty(client._batch_obs_shape, np.uint8)
-        views, bits = seg.collect(seg.taken, obs.reshape(-1))
+        fields, bits = seg.collect(seg.taken, obs)
         t3 = time.perf_counter_ns()
-        fields = dict(zip(_core.COLLECTED, views))
-        seg.client_release()
+                seg.client_release()
         client._last_ids = fields["env_id"]
         results.build_info(fields, None, None, bits,
                            episode_statistics=client._episode_statistics)

@@ -58,8 +58,8 @@ def test_classic_pipe_baseline_matches_with_channels_first_rgb():
 
 
 def _same_info(a: dict, b: dict, where: str) -> None:
-    """Two info dicts agree on every key (final_obs row by row), but the
-    episode's wall time ``t``, which only shmatari measures."""
+    """Two info dicts agree on every key, values and dtypes (final_obs row by
+    row), but the episode's wall time ``t``, which only shmatari measures."""
     assert set(a) - {"t"} == set(b) - {"t"}, where
     for key in set(b) - {"t"}:
         if key == "final_obs":
@@ -71,6 +71,8 @@ def _same_info(a: dict, b: dict, where: str) -> None:
             _same_info(a[key], b[key], f"{where}: {key}")
         else:
             np.testing.assert_array_equal(a[key], b[key], err_msg=f"{where}: {key}")
+            # the same dtypes too (the baseline's uint8 game_over becomes bool)
+            assert np.asarray(a[key]).dtype == np.asarray(b[key]).dtype, f"{where}: {key}"
 
 
 def _same_results(ra, rb, where: str) -> None:

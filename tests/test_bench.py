@@ -501,3 +501,22 @@ def test_a_module_planted_in_the_current_folder_runs_in_no_process_of_the_gymnas
                           cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not marker.exists(), f"the planted module ran in pid(s) {marker.read_text().split()}"
+
+
+def test_a_burst_updates_the_progress_bar_a_few_times_a_second_not_every_loop():
+    """The bench's own work in a burst is the backend's loop: the progress
+    bar is updated at most every TICK_SECONDS (as the ceiling's parent does),
+    not after every batch, where it took CPU from the workers it measured
+    (about 3 us a batch) and not from the ceiling's processes."""
+    from shmatari import _bench_backends as backends, config
+
+    cfg = config.build_config(config.NULL_ENV, 2, num_workers=2, seed=0)
+    runner = backends.open_backend("shmatari", cfg, 2)
+    try:
+        ticks = []
+        out = runner.burst(0.05, 0.5, ticks.append)
+    finally:
+        runner.close()
+    assert out["env_steps"] // 2 > 200  # loops: the null env steps in microseconds
+    assert 1 <= len(ticks) <= 0.5 / backends.TICK_SECONDS + 2
+    assert ticks == sorted(ticks) and 0 <= ticks[0] and ticks[-1] <= out["seconds"]

@@ -285,6 +285,52 @@ def test_worker_written_env_id_out_of_range_is_refused_before_use():
         seg.collect(0, None)
 
 
+def test_collect_writes_only_into_an_observation_buffer_of_the_batchs_size():
+    """Segment.collect copies a batch's observations (batch_size x stack x h x
+    w bytes) through a pointer: a buffer of another size, type or layout is
+    refused before anything is written, and one of the right size receives
+    the slot's bytes, whatever its shape."""
+    buf = segment_bytes()
+    seg = _core.Segment(buf)
+    g = GEOMETRY
+    size = g["batch_size"] * g["stack_num"] * g["img_height"] * g["img_width"]
+    obs_at = seg.slot_offset(0) + seg.header()["slot_obs_offset"]
+    pattern = bytes(i % 251 for i in range(size))
+    buf[obs_at:obs_at + size] = pattern
+    bad = [np.zeros(size - 1, np.uint8), np.zeros(size + 1, np.uint8),
+           np.zeros(size, np.int8), np.zeros(size // 4, np.int32),
+           np.zeros(2 * size, np.uint8)[::2], np.zeros(size, np.uint8).reshape(16, -1).T]
+    readonly = np.zeros(size, np.uint8)
+    readonly.flags.writeable = False
+    for out in bad + [readonly]:
+        before = out.copy()
+        with pytest.raises(ValueError, match=f"collect needs a C-contiguous writeable uint8 "
+                                             f"array of {size} bytes"):
+            seg.collect(0, out)
+        np.testing.assert_array_equal(out, before)
+    for shape in [(size,), (g["batch_size"], g["stack_num"], g["img_height"], g["img_width"])]:
+        out = np.zeros(shape, np.uint8)
+        fields, _ = seg.collect(0, out)
+        assert out.tobytes() == pattern
+        assert set(fields) == set(_core.COLLECTED)
+
+
+def test_the_send_pointer_path_takes_only_what_as_int32_makes():
+    """Segment.client_send reads its arrays through their pointers: anything
+    but a 1-D C-contiguous native int32 array is refused (ValueError),
+    before the state machine looks at it."""
+    seg = _core.Segment(segment_bytes())
+    good = np.zeros(2, np.int32)
+    for bad in [np.zeros(2, np.int64), np.zeros(4, np.int32)[::2], np.zeros((1, 2), np.int32),
+                np.zeros(2, ">i4")]:
+        with pytest.raises(ValueError, match="must be a 1-D C-contiguous native int32"):
+            seg.client_send(bad, None)
+        with pytest.raises(ValueError, match="must be a 1-D C-contiguous native int32"):
+            seg.client_send(good, bad)
+    with pytest.raises(ValueError, match=r"actions must have shape \(3,\) \(one per env id\)"):
+        seg.client_send(good, np.zeros(3, np.int32))
+
+
 def test_worker_error_text_is_bounded_without_a_nul():
     buf = segment_bytes()
     seg = _core.Segment(buf)

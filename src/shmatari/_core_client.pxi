@@ -24,6 +24,55 @@ cdef void _saturate(const any_int[:] a, int32_t[::1] out) noexcept nogil:
             out[i] = <int32_t>a[i] if <uint64_t>a[i] <= 2147483647 else 2147483647
 
 
+cdef object _int32_of_plain(object values):
+    """as_int32's fast path, for what a trainer passes on every step: a
+    native-endian, aligned, 1-D NumPy array of signed integers of 4 or 8 bytes
+    (``integers()``'s int64, a policy's argmax, ``info["env_id"]``): a new
+    int32 array, saturated as ``_saturate`` does, without NumPy's Python-level
+    calls (about 10 us a step on a cold cache). None for anything else (the
+    general path then converts it)."""
+    if type(values) is not np.ndarray:
+        return None
+    cdef cnp.ndarray a = <cnp.ndarray>values
+    if (cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_ISNOTSWAPPED(a)
+            or not cnp.PyArray_ISALIGNED(a)):
+        return None
+    cdef int t = cnp.PyArray_TYPE(a)
+    cdef cnp.npy_intp n = cnp.PyArray_DIM(a, 0)
+    cdef cnp.npy_intp stride = cnp.PyArray_STRIDE(a, 0)
+    cdef const char *src = <const char *>cnp.PyArray_DATA(a)
+    cdef int64_t v
+    cdef Py_ssize_t i
+    if cnp.PyArray_ITEMSIZE(a) == 8 and (t == cnp.NPY_LONG or t == cnp.NPY_LONGLONG):
+        pass
+    elif cnp.PyArray_ITEMSIZE(a) == 4 and (t == cnp.NPY_INT or t == cnp.NPY_LONG):
+        pass
+    else:
+        return None
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(1, &n, cnp.NPY_INT32, 0)
+    cdef int32_t *dst = <int32_t *>cnp.PyArray_DATA(out)
+    if cnp.PyArray_ITEMSIZE(a) == 8:
+        for i in range(n):
+            v = (<const int64_t *>(src + i * stride))[0]
+            dst[i] = <int32_t>(-2147483648 if v < -2147483648 else
+                               2147483647 if v > 2147483647 else v)
+    else:
+        for i in range(n):
+            dst[i] = (<const int32_t *>(src + i * stride))[0]
+    return out
+
+
+cdef int _check_int32(cnp.ndarray a, str name) except -1:
+    """ValueError unless ``a`` is a 1-D, C-contiguous, aligned, native int32
+    array (what :func:`as_int32` returns), the layout ``Segment.client_send``
+    reads through a pointer."""
+    if (cnp.PyArray_NDIM(a) != 1 or cnp.PyArray_TYPE(a) != cnp.NPY_INT32
+            or not cnp.PyArray_ISCARRAY_RO(a) or not cnp.PyArray_ISNOTSWAPPED(a)):
+        raise ValueError(f"{name} must be a 1-D C-contiguous native int32 array "
+                         f"(as_int32), got {a.dtype} {(<object>a).shape}")
+    return 0
+
+
 def as_int32(values, str name, Py_ssize_t n=-1):
     """Converts ``values`` (any integer dtype, or a sequence of ints) to a new
     int32 array, shape (n,). Values beyond int32 are clamped to its bounds,
@@ -39,6 +88,9 @@ def as_int32(values, str name, Py_ssize_t n=-1):
         TypeError: not integers (floats, bools, objects are refused).
         ValueError: not one-dimensional.
     """
+    fast = _int32_of_plain(values)
+    if fast is not None:
+        return fast
     try:
         a = np.asarray(values)
     except (TypeError, ValueError) as exc:  # ragged nesting, odd objects
@@ -72,6 +124,40 @@ def as_int32(values, str name, Py_ssize_t n=-1):
     else:
         _saturate[uint8_t](a, out)
     return out
+
+
+#: ``info``'s per-env keys, and the field (``COLLECTED``) each one is.
+INFO_FIELDS = (("env_id", "env_id"), ("lives", "lives"), ("raw_reward", "raw_reward"),
+               ("game_over", "game_over"), ("elapsed_step", "elapsed_step"),
+               ("episode_frame_number", "episode_frame_number"),
+               ("frame_number", "frame_number"), ("reset", "_reset"),
+               ("worker_restarted", "_restarted"))
+
+
+def per_env_info(fields):
+    """``info``'s per-env arrays (``INFO_FIELDS``) from a batch's fields (a
+    mapping of ``COLLECTED`` names to arrays of shape (n,), as
+    ``Segment.collect`` returns them), the arrays themselves, not copies;
+    ``game_over`` as bool (a view where the field is uint8: the pipe
+    baseline's rows). Built in C: it runs once a batch on the step path.
+
+    Returns:
+        dict: ``{"env_id": int32 (n,), "lives": int32, "raw_reward": float32,
+        "game_over": bool, "elapsed_step": int32, "episode_frame_number":
+        int64, "frame_number": int64, "reset": bool, "worker_restarted":
+        bool}``.
+
+    Raises:
+        KeyError: a field missing.
+    """
+    cdef dict info = {}
+    cdef tuple pair
+    for pair in INFO_FIELDS:
+        info[pair[0]] = fields[pair[1]]
+    cdef object game_over = info["game_over"]
+    if (<cnp.ndarray?>game_over).dtype is not _BOOL:
+        info["game_over"] = game_over.view(_BOOL)
+    return info
 
 
 def obs_shape(uint32_t stack_num, uint32_t img_height, uint32_t img_width,

@@ -389,17 +389,34 @@ cdef class Segment(ClientMachine):
         """Batches consumed: the index of the next (or held) batch."""
         return self.cl.taken
 
-    def client_send(self, const int32_t[::1] actions, const int32_t[::1] env_ids,
+    def client_send(self, cnp.ndarray actions not None, cnp.ndarray env_ids,
                     bint step=False):
         """``shmatari_send_call``: steps the envs ``env_ids`` (int32, or None
-        for every env) with ``actions`` (int32); ``step``: as ``step()``,
-        which then waits (refused unless a batch is then due). Returns the
-        status code; on refusal nothing was posted and :attr:`client_error`
-        says why."""
-        cdef const int32_t *ids = self._ids(actions, env_ids)
-        cdef uint32_t n = actions.shape[0]
+        for every env) with ``actions`` (int32), each 1-D and C-contiguous
+        (as :func:`as_int32` makes them); ``step``: as ``step()``, which then
+        waits (refused unless a batch is then due). Returns the status code;
+        on refusal nothing was posted and :attr:`client_error` says why.
+        The arrays are read through their pointers, not typed memoryviews,
+        which cost a few microseconds a call on the step path.
+
+        Raises:
+            ValueError: arrays that are not int32, 1-D and C-contiguous, or
+                whose lengths differ.
+        """
+        _check_int32(actions, "actions")
+        cdef uint32_t n = <uint32_t>cnp.PyArray_DIM(actions, 0)
+        cdef const int32_t *acts = <const int32_t *>cnp.PyArray_DATA(actions)
+        cdef const int32_t *ids = NULL
+        if env_ids is not None:
+            _check_int32(env_ids, "env_id")
+            if cnp.PyArray_DIM(env_ids, 0) != n:
+                raise ValueError(f"actions must have shape ({cnp.PyArray_DIM(env_ids, 0)},) "
+                                 f"(one per env id), got ({n},)")
+            # No envs is a list of none, not NULL (which means every env).
+            ids = <const int32_t *>cnp.PyArray_DATA(env_ids) if n else \
+                <const int32_t *>&self.cl.pending
         return shmatari_send_call(&self.cl, SHMATARI_CALL_STEP if step else SHMATARI_CALL_SEND,
-                                  &actions[0] if n else <const int32_t *>&n, ids, n)
+                                  acts if n else <const int32_t *>&n, ids, n)
 
     def client_reset(self, uint32_t cmd, const uint8_t[::1] mask, double timeout=INFINITY):
         """``shmatari_reset_envs``: resets every env (``mask`` None: first
@@ -567,18 +584,18 @@ cdef class Segment(ClientMachine):
         shmatari_error_text(&self.geo, worker)[0] = 0
         shmatari_store_release(&wc.state, SHMATARI_WORKER_STARTING)
 
-    def copy_batch(self, uint64_t batch, uint8_t[::1] fields_out, uint8_t[::1] obs_out,
-                   bint final=False):
+    cdef int _copy_batch(self, uint64_t batch, char *fields_out, char *obs_out,
+                         bint final) except -1:
         """Copies batch ``batch``'s result fields (the slot's bytes from the
-        first field array up to the observations, as laid out in the slot)
-        and, unless ``obs_out`` is None, its observations into caller-owned
-        buffers, with one memcpy each; with ``final``, its final records
-        (same-step pools) instead. The batch this process's client holds
-        (:attr:`taken`) has its fields from the client's private copy of
-        the rows (``shmatari_batch_fields``: read once, what its state
+        first field array up to the observations, as laid out in the slot,
+        ``slot_obs_offset - slot_field_offset[0]`` bytes) to ``fields_out``
+        and, unless ``obs_out`` is NULL, its observations
+        (``obs_env_bytes * batch_size`` bytes) to ``obs_out``: private
+        buffers of those sizes, one memcpy each. With ``final``, its final
+        records (same-step pools) instead. The batch this process's client
+        holds (:attr:`taken`) has its fields from the client's private copy
+        of the rows (``shmatari_batch_fields``: read once, what its state
         machine read), not from the segment again."""
-        self._check()
-        cdef shmatari_header *h = self.hdr
         cdef shmatari_geom *g = &self.geo
         cdef char *slot = shmatari_slot(g, batch)
         if final:
@@ -587,48 +604,61 @@ cdef class Segment(ClientMachine):
             slot += g.slot_final_offset
         cdef size_t nf = g.slot_obs_offset - g.slot_field_offset[0]
         cdef size_t no = g.obs_env_bytes * g.batch_size
-        if <size_t>fields_out.shape[0] != nf or (
-                obs_out is not None and <size_t>obs_out.shape[0] != no):
-            raise ValueError(f"copy_batch needs {nf} and {no} bytes")
         cdef const char *rows = slot + g.slot_field_offset[0]
         if (not final and self.cl.hdr != NULL and self.cl.holding
                 and batch == self.cl.taken and self.cl.batch_fields != NULL):
             rows = <const char *>self.cl.batch_fields
         with nogil:
-            memcpy(&fields_out[0], rows, nf)
-        if obs_out is not None:
-            with nogil:
-                memcpy(&obs_out[0], slot + g.slot_obs_offset, no)
+            memcpy(fields_out, rows, nf)
+            if obs_out != NULL:
+                memcpy(obs_out, slot + g.slot_obs_offset, no)
+        return 0
 
-    def collect(self, uint64_t batch, obs_out, bint final=False):
-        """Copies batch ``batch`` (as ``copy_batch``) into a new private buffer
-        and returns NumPy views of it, built here with NumPy's C API: the
+    def collect(self, uint64_t batch, cnp.ndarray obs_out, bint final=False):
+        """Copies batch ``batch`` (``_copy_batch``) into a new private buffer
+        and returns NumPy arrays over it, built here with NumPy's C API: the
         client's hot path, where a dozen Python-level views cost more than the
         round trip itself.
 
         Args:
             batch: the batch index (a count of batches taken).
-            obs_out: uint8 buffer for the observations, or None.
+            obs_out: a C-contiguous, writeable uint8 array of
+                ``batch_size * obs_env_bytes`` bytes (any shape) for the
+                observations, or None.
             final: read the same-step final records instead.
 
         Returns:
-            (views, bits): ``views`` holds one array of shape (batch_size,)
-            per field of ``FIELDS``, in order (the 0/1 fields as bool), then
-            three bool arrays: the rows' ``FLAG_RESET``, ``FLAG_RESTARTED``
-            and ``FLAG_FINAL`` bits (``COLLECTED`` names them all). ``bits``:
+            (fields, bits): ``fields`` maps each name of ``COLLECTED`` to an
+            array of shape (batch_size,): one per field of ``FIELDS`` (the
+            0/1 fields as bool), then three bool arrays, the rows'
+            ``FLAG_RESET``, ``FLAG_RESTARTED`` and ``FLAG_FINAL`` bits
+            (``_reset``, ``_restarted``, ``_final``). ``bits``:
             ``BATCH_DONE`` if a row has ``episode_done``, ``BATCH_FINAL`` if a
             row has ``FLAG_FINAL``, ``BATCH_RESET`` if a row has ``FLAG_RESET``.
             The one place where the rows' flags become bits.
+
+        Raises:
+            ValueError: ``obs_out`` of another size, type or layout; ``final``
+                in a pool without final records; a row whose ``env_id`` is
+                outside the pool (written by something other than its workers).
         """
         self._check()
-        cdef shmatari_header *h = self.hdr
         cdef shmatari_geom *g = &self.geo
-        cdef Py_ssize_t B = g.batch_size
+        cdef cnp.npy_intp B = g.batch_size
         cdef size_t nf = g.slot_obs_offset - g.slot_field_offset[0]
-        raw = np.empty(nf + 3 * B, np.uint8)
-        cdef uint8_t[::1] mraw = raw
-        self.copy_batch(batch, mraw[:nf], obs_out, final)
-        cdef uint8_t *base = &mraw[0]
+        cdef size_t no = g.obs_env_bytes * g.batch_size
+        cdef char *obs_ptr = NULL
+        if obs_out is not None:
+            if (cnp.PyArray_TYPE(obs_out) != cnp.NPY_UINT8 or not cnp.PyArray_ISCARRAY(obs_out)
+                    or <size_t>cnp.PyArray_NBYTES(obs_out) != no):
+                raise ValueError(f"collect needs a C-contiguous writeable uint8 array of {no} "
+                                 f"bytes for the observations, got {obs_out.dtype} "
+                                 f"{(<object>obs_out).shape}")
+            obs_ptr = <char *>cnp.PyArray_DATA(obs_out)
+        cdef cnp.npy_intp raw_len = <cnp.npy_intp>(nf + 3 * B)
+        cdef cnp.ndarray raw = cnp.PyArray_EMPTY(1, &raw_len, cnp.NPY_UINT8, 0)
+        cdef uint8_t *base = <uint8_t *>cnp.PyArray_DATA(raw)
+        self._copy_batch(batch, <char *>base, obs_ptr, final)
         cdef const uint32_t *flags = <const uint32_t *>(
             base + g.slot_field_offset[<int>SHMATARI_FIELD_FLAGS] - g.slot_field_offset[0])
         cdef const uint8_t *done = <const uint8_t *>(
@@ -644,14 +674,16 @@ cdef class Segment(ClientMachine):
                     f"batch {batch} row {i} holds env_id {ids[i]}, outside 0..{g.num_envs - 1}: "
                     f"the segment was written by something other than its workers")
         cdef int bits = _row_bits(flags, done, B, base + nf)
-        cdef list views = []
+        cdef dict fields = {}
         cdef int f
         for f in range(<int>SHMATARI_FIELD_COUNT):
-            views.append(_view(raw, <char *>base + g.slot_field_offset[f] - g.slot_field_offset[0],
-                               B, _PRESENTED[f]))
+            fields[<str>COLLECTED[f]] = _view(
+                raw, <char *>base + g.slot_field_offset[f] - g.slot_field_offset[0], B,
+                _PRESENTED[f])
         for f in range(3):
-            views.append(_view(raw, <char *>base + nf + f * B, B, _BOOL))
-        return tuple(views), bits
+            fields[<str>COLLECTED[<int>SHMATARI_FIELD_COUNT + f]] = _view(
+                raw, <char *>base + nf + f * B, B, _BOOL)
+        return fields, bits
 
     # -- views ---------------------------------------------------------------
     def slot_offset(self, uint64_t slot):

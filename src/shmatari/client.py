@@ -414,18 +414,16 @@ class Client:
                                        f"flight")
         batch = seg.taken
         if self._zero_copy:
-            views, bits = seg.collect(batch, None)
+            f, bits = seg.collect(batch, None)
             ring = self._view("ring_obs")
             obs = ring[batch % len(ring)]
         else:
             obs = np.empty(self._batch_obs_shape, np.uint8)
-            views, bits = seg.collect(batch, obs.reshape(-1))
-        f = dict(zip(_core.COLLECTED, views))
+            f, bits = seg.collect(batch, obs)
         final = final_obs = None
         if self._has_final and bits & _core.BATCH_FINAL:
             final_obs = np.empty(self._batch_obs_shape, np.uint8)
-            final = dict(zip(_core.COLLECTED,
-                             seg.collect(batch, final_obs.reshape(-1), True)[0]))
+            final = seg.collect(batch, final_obs, True)[0]
         seg.client_release()
         self._last_ids = f["env_id"]
         info = results.build_info(f, final, final_obs, bits,
