@@ -136,3 +136,59 @@ def test_a_hole_no_dead_env_explains_is_an_error(ring):
     ring.row(0)[0] = 0  # position 1 is a hole, but every env is idle
     with pytest.raises(RuntimeError, match="never written"):
         ring.seg.recover([ring.group(1)])
+
+
+_FLIPPER = """
+import mmap, os, sys
+import numpy as np
+path, offset = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, 0)
+row = np.ndarray((1,), np.int32, m, offset)
+print("flipping", flush=True)
+while True:  # env 0's row, complete, then a hole, as fast as NumPy writes
+    row[0] = 0
+    row[0] = -1
+"""
+
+
+@pytest.mark.parametrize("ring", [(4, 2)], indirect=True)
+def test_a_row_rewritten_during_recovery_is_judged_from_one_read(ring, tmp_path):
+    """Recovery reads each row's env_id once and decides everything from that
+    copy. It read the rows again in its hole search (found by reading the
+    code, in an attacker's pass): a process toggling a row between complete
+    and empty could have the row counted complete and also handed to a
+    replacement as a hole, or the reverse, and the recovery then failed
+    ("reserved but never written") or left a slot that never fills. With a
+    process flipping env 0's row (position 2) all the while, every recovery
+    must give one of the two answers of a single read of it."""
+    import subprocess
+    import sys
+
+    # Worker 0 (envs 0, 1) died with a command in flight for both; worker 1's
+    # envs (2, 3) finished at positions 0 and 1; position 3 is env 1's hole.
+    flip_at = ring.seg.slot_offset(1) + ring.hdr["slot_field_offset"][0]
+    proc = subprocess.Popen([sys.executable, "-c", _FLIPPER, f"/dev/shm/{ring.shm.name}",
+                             str(flip_at)], stdout=subprocess.PIPE, text=True)
+    seen = {"complete": 0, "hole": 0}
+    try:
+        assert proc.stdout.readline().strip() == "flipping"
+        for _ in range(3000):
+            ring.set(consumed=0, alloc_pos=4)
+            for e in range(4):
+                ring.env(e, "req_seq")[0] = 1
+                ring.env(e, "ack_seq")[0] = 1 if e >= 2 else 0
+            ring.row(0)[0], ring.row(1)[0], ring.row(3)[0] = 2, 3, -1
+            plan = ring.seg.recover([ring.group(0)])
+            answered, count = int(ring.env(0, "ack_seq")[0]), ring.done_count(1)
+            if plan == {1: 3}:  # read complete: env 0 answered, counted in slot 1
+                assert (answered, count) == (1, 1), (plan, answered, count)
+                seen["complete"] += 1
+            else:  # read empty: env 0 rewrites its row, env 1 fills the hole
+                assert plan == {0: 2, 1: 3} and (answered, count) == (0, 0), \
+                    (plan, answered, count)
+                seen["hole"] += 1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert seen["complete"] and seen["hole"], seen  # the flips landed while recovering

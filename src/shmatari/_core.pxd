@@ -238,7 +238,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_reset_envs(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
                             int64_t timeout_ns)
     int shmatari_recover_workers(const shmatari_geom *g, const uint8_t *dead_env, int64_t *plan,
-                                 char *msg, size_t len)
+                                 int32_t *row_env, char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
     void shmatari_release_batch(shmatari_client *c)
 

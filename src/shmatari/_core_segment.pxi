@@ -555,11 +555,14 @@ cdef class Segment(ClientMachine):
         for group in groups:
             dead[group.start:group.stop] = 1
         plan = np.empty(N, np.int64)
+        rows = np.empty(<size_t>self.geo.ring_depth * self.geo.batch_size, np.int32)
         cdef uint8_t[::1] d = dead
         cdef int64_t[::1] pl = plan
+        cdef int32_t[::1] rw = rows
         cdef char msg[512]
         msg[0] = 0
-        if shmatari_recover_workers(&self.geo, &d[0], &pl[0], msg, sizeof(msg)) != SHMATARI_OK:
+        if shmatari_recover_workers(&self.geo, &d[0], &pl[0], &rw[0], msg,
+                                    sizeof(msg)) != SHMATARI_OK:
             raise RuntimeError(msg.decode("utf-8", "replace"))
         return {e: int(plan[e]) for e in np.flatnonzero(plan >= -1).tolist()}
 

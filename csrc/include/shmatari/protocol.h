@@ -44,13 +44,19 @@ extern "C" {
  *    no row: the position its replacement writes (>= 0: a hole, reserved in
  *    an asynchronous pool; -1: the usual position, with a synchronous pool's
  *    `results` wound back to this round); -2 for every other env.
+ * Each row's env_id is read once, into row_env (private memory of
+ * ring_depth * batch_size entries), and every decision (the counts, which
+ * dead env was answered, the holes) is made from that copy: a process that
+ * rewrites a row meanwhile cannot make a row count as complete and be
+ * handed out as a hole. Until 2026-12-05 the hole search read the rows
+ * again.
  * Returns SHMATARI_OK, or _ERR_NOT_SHMATARI (with a message) when holes
  * remain that no dead env explains: a bug, or a segment written by something
  * else. */
 static inline int shmatari_recover_workers(const shmatari_geom *g,
                                            const uint8_t *dead_env,
-                                           int64_t *plan, char *msg,
-                                           size_t len) {
+                                           int64_t *plan, int32_t *row_env,
+                                           char *msg, size_t len) {
   shmatari_header *h = g->hdr;
   const uint64_t B = g->batch_size, N = g->num_envs;
   const uint64_t consumed = shmatari_load_acquire64(&h->consumed_batches);
@@ -70,12 +76,15 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
                          (unsigned long long)end, g->ring_depth);
   const int64_t answered = -3; /* scratch: a dead env with a complete row */
   for (uint64_t e = 0; e < N; e++) plan[e] = -2;
+  /* The one read of each row: row_env[p - begin], p in [begin, end). */
+  for (uint64_t p = begin; p < end; p++)
+    row_env[p - begin] =
+        (int32_t)shmatari_load_acquire((uint32_t *)shmatari_row_env_id(g, p));
   for (uint64_t b = consumed; b * B < end; b++) {
     uint32_t complete = 0;
     for (uint64_t p = b * B > begin ? b * B : begin; p < (b + 1) * B && p < end;
          p++) {
-      int32_t env = (int32_t)shmatari_load_acquire(
-          (uint32_t *)shmatari_row_env_id(g, p));
+      int32_t env = row_env[p - begin];
       if (env < 0) continue;
       complete++;
       if ((uint64_t)env < N && dead_env[env]) plan[env] = answered;
@@ -90,7 +99,8 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
     uint32_t req = shmatari_load_acquire(&ec->req_seq);
     int was_answered = plan[e] == answered;
     plan[e] = -2;
-    if (req == ec->ack_seq) continue; /* no command in flight */
+    if (req == shmatari_load_acquire(&ec->ack_seq))
+      continue; /* no command in flight */
     /* Ordered: the batch of env e's group among the G from `consumed`; its
      * result r has position r * num_envs + rank, i.e. batch r * G + group. */
     const uint64_t round =
@@ -103,11 +113,11 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
       shmatari_store_release64(&ec->results, round);
       plan[e] = -1;
     } else {
-      while (hole < end && *shmatari_row_env_id(g, hole) >= 0) hole++;
+      while (hole < end && row_env[hole - begin] >= 0) hole++;
       plan[e] = hole < end ? (int64_t)hole++ : -1;
     }
   }
-  while (!ordered && hole < end && *shmatari_row_env_id(g, hole) >= 0) hole++;
+  while (!ordered && hole < end && row_env[hole - begin] >= 0) hole++;
   if (!ordered && hole < end)
     return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
                          "result position %llu was reserved but never written, "
