@@ -1512,6 +1512,62 @@ def test_close_from_another_thread_ends_its_wait_and_does_not_crash(tmp_path, wo
     assert not os.path.exists(f"{SHM_DIR}/{name}")
 
 
+_CLOSE_FROM_A_SIGNAL_HANDLER = """
+import os, signal, sys, threading
+import numpy as np
+import shmatari
+call = sys.argv[1]
+env = shmatari.make("null", num_envs=2, num_workers=1,
+                    **({} if call == "step" else {"batch_size": 1}))
+env.reset()
+if call != "step":
+    env.recv()  # the other env's first observation: both envs wait for actions
+print(env.segment_name, flush=True)
+pid = env.worker_pids[0]
+
+def handler(signum, frame):  # runs in the main thread, between the wait's slices
+    env.close()
+
+signal.signal(signal.SIGUSR1, handler)
+os.kill(pid, signal.SIGSTOP)  # the call below waits for this worker
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+try:
+    if call == "step":
+        env.step(np.zeros(2, np.int64), timeout=30)
+    elif call == "recv":
+        env.send(np.zeros(1, np.int64), [0])
+        env.recv(timeout=30)
+    else:  # reset(): drains the command in flight first
+        env.send(np.zeros(1, np.int64), [0])
+        env.reset(timeout=30)
+    print("returned", flush=True)
+except Exception as exc:
+    print(f"raised {type(exc).__name__}: {exc}", flush=True)
+print("worker gone:", not os.path.exists(f"/proc/{pid}") or
+      open(f"/proc/{pid}/stat").read().split()[2] == "Z", flush=True)
+"""
+
+
+@pytest.mark.parametrize("call", ["step", "recv", "reset"])
+def test_close_from_a_signal_handler_during_a_wait_is_a_pool_closed_error(tmp_path, call):
+    """A signal handler in the thread that waits in step(), recv() or
+    reset() closes the pool (a trainer's SIGTERM handler, say). The call
+    went on with its client detached and raised CallOrderError, "the client
+    is detached: shmatari.attach() first", a way out that does not apply
+    (left from the attacker's pass). It raises PoolClosedError now, saying
+    the pool was closed while it waited, and nothing is left behind."""
+    script = tmp_path / "close_from_a_signal_handler.py"
+    script.write_text(_CLOSE_FROM_A_SIGNAL_HANDLER)
+    proc = subprocess.run([sys.executable, str(script), call], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    name = proc.stdout.split()[0]
+    assert "raised PoolClosedError: the env pool was closed while" in proc.stdout, proc.stdout
+    assert "by a signal handler in this thread" in proc.stdout, proc.stdout
+    assert "worker gone: True" in proc.stdout, proc.stdout
+    assert not os.path.exists(f"{SHM_DIR}/{name}")
+
+
 @pytest.mark.parametrize("where", ["after the link", "after the rename"])
 def test_an_exception_while_a_segment_is_published_leaves_neither_name(monkeypatch, where):
     """A signal handler's exception (shmatari serve's stop) as create()

@@ -254,9 +254,24 @@ class Client:
         self._break(broken)
         raise err
 
+    def _closed_under(self, what: str) -> None:
+        """PoolClosedError if close() ran while a call was under way (``what``:
+        "recv() waited"): from another thread (``_stop_calls``), or from a
+        signal handler in this thread (the handler runs between the wait's
+        slices, and the call then found its client detached: a
+        CallOrderError saying "attach() first" until 2026-12-05)."""
+        if self._closing:
+            raise PoolClosedError(f"the env pool was closed by another thread while {what}; "
+                                  f"nothing more was received")
+        if self.closed or self._res.seg is None:
+            raise PoolClosedError(f"the env pool was closed while {what} (by a signal handler "
+                                  f"in this thread, or at exit); nothing more was received")
+
     def _refused(self, code: int) -> None:
         """Raises what a refused client call's status ``code`` stands for:
-        :func:`refusal`'s error, or the liveness error."""
+        :func:`refusal`'s error, or the liveness error; PoolClosedError if
+        the pool was closed while the call ran (``_closed_under``)."""
+        self._closed_under("the call ran")
         err = refusal(self._seg, code)
         if err is not None:
             raise err
@@ -364,6 +379,8 @@ class Client:
             # Until 2026-12-05 reset() raised the attached pool's WorkerError
             # here ("of the server", no exit code) and broke the pool.
             self.check_workers(self.supervisor.config.restart_workers)
+        if code != _core.OK:
+            self._closed_under("the reset waited")
         if code == _core.ERR_TIMEOUT:
             if before is not None:
                 self._seg.set_seed_words(before[0])
@@ -395,10 +412,7 @@ class Client:
                                          else max(0.0, min(_POLL, deadline - _now())))
             if code == _core.OK:
                 break
-            if self._closing:
-                raise PoolClosedError(
-                    f"the env pool was closed by another thread while {caller}() waited; "
-                    f"nothing more was received")
+            self._closed_under(f"{caller}() waited")
             if code == _core.ERR_STATE:
                 self._refused(code)  # the refusal, in the C client's words
             self._wait_failed(code)
