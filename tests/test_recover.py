@@ -192,3 +192,41 @@ def test_a_row_rewritten_during_recovery_is_judged_from_one_read(ring, tmp_path)
         proc.kill()
         proc.wait()
     assert seen["complete"] and seen["hole"], seen  # the flips landed while recovering
+
+
+_HOSTILE_COUNTERS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from test_recover import Ring
+ring = Ring(4, 2)
+try:
+    # begin = consumed * 2 wraps to 2**64 - 2; alloc_pos = 2**64 - 1: one
+    # position, inside the ring's bound, so the recovery must scan it and stop
+    ring.set(consumed=2 ** 63 - 1, alloc_pos=2 ** 64 - 1)
+    try:
+        print("plan", ring.seg.recover([ring.group(0)]), flush=True)
+    except RuntimeError as exc:
+        print("refused", exc, flush=True)
+finally:
+    ring.close()
+"""
+
+
+def test_counters_near_2_to_the_64_do_not_keep_recovery_scanning():
+    """consumed_batches and alloc_pos are segment words any process of the
+    user can write. With consumed_batches near 2**64 / batch_size, the scan
+    of the batches counted ``b * batch_size < alloc_pos`` on a product that
+    wrapped: about 2**62 rounds, the owner stuck in recovery (a reviewer's
+    reading, 2026-12-05). The scan counts positions from the first now, at
+    most ring_depth * batch_size of them."""
+    import pathlib
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _HOSTILE_COUNTERS,
+                           str(pathlib.Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # the one position is empty and no dead env had a command in flight
+    assert "refused result position 18446744073709551614 was reserved but never written" \
+        in proc.stdout, proc.stdout

@@ -331,6 +331,26 @@ def test_the_send_pointer_path_takes_only_what_as_int32_makes():
         seg.client_send(good, np.zeros(3, np.int32))
 
 
+def test_more_than_2_to_the_32_actions_are_refused_not_cut_to_their_low_bits(tmp_path):
+    """client_send narrows the count to the C client's uint32 after comparing
+    the whole lengths: 2**32 + 3 actions against 3 env ids were compared as
+    3 (a reviewer's reading of the pointer path), and the first 3 went out.
+    The arrays are a sparse file's mapping: nothing of their 16 GiB is read
+    or written."""
+    seg = _core.Segment(segment_bytes())
+    path = tmp_path / "sparse"
+    with open(path, "wb") as f:
+        f.truncate(4 * (2 ** 32 + 3))
+    huge = np.memmap(path, np.int32, "r+", shape=(2 ** 32 + 3,))
+    with pytest.raises(ValueError, match=r"actions must have shape \(3,\) \(one per env id\), "
+                                         r"got \(4294967299,\)"):
+        seg.client_send(huge, np.zeros(3, np.int32))
+    with pytest.raises(ValueError, match=r"actions must have shape \(4,\) or fewer \(one per "
+                                         r"env\), got \(4294967299,\)"):
+        seg.client_send(huge, None)
+    del huge
+
+
 def test_worker_error_text_is_bounded_without_a_nul():
     buf = segment_bytes()
     seg = _core.Segment(buf)

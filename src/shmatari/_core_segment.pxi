@@ -404,14 +404,20 @@ cdef class Segment(ClientMachine):
                 whose lengths differ.
         """
         _check_int32(actions, "actions")
-        cdef uint32_t n = <uint32_t>cnp.PyArray_DIM(actions, 0)
+        cdef cnp.npy_intp count = cnp.PyArray_DIM(actions, 0)
         cdef const int32_t *acts = <const int32_t *>cnp.PyArray_DATA(actions)
         cdef const int32_t *ids = NULL
         if env_ids is not None:
             _check_int32(env_ids, "env_id")
-            if cnp.PyArray_DIM(env_ids, 0) != n:
+            # the whole lengths, before n is narrowed to the C client's uint32
+            if cnp.PyArray_DIM(env_ids, 0) != count:
                 raise ValueError(f"actions must have shape ({cnp.PyArray_DIM(env_ids, 0)},) "
-                                 f"(one per env id), got ({n},)")
+                                 f"(one per env id), got ({count},)")
+        if count > <cnp.npy_intp>0xFFFFFFFF:  # the C client counts in uint32
+            raise ValueError(f"actions must have shape ({self.geo.num_envs},) or "
+                             f"fewer (one per env), got ({count},)")
+        cdef uint32_t n = <uint32_t>count
+        if env_ids is not None:
             # No envs is a list of none, not NULL (which means every env).
             ids = <const int32_t *>cnp.PyArray_DATA(env_ids) if n else \
                 <const int32_t *>&self.cl.pending

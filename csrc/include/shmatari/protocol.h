@@ -76,21 +76,26 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
                          (unsigned long long)end, g->ring_depth);
   const int64_t answered = -3; /* scratch: a dead env with a complete row */
   for (uint64_t e = 0; e < N; e++) plan[e] = -2;
-  /* The one read of each row: row_env[p - begin], p in [begin, end). */
-  for (uint64_t p = begin; p < end; p++)
-    row_env[p - begin] =
-        (int32_t)shmatari_load_acquire((uint32_t *)shmatari_row_env_id(g, p));
-  for (uint64_t b = consumed; b * B < end; b++) {
+  /* The one read of each row: row_env[k] is position begin + k, k < span. */
+  const uint64_t span = end - begin; /* <= ring_depth * B, checked above */
+  for (uint64_t k = 0; k < span; k++)
+    row_env[k] = (int32_t)shmatari_load_acquire(
+        (uint32_t *)shmatari_row_env_id(g, begin + k));
+  /* Batch consumed + k / B holds positions begin + k (begin = consumed * B).
+   * Counted by offsets from begin, never by b * B: a hostile
+   * consumed_batches near 2**64 / B made that product wrap, and the loop
+   * ran about 2**62 times (a reviewer's reading, 2026-12-05). */
+  for (uint64_t k0 = 0; k0 < span; k0 += B) {
     uint32_t complete = 0;
-    for (uint64_t p = b * B > begin ? b * B : begin; p < (b + 1) * B && p < end;
-         p++) {
-      int32_t env = row_env[p - begin];
+    for (uint64_t k = k0; k < k0 + B && k < span; k++) {
+      int32_t env = row_env[k];
       if (env < 0) continue;
       complete++;
       if ((uint64_t)env < N && dead_env[env]) plan[env] = answered;
     }
     shmatari_store_release(
-        &((shmatari_slot_header *)shmatari_slot(g, b))->done_count, complete);
+        &((shmatari_slot_header *)shmatari_slot(g, consumed + k0 / B))->done_count,
+        complete);
   }
   uint64_t hole = begin; /* the next position to look for a hole at */
   for (uint64_t e = 0; e < N; e++) {
