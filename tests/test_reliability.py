@@ -1487,6 +1487,18 @@ print("thread error:", errors, flush=True)
 """
 
 
+def _run_close_script(tmp_path, source: str, arg: str):
+    """Runs a close() script in its own process (a crash there is a failed
+    test, not a dead pytest worker): (the completed process, which exited 0;
+    the segment's name, its first line of output)."""
+    script = tmp_path / "close_script.py"
+    script.write_text(source)
+    proc = subprocess.run([sys.executable, str(script), arg], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    return proc, proc.stdout.split()[0]
+
+
 @pytest.mark.parametrize("worker", ["stopped", "running"])
 def test_close_from_another_thread_ends_its_wait_and_does_not_crash(tmp_path, worker):
     """close() from one thread while another is inside step() (waiting for a
@@ -1495,12 +1507,7 @@ def test_close_from_another_thread_ends_its_wait_and_does_not_crash(tmp_path, wo
     SIGFPE or SIGSEGV (a helper's attacker pass: 10 of 10 and 9 of 10). Now
     the other thread's wait ends with PoolClosedError, and close() frees the
     pool once it has left."""
-    script = tmp_path / "close_from_another_thread.py"
-    script.write_text(_CLOSE_FROM_ANOTHER_THREAD)
-    proc = subprocess.run([sys.executable, str(script), worker], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
-    name = proc.stdout.split()[0]
+    proc, name = _run_close_script(tmp_path, _CLOSE_FROM_ANOTHER_THREAD, worker)
     assert "thread alive: False" in proc.stdout, proc.stdout
     # (a running worker's step may also end between two calls: the next one
     # is refused as closed)
@@ -1556,12 +1563,7 @@ def test_close_from_a_signal_handler_during_a_wait_is_a_pool_closed_error(tmp_pa
     is detached: shmatari.attach() first", a way out that does not apply
     (left from the attacker's pass). It raises PoolClosedError now, saying
     the pool was closed while it waited, and nothing is left behind."""
-    script = tmp_path / "close_from_a_signal_handler.py"
-    script.write_text(_CLOSE_FROM_A_SIGNAL_HANDLER)
-    proc = subprocess.run([sys.executable, str(script), call], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
-    name = proc.stdout.split()[0]
+    proc, name = _run_close_script(tmp_path, _CLOSE_FROM_A_SIGNAL_HANDLER, call)
     assert "raised PoolClosedError: the env pool was closed while" in proc.stdout, proc.stdout
     assert "by a signal handler in this thread" in proc.stdout, proc.stdout
     assert "worker gone: True" in proc.stdout, proc.stdout
