@@ -413,14 +413,13 @@ cdef class Segment(ClientMachine):
             if cnp.PyArray_DIM(env_ids, 0) != count:
                 raise ValueError(f"actions must have shape ({cnp.PyArray_DIM(env_ids, 0)},) "
                                  f"(one per env id), got ({count},)")
+            # No envs is a list of none, not NULL (which means every env).
+            ids = <const int32_t *>cnp.PyArray_DATA(env_ids) if count else \
+                <const int32_t *>&self.cl.pending
         if count > <cnp.npy_intp>0xFFFFFFFF:  # the C client counts in uint32
             raise ValueError(f"actions must have shape ({self.geo.num_envs},) or "
                              f"fewer (one per env), got ({count},)")
         cdef uint32_t n = <uint32_t>count
-        if env_ids is not None:
-            # No envs is a list of none, not NULL (which means every env).
-            ids = <const int32_t *>cnp.PyArray_DATA(env_ids) if n else \
-                <const int32_t *>&self.cl.pending
         return shmatari_send_call(&self.cl, SHMATARI_CALL_STEP if step else SHMATARI_CALL_SEND,
                                   acts if n else <const int32_t *>&n, ids, n)
 
