@@ -493,6 +493,43 @@ def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
 
 
 @pytest.mark.parametrize("lang", ["c", "c++"])
+def test_a_c_wait_without_limit_ends_when_no_worker_will_fill_the_batch(server, tmp_path, lang):
+    """A C client's wait with no limit (timeout_ns < 0) for a batch that
+    another process made unfillable (env 0's ``results`` count moved on one
+    round, so its row goes to the next round's slot) never ended (an
+    attacker's pass). Once every env in flight has answered and the batch
+    is still short, shmatari_wait returns SHMATARI_ERR_NOT_SHMATARI within
+    a slice, naming the batch. tests/c/wait_bumped.c."""
+    exe = tmp_path / "wait_bumped"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "wait_bumped.c"),
+                     "-o", str(exe)])
+    s = server(num_envs=2, num_workers=1)
+    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = waiter.stdout.readline()
+        assert line == f"worker0 {s.worker_pids[0]}\n", line + waiter.stderr.read()
+        with contextlib.closing(shm.attach(s.segment)) as other:  # as any process of this user may
+            seg = _core.Segment(other.buf)
+            offset = seg.header()["env_ctrl_offset"] + _core.struct_layout()["shmatari_env_ctrl"]["results"]
+            seg.release()
+            counter = np.ndarray((1,), np.uint64, other.buf, offset)
+            counter[0] += 1
+            del counter
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
+        assert waiter.stdout.readline() == "posted\n"
+        out, err = waiter.communicate(timeout=30)
+        assert re.fullmatch(r"status -2 after 0\.\d+: batch \d+ holds 1 of its 2 results, and "
+                            r"every env with a command in flight \(2\) has answered: no worker "
+                            r"will fill it \(.*\)\n", out), out + err
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+
+
+@pytest.mark.parametrize("lang", ["c", "c++"])
 def test_a_c_clients_copy_detached_in_a_forked_child_leaves_the_claim(server, tmp_path, lang):
     """shmatari_detach in a child forked from a C client (a helper's
     cleanup, a destructor) unclaimed the pool for the parent's pid: another

@@ -1186,6 +1186,65 @@ def test_a_failed_state_written_into_a_live_workers_record_does_not_wrap_the_cou
         assert failed == 0, failed
 
 
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a_batch_no_worker_will_fill_ends_a_wait_without_a_timeout(mode):
+    """One write by another process of this user to where results go (the
+    header's ``alloc_pos``, asynchronous; an env's ``results`` count,
+    synchronous) puts a row in the next batch's slot, and the batch waited
+    for never fills. With a timeout the wait ended in StepTimeoutError ("no
+    env has a command in flight"), without one it never ended (an attacker's
+    pass, left documented on 2026-12-05). Once every env in flight has
+    answered and the batch is still short, the wait now ends within a
+    slice: PoolClosedError naming the batch and the words, whatever the
+    timeout, and the pool closes cleanly."""
+    from shmatari.errors import PoolClosedError
+
+    def alarm(signum, frame):
+        raise AssertionError("the wait did not end within 30 s")
+
+    batch_size = 2 if mode == "async" else 4
+    with shmatari.make("null", num_envs=4, num_workers=2, batch_size=batch_size,
+                       seed=0) as env:
+        seg = env._client._seg
+        header = seg.header()
+        if mode == "async":
+            env.async_reset()
+            env.recv(timeout=30)
+            env.recv(timeout=30)  # every env idle: nothing in flight
+            offset, word = _core.struct_layout()["shmatari_header"]["alloc_pos"], "alloc_pos"
+        else:
+            env.reset(timeout=30)
+            layout = _core.struct_layout()["shmatari_env_ctrl"]
+            offset, word = header["env_ctrl_offset"] + layout["results"], "results"
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            counter = np.ndarray((1,), np.uint64, other.buf, offset)
+            counter[0] += 1
+            del counter
+        finally:
+            other.close()
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(30)
+        try:
+            with pytest.raises(PoolClosedError, match=r"cannot go on: batch \d+ holds \d of its "
+                                                      rf"{batch_size} results, and every env "
+                                                      r"with a command in flight \(4\) has "
+                                                      r"answered.*alloc_pos, an env's results"):
+                if mode == "async":
+                    env.send(np.zeros(2, np.int64), np.array([0, 1]))
+                    env.send(np.zeros(2, np.int64), np.array([2, 3]))
+                    env.recv(timeout=None)
+                else:
+                    env.step(np.zeros(4, np.int64), timeout=None)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+        assert word  # which word was written, for the failure's report
+        with pytest.raises(PoolClosedError):
+            env.step(np.zeros(batch_size, np.int64), timeout=5)
+
+
 @pytest.mark.parametrize("start_method", ["zygote", "forkserver"])
 def test_a_replacement_worker_refuses_a_group_another_process_wrote(start_method):
     """A worker's envs (``env_begin``, ``env_end``) are also segment words,

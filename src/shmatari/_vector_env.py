@@ -397,7 +397,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                 then broken).
             PoolClosedError: the pool is closed or broken; for an attached
                 pool, also when its server died or closed it (within about
-                0.1 s).
+                0.1 s); and, whatever ``timeout``, within about 0.1 s of
+                every env in flight having answered while the batch is still
+                short ("the env pool cannot go on": another process wrote
+                where results go; the pool is then broken).
         """
         return self._client.recv(timeout)
 

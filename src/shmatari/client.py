@@ -75,6 +75,8 @@ def status_error(seg, code: int, msg: str | None = None):
     if msg is None:
         _, msg = seg.pool_check()
     broken = msg or _core.status_name(code)
+    if code == _core.STATUS["not_shmatari"]:  # words no worker writes (shmatari_check_stall)
+        return PoolClosedError(f"the env pool cannot go on: {broken}"), broken
     return PoolClosedError(f"the env pool is gone: {broken}"), broken
 
 
@@ -309,7 +311,9 @@ class Client:
                 return
         if code in (_core.ERR_TIMEOUT, _core.ERR_INTERRUPTED):
             return
-        self._raise_for(code)
+        # not_shmatari: a batch that no worker will fill, in the wait's words
+        self._raise_for(code, self._seg.client_error
+                        if code == _core.STATUS["not_shmatari"] else None)
 
     def _usable(self) -> None:
         # res.seg is None once the pool's finalizer has run without close():

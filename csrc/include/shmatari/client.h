@@ -214,8 +214,11 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
  * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, a
  * fixed-order pool's next group not all running: shmatari_check_group, or
  * not IDLE/PARTIAL/WAITING); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
- * go on waiting: nothing changed); or _ERR_SERVER_DEAD / _ERR_WORKER /
- * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS. */
+ * go on waiting: nothing changed); _ERR_SERVER_DEAD / _ERR_WORKER /
+ * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS; or
+ * _ERR_NOT_SHMATARI within SHMATARI_POLL_NS, whatever timeout_ns, once every
+ * env in flight has answered and the batch is still not full
+ * (shmatari_check_stall): the client is then BROKEN. */
 static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   shmatari_release_batch(c);
   int r = SHMATARI_OK;
@@ -225,8 +228,30 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
     r = shmatari_check_state(c, SHMATARI_CALL_WAIT, 1u << SHMATARI_CLIENT_WAITING);
   if (r != SHMATARI_OK) return r;
   const shmatari_geom *h = &c->geom;
-  r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, timeout_ns,
-                          &c->next_check_ns, c->error, sizeof c->error);
+  /* In slices of at most SHMATARI_POLL_NS: after each that found no batch,
+   * whether one can still come (shmatari_check_stall). A timeout within one
+   * slice (Python's and xla's waits slice themselves) reads no clock here. */
+  const int one_slice = timeout_ns >= 0 && timeout_ns <= SHMATARI_POLL_NS;
+  const int64_t deadline = one_slice ? -1 : shmatari_deadline(timeout_ns);
+  for (;;) {
+    int64_t slice = one_slice ? timeout_ns : SHMATARI_POLL_NS;
+    if (deadline >= 0) {
+      int64_t left = deadline - shmatari_now_ns();
+      slice = left < 0 ? 0 : (left < slice ? left : slice);
+    }
+    r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, slice,
+                            &c->next_check_ns, c->error, sizeof c->error);
+    if (r != SHMATARI_ERR_TIMEOUT) break;
+    r = shmatari_check_stall(c);
+    if (r != SHMATARI_OK) {
+      shmatari_client_break(c);
+      return r;
+    }
+    if (one_slice || (deadline >= 0 && shmatari_now_ns() >= deadline))
+      return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_TIMEOUT,
+                           "no batch within %.3f s",
+                           (double)timeout_ns / SHMATARI_SECOND);
+  }
   if (r != SHMATARI_OK) return r;
   /* Read once: the rows are copied to private memory, and the state
    * machine and every caller read that copy (shmatari_batch_fields): a row

@@ -263,6 +263,42 @@ static inline const char *shmatari_unanswered_text(const shmatari_client *c,
   return out;
 }
 
+/* Whether the wait for batch c->taken can still end (a wait's slice that
+ * found no batch asks). Every env that this client has a command in flight
+ * for (SHMATARI_ENV_RUNNING) is checked for an answer (req_seq == ack_seq,
+ * each read once, acquire): once all have answered, each answer's row and
+ * its bump of a slot's done_count are visible (the publish order at the top
+ * of protocol.h). The client waits only with batch_size or more envs running
+ * (a fixed-order pool's next group all running), and its workers put the
+ * first batch_size of those answers in batch c->taken; so if the slot still
+ * holds fewer rows, no worker will ever fill it: another process changed
+ * where results go (the header's alloc_pos, an env's `results` count, the
+ * slot's done_count). Until 2026-12-05 such a wait ran to its timeout, and
+ * for good without one (an attacker's pass). Returns SHMATARI_OK (the wait
+ * may still end), or _ERR_NOT_SHMATARI with words in c->error. */
+static inline int shmatari_check_stall(shmatari_client *c) {
+  const shmatari_geom *g = &c->geom;
+  uint32_t running = 0;
+  for (uint32_t e = 0; e < g->num_envs; e++) {
+    if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING)) continue;
+    shmatari_env_ctrl *ec = shmatari_env(g, e);
+    if (shmatari_load_acquire(&ec->req_seq) != shmatari_load_acquire(&ec->ack_seq))
+      return SHMATARI_OK; /* a command still in flight may fill the slot */
+    running++;
+  }
+  if (running < g->batch_size) return SHMATARI_OK; /* not waiting: no claim */
+  uint32_t done = shmatari_load_acquire(
+      &((shmatari_slot_header *)shmatari_slot(g, c->taken))->done_count);
+  if (done >= g->batch_size) return SHMATARI_OK; /* the batch came meanwhile */
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                       "batch %llu holds %u of its %u results, and every env "
+                       "with a command in flight (%u) has answered: no worker "
+                       "will fill it (another process changed where results go: "
+                       "the header's alloc_pos, an env's results count or the "
+                       "slot's done_count)",
+                       (unsigned long long)c->taken, done, g->batch_size, running);
+}
+
 /* (1.3) In a pool of batch_order FIXED (asynchronous), the first env of the
  * next batch's group (index c->taken + holding, group that % G, envs group,
  * group + G, ...) that is not running; num_envs when all are, and in every

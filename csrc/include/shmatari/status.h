@@ -41,7 +41,8 @@ enum shmatari_status {
   SHMATARI_OK = 0,
   SHMATARI_ERR_NOT_FOUND = -1,    /* no segment of that name */
   SHMATARI_ERR_NOT_SHMATARI = -2, /* not a shmatari segment (magic, size,
-                                     geometry) */
+                                     geometry); from a wait: words no
+                                     worker writes (shmatari_check_stall) */
   SHMATARI_ERR_ABI = -3,          /* a layout ABI major version other than
                                      SHMATARI_ABI_MAJOR */
   SHMATARI_ERR_BUSY = -4,         /* another live process is the client */
