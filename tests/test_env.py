@@ -7,6 +7,7 @@ import gc
 import hashlib
 import multiprocessing as mp
 import os
+import signal
 import sys
 
 import gymnasium as gym
@@ -336,6 +337,12 @@ def _children() -> set[int]:
     (dict(num_envs=2, num_workers=3), ValueError, "num_workers must be <= num_envs"),
     (dict(batch_size=9), ValueError, "batch_size must be <= num_envs"),
     (dict(frame_skipp=4), TypeError, "did you mean 'frame_skip'"),
+    # make()'s own arguments are matched too: "unknown option 'num_env'",
+    # listing only the env options (a newcomer's pass)
+    (dict(num_env=8), TypeError, r"unknown option or argument 'num_env' \(did you mean "
+                                 r"'num_envs'\?\).*the pool's own arguments: num_envs, "),
+    (dict(start_timout=5), TypeError, "did you mean 'start_timeout'"),
+    (dict(n_envs=8), TypeError, "n_envs is Stable-Baselines3's spelling: use num_envs"),
     (dict(sticky_actions=0.0), TypeError, "use repeat_action_probability"),
     (dict(repeat_action_probability=1.5), ValueError, "repeat_action_probability"),
     (dict(img_height=211), ValueError, "img_height"),
@@ -576,3 +583,43 @@ def test_a_module_planted_in_the_current_folder_runs_in_no_process_of_the_pool(
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
     assert not marker.exists(), f"the planted module ran in pid(s) {marker.read_text().split()}"
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_refusal_after_an_interrupted_step_says_the_step_was_interrupted():
+    """A Ctrl-C that ends step()'s wait leaves its commands in flight, and
+    the next step() is refused: "env 0 is still running (its result was not
+    received) ... recv() leaves that state", which puzzled a synchronous
+    pool's user who never called send() (a newcomer's pass). The refusal now
+    says the last step() was interrupted; once a batch is taken it no longer
+    does."""
+    from shmatari.errors import CallOrderError
+
+    class Interrupt(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupt
+
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset(timeout=30)
+        pid = env.worker_pids[0]
+        os.kill(pid, signal.SIGSTOP)  # the step's wait is sure to be under way
+        previous = signal.signal(signal.SIGALRM, handler)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(Interrupt):
+                env.step(np.zeros(2, np.int64), timeout=30)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            os.kill(pid, signal.SIGCONT)
+        with pytest.raises(CallOrderError, match=r"env 0 is still running.*; the last step\(\) "
+                                                 r"was interrupted while it waited, so its "
+                                                 r"commands are still in flight$"):
+            env.step(np.zeros(2, np.int64), timeout=30)
+        env.recv(timeout=30)
+        env.send(np.zeros(2, np.int64))
+        with pytest.raises(CallOrderError) as refused:
+            env.step(np.zeros(2, np.int64), timeout=30)
+        assert "interrupted" not in str(refused.value)

@@ -178,6 +178,10 @@ class Client:
         self._broken: str | None = None
         # env_id of the last batch received (where batch-sized actions go).
         self._last_ids: np.ndarray | None = None
+        # The call ("step", "reset", "recv") whose wait a signal handler's
+        # exception (Ctrl-C) ended, its commands left in flight; None once a
+        # batch or a reset is taken. A refusal that follows says so.
+        self._interrupted: str | None = None
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
@@ -275,6 +279,11 @@ class Client:
         the pool was closed while the call ran (``_closed_under``)."""
         self._closed_under("the call ran")
         err = refusal(self._seg, code)
+        if err is not None and self._interrupted is not None and code == _core.ERR_STATE:
+            # "env 0 is still running" puzzled a synchronous pool's user who
+            # never called send() (a newcomer's pass, 2026-12-05)
+            err = CallOrderError(f"{err}; the last {self._interrupted}() was interrupted while "
+                                 f"it waited, so its commands are still in flight")
         if err is not None:
             raise err
         self._raise_for(code, self._seg.client_error or None)
@@ -395,6 +404,7 @@ class Client:
                 f"longer (timeout=None: no limit), or close() the pool")
         if code != _core.OK:
             self._refused(code)
+        self._interrupted = None  # what was in flight is dropped
 
     def _stuck(self) -> str:
         """Which workers have commands not answered, by index, pid and envs
@@ -412,9 +422,14 @@ class Client:
         seg = self._seg
         deadline = None if timeout is None else _now() + timeout
         while True:
-            code = seg.client_next_batch(_POLL if deadline is None
-                                         else max(0.0, min(_POLL, deadline - _now())))
+            try:
+                code = seg.client_next_batch(_POLL if deadline is None
+                                             else max(0.0, min(_POLL, deadline - _now())))
+            except BaseException:  # a signal handler's: nothing taken, commands in flight
+                self._interrupted = caller
+                raise
             if code == _core.OK:
+                self._interrupted = None
                 break
             self._closed_under(f"{caller}() waited")
             if code == _core.ERR_STATE:
@@ -492,7 +507,7 @@ class Client:
         self._async_reset(seed, options, timeout)
         try:
             obs, _, _, _, info = self._recv(None if deadline is None
-                                            else max(0.0, deadline - _now()))
+                                            else max(0.0, deadline - _now()), "reset")
         except StepTimeoutError:
             raise StepTimeoutError(
                 f"reset() got no first observations within {timeout:g} s: {self._stuck()}; "

@@ -241,7 +241,14 @@ _NOT_OPTIONS = {
     "num_threads": "num_threads is EnvPool's: use num_workers (worker processes)",
     "sticky_actions": "sticky_actions is not an option: use repeat_action_probability "
                       "(per-frame probability; 0.25 as in ALE v5, 0.0 for none)",
+    "n_envs": "n_envs is Stable-Baselines3's spelling: use num_envs",
 }
+
+#: :func:`shmatari.make`'s own arguments (not env options), which a
+#: misspelled keyword is matched against too: ``num_env=8`` said "unknown
+#: option" and listed only the env options (a newcomer's pass, 2026-12-05).
+POOL_ARGUMENTS = ("num_envs", "batch_size", "num_workers", "seed", "start_method",
+                  "zero_copy", "restart_workers", "preset", "start_timeout", "batch_order")
 
 #: The episode caps: None (no cap) or a count >= 1, in an ``EnvConfig`` as
 #: given (``AtariCore``, whose C fields are int64, takes None as 0).
@@ -315,17 +322,23 @@ def _check_option(name, value):
     return _choice(name, value, kind[1])
 
 
-def _unknown_options(names) -> TypeError:
+def _unknown_options(names, arguments: tuple[str, ...] = ()) -> TypeError:
+    """The TypeError for unknown keywords ``names``: each matched (difflib)
+    against the env options and ``arguments`` (the caller's own keywords:
+    :data:`POOL_ARGUMENTS` for ``make()``), then the lists of both."""
     hints = []
     for name in names:
         if name in _NOT_OPTIONS:
             hints.append(_NOT_OPTIONS[name])
             continue
-        close = difflib.get_close_matches(name, list(OPTION_DEFAULTS), n=1)
-        hints.append(f"unknown option {name!r}" + (f" (did you mean {close[0]!r}?)"
-                                                   if close else ""))
-    known = "" if set(names) <= set(_NOT_OPTIONS) else \
-        f"; known options: {', '.join(OPTION_DEFAULTS)}"
+        close = difflib.get_close_matches(name, [*OPTION_DEFAULTS, *arguments], n=1)
+        what = "unknown option or argument" if arguments else "unknown option"
+        hints.append(f"{what} {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    known = ""
+    if not set(names) <= set(_NOT_OPTIONS):
+        known = f"; known options: {', '.join(OPTION_DEFAULTS)}"
+        if arguments:
+            known += f"; the pool's own arguments: {', '.join(arguments)}"
     return TypeError("; ".join(hints) + known)
 
 
@@ -394,7 +407,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     """
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
-        raise _unknown_options(unknown)
+        raise _unknown_options(unknown, POOL_ARGUMENTS)
     opts = dict(OPTION_DEFAULTS)
     if preset is not None:
         if not isinstance(preset, str) or preset not in PRESETS:
