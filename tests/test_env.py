@@ -615,8 +615,8 @@ def test_a_refusal_after_an_interrupted_step_says_the_step_was_interrupted():
             signal.signal(signal.SIGALRM, previous)
             os.kill(pid, signal.SIGCONT)
         with pytest.raises(CallOrderError, match=r"env 0 is still running.*; the last step\(\) "
-                                                 r"was interrupted while it waited, so its "
-                                                 r"commands are still in flight$"):
+                                                 r"was interrupted while it waited, and no "
+                                                 r"batch has been taken since$"):
             env.step(np.zeros(2, np.int64), timeout=30)
         env.recv(timeout=30)
         env.send(np.zeros(2, np.int64))

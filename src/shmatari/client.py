@@ -178,10 +178,11 @@ class Client:
         self._broken: str | None = None
         # env_id of the last batch received (where batch-sized actions go).
         self._last_ids: np.ndarray | None = None
-        # The call ("step", "reset", "recv") whose wait a signal handler's
-        # exception (Ctrl-C) ended, its commands left in flight; None once a
-        # batch or a reset is taken. A refusal that follows says so.
-        self._interrupted: str | None = None
+        # (call, batches taken then): the call ("step", "reset", "recv")
+        # whose wait a signal handler's exception (Ctrl-C) ended; None once
+        # a reset of every env drops what is in flight. A refusal while no
+        # batch has been taken since (by any path: xla() too) says so.
+        self._interrupted: tuple[str, int] | None = None
         hdr = seg.header()
         self.num_envs, self.batch_size = hdr["num_envs"], hdr["batch_size"]
         self.num_workers = hdr["num_workers"]
@@ -279,11 +280,12 @@ class Client:
         the pool was closed while the call ran (``_closed_under``)."""
         self._closed_under("the call ran")
         err = refusal(self._seg, code)
-        if err is not None and self._interrupted is not None and code == _core.ERR_STATE:
+        if err is not None and code == _core.ERR_STATE and self._interrupted is not None \
+                and self._interrupted[1] == self._seg.taken:
             # "env 0 is still running" puzzled a synchronous pool's user who
             # never called send() (a newcomer's pass, 2026-12-05)
-            err = CallOrderError(f"{err}; the last {self._interrupted}() was interrupted while "
-                                 f"it waited, so its commands are still in flight")
+            err = CallOrderError(f"{err}; the last {self._interrupted[0]}() was interrupted "
+                                 f"while it waited, and no batch has been taken since")
         if err is not None:
             raise err
         self._raise_for(code, self._seg.client_error or None)
@@ -312,6 +314,10 @@ class Client:
         """After a wait that did not return a batch: returns to wait again
         (a timeout, a signal, a dead worker replaced) or raises what broke
         the pool."""
+        if code == _core.STATUS["not_shmatari"]:
+            # a batch that no worker will fill (shmatari_check_stall), in the
+            # wait's words; the C client is broken: no worker is replaced
+            self._raise_for(code, self._seg.client_error)
         if self.supervisor is not None:
             # The owner knows its workers' exit codes: WorkerError names them,
             # or with restart_workers the dead are replaced and the wait goes on.
@@ -320,9 +326,7 @@ class Client:
                 return
         if code in (_core.ERR_TIMEOUT, _core.ERR_INTERRUPTED):
             return
-        # not_shmatari: a batch that no worker will fill, in the wait's words
-        self._raise_for(code, self._seg.client_error
-                        if code == _core.STATUS["not_shmatari"] else None)
+        self._raise_for(code)
 
     def _usable(self) -> None:
         # res.seg is None once the pool's finalizer has run without close():
@@ -404,7 +408,8 @@ class Client:
                 f"longer (timeout=None: no limit), or close() the pool")
         if code != _core.OK:
             self._refused(code)
-        self._interrupted = None  # what was in flight is dropped
+        if mask is None:
+            self._interrupted = None  # what was in flight is dropped
 
     def _stuck(self) -> str:
         """Which workers have commands not answered, by index, pid and envs
@@ -426,10 +431,9 @@ class Client:
                 code = seg.client_next_batch(_POLL if deadline is None
                                              else max(0.0, min(_POLL, deadline - _now())))
             except BaseException:  # a signal handler's: nothing taken, commands in flight
-                self._interrupted = caller
+                self._interrupted = (caller, seg.taken)
                 raise
             if code == _core.OK:
-                self._interrupted = None
                 break
             self._closed_under(f"{caller}() waited")
             if code == _core.ERR_STATE:

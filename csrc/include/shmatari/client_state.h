@@ -62,8 +62,9 @@ enum shmatari_client_state {
                                       takes a batch; send to the envs not
                                       running; a reset of every env drops the
                                       commands in flight */
-  SHMATARI_CLIENT_BROKEN = 5       /* a worker failed, or the server died or
-                                      is closing: only detach */
+  SHMATARI_CLIENT_BROKEN = 5       /* a worker failed, the server died or
+                                      is closing, or a wait found a batch no
+                                      worker will fill: only detach */
 };
 
 /* Per-env bits of shmatari_client.env_flags. */
@@ -171,8 +172,9 @@ static inline void shmatari_state_text(const shmatari_client *c, char *out,
                k[SHMATARI_CALL_RESET]);
       break;
     default:
-      snprintf(out, len, "; the pool is broken (a worker failed, or the "
-               "server died or is closing): %s leaves that state",
+      snprintf(out, len, "; the pool is broken (a worker failed, the server "
+               "died or is closing, or a wait found a batch no worker will "
+               "fill): %s leaves that state",
                k[SHMATARI_CALL_DETACH]);
   }
 }
