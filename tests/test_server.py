@@ -451,6 +451,19 @@ def _process_state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
+def _unlimited_c_waiter(server, tmp_path, lang):
+    """tests/c/wait_bumped.c built (sanitized) in ``lang``, a served pool of
+    2 envs and 1 worker, and the program attached to it in ``wait`` mode
+    with no limit: (exe, server, waiter process)."""
+    exe = tmp_path / "wait_bumped"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "wait_bumped.c"),
+                     "-o", str(exe)])
+    s = server(num_envs=2, num_workers=1)
+    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return exe, s, waiter
+
+
 @pytest.mark.parametrize("lang", ["c", "c++"])
 def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
         server, tmp_path, lang):
@@ -459,12 +472,7 @@ def test_a_c_wait_notices_a_dead_server_while_another_process_keeps_waking_it(
     the server's death: a 15 s wait ran out its time, a wait without limit
     never ended (an attacker's pass). They are checked every 100 ms now,
     woken or not. tests/c/wait_bumped.c."""
-    exe = tmp_path / "wait_bumped"
-    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "wait_bumped.c"),
-                     "-o", str(exe)])
-    s = server(num_envs=2, num_workers=1)
-    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    exe, s, waiter = _unlimited_c_waiter(server, tmp_path, lang)
     bumper = None
     worker = s.worker_pids[0]
     try:
@@ -500,12 +508,7 @@ def test_a_c_wait_without_limit_ends_when_no_worker_will_fill_the_batch(server, 
     attacker's pass). Once every env in flight has answered and the batch
     is still short, shmatari_wait returns SHMATARI_ERR_NOT_SHMATARI within
     a slice, naming the batch. tests/c/wait_bumped.c."""
-    exe = tmp_path / "wait_bumped"
-    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "wait_bumped.c"),
-                     "-o", str(exe)])
-    s = server(num_envs=2, num_workers=1)
-    waiter = subprocess.Popen([str(exe), "wait", s.name, "-1"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, s, waiter = _unlimited_c_waiter(server, tmp_path, lang)
     try:
         line = waiter.stdout.readline()
         assert line == f"worker0 {s.worker_pids[0]}\n", line + waiter.stderr.read()
