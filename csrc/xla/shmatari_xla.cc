@@ -88,8 +88,13 @@ ffi::Error StatusError(shmatari_client *c, int code) {
     shmatari_client_break(c);
     kind = ffi::ErrorCode::kUnavailable;
   }
-  return ffi::Error(kind, std::string("shmatari xla: ") +
-                              shmatari_strerror(code) + ": " + c->error);
+  // A wait's stall check (shmatari_check_stall) returns NOT_SHMATARI about
+  // a segment that is one: "not a shmatari segment" misled there.
+  const char *what = code == SHMATARI_ERR_NOT_SHMATARI &&
+                             c->state == SHMATARI_CLIENT_BROKEN
+                         ? "the env pool cannot go on"
+                         : shmatari_strerror(code);
+  return ffi::Error(kind, std::string("shmatari xla: ") + what + ": " + c->error);
 }
 
 // Copies n elements of type S to out, converting to out's dtype (bools are

@@ -372,6 +372,41 @@ def test_xla_timeout_names_only_the_envs_not_answered():
         env.close()
 
 
+def test_xla_wait_for_a_batch_no_worker_will_fill_ends_in_our_words():
+    """A jitted recv() waiting for a batch that another process made
+    unfillable (one write to the header's alloc_pos) ends within a slice,
+    whatever its timeout, as Python's recv() does (shmatari_check_stall);
+    its error said "not a shmatari segment" about a segment that is one."""
+    from shmatari import _core, shm
+
+    env = shmatari.make("null", num_envs=4, num_workers=2, batch_size=2, seed=0)
+    try:
+        env.async_reset()
+        env.recv(timeout=30)
+        env.recv(timeout=30)  # every env idle: nothing in flight
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            word = np.ndarray((1,), np.uint64, other.buf,
+                              _core.struct_layout()["shmatari_header"]["alloc_pos"])
+            word[0] += 1
+            del word
+        finally:
+            other.close()
+        handle, recv, send, step = env.xla(timeout=None)
+        handle = jax.block_until_ready(jax.jit(send)(handle, jnp.zeros(2, jnp.int32),
+                                                     jnp.array([0, 1], jnp.int32)))
+        handle = jax.block_until_ready(jax.jit(send)(handle, jnp.zeros(2, jnp.int32),
+                                                     jnp.array([2, 3], jnp.int32)))
+        with pytest.raises(jax.errors.JaxRuntimeError) as e:
+            jax.block_until_ready(jax.jit(recv)(handle))
+        text = str(e.value)
+        assert "shmatari xla: the env pool cannot go on: batch " in text, text
+        assert "every env with a command in flight (4) has answered" in text, text
+        assert "not a shmatari segment" not in text
+    finally:
+        env.close()
+
+
 def test_xla_timeout_with_a_stopped_worker_loses_nothing():
     """A worker that is alive but stopped: recv fails with DEADLINE_EXCEEDED
     after `timeout`, the commands stay in flight, and once the worker goes
