@@ -119,6 +119,63 @@ def test_reset_after_a_step_timeout_on_a_stopped_worker_is_bounded_and_names_it(
         assert obs.shape[0] == 4 and list(info["env_id"]) == [0, 1, 2, 3]
 
 
+def _first_frame_numbers(seed: int) -> np.ndarray:
+    with shmatari.make("Breakout", 8, num_workers=1, seed=0) as env:
+        return env.reset(seed=seed)[1]["episode_frame_number"]
+
+
+def test_a_reseed_that_timed_out_or_was_interrupted_changes_no_envs_stream():
+    """reset(seed=2) that times out says nothing was reset, so no env may
+    follow seed 2's streams. Until 2026-12-05 (an attacker's pass) the new
+    seed words were written before the wait for the commands in flight:
+    reseeds still in flight from async_reset(seed=1), served during that
+    wait, derived their streams from seed 2, and the words were then put
+    back to 1. Here worker 0 (envs 0-3) is resumed during the wait and worker
+    1 (envs 4-7) stays stopped past it. Envs are told apart by their no-op
+    counts (episode_frame_number of the first observation). A signal
+    handler's exception during the wait changes nothing either."""
+    import threading
+
+    ref1, ref2 = _first_frame_numbers(1), _first_frame_numbers(2)
+    assert not np.array_equal(ref1[:4], ref2[:4])  # the test can see a wrong seed
+    with shmatari.make("Breakout", 8, num_workers=2, seed=0) as env:
+        env.reset()
+        w0, w1 = env.worker_pids
+        os.kill(w0, signal.SIGSTOP)
+        os.kill(w1, signal.SIGSTOP)
+        try:
+            env.async_reset(seed=1)
+            timer = threading.Timer(0.3, os.kill, (w0, signal.SIGCONT))
+            timer.start()
+            try:
+                with pytest.raises(shmatari.StepTimeoutError, match="nothing was dropped"):
+                    env.reset(seed=2, timeout=3.0)
+            finally:
+                timer.join()
+
+            class Interrupt(Exception):
+                pass
+
+            def interrupt(signum, frame):
+                raise Interrupt
+
+            old = signal.signal(signal.SIGALRM, interrupt)
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0.3)
+                with pytest.raises(Interrupt):
+                    env.reset(seed=3, timeout=None)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+            assert env.seed_entropy == 1
+        finally:
+            os.kill(w0, signal.SIGCONT)
+            os.kill(w1, signal.SIGCONT)
+        info = env.recv(timeout=60)[4]
+        order = np.argsort(info["env_id"])
+        np.testing.assert_array_equal(info["episode_frame_number"][order], ref1)
+
+
 @pytest.mark.parametrize("timeout, error", [
     (-1, ValueError), (math.nan, ValueError), (math.inf, ValueError), (-math.inf, ValueError),
     (True, TypeError), ("1", TypeError), (None, TypeError)])

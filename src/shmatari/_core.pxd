@@ -237,6 +237,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
                            const int32_t *env_ids, uint32_t n)
     int shmatari_reset_envs(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
                             int64_t timeout_ns)
+    int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
+                              const uint64_t *words, int64_t timeout_ns)
     int shmatari_recover_workers(const shmatari_geom *g, const uint8_t *dead_env, int64_t *plan,
                                  int32_t *row_env, char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)

@@ -9,11 +9,11 @@ cdef enum:
 
 cdef int _sliced(int what, const shmatari_geom *g, shmatari_client *c, uint32_t cmd,
                  const uint8_t *mask, int64_t deadline, uint64_t *next_batch, char *msg,
-                 size_t len) except? -1000:
+                 size_t len, const uint64_t *words=NULL) except? -1000:
     """Runs one of the C waits a Python caller makes with no limit of its
     own (what: WAIT_RUNNING, ``shmatari_wait_running(g)``; WAIT_RECOVER,
     ``shmatari_recover(g, next_batch)``; WAIT_RESET,
-    ``shmatari_reset_envs(c, cmd, mask)``) until ``deadline`` (monotonic ns,
+    ``shmatari_reset_seeded(c, cmd, mask, words)``) until ``deadline`` (monotonic ns,
     -1: none), in slices of ``SHMATARI_POLL_NS``, running Python's signal
     handlers between them. Each of these calls, timed out or interrupted,
     changed nothing and may be called again (their comments in shmatari.h).
@@ -44,7 +44,7 @@ cdef int _sliced(int what, const shmatari_geom *g, shmatari_client *c, uint32_t 
             elif what == WAIT_RECOVER:
                 r = shmatari_recover(g, left, next_batch, msg, len)
             else:
-                r = shmatari_reset_envs(c, cmd, mask, left)
+                r = shmatari_reset_seeded(c, cmd, mask, words, left)
         if r == SHMATARI_ERR_INTERRUPTED or (
                 r == SHMATARI_ERR_TIMEOUT and (deadline < 0 or shmatari_now_ns() < deadline)):
             PyErr_CheckSignals()  # raises, or the handlers returned: wait on
@@ -423,24 +423,38 @@ cdef class Segment(ClientMachine):
         return shmatari_send_call(&self.cl, SHMATARI_CALL_STEP if step else SHMATARI_CALL_SEND,
                                   acts if n else <const int32_t *>&n, ids, n)
 
-    def client_reset(self, uint32_t cmd, const uint8_t[::1] mask, double timeout=INFINITY):
+    def client_reset(self, uint32_t cmd, const uint8_t[::1] mask, double timeout=INFINITY,
+                     words=None):
         """``shmatari_reset_envs``: resets every env (``mask`` None: first
         dropping what is in flight, waiting up to ``timeout`` seconds, inf:
         no limit, for the commands in flight) or the envs of a uint8
-        ``mask``. Returns the status code (``STATUS["timeout"]``: nothing
-        was dropped; a signal during the drain raises its exception, with
-        nothing dropped: the drain runs in slices, :func:`_sliced`).
+        ``mask``; with ``words`` (``SEED_WORDS`` uint64 words, least
+        significant first; ``CMD_RESEED`` of every env), ``shmatari_reseed``:
+        the seed words are written once nothing is in flight. Returns the
+        status code (``STATUS["timeout"]``: nothing was dropped, nor a word
+        written; a signal during the drain raises its exception, with
+        nothing changed: the drain runs in slices, :func:`_sliced`).
 
         Raises:
             KeyboardInterrupt (or any signal handler's exception).
-            ValueError: ``timeout`` NaN or negative.
+            ValueError: ``timeout`` NaN or negative; ``words`` not
+                ``SEED_WORDS`` long.
+            OverflowError: a word not in 0..2**64 - 1.
         """
         if self.cl.hdr == NULL:
             raise ValueError("no client open")
         cdef const uint8_t *m = self._mask(mask)
         cdef int64_t timeout_ns = timeout_to_ns(timeout)
         cdef int64_t deadline = shmatari_deadline(timeout_ns)  # -1: none
-        return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0)
+        cdef uint64_t w[SHMATARI_SEED_WORDS]
+        cdef unsigned i
+        if words is None:
+            return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0)
+        if len(words) != SHMATARI_SEED_WORDS:
+            raise ValueError(f"the seed is {SHMATARI_SEED_WORDS} words, got {len(words)}")
+        for i in range(SHMATARI_SEED_WORDS):
+            w[i] = words[i]
+        return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0, w)
 
     def client_next_batch(self, double timeout):
         """``shmatari_next_batch``: waits up to ``timeout`` seconds for the

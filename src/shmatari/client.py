@@ -374,18 +374,16 @@ class Client:
 
     def _async_reset(self, seed, options, timeout) -> None:
         cmd, mask, seed = reset_args(seed, options, self.num_envs)
-        before = None
-        if seed is not None:
-            # A reset of every env is refused only by a closed or broken pool
-            # (checked above), or times out waiting for the commands in
-            # flight (the words are then put back): written first.
-            before = (self._seg.seed_words(), self.seed_entropy)
-            self._seg.set_seed_words(seeding.seed_to_words(seed))
-            self.seed_entropy = seed
+        # The seed words are written by the C call once nothing is in flight
+        # (shmatari_reseed): a reseed still in flight reads them when served.
+        # Until 2026-12-05 they were written first, and put back when the
+        # wait timed out: reseeds served during it took the new seed (an
+        # attacker's pass).
+        words = None if seed is None else seeding.seed_to_words(seed)
         deadline = None if timeout is None else _now() + timeout
         while True:
             code = self._seg.client_reset(cmd, mask, math.inf if deadline is None
-                                          else max(0.0, deadline - _now()))
+                                          else max(0.0, deadline - _now()), words)
             if code != _core.STATUS["worker"] or self.supervisor is None or \
                     not self.supervisor.dead_workers():
                 break
@@ -399,15 +397,14 @@ class Client:
         if code != _core.OK:
             self._closed_under("the reset waited")
         if code == _core.ERR_TIMEOUT:
-            if before is not None:
-                self._seg.set_seed_words(before[0])
-                self.seed_entropy = before[1]
             raise StepTimeoutError(
                 f"reset() waited {timeout:g} s for the commands in flight to finish, and "
                 f"{self._stuck()}; nothing was dropped or reset: reset() again to wait "
                 f"longer (timeout=None: no limit), or close() the pool")
         if code != _core.OK:
             self._refused(code)
+        if seed is not None:
+            self.seed_entropy = seed
         if mask is None:
             self._interrupted = None  # what was in flight is dropped
 

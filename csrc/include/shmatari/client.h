@@ -95,9 +95,10 @@ static inline void shmatari_release_batch(shmatari_client *c) {
 /* Resets envs: every env when mask is NULL, else each env e with mask[e]
  * != 0 (num_envs bytes). cmd: SHMATARI_CMD_RESET (each env keeps its random
  * stream) or, every env only, _RESEED (re-derives each env's stream from
- * seed_words, which the caller wrote first: a seed below 2**128, words 2
- * and 3 zero, else SHMATARI_ERR_INVALID). The first observations come
- * back through waits; afterwards every env is running.
+ * seed_words as they are when its worker serves it: a seed below 2**128,
+ * words 2 and 3 zero, else SHMATARI_ERR_INVALID; shmatari_reseed writes
+ * them at the right time, and is the call to use). The first observations
+ * come back through waits; afterwards every env is running.
  *
  * A reset of every env is the way back from every state but BROKEN: it
  * first drops what is in flight (the batch held, the commands posted and
@@ -111,8 +112,34 @@ static inline void shmatari_release_batch(shmatari_client *c) {
  * Returns SHMATARI_OK; _ERR_INVALID or _ERR_STATE (nothing changed);
  * _ERR_INTERRUPTED during a drain (nothing dropped yet: call again);
  * _ERR_TIMEOUT; or a liveness error. */
+static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
+                                        const uint8_t *mask,
+                                        const uint64_t *words,
+                                        int64_t timeout_ns);
 static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
                                       const uint8_t *mask, int64_t timeout_ns) {
+  return shmatari_reset_seeded(c, cmd, mask, NULL, timeout_ns);
+}
+
+/* Resets every env with new random streams: each env's stream re-derived
+ * from `words` (SHMATARI_SEED_WORDS words, least significant first: a seed
+ * below 2**128, words 2 and 3 zero, else SHMATARI_ERR_INVALID), as
+ * shmatari_reset_envs(c, SHMATARI_CMD_RESEED, NULL, timeout_ns) does. The
+ * words go into seed_words only once no command is in flight: a worker
+ * reads seed_words when it serves a RESEED, so one still in flight from an
+ * earlier reseed would take words written before the drain. On
+ * _ERR_TIMEOUT or _ERR_INTERRUPTED nothing changed, the words included. */
+static inline int shmatari_reseed(shmatari_client *c, const uint64_t *words,
+                                  int64_t timeout_ns) {
+  return shmatari_reset_seeded(c, SHMATARI_CMD_RESEED, NULL, words, timeout_ns);
+}
+
+/* shmatari_reset_envs; with `words` (a RESEED of every env), the seed words
+ * written once the drain is over (shmatari_reseed). */
+static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
+                                        const uint8_t *mask,
+                                        const uint64_t *words,
+                                        int64_t timeout_ns) {
   if (mask != NULL && c->call_mask != NULL) {
     /* Read once: the mask may point into shared memory; the checks and both
      * passes below use this copy. */
@@ -125,8 +152,10 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
   if (cmd == SHMATARI_CMD_RESEED) {
     /* Seeds are below 2**128 (seeding.py says why); a worker fails on a
      * larger one, so it is refused here first, nothing changed. */
-    uint64_t high = *(volatile uint64_t *)&h->hdr->seed_words[2] |
-                    *(volatile uint64_t *)&h->hdr->seed_words[3];
+    uint64_t high = words != NULL
+                        ? words[2] | words[3]
+                        : *(volatile uint64_t *)&h->hdr->seed_words[2] |
+                              *(volatile uint64_t *)&h->hdr->seed_words[3];
     if (high != 0)
       return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                            "%s: seed_words hold a seed of 2**128 or more "
@@ -141,6 +170,9 @@ static inline int shmatari_reset_envs(shmatari_client *c, uint32_t cmd,
       if (r != SHMATARI_OK) return r;
       c->taken = shmatari_drop_results(h);
     }
+    if (cmd == SHMATARI_CMD_RESEED && words != NULL) /* published by the posts' release */
+      for (uint32_t i = 0; i < SHMATARI_SEED_WORDS; i++)
+        h->hdr->seed_words[i] = words[i];
     shmatari_post(h, c->env_worker, c->touched, NULL, h->num_envs, NULL, cmd);
     shmatari_accept_reset(c, NULL);
     return SHMATARI_OK;
