@@ -724,6 +724,22 @@ def test_cpp_trainer_steps_a_served_pool(server, trainer, batch_size):
     assert r.returncode == 0, r.stderr
 
 
+def test_cpp_trainer_reseeds_a_served_pool_as_python_seeds_a_pool(server, trainer):
+    """``shmatari_reseed`` (the trainer's ``--pool-seed``): env i's no-op
+    starts after a C client reseeds a served pool with 7 are those of a pool
+    made in Python with seed=7, whatever the served pool's own seed."""
+    s = server("--seed", "1")
+    r = run_trainer(trainer, s.name, "--steps", "1", "--pool-seed", "7")
+    assert r.returncode == 0, r.stderr
+    got = dict(map(int, pair.split(":")) for pair in parse_kv(r.stdout)["reset_frames"].split(","))
+    frames = {}
+    for seed in (7, 1):
+        with shmatari.make("Breakout", 4, num_workers=1, seed=seed) as env:
+            frames[seed] = dict(enumerate(env.reset()[1]["episode_frame_number"].tolist()))
+    assert frames[7] != frames[1]  # the test can tell the seeds apart
+    assert got == frames[7]
+
+
 def test_cpp_trainer_reports_a_dead_server_within_its_timeout(server, trainer):
     s = server()
     p = subprocess.Popen([str(trainer), s.name, "--steps", "100000000", "--timeout", "5"],

@@ -26,13 +26,14 @@ struct Args {
   double seconds = 0;         // > 0: step for this long instead
   double timeout_s = 10.0;    // per wait, and for attaching
   std::string expect_shape;   // e.g. "4x84x84"; empty: no check
-  unsigned seed = 0;
+  unsigned seed = 0;          // the actions' generator
+  long long pool_seed = -1;   // >= 0: reseed every env from it (shmatari_reseed)
 };
 
 int usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s NAME [--steps N | --seconds S] [--timeout SECONDS] "
-               "[--expect-shape SxHxW[xC]] [--seed S]\n",
+               "[--expect-shape SxHxW[xC]] [--seed S] [--pool-seed S]\n",
                argv0);
   return 2;
 }
@@ -49,6 +50,7 @@ bool parse(int argc, char **argv, Args *a) {
     else if (flag == "--timeout") a->timeout_s = std::atof(v);
     else if (flag == "--expect-shape") a->expect_shape = v;
     else if (flag == "--seed") a->seed = (unsigned)std::strtoul(v, nullptr, 10);
+    else if (flag == "--pool-seed") a->pool_seed = std::strtoll(v, nullptr, 10);
     else return false;
   }
   return a->steps >= 1 && a->seconds >= 0 && a->timeout_s > 0;
@@ -136,9 +138,24 @@ int main(int argc, char **argv) {
   uint64_t env_steps = 0;
   int status = 0;
 
-  r = shmatari_reset(&c);
+  if (args.pool_seed >= 0) {
+    // Env i's streams then depend only on (pool seed, i, options), as with
+    // Python's reset(seed=...): the same seed gives the same games.
+    const uint64_t words[SHMATARI_SEED_WORDS] = {(uint64_t)args.pool_seed};
+    r = shmatari_reseed(&c, words, SHMATARI_RESET_TIMEOUT_NS);
+  } else {
+    r = shmatari_reset(&c);  // each env keeps its random stream
+  }
   if (r == SHMATARI_OK) r = shmatari_wait(&c, &b, timeout_ns);
   if (r == SHMATARI_OK) status = check_frames(c, b, true);
+  if (r == SHMATARI_OK) {
+    // The first batch's no-op starts: env:frames since its reset.
+    auto frames = static_cast<const int64_t *>(b.field[SHMATARI_FIELD_EPISODE_FRAME_NUMBER]);
+    std::printf("reset_frames=");
+    for (uint32_t i = 0; i < b.size; i++)
+      std::printf("%s%d:%lld", i ? "," : "", b.env_id[i], (long long)frames[i]);
+    std::printf("\n");
+  }
   auto t0 = std::chrono::steady_clock::now();
   auto end = t0 + std::chrono::duration<double>(args.seconds);
   for (long k = 0; (args.seconds > 0 ? std::chrono::steady_clock::now() < end
