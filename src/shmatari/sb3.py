@@ -54,6 +54,46 @@ _WRAPPER_KWARGS = {
 }
 
 
+def _id_settings(env_id: str, env_kwargs: dict) -> tuple[dict, str | None]:
+    """What SB3's ``make_atari_env(env_id, env_kwargs=...)`` takes from
+    ``env_id`` besides the game: ale-py's registration of the id in Gymnasium
+    (``gymnasium.spec(env_id).kwargs``: ``ALE/<Game>-v5`` has
+    ``repeat_action_probability=0.25`` and ``frameskip=4``,
+    ``<Game>NoFrameskip-v4`` 0.0 and 1), with ``env_kwargs`` over it as
+    ``gym.make`` puts them.
+
+    Returns:
+        (options, warning): ``{"repeat_action_probability": p}`` (empty for
+        an id ale-py does not register, such as ``"Breakout"``), and, where
+        the id's env skips frames itself (``frameskip`` not 1) under
+        AtariWrapper's skip, what to warn (else None).
+    """
+    import ale_py
+
+    try:
+        gym.register_envs(ale_py)  # ale-py registers its ids on import; idempotent
+        spec = gym.spec(env_id.strip())
+    except gym.error.Error:
+        return {}, None
+    if spec.entry_point != "ale_py.env:AtariEnv":
+        return {}, None
+    options = {}
+    if "repeat_action_probability" in spec.kwargs:
+        options["repeat_action_probability"] = spec.kwargs["repeat_action_probability"]
+    frameskip = env_kwargs.get("frameskip", env_kwargs.get("frame_skip",
+                                                          spec.kwargs.get("frameskip", 1)))
+    if frameskip == 1:
+        return options, None
+    return options, (
+        f"{env_id!r} is registered with frameskip={frameskip!r} (ale-py): under "
+        f"AtariWrapper, which skips frames too, SB3's make_atari_env would act once every "
+        f"frameskip x frame_skip frames (16 with the defaults; SB3: 'use this wrapper only "
+        f"with Atari v4 without frame skip'). This pool's env skips "
+        f"AtariWrapper's frame_skip alone, as with env_kwargs={{'frameskip': 1}}: pass "
+        f"that to say so. Its sticky actions are the id's "
+        f"(repeat_action_probability={options.get('repeat_action_probability')!r})")
+
+
 def _step_info(rows: tuple, i: int, time_limit_truncated: bool) -> dict:
     """Row ``i`` of (lives, raw_reward, game_over, episode_frame_number,
     frame_number) as one SB3 info dict, with ``TimeLimit.truncated``."""
@@ -365,8 +405,14 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
     The pool takes ``preset="dqn"`` (SB3's ``AtariWrapper`` defaults: no
     sticky actions, 30 no-ops, frame skip 4, 84x84 grayscale, a lost life
     ends the episode, FIRE reset, clipped rewards) and ``stack_num=1``: add
-    ``VecFrameStack(env, n_stack=4)`` as with SB3's. Only the game is taken
-    from ``env_id`` (``"BreakoutNoFrameskip-v4"``, ``"Breakout"``).
+    ``VecFrameStack(env, n_stack=4)`` as with SB3's. From ``env_id``
+    (``"BreakoutNoFrameskip-v4"``, ``"ALE/Breakout-v5"``, ``"Breakout"``) it
+    takes the game and, as SB3's env does, the sticky actions ale-py
+    registers for the id: none for ``*NoFrameskip-v4``,
+    ``repeat_action_probability=0.25`` for ``ALE/*-v5`` (Machado et al.,
+    2018), unless given. An id whose env skips frames itself (a v5 id
+    without ``env_kwargs={"frameskip": 1}``: SB3's would act every 16
+    frames) warns, and skips AtariWrapper's ``frame_skip`` alone.
     Observations are channels first, ``(n_envs, 1, 84, 84)``, unless
     ``obs_layout="channels_last"`` asks for SB3's own layout,
     ``(n_envs, 84, 84, 1)``, which ``VecTransposeImage`` requires.
@@ -412,6 +458,8 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
     if start_index:
         raise ValueError("start_index must be 0: env i's seed comes from (seed, i)")
     opts: dict[str, Any] = {"preset": "dqn", "stack_num": 1}
+    id_options, skip_warning = _id_settings(env_id, dict(env_kwargs or {}))
+    opts.update(id_options)  # under wrapper_kwargs, env_kwargs and options
     if "start_method" in vec_env_kwargs:
         opts["start_method"] = vec_env_kwargs["start_method"]
     for key, value in (wrapper_kwargs or {}).items():
@@ -426,6 +474,7 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
     for key in ("frameskip", "frame_skip"):
         # frameskip=1 (the usual way to put a v5 id under AtariWrapper) is
         # what this pool's env is: one frame per step, AtariWrapper skipping
+        # (an id's own frameskip only warns: _id_settings)
         if key in env_kwargs and not (isinstance(env_kwargs[key], int)
                                       and not isinstance(env_kwargs[key], bool)
                                       and env_kwargs[key] == 1):
@@ -439,6 +488,10 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
                          "wrappers take screens); pass ram_info=True for info['ram']")
     opts.update(env_opts)
     opts.update(options)
+    if skip_warning is not None:
+        from .games import _caller_stacklevel
+
+        warnings.warn(skip_warning, UserWarning, stacklevel=_caller_stacklevel())
     with warnings.catch_warnings():
         # The legacy-name warning says shmatari's options are ALE v5's; here
         # they are set to SB3's conventions explicitly.

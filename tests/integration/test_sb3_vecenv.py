@@ -153,9 +153,12 @@ def test_make_atari_env_takes_frameskip_1_as_sb3_does():
     it (it raised before: a newcomer's pass)."""
     import numpy as np
 
-    plain = make_atari_env("ALE/Pong-v5", n_envs=2, seed=3)
-    one = make_atari_env("ALE/Pong-v5", n_envs=2, seed=3, env_kwargs={"frameskip": 1})
+    plain = one = None
     try:
+        # SB3's would act every 16 frames here: the pool warns (2026-12-05)
+        with pytest.warns(UserWarning, match=r"frameskip=4 \(ale-py\).*16 with the defaults"):
+            plain = make_atari_env("ALE/Pong-v5", n_envs=2, seed=3)
+        one = make_atari_env("ALE/Pong-v5", n_envs=2, seed=3, env_kwargs={"frameskip": 1})
         np.testing.assert_array_equal(plain.reset(), one.reset())
         for _ in range(20):
             plain.step_async(np.array([2, 3]))
@@ -164,10 +167,31 @@ def test_make_atari_env_takes_frameskip_1_as_sb3_does():
             for x, y in zip(a[:3], b[:3]):
                 np.testing.assert_array_equal(x, y)
     finally:
-        plain.close()
-        one.close()
+        for env in (plain, one):
+            if env is not None:
+                env.close()
     with pytest.raises(ValueError, match="episode_statistics"):
         make_atari_env("Pong", n_envs=1, monitor_dir="/tmp/x", episode_statistics=False)
+
+
+@pytest.mark.parametrize("env_id, env_kwargs", [
+    ("ALE/Pong-v5", {"frameskip": 1}), ("PongNoFrameskip-v4", {}),
+    ("ALE/Pong-v5", {"frameskip": 1, "repeat_action_probability": 0.1})])
+def test_make_atari_env_takes_the_ids_sticky_actions_as_sb3s_own(env_id, env_kwargs):
+    """The sticky actions ale-py registers for the id (0.25 in v5 ids, none
+    in NoFrameskip-v4), as SB3's own make_atari_env gets them. Until
+    2026-12-05 only the game was taken: a v5 id under make_atari_env played
+    without sticky actions, silently (a client-code pass)."""
+    from stable_baselines3.common.env_util import make_atari_env as sb3_make_atari_env
+
+    real = sb3_make_atari_env(env_id, n_envs=1, seed=0, env_kwargs=dict(env_kwargs))
+    ours = make_atari_env(env_id, n_envs=1, seed=0, env_kwargs=dict(env_kwargs))
+    try:
+        want = real.envs[0].unwrapped.ale.getFloat("repeat_action_probability")
+        assert ours.get_attr("repeat_action_probability")[0] == pytest.approx(want)
+    finally:
+        real.close()
+        ours.close()
 
 
 def test_step_infos_have_the_keys_of_sb3s_own_make_atari_env():
