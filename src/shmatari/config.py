@@ -7,6 +7,7 @@ import difflib
 import numbers
 import os
 import sys
+import warnings
 
 from . import _core, games, seeding
 
@@ -431,6 +432,18 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     if num_workers > num_envs:
         raise ValueError(f"num_workers must be <= num_envs ({num_envs}): a worker "
                          f"needs at least one env; got {num_workers}")
+    if batch_size < num_envs and batch_order == "first_ready" and num_envs % num_workers:
+        # A client-code pass (2026-12-05): 5 envs on 2 workers, batch 3, stepped
+        # the two envs of the smaller group 1.6 times as often as the others.
+        q = num_envs // num_workers
+        warnings.warn(
+            f"num_envs={num_envs} over num_workers={num_workers} makes worker groups of "
+            f"{q + 1} and {q} envs, and each worker steps its own group: in first-ready "
+            f"batches (batch_size {batch_size} < num_envs) an env of a group of {q} is "
+            f"stepped about {q + 1}/{q} times as often as one of a group of {q + 1} "
+            f"(EnvPool's threads share one queue). For even stepping pass a num_workers "
+            f"that divides num_envs, or batch_order='fixed'", UserWarning,
+            stacklevel=games._caller_stacklevel())
     seed = seeding.draw_entropy() if seed is None else seeding.check_seed(seed)
     if start_method is None:
         start_method = default_start_method()
