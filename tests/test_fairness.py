@@ -41,17 +41,21 @@ def test_uneven_worker_groups_in_first_ready_batches_warn():
     """Each worker steps its own group of envs, so in first-ready batches the
     envs of a smaller group are stepped more often (5 envs on 2 workers,
     batch 3: the group of 2 about 3/2 as often as the group of 3; EnvPool's
-    threads share one queue). make() says so, with the way out; the even,
-    synchronous and fixed-order pools have no such skew and stay quiet."""
+    threads share one queue). make() says so, with the way out, before any
+    process starts; the even, synchronous and fixed-order pools have no such
+    skew and stay quiet."""
     import warnings
 
-    from shmatari.config import build_config
+    from shmatari.config import build_config, uneven_groups
 
     with pytest.warns(UserWarning, match=r"groups of 3 and 2 envs.*about 3/2 times as often"
                                          r".*num_workers that divides num_envs"):
-        build_config("Breakout", 5, batch_size=3, num_workers=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        build_config("Breakout", 8, batch_size=4, num_workers=2)  # even groups
-        build_config("Breakout", 5, num_workers=2)  # synchronous: every env each step
-        build_config("Breakout", 6, batch_size=3, num_workers=4, batch_order="fixed")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # raised before a worker or segment exists
+            with pytest.raises(UserWarning):
+                shmatari.make("null", 5, batch_size=3, num_workers=2)
+        shmatari.make("null", 5, batch_size=3, num_workers=2).close()
+    for args, kwargs in [((8,), {"batch_size": 4, "num_workers": 2}),  # even groups
+                         ((5,), {"num_workers": 2}),  # synchronous: every env each step
+                         ((6,), {"batch_size": 3, "num_workers": 4, "batch_order": "fixed"})]:
+        assert uneven_groups(build_config("Breakout", *args, **kwargs)) is None, (args, kwargs)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 import weakref
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from . import _core, config as _config, seeding, shm
+from . import _core, config as _config, games, seeding, shm
 from .client import RESET_TIMEOUT, Client, status_error
 from ._vector_extras import VectorExtras
 from .errors import AttachError, resource_limit_error
@@ -117,6 +118,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         Raises:
             FileExistsError: ``segment_name`` is taken.
             SharedMemorySpaceError, ResourceLimitError, WorkerError: as :func:`make`.
+
+        Warns:
+            UserWarning: first-ready batches would step worker groups of
+                different sizes unevenly (:func:`shmatari.config.uneven_groups`).
         """
         self.config = config
         self.num_envs = config.num_envs
@@ -125,6 +130,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         self._claimed = claim  # this process is the pool's one client for good
         self._init_lifetime(owner=True)
         try:
+            uneven = _config.uneven_groups(config)
+            if uneven is not None:  # before any process starts
+                warnings.warn(uneven, UserWarning, stacklevel=games._caller_stacklevel())
             self._supervisor = Supervisor(config, self._res, start_timeout)
             seg = self._supervisor.start(segment_name or shm.new_name())
             self._seg = seg

@@ -267,8 +267,8 @@ class CheckReport:
 
 @contextlib.contextmanager
 def _no_group_warning():
-    """Silences ``build_config``'s warning about uneven worker groups in
-    first-ready batches: how often each env is stepped does not change its
+    """Silences a pool's warning about uneven worker groups in first-ready
+    batches (``config.uneven_groups``): how often each env is stepped does not change its
     stream, which is all the check compares."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"num_envs=\d+ over num_workers=")
@@ -448,9 +448,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         num_workers = min(num_envs, max(2, _config.available_cores()))
     if batch_size is None:
         batch_size = max(1, num_envs // 2)
-    with _no_group_warning():
-        cfg = _config.build_config(game, num_envs, num_workers=num_workers,
-                                   batch_size=batch_size, seed=seed, **options)
+    cfg = _config.build_config(game, num_envs, num_workers=num_workers, batch_size=batch_size,
+                               seed=seed, **options)
     if cfg.num_workers < 2 and "workers" in pairings:
         raise ValueError(f"num_workers must be >= 2 (it is compared with 1), got {num_workers}")
     if cfg.batch_size >= cfg.num_envs and "async" in pairings:

@@ -7,7 +7,6 @@ import difflib
 import numbers
 import os
 import sys
-import warnings
 
 from . import _core, games, seeding
 
@@ -432,18 +431,6 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     if num_workers > num_envs:
         raise ValueError(f"num_workers must be <= num_envs ({num_envs}): a worker "
                          f"needs at least one env; got {num_workers}")
-    if batch_size < num_envs and batch_order == "first_ready" and num_envs % num_workers:
-        # A client-code pass (2026-12-05): 5 envs on 2 workers, batch 3, stepped
-        # the two envs of the smaller group 1.6 times as often as the others.
-        q = num_envs // num_workers
-        warnings.warn(
-            f"num_envs={num_envs} over num_workers={num_workers} makes worker groups of "
-            f"{q + 1} and {q} envs, and each worker steps its own group: in first-ready "
-            f"batches (batch_size {batch_size} < num_envs) an env of a group of {q} is "
-            f"stepped about {q + 1}/{q} times as often as one of a group of {q + 1} "
-            f"(EnvPool's threads share one queue). For even stepping pass a num_workers "
-            f"that divides num_envs, or batch_order='fixed'", UserWarning,
-            stacklevel=games._caller_stacklevel())
     seed = seeding.draw_entropy() if seed is None else seeding.check_seed(seed)
     if start_method is None:
         start_method = default_start_method()
@@ -471,6 +458,26 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
         pool_generation=pool_generation,
         **opts,
     )
+
+
+def uneven_groups(config: EnvConfig) -> str | None:
+    """What to warn about a pool whose first-ready batches step its envs
+    unevenly: each worker steps its own group of envs, so where the groups
+    differ in size (``num_envs % num_workers``) an env of a smaller group is
+    stepped about (q + 1) / q times as often as one of a larger (a
+    client-code pass, 2026-12-05: 5 envs on 2 workers, batch 3, stepped the
+    group of 2 1.6 times as often; EnvPool's threads share one queue). None
+    for even groups, synchronous pools and ``batch_order="fixed"``."""
+    n, w, b = config.num_envs, config.num_workers, config.batch_size
+    if b >= n or config.batch_order != "first_ready" or n % w == 0:
+        return None
+    q = n // w
+    return (f"num_envs={n} over num_workers={w} makes worker groups of {q + 1} and {q} "
+            f"envs, and each worker steps its own group: in first-ready batches "
+            f"(batch_size {b} < num_envs) an env of a group of {q} is stepped about "
+            f"{q + 1}/{q} times as often as one of a group of {q + 1} (EnvPool's threads "
+            f"share one queue). For even stepping pass a num_workers that divides "
+            f"num_envs, or batch_order='fixed'")
 
 
 def _autoreset_mode(value) -> str:
