@@ -22,7 +22,9 @@ from its child ``(i, k, 0)``), ``seed`` being the pool's seed at that moment.
 A rebuilt env so plays new games, reproducibly, rather than replaying the
 games it began the run with, which would correlate its data with its own
 past (``(i, 0)`` is the no-op stream, so *k* starts at 1 and no stream is
-shared). ``reset(seed=...)`` re-derives every env from ``(i,)`` again.
+shared). ``reset(seed=...)`` re-derives every env from ``(i,)`` again; it
+leaves the restart counts as they are (*k* counts every restart of the
+worker since the pool was made: docs/reproducibility.md).
 
 A pool may be one slice of a larger one (:mod:`shmatari.ray` runs envs
 ``b..b+n-1`` on one node): with ``env_index_offset=b`` its env *j* is seeded
