@@ -1519,6 +1519,88 @@ def test_close_from_another_thread_ends_its_wait_and_does_not_crash(tmp_path, wo
     assert not os.path.exists(f"{SHM_DIR}/{name}")
 
 
+_CLOSE_BETWEEN_CALLS = r"""
+import os, random, signal, sys, threading, time
+import numpy as np
+import shmatari
+random.seed(0)
+outcomes = set()
+for _ in range(int(sys.argv[1])):
+    env = shmatari.make("null", num_envs=4, num_workers=2)
+    env.reset()
+
+    def stepper():
+        try:
+            while True:
+                env.step(np.zeros(4, np.int64))
+                time.sleep(0.001)  # the trainer's own work: outside every call
+        except Exception as exc:
+            outcomes.add(f"{type(exc).__name__}: {exc}")
+
+    t = threading.Thread(target=stepper)
+    t.start()
+    time.sleep(random.random() * 0.02)
+    env.close()
+    t.join(10)
+    assert not t.is_alive()
+print("outcomes:", sorted(outcomes), flush=True)
+"""
+
+
+def test_close_while_another_thread_steps_between_calls_does_not_crash(tmp_path):
+    """close() while another thread steps in a loop with a pause between
+    calls: the close() saw no thread inside, and released the client and the
+    mapping as the thread came in again; the process died of SIGFPE within
+    a few rounds (a helper's pass, 11 of 11), or the call said "the client
+    is detached: shmatari.attach() first". The guard now lets no thread in
+    once a close() has begun: every such call raises PoolClosedError."""
+    script = tmp_path / "close_between_calls.py"
+    script.write_text(_CLOSE_BETWEEN_CALLS)
+    proc = subprocess.run([sys.executable, str(script), "40"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    outcomes = eval(proc.stdout.split("outcomes: ", 1)[1])
+    assert outcomes and all(o.startswith("PoolClosedError: the env pool ") for o in outcomes), \
+        outcomes
+
+
+_CLOSE_FROM_A_HANDLER_WHILE_STEPPING = r"""
+import random, signal
+import numpy as np
+import shmatari
+random.seed(1)
+outcomes = []
+for _ in range(60):
+    env = shmatari.make("null", num_envs=4, num_workers=2)
+    env.reset()
+    signal.signal(signal.SIGALRM, lambda signum, frame: env.close())
+    signal.setitimer(signal.ITIMER_REAL, random.random() * 0.02)
+    try:
+        while True:
+            env.step(np.zeros(4, np.int64))
+    except Exception as exc:
+        outcomes.append(f"{type(exc).__name__}: {exc}")
+    signal.setitimer(signal.ITIMER_REAL, 0)
+print("outcomes:", sorted(set(outcomes)), flush=True)
+"""
+
+
+def test_close_from_a_signal_handler_anywhere_in_step_is_a_pool_closed_error(tmp_path):
+    """A signal handler closes the pool at any point of a step() loop, not
+    only during its wait: a close() that landed after the wait (in the copy
+    of the batch, say) let the call go on to a released segment and raise
+    ValueError: segment released (4 and 13 of 60 runs in a helper's pass).
+    Every such call raises PoolClosedError now."""
+    script = tmp_path / "close_in_handler.py"
+    script.write_text(_CLOSE_FROM_A_HANDLER_WHILE_STEPPING)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    outcomes = eval(proc.stdout.split("outcomes: ", 1)[1])
+    assert outcomes and all(o.startswith("PoolClosedError: the env pool ") for o in outcomes), \
+        outcomes
+
+
 _CLOSE_FROM_A_SIGNAL_HANDLER = """
 import os, signal, sys, threading
 import numpy as np

@@ -337,19 +337,36 @@ cdef class CallGuard:
     released by Python code could be left held by a Ctrl-C there, and every
     later call was refused as "another thread is inside".)
 
+    Once :meth:`shut` (a close()), no thread may come in again: a call
+    refused then gets ``closed(name, None)``. Checked and taken with the GIL
+    held, so that no thread slips in between a close()'s check that no call
+    runs and its release of the client and the mapping (a thread stepping in
+    a loop while another closed the pool crashed the process with SIGFPE: a
+    helper's pass, 2026-12-05). And a call that a close() from a signal
+    handler in its own thread overtook, and that then failed on the
+    released pool, gets ``closed(name, error)`` raised from that error, not
+    the error itself ("segment released").
+
     Args:
         refuse: ``refuse(inside, name) -> Exception``, the error for a call
             ``name`` made while another thread is inside call ``inside``.
+        closed: ``closed(name, error) -> Exception``, the error for a call
+            ``name`` once the guard is shut (``error``: what the call raised
+            on the pool closed under it, or None: it was not run).
     """
 
     cdef unsigned long holder  # thread ident inside, 0: none
     cdef object inside         # the name of the call it is inside
     cdef object refuse
+    cdef object closed_error
+    cdef bint closed
 
-    def __cinit__(self, refuse):
+    def __cinit__(self, refuse, closed):
         self.holder = 0
         self.inside = ""
         self.refuse = refuse
+        self.closed_error = closed
+        self.closed = False
 
     def run(self, str name, method, obj, tuple args, dict kwargs):
         """Returns ``method(obj, *args, **kwargs)``, run under the guard; a
@@ -358,18 +375,42 @@ cdef class CallGuard:
 
         Raises:
             ``refuse(inside, name)``: another thread is inside; nothing was run.
+            ``closed(name, None)``: the guard is shut; nothing was run.
+            ``closed(name, error)``: the guard was shut while the call ran,
+                and it failed with ``error`` (an ``Exception``; where
+                ``closed`` returns ``error`` itself, that is raised).
         """
         cdef unsigned long me = PyThread_get_thread_ident()
+        cdef bint was_closed = self.closed
         if self.holder == me:
-            return method(obj, *args, **kwargs)
+            return self._run(name, method, obj, args, kwargs, was_closed)
         if self.holder != 0:
             raise self.refuse(self.inside, name)
+        if was_closed:
+            raise self.closed_error(name, None)
         self.holder = me
         self.inside = name
         try:
-            return method(obj, *args, **kwargs)
+            return self._run(name, method, obj, args, kwargs, was_closed)
         finally:
             self.holder = 0
+
+    def _run(self, str name, method, obj, tuple args, dict kwargs, bint was_closed):
+        try:
+            return method(obj, *args, **kwargs)
+        except Exception as exc:
+            if self.closed and not was_closed:
+                err = self.closed_error(name, exc)
+                if err is not exc:
+                    raise err from exc
+            raise
+
+    def shut(self):
+        """Lets no thread in again (a close()); returns whether no other
+        thread than this one is inside now (else the close() waits for it
+        to leave: :attr:`held_by`)."""
+        self.closed = True
+        return self.holder == 0 or self.holder == PyThread_get_thread_ident()
 
     @property
     def held(self):

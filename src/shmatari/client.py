@@ -131,6 +131,19 @@ def _refuse_other_thread(inside: str, name: str) -> CallOrderError:
         f"calls); {name}() did nothing")
 
 
+def _closed_call(name: str, error: Exception | None) -> Exception:
+    """The error of a call on a pool closed before it came in (``error``
+    None: it did nothing), or closed under it, by a signal handler in its
+    thread, when it failed with ``error`` on the released pool (the
+    CallGuard's ``closed``)."""
+    if error is None:
+        return PoolClosedError("the env pool is closed")
+    if isinstance(error, PoolClosedError):
+        return error
+    return PoolClosedError(f"the env pool was closed while {name}() ran (by a signal handler "
+                           f"in this thread); nothing more was received")
+
+
 def _one_thread(method):
     """The per-pool guard of the public calls (as sqlite3's
     ``check_same_thread``, but per call): a second thread calling in while
@@ -166,7 +179,7 @@ class Client:
         self.supervisor = supervisor
         self.closed = False
         self._pid = os.getpid()
-        self._guard = _core.CallGuard(_refuse_other_thread)
+        self._guard = _core.CallGuard(_refuse_other_thread, _closed_call)
         # Set by a close() from another thread while this thread is inside a
         # call (_Resources._other_thread_leaves): its wait ends at the next slice.
         self._closing = False

@@ -154,7 +154,11 @@ class _Resources:
         def other_inside() -> bool:
             return guard is not None and guard.held_by not in (0, me)
 
-        if not other_inside():
+        # Shut first: no thread comes in again, so that none is inside when
+        # this close() releases the client and the mapping (one that was
+        # between two calls when it looked crashed the process with SIGFPE
+        # on its next call: a helper's pass, 2026-12-05).
+        if guard is None or guard.shut():
             return True
         if self.stop_calls is not None:
             self.stop_calls()
