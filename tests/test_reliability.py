@@ -1601,6 +1601,51 @@ def test_close_from_a_signal_handler_anywhere_in_step_is_a_pool_closed_error(tmp
         outcomes
 
 
+_EXCEPTION_DURING_CLOSE = r"""
+import os, signal, sys, threading, time
+import shmatari
+env = shmatari.make("null", num_envs=2, num_workers=2)
+env.reset()
+print(env.segment_name, flush=True)
+pids = env.worker_pids
+os.kill(pids[1], signal.SIGSTOP)  # close() waits for it before it kills it
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit("SIGTERM"))
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+t0 = time.monotonic()
+try:
+    env.close()
+    print("close returned", flush=True)
+except BaseException as exc:
+    print(f"close raised {type(exc).__name__}: {exc} after %.1f s" % (time.monotonic() - t0),
+          flush=True)
+def state(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+print("workers:", [state(p) for p in pids], flush=True)
+for p in pids:
+    try:
+        os.kill(p, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+"""
+
+
+def test_an_exception_from_a_signal_handler_during_close_still_stops_every_worker(tmp_path):
+    """A SIGTERM handler that calls sys.exit lands inside close() (here while
+    it waits for a stopped worker). close() raised SystemExit at once and
+    left the workers stopped or running until the process exited, and a
+    second close() did nothing (a helper's API pass). Now it goes on with
+    the shutdown and raises the handler's exception once every worker is
+    gone and the segment removed."""
+    proc, name = _run_close_script(tmp_path, _EXCEPTION_DURING_CLOSE, "-")
+    assert "close raised SystemExit: SIGTERM" in proc.stdout, proc.stdout
+    assert "workers: ['gone', 'gone']" in proc.stdout or \
+        "workers: ['Z', 'Z']" in proc.stdout, proc.stdout
+    assert not os.path.exists(f"{SHM_DIR}/{name}")
+
+
 _CLOSE_FROM_A_SIGNAL_HANDLER = """
 import os, signal, sys, threading
 import numpy as np

@@ -60,6 +60,11 @@ CLOSE_TIMEOUT = 2.0
 OTHER_THREAD_TIMEOUT = 2.0
 
 
+#: How many times a shutdown that an exception cut short starts again (each
+#: attempt goes on from where the last one was) before it gives up.
+_SHUTDOWN_ATTEMPTS = 10
+
+
 class _Resources:
     """What must be released when a pool goes away, held apart from the env
     so that a ``weakref.finalize`` can release it without keeping it alive."""
@@ -88,14 +93,32 @@ class _Resources:
 
     def shutdown(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Releases the pool: within about ``timeout`` + 1 s whatever the
-        workers do, and whole even if Ctrl-C arrives meanwhile (the
-        KeyboardInterrupt comes once it is done)."""
+        workers do, and whole even if Ctrl-C or another signal handler's
+        exception arrives meanwhile (the exception comes once it is done)."""
         if os.getpid() != self.pid:
             # A process forked from the owner (os.fork) that exits: the pool is
             # its parent's, so leave it alone (no CLOSING, no unlink, no join).
             return
         with _deferred_sigint():
-            self._shutdown(timeout)
+            # Another signal handler's exception (a SIGTERM handler calling
+            # sys.exit, a SIGALRM timeout) also lands anywhere in here, and
+            # close() cannot run again (its finalizer has run): the shutdown
+            # goes on from where it is, with the workers' polite wait cut,
+            # and the first exception is raised once it is done. It left
+            # workers running, or stopped, until the process exited (a
+            # helper's API pass, 2026-12-05).
+            pending = None
+            for attempt in range(_SHUTDOWN_ATTEMPTS):
+                try:
+                    self._shutdown(timeout if pending is None else min(timeout, 1.0))
+                    break
+                except BaseException as exc:  # noqa: BLE001 - raised below
+                    if pending is None:
+                        pending = exc
+                    if attempt == _SHUTDOWN_ATTEMPTS - 1:
+                        raise
+            if pending is not None:
+                raise pending
 
     def _wait_for_jitted_calls(self, seg) -> None:
         """Waits for the jitted xla() calls this thread dispatched and that
