@@ -1646,6 +1646,34 @@ def test_an_exception_from_a_signal_handler_during_close_still_stops_every_worke
     assert not os.path.exists(f"{SHM_DIR}/{name}")
 
 
+def test_a_second_close_from_another_thread_returns_once_the_first_is_done():
+    """close() from two threads, the first waiting for a stopped worker: the
+    second returned at once, with the worker still alive and the segment
+    still named (a helper's API pass). Now close() returning means the
+    workers are gone and the segment removed, from either thread."""
+    import threading
+
+    import shmatari
+
+    env = shmatari.make("null", num_envs=2, num_workers=2)
+    env.reset()
+    pids, name = env.worker_pids, env.segment_name
+    os.kill(pids[1], signal.SIGSTOP)  # the first close() waits, then kills it
+    first = threading.Thread(target=env.close)
+    first.start()
+    try:
+        # the first close() has begun: its first step removes the name
+        assert wait_until(lambda: not os.path.exists(f"{SHM_DIR}/{name}"), 10.0)
+        env.close()
+        assert not [p for p in pids if pid_alive(p)]
+        assert env.segment_name is None
+    finally:
+        first.join(10)
+        for p in pids:
+            if pid_alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
 _CLOSE_FROM_A_SIGNAL_HANDLER = """
 import os, signal, sys, threading
 import numpy as np

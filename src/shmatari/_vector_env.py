@@ -539,6 +539,7 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             return
         try:
             self._finalizer()  # a Ctrl-C during it is raised once it is done
+            self._res.wait_shutdown()  # another thread's close(), if it runs it
         finally:
             self.closed = True
             if self._client is not None:

@@ -89,6 +89,10 @@ class _Resources:
         # that ends its waits, for a close() from another thread.
         self.guard = None
         self.stop_calls = None
+        # The thread whose shutdown() runs (0: none yet), and its end: a
+        # close() from another thread meanwhile waits for it (wait_shutdown).
+        self.shutting_down_in = 0
+        self.shut_down = threading.Event()
         _LIVE_RESOURCES.add(self)
 
     def shutdown(self, timeout: float = CLOSE_TIMEOUT) -> None:
@@ -99,6 +103,23 @@ class _Resources:
             # A process forked from the owner (os.fork) that exits: the pool is
             # its parent's, so leave it alone (no CLOSING, no unlink, no join).
             return
+        self.shutting_down_in = threading.get_ident()
+        try:
+            self._shutdown_whole(timeout)
+        finally:
+            self.shut_down.set()
+
+    def wait_shutdown(self) -> None:
+        """A close() whose pool another thread is closing: returns once that
+        shutdown is over (bounded as it is), so that close() returning means
+        the workers are gone, from any thread. A second close() returned at
+        once while the first still waited for a stopped worker (a helper's
+        API pass, 2026-12-05). Nothing in the thread that runs it (a signal
+        handler's close() inside close()), or if none has begun."""
+        if self.shutting_down_in not in (0, threading.get_ident()):
+            self.shut_down.wait(CLOSE_TIMEOUT + OTHER_THREAD_TIMEOUT + 5.0)
+
+    def _shutdown_whole(self, timeout: float) -> None:
         with _deferred_sigint():
             # Another signal handler's exception (a SIGTERM handler calling
             # sys.exit, a SIGALRM timeout) also lands anywhere in here, and
