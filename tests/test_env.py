@@ -9,6 +9,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 
 import gymnasium as gym
 import numpy as np
@@ -547,6 +548,7 @@ raise ImportError("planted")
 
 _FROM_FOLDER_SCRIPT = """
 import sys
+import threading
 import numpy as np
 import shmatari
 if __name__ == "__main__":
@@ -623,3 +625,45 @@ def test_a_refusal_after_an_interrupted_step_says_the_step_was_interrupted():
         with pytest.raises(CallOrderError) as refused:
             env.step(np.zeros(2, np.int64), timeout=30)
         assert "interrupted" not in str(refused.value)
+
+
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("call", ["reset", "async_reset", "recv"])
+def test_a_signal_handlers_call_inside_step_is_refused_and_step_goes_on(call):
+    """A signal handler that calls reset() or async_reset() (or recv())
+    while its thread waits in step(). The guard let the same thread in, as
+    if the call were nested: async_reset() dropped the step's commands and
+    step() returned the reset's rows as its own; reset() made step() fail
+    with "recv() refused; the pool is idle" (a helper's API pass). Now the
+    handler's call is refused, does nothing, and step() returns its own
+    batch once the worker answers."""
+    from shmatari.errors import CallOrderError
+
+    refusals = []
+
+    def handler(signum, frame):
+        try:
+            getattr(env, call)()
+        except CallOrderError as exc:
+            refusals.append(str(exc))
+
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset(timeout=30)
+        pid = env.worker_pids[0]
+        os.kill(pid, signal.SIGSTOP)  # step() waits until the timer resumes it
+        previous = signal.signal(signal.SIGALRM, handler)
+        resume = threading.Timer(0.6, os.kill, (pid, signal.SIGCONT))
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            resume.start()
+            obs, reward, terminated, truncated, info = env.step(np.ones(2, np.int64),
+                                                                timeout=30)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            resume.join()
+            os.kill(pid, signal.SIGCONT)
+        assert refusals == [f"{call}() was called while this thread is inside step() on "
+                            f"this pool (from a signal handler, say): only close() may be "
+                            f"called there; {call}() did nothing"]
+        assert not info["reset"].any() and (info["elapsed_step"] == 1).all(), info

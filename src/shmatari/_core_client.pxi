@@ -348,8 +348,10 @@ cdef class CallGuard:
     the error itself ("segment released").
 
     Args:
-        refuse: ``refuse(inside, name) -> Exception``, the error for a call
-            ``name`` made while another thread is inside call ``inside``.
+        refuse: ``refuse(inside, name, same_thread=False) -> Exception``, the
+            error for a call ``name`` made while another thread is inside call
+            ``inside`` (or, ``same_thread``, this thread: from a signal
+            handler that interrupted it; no public call runs another).
         closed: ``closed(name, error) -> Exception``, the error for a call
             ``name`` once the guard is shut (``error``: what the call raised
             on the pool closed under it, or None: it was not run).
@@ -369,12 +371,12 @@ cdef class CallGuard:
         self.closed = False
 
     def run(self, str name, method, obj, tuple args, dict kwargs):
-        """Returns ``method(obj, *args, **kwargs)``, run under the guard; a
-        call from the thread already inside (a nested call: ``reset`` runs
-        ``recv``) runs as part of the outer one.
+        """Returns ``method(obj, *args, **kwargs)``, run under the guard.
 
         Raises:
             ``refuse(inside, name)``: another thread is inside; nothing was run.
+            ``refuse(inside, name, True)``: this thread is inside already (a
+                signal handler's call); nothing was run.
             ``closed(name, None)``: the guard is shut; nothing was run.
             ``closed(name, error)``: the guard was shut while the call ran,
                 and it failed with ``error`` (an ``Exception``; where
@@ -383,7 +385,12 @@ cdef class CallGuard:
         cdef unsigned long me = PyThread_get_thread_ident()
         cdef bint was_closed = self.closed
         if self.holder == me:
-            return self._run(name, method, obj, args, kwargs, was_closed)
+            # No call runs another: this one comes from a signal handler (or
+            # a finalizer) that interrupted the call inside. Run, it took
+            # that call's batch or dropped its commands, and the call went on
+            # with the wrong rows or an error about a call never made (a
+            # helper's API pass, 2026-12-05).
+            raise self.refuse(self.inside, name, True)
         if self.holder != 0:
             raise self.refuse(self.inside, name)
         if was_closed:

@@ -124,7 +124,12 @@ def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
     return _core.as_int32(actions, "actions", num_envs if ids is None else ids.size), ids
 
 
-def _refuse_other_thread(inside: str, name: str) -> CallOrderError:
+def _refuse_other_thread(inside: str, name: str, same_thread: bool = False) -> CallOrderError:
+    if same_thread:
+        return CallOrderError(
+            f"{name}() was called while this thread is inside {inside}() on this pool "
+            f"(from a signal handler, say): only close() may be called there; {name}() "
+            f"did nothing")
     return CallOrderError(
         f"another thread is inside {inside}() on this pool: a pool is used by one "
         f"thread at a time (give each thread its own pool, or a lock around its "
@@ -147,8 +152,9 @@ def _closed_call(name: str, error: Exception | None) -> Exception:
 def _one_thread(method):
     """The per-pool guard of the public calls (as sqlite3's
     ``check_same_thread``, but per call): a second thread calling in while
-    one is inside gets CallOrderError at once, and the pool is unchanged; the
-    same thread may nest (reset -> recv). A process forked from the pool's
+    one is inside gets CallOrderError at once, and the pool is unchanged; so
+    does a call from a signal handler in the thread inside (no public call
+    runs another), close() aside. A process forked from the pool's
     owner gets PoolClosedError. The guard is ``_core.CallGuard``: taken and
     given back in C, so that a Ctrl-C cannot leave it held."""
     @functools.wraps(method)
