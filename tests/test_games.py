@@ -142,3 +142,15 @@ def test_every_listed_game_plays_in_default_and_rgb_modes():
     assert sorted(screens) == listed
     tall = {game: shape for game, shape in screens.items() if shape != (210, 160)}
     assert tall == TALL_SCREENS
+
+
+@pytest.mark.parametrize("env_id", ["ALE/Pong-v99", "Pong-v1", "BreakoutNoFrameskip-v3"])
+def test_a_version_no_atari_env_has_is_an_unknown_game(env_id):
+    """Gym and ale-py gave Atari ids versions v0, v4 and v5 only: another was
+    taken for a legacy one and played, with a warning about Gym's
+    conventions (a helper's API pass). It is refused, naming the v5 id."""
+    import re
+
+    game = re.sub(r"^ALE/|(NoFrameskip)?-v\d+$", "", env_id)  # Pong, Breakout
+    with pytest.raises(ValueError, match=rf"no Atari env has version v\d+ .*use '{game}-v5'"):
+        games.resolve_game(env_id)

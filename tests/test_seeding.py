@@ -433,3 +433,21 @@ def test_base_seeds_0_and_1_share_no_env_stream_with_sticky_actions():
                              + terminated[i:i + 1].tobytes() + truncated[i:i + 1].tobytes())
             hashes += [h.hexdigest() for h in streams]
     assert len(set(hashes)) == 16
+
+
+def test_a_0d_integer_array_is_one_seed():
+    """``np.array(3)`` is one integer, as ``np.int64(3)`` is: it was refused as
+    "per-env seeds ... do not apply" (a helper's API pass). Other 0-d arrays
+    are refused by their type; a 1-d array is still per-env seeds."""
+    assert seeding.check_seed(np.array(3)) == 3 == seeding.check_seed(np.int64(3))
+    with pytest.raises(TypeError, match="non-negative int or None, got float64"):
+        seeding.check_seed(np.array(3.0))
+    with pytest.raises(TypeError, match="non-negative int or None, got bool"):
+        seeding.check_seed(np.array(True))
+    with pytest.raises(TypeError, match="per-env seeds"):
+        seeding.check_seed(np.array([3]))
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*128\)"):
+        seeding.check_seed(np.array(-1))
+    with shmatari.make("null", num_envs=2, seed=0) as env:
+        assert env.reset(seed=np.array(3))[0].shape[0] == 2
+        assert env.seed_entropy == 3

@@ -121,8 +121,9 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             result is flagged too, without truncation). Commands in flight
             when the worker died are answered by the new one, so a batch
             still fills. A worker that fails while starting still raises,
-            as does one that died ``supervisor.RESTART_LIMIT`` (5) times
-            within ``RESTART_WINDOW`` (60) seconds, and a replacement this
+            as does one that dies again after ``supervisor.RESTART_LIMIT``
+            (5) restarts within ``RESTART_WINDOW`` (60) seconds (its sixth
+            death), and a replacement this
             process has no file descriptor or process left to start
             (ResourceLimitError); the pool is then broken. The call that notices a
             death waits for the replacement to be ready, up to

@@ -120,6 +120,12 @@ def resolve_game(env_id: str) -> str:
     name = env_id.strip()
     name = re.sub(r"^(ALE|shmatari)/", "", name, flags=re.IGNORECASE)
     version = re.search(r"-v(\d+)$", name)
+    if version and version.group(1) not in _ATARI_VERSIONS:
+        game = re.sub(r"(NoFrameskip|Deterministic)$", "", name[:version.start()])
+        raise ValueError(
+            f"{env_id!r}: no Atari env has version v{version.group(1)} (Gym's and ALE's are "
+            f"{', '.join('v' + v for v in _ATARI_VERSIONS)}; shmatari follows v5's "
+            f"conventions): use {game + '-v5'!r} or the game's name")
     name = re.sub(r"-v\d+$", "", name)
     ram = re.search(r"-?ram(NoFrameskip|Deterministic)?$", name, flags=re.IGNORECASE)
     if ram and _key(name) not in _rom_ids():
@@ -165,6 +171,11 @@ def resolve_game(env_id: str) -> str:
             f"preset='dqn' gives SB3's AtariWrapper conventions", UserWarning,
             stacklevel=_caller_stacklevel())
     return rom
+
+
+#: The versions Gym and ale-py ever gave Atari ids (``Pong-v0``,
+#: ``PongNoFrameskip-v4``, ``ALE/Pong-v5``): another is refused as unknown.
+_ATARI_VERSIONS = ("0", "4", "5")
 
 
 def _caller_stacklevel() -> int:

@@ -128,6 +128,8 @@ def check_seed(seed, name: str = "seed") -> int:
         TypeError: not an integer (bools and floats are refused).
         ValueError: negative or not below 2**128.
     """
+    if isinstance(seed, np.ndarray) and seed.ndim == 0:
+        seed = seed[()]  # a 0-d array is one value (np.int64 when an integer)
     if isinstance(seed, (list, tuple, np.ndarray)):
         raise TypeError(f"{name} must be one int: shmatari derives every env's streams from one "
                         f"pool seed (SeedSequence(seed, spawn_key=(i,))), so per-env seeds, as "

@@ -40,9 +40,10 @@ START_TIMEOUT = 120.0
 START_TIMEOUT_PER_ENV = 1.0
 #: Seconds between progress reports (logger "shmatari", INFO) while workers start.
 PROGRESS_EVERY = 5.0
-#: restart_workers gives up on a worker that died RESTART_LIMIT times within
-#: RESTART_WINDOW seconds (a crash loop: a CPU or memory limit that kills
-#: every replacement): WorkerError, rather than restarting for good.
+#: restart_workers gives up on a worker that dies again after RESTART_LIMIT
+#: restarts within RESTART_WINDOW seconds (its RESTART_LIMIT + 1-th death: a
+#: crash loop, a CPU or memory limit that kills every replacement):
+#: WorkerError, rather than restarting for good.
 RESTART_LIMIT = 5
 RESTART_WINDOW = 60.0
 
@@ -800,8 +801,8 @@ class Supervisor:
         flight, and the wait goes on. A worker that dies meanwhile (another
         one, killed by the same cause: a dead zygote takes its workers with
         it a second apart) is replaced in turn; a replacement that dies or
-        fails before it is ready raises, as does a worker that died
-        ``RESTART_LIMIT`` times within ``RESTART_WINDOW`` seconds.
+        fails before it is ready raises, as does a worker that dies again
+        after ``RESTART_LIMIT`` restarts within ``RESTART_WINDOW`` seconds.
         """
         dead, ready = set(dead), self.seg.counts()[0]
         while dead:

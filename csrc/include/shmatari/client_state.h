@@ -488,8 +488,13 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
     uint8_t fl = e >= 0 && e < (int64_t)h->num_envs ? c->env_flags[e] : 0;
     if (e < 0 || e >= (int64_t)h->num_envs)
       r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env_ids[%u] = "
-                        "%lld is out of range 0..%u", k[call], i,
-                        (long long)e, h->num_envs - 1);
+                        "%lld%s is out of range 0..%u", k[call], i,
+                        (long long)e,
+                        /* Python's client clamps wider integers to int32 */
+                        k != shmatari_call_names_python ? "" :
+                        e == INT32_MAX ? " or more" :
+                        e == INT32_MIN ? " or less" : "",
+                        h->num_envs - 1);
     else if (fl & SHMATARI_ENV_LISTED)
       r = shmatari_fail(msg, len, SHMATARI_ERR_INVALID, "%s: env %lld is "
                         "listed twice in env_ids", k[call], (long long)e);
