@@ -1314,6 +1314,38 @@ def test_a_dead_fork_server_does_not_end_the_pool(tmp_path):
     assert_gone(res["pids"], res["name"])
 
 
+def test_a_worker_killed_after_its_fork_server_is_named_as_such(tmp_path):
+    """With the fork server gone, multiprocessing makes up exit code 255 for
+    a worker that is then killed, and the error said it "ended in native
+    code (ALE exits on some errors)" (a helper's API pass). It says the exit
+    status is unknown because the fork server that started it is gone, as
+    for the zygote's workers."""
+    proc, res = run_script(tmp_path, """
+        from multiprocessing import forkserver
+        if __name__ == "__main__":
+            env = shmatari.make("null", num_envs=2, num_workers=2, seed=0,
+                                start_method="forkserver")
+            env.reset()
+            server = forkserver._forkserver._forkserver_pid
+            os.kill(server, signal.SIGKILL)
+            time.sleep(0.3)
+            os.kill(env.worker_pids[0], signal.SIGKILL)
+            try:
+                env.step([0, 0])
+                text = None
+            except shmatari.WorkerError as exc:
+                text = str(exc)
+            name, pids = env.segment_name, list(env.worker_pids)
+            env.close()
+            emit(text=text, server=server, name=name, pids=pids)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"died: exit status unknown: multiprocessing's fork server that started it "
+            f"(pid {res['server']}) is gone") in res["text"], res["text"]
+    assert "native code" not in res["text"]
+    assert_gone(res["pids"], res["name"])
+
+
 def test_a_fifo_under_a_shmatari_name_does_not_hang_make(tmp_path):
     """The stale-segment sweep opened names under /dev/shm for reading, and
     a FIFO there blocked make() forever."""

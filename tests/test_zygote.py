@@ -992,3 +992,26 @@ def test_a_child_forked_after_make_drops_the_zygote_without_a_resource_warning()
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "exit 0", proc.stderr
     assert "ResourceWarning" not in proc.stderr, proc.stderr
+
+
+def test_a_stopped_zygote_is_named_and_a_longer_timeout_is_not_advised():
+    """A stopped zygote (SIGSTOP, a debugger) answers no start: every make()
+    waited its start_timeout and was told to pass a larger one, which cannot
+    help (a helper's API pass). The error says the zygote is stopped, and
+    how to resume or end it; resumed, it starts workers again."""
+    import signal
+
+    import shmatari
+    from shmatari import _zygote
+
+    pid = _zygote.get().proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(shmatari.WorkerError, match=rf"zygote process \(pid {pid}\) is "
+                                                       rf"stopped .*kill -CONT {pid}") as info:
+            shmatari.make("null", num_envs=1, start_timeout=1)
+        assert "larger start_timeout" not in str(info.value)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    with shmatari.make("null", num_envs=1) as env:
+        assert env.reset()[0].shape[0] == 1

@@ -312,7 +312,7 @@ class _Zygote:
                         raise ZygoteError(
                             "shmatari's zygote process " + (
                                 f"ended (exit code {code}; its stderr may say why)" if self.dead
-                                else f"did not answer within {timeout:g} s"))
+                                else self._no_answer(timeout)))
                     self._pump(min(0.1, max(0.0, end - time.monotonic())))
                     if deliver is not None and rid not in self.replies:
                         deliver()
@@ -328,6 +328,22 @@ class _Zygote:
                 code, text = value
                 raise ZygoteError(f"shmatari's zygote could not start a worker: {text}", code)
             return WorkerProcess(self, value)
+
+    def _no_answer(self, timeout: float) -> str:
+        """Why the zygote did not answer, for the error: stopped (a SIGSTOP,
+        a debugger: a longer wait cannot help, and every later start would
+        wait as long; a helper's API pass, 2026-12-05), or busy."""
+        pid = self.proc.pid
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            state = b"?"
+        if state in (b"T", b"t"):
+            return (f"(pid {pid}) is stopped and did not answer within {timeout:g} s: resume "
+                    f"it (kill -CONT {pid}), or end it (kill -KILL {pid}; the workers it "
+                    f"started end with it) and the next make() starts a new one")
+        return f"(pid {pid}) did not answer within {timeout:g} s"
 
     def exitcode(self, pid: int, timeout: float = 0.0):
         with self.lock:

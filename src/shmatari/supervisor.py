@@ -647,6 +647,11 @@ class Supervisor:
                     f"worker {w} could not be started: multiprocessing's fork server "
                     f"{why}; make() the pool again, or use start_method='zygote'", worker=w,
                     env_ids=self.groups[w], exitcode=None) from None
+            if cfg.start_method == "forkserver":
+                from multiprocessing import forkserver
+
+                # the server that forked it: its exit status goes through it
+                p.shmatari_server = getattr(forkserver._forkserver, "_forkserver_pid", None)
             self._install(w, p, reader)
         finally:
             if watchdog is not None:
@@ -703,7 +708,8 @@ class Supervisor:
                 if limit is not None:
                     raise limit from None
                 hint = (f" (start_timeout={self.start_timeout:g} s: pass a larger "
-                        f"start_timeout)" if "did not answer" in str(exc) else "")
+                        f"start_timeout)" if "did not answer" in str(exc)
+                        and "is stopped" not in str(exc) else "")
                 raise WorkerError(f"worker {w} could not be started: {exc}{hint}", worker=w,
                                   env_ids=self.groups[w], exitcode=None) from None
             except BaseException:  # a Ctrl-C's handler raised while it waited
@@ -751,10 +757,15 @@ class Supervisor:
         text = seg.worker_error(w) or _core.printable(self.fault_text(w))
         code = p.exitcode
         zygote = getattr(p, "lost_with_zygote", lambda: None)()  # zygote's workers only
-        lost = zygote is not None
-        if lost:  # its exit status went with the zygote: the 255 is made up
+        server = getattr(p, "shmatari_server", None)  # forkserver's workers only
+        lost = zygote is not None or (code == 255 and bool(server)
+                                      and not _core.pid_alive(server))
+        if zygote is not None:  # its exit status went with the zygote: the 255 is made up
             how = (f"exit status unknown: the zygote that started it (pid {zygote}) is "
                    f"gone, killed before or with it")
+        elif lost:  # multiprocessing makes up 255 when the fork server is gone
+            how = (f"exit status unknown: multiprocessing's fork server that started it "
+                   f"(pid {server}) is gone, killed before or with it")
         elif code is None:
             how = ("still running" if _core.pid_alive(p.pid) else
                    "its process has ended, exit status unknown (the process that "
