@@ -402,7 +402,7 @@ cdef class CallGuard:
         finally:
             self.holder = 0
 
-    def _run(self, str name, method, obj, tuple args, dict kwargs, bint was_closed):
+    cdef object _run(self, str name, method, obj, tuple args, dict kwargs, bint was_closed):
         try:
             return method(obj, *args, **kwargs)
         except Exception as exc:
