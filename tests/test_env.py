@@ -407,14 +407,15 @@ def test_env_ids_wider_than_int32_are_named_by_the_bound_they_were_clamped_to():
     "env_ids[1] = 2147483647 is out of range" of an id of 2**63, a value
     never given (a helper's API pass). It says "or more" / "or less" now."""
     with shmatari.make("null", num_envs=4, num_workers=2, batch_size=2, seed=0) as env:
-        env.reset()
-        for ids, text in [(np.array([0, 2**63], np.uint64), "2147483647 or more"),
-                          (np.array([0, -2**40], np.int64), "-2147483648 or less"),
-                          (np.array([0, 7], np.int64), "7")]:
+        first = env.reset()[1]["env_id"]  # the first ready: any two of the four
+        e = int(first[0])  # position 0 an env that may be sent to: 1 is checked
+        for ids, text in [(np.array([e, 2**63], np.uint64), "2147483647 or more"),
+                          (np.array([e, -2**40], np.int64), "-2147483648 or less"),
+                          (np.array([e, 7], np.int64), "7")]:
             with pytest.raises(ValueError, match=rf"^send\(\): env_ids\[1\] = {text} is out "
                                                  rf"of range 0\.\.3$"):
                 env.send([0, 0], ids)
-        env.send([0, 0], [0, 1])  # refused sends changed nothing: the pool goes on
+        env.send([0, 0], first)  # refused sends changed nothing: the pool goes on
         ids = [*env.recv(timeout=30)[4]["env_id"], *env.recv(timeout=30)[4]["env_id"]]
         assert sorted(ids) == [0, 1, 2, 3]
 
