@@ -138,12 +138,17 @@ def _refuse_other_thread(inside: str, name: str, same_thread: bool = False) -> C
 
 def _closed_call(name: str, error: Exception | None) -> Exception:
     """The error of a call on a pool closed before it came in (``error``
-    None: it did nothing), or closed under it, by a signal handler in its
-    thread, when it failed with ``error`` on the released pool (the
-    CallGuard's ``closed``)."""
+    None: it did nothing), or closed under it by a signal handler in its
+    thread, when it failed with ``error`` because the pool was released
+    (the CallGuard's ``closed``): the segment's "segment released", or the
+    C client's "detached". Any other error is the call's own and is raised
+    as it is (a handler's ``env.close(); raise TimeoutError``, a worker's
+    death)."""
     if error is None:
         return PoolClosedError("the env pool is closed")
-    if isinstance(error, PoolClosedError):
+    released = (isinstance(error, ValueError) and "released" in str(error)) or (
+        isinstance(error, CallOrderError) and "detached" in str(error))
+    if not released:
         return error
     return PoolClosedError(f"the env pool was closed while {name}() ran (by a signal handler "
                            f"in this thread); nothing more was received")

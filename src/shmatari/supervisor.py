@@ -90,8 +90,11 @@ class _Resources:
         # that ends its waits, for a close() from another thread.
         self.guard = None
         self.stop_calls = None
-        # The thread whose shutdown() runs (0: none yet), and its end: a
-        # close() from another thread meanwhile waits for it (wait_shutdown).
+        # The one shutdown: claimed without blocking (a signal handler's
+        # close() in the thread that runs it must not wait for itself), the
+        # thread that runs it, and its end: a close() from another thread
+        # meanwhile waits for it (wait_shutdown), and so does the exit hook.
+        self._claim = threading.Lock()
         self.shutting_down_in = 0
         self.shut_down = threading.Event()
         _LIVE_RESOURCES.add(self)
@@ -104,6 +107,9 @@ class _Resources:
             # A process forked from the owner (os.fork) that exits: the pool is
             # its parent's, so leave it alone (no CLOSING, no unlink, no join).
             return
+        if not self._claim.acquire(blocking=False):
+            self.wait_shutdown()  # another's (the exit hook's, a close()'s)
+            return
         self.shutting_down_in = threading.get_ident()
         try:
             self._shutdown_whole(timeout)
@@ -112,13 +118,19 @@ class _Resources:
 
     def wait_shutdown(self) -> None:
         """A close() whose pool another thread is closing: returns once that
-        shutdown is over (bounded as it is), so that close() returning means
-        the workers are gone, from any thread. A second close() returned at
-        once while the first still waited for a stopped worker (a helper's
-        API pass, 2026-12-05). Nothing in the thread that runs it (a signal
-        handler's close() inside close()), or if none has begun."""
-        if self.shutting_down_in not in (0, threading.get_ident()):
-            self.shut_down.wait(CLOSE_TIMEOUT + OTHER_THREAD_TIMEOUT + 5.0)
+        shutdown is over, so that close() returning means the workers are
+        gone, from any thread. A second close() returned at once while the
+        first still waited for a stopped worker (a helper's API pass,
+        2026-12-05). It waits while the thread that runs the shutdown lives
+        (a daemon thread stopped at exit never ends it); nothing in that
+        thread itself (a signal handler's close() inside close()), in a
+        forked child, or if none has begun."""
+        running = self.shutting_down_in
+        if os.getpid() != self.pid or running in (0, threading.get_ident()):
+            return
+        while not self.shut_down.wait(0.1):
+            if not any(t.ident == running and t.is_alive() for t in threading.enumerate()):
+                return
 
     def _shutdown_whole(self, timeout: float) -> None:
         with _deferred_sigint():
@@ -138,7 +150,7 @@ class _Resources:
                     if pending is None:
                         pending = exc
                     if attempt == _SHUTDOWN_ATTEMPTS - 1:
-                        raise
+                        raise pending from (None if exc is pending else exc)
             if pending is not None:
                 raise pending
 
@@ -362,7 +374,10 @@ def _worker_alive(p) -> bool:
     zygote that is stopped (SIGSTOP) reports no exit at all, so a worker
     that died under it would otherwise count as alive, and a wait for it
     would never end: the kernel decides both."""
-    code = p.exitcode
+    try:
+        code = p.exitcode
+    except ValueError:  # closed by _reap (a shutdown that an exception cut short)
+        return False
     return (code is None or code == 255) and _core.pid_alive(p.pid)
 
 
@@ -378,7 +393,8 @@ def _reap(procs, seconds: float) -> None:
     multiprocessing."""
     end = _now() + seconds
     for p in procs:
-        if not isinstance(p, mp.process.BaseProcess) or _worker_alive(p):
+        if not isinstance(p, mp.process.BaseProcess) or _worker_alive(p) or \
+                getattr(p, "_closed", False):  # closed by an earlier, cut-short attempt
             continue
         try:
             p.join(max(0.0, end - _now()))
