@@ -383,7 +383,6 @@ cdef class CallGuard:
                 ``closed`` returns ``error`` itself, that is raised).
         """
         cdef unsigned long me = PyThread_get_thread_ident()
-        cdef bint was_closed = self.closed
         if self.holder == me:
             # No call runs another: this one comes from a signal handler (or
             # a finalizer) that interrupted the call inside. Run, it took
@@ -393,24 +392,20 @@ cdef class CallGuard:
             raise self.refuse(self.inside, name, True)
         if self.holder != 0:
             raise self.refuse(self.inside, name)
-        if was_closed:
+        if self.closed:
             raise self.closed_error(name, None)
         self.holder = me
         self.inside = name
         try:
-            return self._run(name, method, obj, args, kwargs, was_closed)
-        finally:
-            self.holder = 0
-
-    cdef object _run(self, str name, method, obj, tuple args, dict kwargs, bint was_closed):
-        try:
             return method(obj, *args, **kwargs)
         except Exception as exc:
-            if self.closed and not was_closed:
+            if self.closed:  # shut while it ran
                 err = self.closed_error(name, exc)
                 if err is not exc:
                     raise err from exc
             raise
+        finally:
+            self.holder = 0
 
     def shut(self):
         """Lets no thread in again (a close()); returns whether no other

@@ -142,15 +142,12 @@ class _Resources:
             # workers running, or stopped, until the process exited (a
             # helper's API pass, 2026-12-05).
             pending = None
-            for attempt in range(_SHUTDOWN_ATTEMPTS):
+            for _ in range(_SHUTDOWN_ATTEMPTS):
                 try:
                     self._shutdown(timeout if pending is None else min(timeout, 1.0))
                     break
                 except BaseException as exc:  # noqa: BLE001 - raised below
-                    if pending is None:
-                        pending = exc
-                    if attempt == _SHUTDOWN_ATTEMPTS - 1:
-                        raise pending from (None if exc is pending else exc)
+                    pending = exc if pending is None else pending
             if pending is not None:
                 raise pending
 
@@ -393,8 +390,7 @@ def _reap(procs, seconds: float) -> None:
     multiprocessing."""
     end = _now() + seconds
     for p in procs:
-        if not isinstance(p, mp.process.BaseProcess) or _worker_alive(p) or \
-                getattr(p, "_closed", False):  # closed by an earlier, cut-short attempt
+        if not isinstance(p, mp.process.BaseProcess) or _worker_alive(p):
             continue
         try:
             p.join(max(0.0, end - _now()))
