@@ -611,6 +611,91 @@ signal.pause()""")
             p.wait()
 
 
+def _attach_from_another_process(name: str) -> str:
+    """Whether another process can attach to ``name`` (the claim is free):
+    "attached", or the AttachError's text."""
+    p = python_client(f"""
+try:
+    with shmatari.attach({name!r}, timeout=30) as env:
+        env.reset()
+    print("attached")
+except shmatari.AttachError as e:
+    print(e)""")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    return out.strip()
+
+
+def test_close_from_another_thread_ends_an_attached_pools_reset_and_frees_the_pool(server):
+    """A thread in ``reset(timeout=None)``, draining a command of a stopped
+    worker, while another thread closes an attached pool: the reset's wait
+    ran inside C and saw nothing of the close() (an owner marks its pool
+    CLOSING; an attached client has no such state), so close() gave up
+    after 2 s, kept the claim, and every other client was refused while
+    this process lived; the reset even returned after close() (an
+    attacker's pass, 2026-12-05). It raises PoolClosedError now, and the
+    pool is free for the next client."""
+    s = server(num_envs=2, num_workers=2)
+    env = shmatari.attach(s.name)
+    env.reset()
+    stuck = s.worker_pids[1]
+    outcome = []
+
+    def reset_without_limit():
+        try:
+            env.reset(timeout=None)
+            outcome.append("returned")
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            outcome.append(exc)
+
+    os.kill(stuck, signal.SIGSTOP)
+    try:
+        env.send(np.zeros(2, np.int64))
+        thread = threading.Thread(target=reset_without_limit, daemon=True)
+        thread.start()
+        _wait_until(lambda: env._client._guard.held, 10.0, "reset() did not begin")
+        time.sleep(0.3)  # inside the drain
+        env.close()
+        thread.join(10.0)
+        assert not thread.is_alive(), "reset() went on waiting after close() returned"
+    finally:
+        os.kill(stuck, signal.SIGCONT)
+    assert len(outcome) == 1 and isinstance(outcome[0], shmatari.PoolClosedError), outcome
+    assert "closed by another thread" in str(outcome[0])
+    assert _attach_from_another_process(s.name) == "attached"
+
+
+def test_a_close_that_gave_up_on_the_thread_inside_frees_the_pool_when_it_leaves(server):
+    """close() waits 2 s for a thread inside a call to leave; here that
+    thread runs a signal handler for 3 s in the middle of reset()'s drain,
+    so close() gives up on it. The claim and the mapping were then left,
+    for good: nothing released them (an attacker's pass, 2026-12-05). The
+    thread releases them now as it leaves its call (with PoolClosedError)."""
+    s = server(num_envs=2, num_workers=2)
+    env = shmatari.attach(s.name)
+    env.reset()
+    segment = env.segment_name
+    stuck = s.worker_pids[1]
+    closer = threading.Timer(0.5, env.close)
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: time.sleep(3.0))
+    os.kill(stuck, signal.SIGSTOP)
+    try:
+        env.send(np.zeros(2, np.int64))
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        closer.start()
+        with pytest.raises(shmatari.PoolClosedError, match="closed by another thread"):
+            env.reset(timeout=20.0)  # bounded: the code before waited on for good
+        closer.join(10.0)
+        assert not closer.is_alive()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.kill(stuck, signal.SIGCONT)
+    with open("/proc/self/maps") as maps:
+        assert segment not in maps.read()
+    assert _attach_from_another_process(s.name) == "attached"
+
+
 def test_server_killed_under_a_waiting_client(server):
     s = server()
     env = shmatari.attach(s.name)

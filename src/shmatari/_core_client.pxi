@@ -362,6 +362,7 @@ cdef class CallGuard:
     cdef object refuse
     cdef object closed_error
     cdef bint closed
+    cdef object on_leave       # run as the thread inside leaves (defer)
 
     def __cinit__(self, refuse, closed):
         self.holder = 0
@@ -369,6 +370,7 @@ cdef class CallGuard:
         self.refuse = refuse
         self.closed_error = closed
         self.closed = False
+        self.on_leave = None
 
     def run(self, str name, method, obj, tuple args, dict kwargs):
         """Returns ``method(obj, *args, **kwargs)``, run under the guard.
@@ -406,6 +408,26 @@ cdef class CallGuard:
             raise
         finally:
             self.holder = 0
+            if self.on_leave is not None:
+                leave, self.on_leave = self.on_leave, None
+                try:
+                    leave()
+                except Exception:  # a release's error is not the call's
+                    pass
+
+    def defer(self, callback):
+        """Once shut: ``callback()`` is run by the thread inside as it
+        leaves its call (after its exception, if any, is set), so that a
+        close() that gave up waiting for it still releases what the call
+        used. Returns False, having kept nothing, if no other thread is
+        inside: then the caller releases at once. (A close() that gave up
+        released nothing, ever: an attached pool's claim was kept while the
+        process lived, and every other client was refused: an attacker's
+        pass, 2026-12-05.)"""
+        if self.holder == 0 or self.holder == PyThread_get_thread_ident():
+            return False
+        self.on_leave = callback
+        return True
 
     def shut(self):
         """Lets no thread in again (a close()); returns whether no other

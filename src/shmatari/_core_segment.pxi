@@ -9,7 +9,7 @@ cdef enum:
 
 cdef int _sliced(int what, const shmatari_geom *g, shmatari_client *c, uint32_t cmd,
                  const uint8_t *mask, int64_t deadline, uint64_t *next_batch, char *msg,
-                 size_t len, const uint64_t *words=NULL) except? -1000:
+                 size_t len, const uint64_t *words=NULL, const int *stop=NULL) except? -1000:
     """Runs one of the C waits a Python caller makes with no limit of its
     own (what: WAIT_RUNNING, ``shmatari_wait_running(g)``; WAIT_RECOVER,
     ``shmatari_recover(g, next_batch)``; WAIT_RESET,
@@ -24,6 +24,13 @@ cdef int _sliced(int what, const shmatari_geom *g, shmatari_client *c, uint32_t 
     which nothing checked while the C loop ran: a Ctrl-C waited out the
     whole timeout, or forever (the Ctrl-C test of attach() failed so about
     once in ten suites under load, until 2026-12-05).
+
+    ``stop`` (WAIT_RESET: the Segment's ``stopping``, set by
+    :meth:`Segment.stop_waits`, a close() from another thread): once set, the
+    wait ends at the end of its slice with ``SHMATARI_ERR_CLOSED``. An
+    attached pool has no CLOSING state of its own to end the C wait, and a
+    reset that drained for a stopped worker went on after close() had
+    returned, forever with ``timeout=None`` (an attacker's pass, 2026-12-05).
 
     Returns the call's status code: SHMATARI_ERR_TIMEOUT only once the
     deadline has passed.
@@ -48,6 +55,8 @@ cdef int _sliced(int what, const shmatari_geom *g, shmatari_client *c, uint32_t 
         if r == SHMATARI_ERR_INTERRUPTED or (
                 r == SHMATARI_ERR_TIMEOUT and (deadline < 0 or shmatari_now_ns() < deadline)):
             PyErr_CheckSignals()  # raises, or the handlers returned: wait on
+            if stop != NULL and stop[0]:
+                return SHMATARI_ERR_CLOSED  # nothing changed (as a timeout)
             continue
         return r
 
@@ -78,6 +87,9 @@ cdef class Segment(ClientMachine):
     # The checked geometry, copied out of the header once (shmatari_geom_load):
     # every size and offset used below comes from here, never from the segment.
     cdef shmatari_geom geo
+    # Set by stop_waits() (a close() from another thread): a reset's drain
+    # (_sliced) ends at its next slice. Read and written with the GIL held.
+    cdef int stopping
 
     def __init__(self, buf):
         cdef const unsigned char[::1] mv = buf
@@ -124,6 +136,12 @@ cdef class Segment(ClientMachine):
         free(owner)
         if r != SHMATARI_OK:
             raise ValueError(msg.decode("utf-8", "replace"))
+
+    def stop_waits(self):
+        """Ends a reset's wait (:meth:`client_reset`) at its next slice, with
+        ``STATUS["closed"]`` and nothing changed, now and for every later
+        reset: a close() from another thread while a call waits."""
+        self.stopping = 1
 
     def release(self):
         """Drops the reference to the buffer (before ``SharedMemory.close``)."""
@@ -432,7 +450,8 @@ cdef class Segment(ClientMachine):
         significant first; ``CMD_RESEED`` of every env), ``shmatari_reseed``:
         the seed words are written once nothing is in flight. Returns the
         status code (``STATUS["timeout"]``: nothing was dropped, nor a word
-        written; a signal during the drain raises its exception, with
+        written; ``STATUS["closed"]``: :meth:`stop_waits` ended the drain,
+        likewise; a signal during the drain raises its exception, with
         nothing changed: the drain runs in slices, :func:`_sliced`).
 
         Raises:
@@ -449,12 +468,14 @@ cdef class Segment(ClientMachine):
         cdef uint64_t w[SHMATARI_SEED_WORDS]
         cdef unsigned i
         if words is None:
-            return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0)
+            return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0, NULL,
+                           &self.stopping)
         if len(words) != SHMATARI_SEED_WORDS:
             raise ValueError(f"the seed is {SHMATARI_SEED_WORDS} words, got {len(words)}")
         for i in range(SHMATARI_SEED_WORDS):
             w[i] = words[i]
-        return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0, w)
+        return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0, w,
+                       &self.stopping)
 
     def client_next_batch(self, double timeout):
         """``shmatari_next_batch``: waits up to ``timeout`` seconds for the

@@ -331,8 +331,11 @@ class Client:
 
     def _stop_calls(self) -> None:
         """close() from another thread: the call waiting here raises
-        PoolClosedError within a wait slice (``_POLL``) instead of waiting on."""
+        PoolClosedError within a wait slice (``_POLL``) instead of waiting on,
+        a reset's drain for the commands in flight included (inside C: the
+        segment's ``stop_waits``)."""
         self._closing = True
+        self._seg.stop_waits()
 
     def _wait_failed(self, code: int) -> None:
         """After a wait that did not return a batch: returns to wait again

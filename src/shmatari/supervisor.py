@@ -137,14 +137,17 @@ class _Resources:
             # Another signal handler's exception (a SIGTERM handler calling
             # sys.exit, a SIGALRM timeout) also lands anywhere in here, and
             # close() cannot run again (its finalizer has run): the shutdown
-            # goes on from where it is, with the workers' polite wait cut,
-            # and the first exception is raised once it is done. It left
-            # workers running, or stopped, until the process exited (a
-            # helper's API pass, 2026-12-05).
+            # goes on from where it is, and the first exception is raised
+            # once it is done. It left workers running, or stopped, until the
+            # process exited (a helper's API pass, 2026-12-05). A retry
+            # waits for nothing before it kills: a handler that raised again
+            # and again (a SIGALRM every 50 ms) cut every attempt's waits
+            # before SIGKILL, and a stopped worker outlived all ten (an
+            # attacker's pass, 2026-12-05).
             pending = None
             for _ in range(_SHUTDOWN_ATTEMPTS):
                 try:
-                    self._shutdown(timeout if pending is None else min(timeout, 1.0))
+                    self._shutdown(timeout, hurry=pending is not None)
                     break
                 except BaseException as exc:  # noqa: BLE001 - raised below
                     pending = exc if pending is None else pending
@@ -232,11 +235,15 @@ class _Resources:
             except ValueError:
                 pass
 
-    def _shutdown(self, timeout: float) -> None:
+    def _shutdown(self, timeout: float, hurry: bool = False) -> None:
+        """One attempt at the whole shutdown; ``hurry`` (a retry after a
+        signal handler's exception): no wait for another thread inside a
+        call, nor for the workers to leave before SIGKILL."""
         seg, segment = self.seg, self.segment
         # Another thread still inside after the bound: its client and mapping
-        # are left to it (released with its last reference); the rest is done.
-        left = self._other_thread_leaves(seg, OTHER_THREAD_TIMEOUT)
+        # are left to it (it releases them as it leaves: CallGuard.defer);
+        # the rest is done.
+        left = self._other_thread_leaves(seg, 0.0 if hurry else OTHER_THREAD_TIMEOUT)
         if segment is not None and self.owner:
             # The name goes first: if this process dies from here on, nothing
             # is left in /dev/shm (the workers still have their mappings).
@@ -254,7 +261,9 @@ class _Resources:
             self._mark_closing(seg)
         # Ask, then terminate, then kill, each with one deadline for all
         # workers (a stopped worker only yields to SIGKILL).
-        for sig, wait in ((None, timeout - 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 0.5)):
+        steps = ((signal.SIGKILL, 0.5),) if hurry else (
+            (None, timeout - 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 0.5))
+        for sig, wait in steps:
             alive = [p for p in self.processes if _worker_alive(p)]
             if not alive:
                 break
@@ -271,13 +280,33 @@ class _Resources:
             pipe.close()
         self.fault_pipes = []
         self.views = {}
-        if seg is not None and left:
-            seg.release()
-        self.seg = None
-        if segment is not None:
-            self.segment = None
-            if left:
-                shm.close_mapping(segment)  # zero-copy views kept by the caller stay valid
+        self.seg = self.segment = None
+        if left:
+            _release_mapping(seg, segment, 0)
+        elif seg is not None or segment is not None:
+            # The thread still inside releases the claim and the mapping as
+            # it leaves its call (it raises PoolClosedError there, at its next
+            # wait slice): nothing did, ever, and an attached pool's claim
+            # kept every other client out while this process lived (an
+            # attacker's pass, 2026-12-05).
+            client_pid = self.client_pid
+            if not self.guard.defer(lambda: _release_mapping(seg, segment, client_pid)):
+                _release_mapping(seg, segment, client_pid)  # it left meanwhile
+
+
+def _release_mapping(seg, segment, client_pid: int) -> None:
+    """Gives back the client claim of ``client_pid`` (0: none to give back),
+    then releases the segment's typed access and the mapping. Zero-copy views
+    the caller kept stay valid (they hold the mapping)."""
+    if seg is not None:
+        if client_pid:
+            try:
+                seg.release_client(client_pid)
+            except ValueError:
+                pass
+        seg.release()
+    if segment is not None:
+        shm.close_mapping(segment)
 
 
 #: The starts of the errors a jitted call fails with on a pool that is
