@@ -1305,6 +1305,42 @@ def test_c_attach_without_a_limit_waits_for_a_server_still_starting(timeout_ns, 
             client.wait()
 
 
+def test_c_attach_keeps_to_its_timeout_when_the_pool_appears_late(tmp_path):
+    """shmatari_attach waited for the segment to appear, then gave the pool
+    its whole timeout again to start running: an attach could take up to
+    twice its timeout (a C++ client's pass: 1.7 s for 1.2 s). The wait for
+    the file counts now. Here the segment appears after 0.8 s of a 1.5 s
+    timeout and never runs (its owner, this process, never starts it)."""
+    exe = tmp_path / "attach_wait"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
+                     "-o", str(exe)])
+    name = f"t{os.getpid()}late"
+    client = subprocess.Popen([str(exe), name, str(1_500_000_000)], stdout=subprocess.PIPE,
+                              text=True)
+    segment = None
+    try:
+        time.sleep(0.8)
+        header = _core.compute_layout(
+            num_envs=2, num_workers=1, batch_size=2, ring_depth=2, stack_num=4, img_height=84,
+            img_width=84, channels=1, frame_skip=4)
+        segment = shm.create(_core.segment_name(name), _core.header_words(header)["total_bytes"])
+        segment.buf[:len(header)] = header
+        seg = _core.Segment(segment.buf)
+        seg.set_owner(os.getpid())  # alive: the pool is starting, not dead
+        seg.release()
+        out, _ = client.communicate(timeout=30)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+        if segment is not None:
+            segment.close()
+            shm.unlink(segment.name)
+    assert out.startswith(f"status {_core.ERR_TIMEOUT} after "), out
+    assert "still starting" in out, out
+    assert float(out.split()[3]) < 1.5 + 0.4, out
+
+
 def test_c_attach_waiting_for_a_server_returns_interrupted_on_a_signal(tmp_path):
     """shmatari_attach waiting for a server still starting (no segment yet)
     slept through signals: its nanosleep's EINTR was ignored, so a trainer
@@ -1391,6 +1427,34 @@ def test_the_sweep_removes_a_named_pool_whose_processes_all_died(server):
     assert live.segment not in removed and _segment_path(live.segment).exists()
     with shmatari.attach(live.name, timeout=30) as env:
         env.reset()
+
+
+def test_attach_to_a_pool_whose_processes_all_died_is_refused(server, tmp_path):
+    """A pool whose server and workers were all killed at once still reads
+    RUNNING: attach() succeeded, in Python and in C, and only the first wait
+    said the server was gone (a C++ client's pass). attach() checks the
+    processes once now: AttachError (C: SHMATARI_ERR_SERVER_DEAD)."""
+    exe = tmp_path / "attach_wait"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
+                     "-o", str(exe)])
+    dead = server(num_envs=2, num_workers=1)
+    pids = [dead.proc.pid, *dead.worker_pids]
+    for pid in pids:  # stopped first, so that none sees another die and cleans up
+        os.kill(pid, signal.SIGSTOP)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    dead.proc.wait(10)
+    _wait_until(lambda: not any(map(pid_alive, pids)), 10.0, "the pool's processes died")
+    try:
+        with pytest.raises(shmatari.AttachError, match=rf"server \(pid {dead.proc.pid}\)") as e:
+            shmatari.attach(dead.name, timeout=5)
+        assert e.value.code == "server_dead"
+        c = subprocess.run([str(exe), dead.name, "5000000000"], capture_output=True, text=True,
+                           timeout=30)
+        assert c.returncode == 1 and c.stdout.startswith(
+            f"status {_core.STATUS['server_dead']} after "), c.stdout
+    finally:
+        shm.sweep_stale()  # no process maps it: the sweep removes it
 
 
 def test_c_reset_gives_up_on_a_command_that_never_finishes(server, tmp_path):

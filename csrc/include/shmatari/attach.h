@@ -163,7 +163,16 @@ static inline void shmatari_detach(shmatari_client *c) {
  * claims it (one client at a time) and recovers it from any previous client.
  * Returns SHMATARI_OK, or a status with its explanation in c->error (on
  * SHMATARI_ERR_BUSY it names the current client's pid). c needs no
- * initialisation; on failure it is left detached. */
+ * initialisation, and its contents are overwritten: attaching a client that
+ * is attached loses that attach's claim and mapping (the pool then refuses
+ * every client, this process's too, until it exits), so shmatari_detach it
+ * first. On failure c is left detached.
+ *
+ * Errors: _ERR_INVALID (a bad name), _ERR_NOT_FOUND (no such segment
+ * within timeout_ns), _ERR_UNTRUSTED, _ERR_SYSTEM, _ERR_NOT_SHMATARI,
+ * _ERR_ABI, _ERR_TIMEOUT (the pool still starting, or a previous client's
+ * commands still running), _ERR_BUSY, _ERR_SERVER_DEAD, _ERR_WORKER,
+ * _ERR_CLOSED, _ERR_INTERRUPTED. */
 static inline int shmatari_attach(shmatari_client *c, const char *name,
                                   int64_t timeout_ns) {
   memset(c, 0, sizeof *c);
@@ -251,9 +260,13 @@ again:;
   r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
   int32_t holder = 0;
   uint64_t next_batch = 0;
-  if (r == SHMATARI_OK)
-    r = shmatari_open_pool(&g, c->pid, timeout_ns, &holder, &next_batch, msg,
-                           len);
+  if (r == SHMATARI_OK) {
+    /* what is left of timeout_ns: the wait for the file counts too (the
+     * whole timeout again here let an attach take up to twice it) */
+    int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
+    r = shmatari_open_pool(&g, c->pid, deadline < 0 ? -1 : (left > 0 ? left : 0),
+                           &holder, &next_batch, msg, len);
+  }
   if (r != SHMATARI_OK) {
     munmap(base, (size_t)st.st_size); /* the claim was not kept */
     return r;

@@ -156,12 +156,15 @@ static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
                         ? words[2] | words[3]
                         : *(volatile uint64_t *)&h->hdr->seed_words[2] |
                               *(volatile uint64_t *)&h->hdr->seed_words[3];
+    const char *const *names = c->names != NULL ? c->names : shmatari_call_names_c;
+    /* a C client's reseed is named as the call it made (Python's is reset()) */
+    const char *call = words != NULL && names == shmatari_call_names_c
+                           ? "shmatari_reseed" : names[SHMATARI_CALL_RESET];
     if (high != 0)
       return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                            "%s: seed_words hold a seed of 2**128 or more "
                            "(words 2 and 3 must be 0): seeds are below 2**128",
-                           (c->names != NULL ? c->names : shmatari_call_names_c)
-                               [SHMATARI_CALL_RESET]);
+                           call);
   }
   if (mask == NULL) {
     shmatari_release_batch(c);
@@ -231,8 +234,8 @@ static inline int shmatari_check_group(shmatari_client *c) {
 
 /* Field f (enum shmatari_field) of the batch held: batch_size entries of
  * its type, in the client's private copy of the rows (c->batch_fields,
- * written by shmatari_next_batch), valid until the next wait, reset or
- * detach. */
+ * written by shmatari_next_batch), valid until the next wait, reset of
+ * every env (which releases the batch held) or detach. */
 static inline const void *shmatari_batch_fields(const shmatari_client *c,
                                                 unsigned f) {
   const shmatari_geom *h = &c->geom;

@@ -19,7 +19,10 @@ extern "C" {
 /* One batch of results: the observations point into the segment, the
  * fields (env_id, reward, ...) into the client's private copy of the rows,
  * read once (shmatari_next_batch), so that they say what the client's state
- * machine read. Valid until the next shmatari_wait or shmatari_detach.
+ * machine read. Valid until the next shmatari_wait, a reset of every env
+ * (shmatari_reset, _reseed, _reset_envs without a mask: it releases the
+ * batch held, and its slot's observations are written again) or
+ * shmatari_detach.
  * Element i of every array belongs to env env_id[i]; in a synchronous pool (batch_size == num_envs) env_id[i] == i,
  * and with batch_order FIXED (G groups) env_id[i] == index % G + i * G. */
 typedef struct shmatari_batch {

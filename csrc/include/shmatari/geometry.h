@@ -201,7 +201,7 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
 static inline int shmatari_check_header(const void *base, uint64_t size,
                                         char *msg, size_t len) {
   shmatari_geom g;
-  return shmatari_geom_load((void *)base, size, &g, msg, len);
+  return shmatari_geom_load((void *)(uintptr_t)base, size, &g, msg, len);
 }
 
 /* Fills env_worker[e] with the worker that owns env e (num_envs entries),

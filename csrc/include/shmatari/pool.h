@@ -243,9 +243,13 @@ static inline int64_t shmatari_deadline(int64_t timeout_ns) {
   return timeout_ns > INT64_MAX - now ? -1 : now + timeout_ns;
 }
 
-/* Waits until the pool is RUNNING (its workers are ready). Returns
- * SHMATARI_OK, _ERR_TIMEOUT, what shmatari_pool_check found, or
- * _ERR_NOT_SHMATARI at once for a pool_state that is no state. */
+/* Waits until the pool is RUNNING (its workers are ready), then checks
+ * once that its processes live (shmatari_pool_check with check_pids: a pool
+ * whose server and workers were all killed at once still reads RUNNING,
+ * and an attach to it succeeded; only the first wait said the server was
+ * gone). Returns SHMATARI_OK, _ERR_TIMEOUT, what shmatari_pool_check found
+ * (_ERR_SERVER_DEAD, _ERR_WORKER, _ERR_CLOSED), or _ERR_NOT_SHMATARI at
+ * once for a pool_state that is no state. */
 static inline int shmatari_wait_running(const shmatari_geom *g,
                                         int64_t timeout_ns, char *msg,
                                         size_t len) {
@@ -254,7 +258,7 @@ static inline int shmatari_wait_running(const shmatari_geom *g,
   for (;;) {
     uint32_t seen = shmatari_load_acquire(&h->main_seq);
     uint32_t state = shmatari_load_acquire(&h->pool_state);
-    if (state == SHMATARI_POOL_RUNNING) return SHMATARI_OK;
+    if (state == SHMATARI_POOL_RUNNING) return shmatari_pool_check(g, 1, msg, len);
     /* A word no server writes: waiting could not end while it stays. */
     if (state > SHMATARI_POOL_CLOSING)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,

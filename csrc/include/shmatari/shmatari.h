@@ -23,7 +23,7 @@
  *   shmatari_reset(&c);                   // every env; results come as a batch
  *   shmatari_batch b;
  *   while (shmatari_wait(&c, &b, SHMATARI_SECOND) == SHMATARI_OK) {
- *     // b.obs, b.reward, b.terminated, ... stay valid until the next wait
+ *     // b.obs, b.reward, ... stay valid until the next wait or reset
  *     shmatari_send(&c, actions, b.env_id, b.size);  // the batch's envs again
  *   }
  *   shmatari_detach(&c);
