@@ -49,6 +49,16 @@ def test_disabled_autoreset_with_ended_and_running_envs_has_a_way_out():
         obs, info = env.reset(options={"reset_mask": mask})  # the way out
         assert obs.shape == (2, 4, 84, 84)
         assert info["reset"].sum() >= 1  # an ended env's first observation came
+        # The running env's row is its step's result, flags and reward
+        # included (reset() dropped them: a newcomer's pass); a row whose
+        # episode ended refuses a send, one that did not takes it.
+        for key, dtype in (("reward", np.float32), ("terminated", bool), ("truncated", bool)):
+            assert info[key].shape == (2,) and info[key].dtype == dtype, key
+        done = info["terminated"] | info["truncated"]
+        assert not done[info["reset"]].any() and not info["reward"][info["reset"]].any()
+        for e in info["env_id"][~info["reset"] & done]:
+            with pytest.raises(shmatari.CallOrderError, match="reset it first"):
+                env.send([0], [e])
         seen = set(info["env_id"].tolist())
         fresh = info["env_id"][info["reset"]]  # the running env's row is its step's
         env.send([0] * fresh.size, fresh)

@@ -19,9 +19,11 @@ FIELDS = ("obs", "reward", "terminated", "truncated", "info")
 #: records (hashed as the done step's own info, then the new episode's), and
 #: ``_episode``, whose presence depends on the other rows of the batch (a row
 #: that ended a game is hashed with its ``episode`` ``r`` and ``l``;
-#: ``info["episode"]["t"]`` is wall-clock seconds).
+#: ``info["episode"]["t"]`` is wall-clock seconds), and a masked reset's
+#: ``reward``, ``terminated`` and ``truncated`` (the rows' own results, in
+#: the stream as such; ``recv()`` has no such keys).
 _NOT_HASHED = frozenset({"env_id", "final_obs", "_final_obs", "final_info", "_final_info",
-                         "_episode"})
+                         "_episode", "reward", "terminated", "truncated"})
 
 
 def info_row(info: dict | None, j: int, episode: bool = True) -> bytes:

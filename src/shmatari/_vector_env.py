@@ -442,6 +442,12 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             in a synchronous pool; with ``batch_size < num_envs``, as EnvPool,
             the first ``batch_size`` envs ready (see ``info["env_id"]``).
 
+            With a ``reset_mask``, the rows of envs that were running are
+            their step results, and ``info`` also holds every row's
+            ``reward`` (float32), ``terminated`` and ``truncated`` (bool),
+            each of shape ``(rows,)``, as :meth:`recv` returns them (0 and
+            False for the envs reset: ``info["reset"]``).
+
             After an episode ended by a lost life (``episodic_life``) a reset
             continues that game, as SB3's EpisodicLifeEnv; with ``seed`` every
             env starts a new game.

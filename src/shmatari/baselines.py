@@ -37,7 +37,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from . import _core, atari, config as _config, results, seeding
-from .client import check_reset_options
+from .client import add_row_results, check_reset_options
 from ._vector_extras import Closing
 from .errors import CallOrderError, PoolClosedError, WorkerError
 
@@ -270,8 +270,9 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Resets every env, or with ``options={"reset_mask": mask}`` the envs
         in ``mask`` (the others return their current observation, nothing
-        emulated, ``info["reset"]`` False); ``seed`` and ``options`` as
-        :meth:`shmatari.ShmVectorEnv.reset`.
+        emulated, ``info["reset"]`` False; ``info`` then also holds each
+        row's ``reward``, ``terminated`` and ``truncated``); ``seed`` and
+        ``options`` as :meth:`shmatari.ShmVectorEnv.reset`.
 
         Raises:
             TypeError, ValueError: a bad seed or options (checked as
@@ -301,7 +302,9 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
             self._ended[:] = False
         else:
             self._ended &= ~mask
-        obs, _, _, _, info = self._results(obs, fields)
+        obs, reward, terminated, truncated, info = self._results(obs, fields)
+        if mask is not None:  # each row's, as a shmatari pool's masked reset
+            add_row_results(info, reward, terminated, truncated)
         return obs, info
 
     def step(self, actions):

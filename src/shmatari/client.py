@@ -534,13 +534,15 @@ class Client:
         deadline = None if timeout is None else _now() + timeout
         self._async_reset(seed, options, timeout)
         try:
-            obs, _, _, _, info = self._recv(None if deadline is None
-                                            else max(0.0, deadline - _now()), "reset")
+            obs, reward, terminated, truncated, info = self._recv(
+                None if deadline is None else max(0.0, deadline - _now()), "reset")
         except StepTimeoutError:
             raise StepTimeoutError(
                 f"reset() got no first observations within {timeout:g} s: {self._stuck()}; "
                 f"the resets are in flight: recv() collects them, reset() again waits for "
                 f"them and resets anew (timeout=None: no limit), or close() the pool") from None
+        if options is not None and options.get("reset_mask") is not None:
+            add_row_results(info, reward, terminated, truncated)
         return obs, info
 
     @_one_thread
@@ -552,6 +554,17 @@ class Client:
         self._usable()
         self._send(actions, env_id, step=True)
         return self._recv(timeout, "step")
+
+
+def add_row_results(info: dict, reward, terminated, truncated) -> None:
+    """A masked reset's rows of envs that were running are their step
+    results: their ``reward``, ``terminated`` and ``truncated`` go into
+    ``info`` under those names (arrays over the batch; 0 and False for the
+    envs reset), which
+    ``reset()``'s ``(obs, info)`` had no place for. Without them an env that
+    ended in such a row was known to have ended only when ``send()`` to it
+    was refused (a newcomer's pass, 2026-12-05)."""
+    info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
 
 
 def reset_args(seed, options, num_envs: int):

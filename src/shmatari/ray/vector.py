@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode
 
 from .. import _core
 from .. import config as _config
-from ..client import check_timeout, refusal, reset_args, send_args
+from ..client import add_row_results, check_timeout, refusal, reset_args, send_args
 from ..env import GYM_AUTORESET
 from .._vector_extras import Closing
 from ..errors import StepTimeoutError, WorkerError, check_usable
@@ -593,6 +593,8 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         Returns:
             (obs, info): ``obs`` uint8 ``(num_envs, *single_observation_space.shape)``
             in a synchronous pool; else the first ``batch_size`` envs ready.
+            With a ``reset_mask``, ``info`` also holds each row's
+            ``reward``, ``terminated`` and ``truncated``, as a local pool's.
 
         A reset of every env first drops what is in flight (the results of
         a ``send()`` not received), as a local pool's reset does.
@@ -605,7 +607,9 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         """
         self._usable()
         self._async_reset(seed, options)
-        obs, _, _, _, info = self._recv(None)
+        obs, reward, terminated, truncated, info = self._recv(None)
+        if options is not None and options.get("reset_mask") is not None:
+            add_row_results(info, reward, terminated, truncated)
         return obs, info
 
     def step(self, actions, env_id=None, timeout: float | None = None):
