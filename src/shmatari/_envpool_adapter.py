@@ -251,7 +251,9 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
 
         Raises:
             PoolClosedError: the pool is closed.
-            XlaBuildError: jax is not installed, or no C++ compiler.
+            ModuleNotFoundError: jax is not installed (the message says what
+                to install).
+            XlaBuildError: no C++ compiler, or the handlers did not build.
         """
         from . import xla
 

@@ -65,7 +65,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
     """Atari envs in worker processes, stepped through one shared-memory segment.
 
     Observations are uint8 of shape ``(num_envs, stack_num, img_height,
-    img_width)`` (``(..., 3)`` with ``grayscale=False``), oldest frame first.
+    img_width)`` (``(..., 3)`` with ``grayscale=False``; with
+    ``obs_layout="channels_first"`` as well, ``(num_envs, 3 * stack_num,
+    img_height, img_width)``), oldest frame first.
     Rewards are float32 and ``terminated`` / ``truncated`` bool, shape
     ``(num_envs,)``. Arrays returned belong to the caller: later steps do not
     change them.
@@ -528,7 +530,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             PoolClosedError: the pool is closed or broken.
             NotImplementedError: ``autoreset_mode="same_step"``.
             TypeError, ValueError: a timeout that is not None or seconds >= 0.
-            XlaBuildError: jax is not installed, or no C++ compiler.
+            ModuleNotFoundError: jax is not installed (the message says what
+                to install).
+            XlaBuildError: no C++ compiler, or the handlers did not build.
         """
         from . import xla
 

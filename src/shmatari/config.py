@@ -242,6 +242,19 @@ _NOT_OPTIONS = {
     "sticky_actions": "sticky_actions is not an option: use repeat_action_probability "
                       "(per-frame probability; 0.25 as in ALE v5, 0.0 for none)",
     "n_envs": "n_envs is Stable-Baselines3's spelling: use num_envs",
+    # ale-py's, EnvPool's and SB3's names that said only "unknown option"
+    # (a newcomer's pass, 2026-12-05)
+    "mode": "mode is ale-py's game mode: not an option; every game is played in its "
+            "default mode and difficulty, as EnvPool and ALE's v5 ids do",
+    "difficulty": "difficulty is ale-py's: not an option; every game is played in its "
+                  "default mode and difficulty, as EnvPool and ALE's v5 ids do",
+    "continuous": "continuous is ale-py's: not supported; actions are discrete indices "
+                  "into the action set",
+    "sound_obs": "sound_obs is ale-py's: not supported; observations are pixels",
+    "thread_affinity_offset": "thread_affinity_offset is EnvPool's: workers are processes, "
+                              "placed by the OS (num_workers sets how many)",
+    "clip_reward": "clip_reward is Stable-Baselines3's AtariWrapper spelling: use "
+                   "reward_clip",
 }
 
 #: :func:`shmatari.make`'s own arguments (not env options), which a

@@ -292,8 +292,10 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
     """Creates a shmatari pool with EnvPool's ``make`` signature and defaults.
 
     Args:
-        task_id: an EnvPool Atari task id, ``"Breakout-v5"`` (any spelling
-            :func:`shmatari.resolve_game` takes).
+        task_id: an EnvPool Atari task id, exactly as EnvPool spells it:
+            ``"Breakout-v5"``, ``"MsPacman-v5"`` (other spellings, such as
+            ``"ALE/Breakout-v5"`` or ``"breakout"``, are refused, naming the
+            EnvPool id).
         env_type: ``"gymnasium"`` (Gymnasium's API: :class:`EnvPoolAdapter`)
             or ``"gym"``: the gym 0.2x API that EnvPool 0.6-0.8 served and
             CleanRL's EnvPool scripts (``ppo_atari_envpool.py``,
