@@ -188,6 +188,10 @@ def test_the_legend_explains_the_rows_in_the_table():
     only = rep._legend([r for r in rows if r["backend"] in ("envpool", "ceiling")])
     assert "ceiling:" in only and "ceiling-sync" not in only and "pipe:" not in only
     assert "ceiling-fast" not in only and "-ale-reset" not in only
+    # a row not in the table is not explained (pipe-kernel was, with pipe)
+    pipe_only = rep._legend([r for r in rows if r["backend"] in ("pipe", "shmatari")]
+                            + [{"backend": "pipe"}])
+    assert "pipe:" in pipe_only and "pipe-kernel" not in pipe_only
     # EnvPool not installed: no "vs EnvPool sync" column, and the legend
     # does not explain one (it did)
     no_envpool = rep._rows([s for s in _report_series() if s.backend != "envpool"]

@@ -330,9 +330,14 @@ def _legend(rows: list[dict], columns=None) -> str:
         ceilings.append("-ale-reset rows: shmatari with fast_reset='off'")
     if ceilings:
         parts.append("; ".join(ceilings) + ".")
-    if names & {"pipe", "pipe-kernel"}:
-        parts.append("pipe: the classic baseline (one process per env, pickled over pipes, "
-                     "OpenCV preprocessing); pipe-kernel: the same with shmatari's kernel.")
+    pipes = []  # only the rows shown (a newcomer's pass)
+    if "pipe" in names:
+        pipes.append("pipe: the classic baseline (one process per env, pickled over pipes, "
+                     "OpenCV preprocessing)")
+    if "pipe-kernel" in names:
+        pipes.append("pipe-kernel: the classic baseline with shmatari's kernel")
+    if pipes:
+        parts.append("; ".join(pipes) + ".")
     return "\n".join(parts)
 
 
