@@ -323,3 +323,42 @@ def test_a_script_without_a_main_guard_runs_the_check_once(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("script ran") == 1, proc.stdout
     assert proc.stdout.count("shmatari-check: all 2 pairings agree") == 1, proc.stdout
+
+
+_NO_OPENCV = r"""
+import sys
+sys.modules["cv2"] = None  # as if no OpenCV package were installed: import cv2 fails
+import shmatari
+from shmatari import _bench_backends
+from shmatari.check import main
+print("bench pipe:", _bench_backends.peer_available("pipe"))
+print("bench pipe-kernel:", _bench_backends.peer_available("pipe-kernel"))
+try:
+    shmatari.check_reproducibility("Pong", num_envs=2, steps=5, pairings=["pipe"])
+except ModuleNotFoundError as exc:
+    print("api:", exc)
+print("without pipe:", shmatari.check_reproducibility(
+    "Pong", num_envs=2, steps=5, pairings=["rerun"], progress=False).ok)
+sys.exit(main(["--game", "Pong", "--steps", "5", "--num-envs", "2", "--quiet"]))
+"""
+
+
+def test_without_opencv_the_pipe_pairing_is_refused_before_any_run():
+    """A plain install has no OpenCV (not a base dependency: opencv-python
+    and opencv-python-headless must not be installed together). The check
+    ran every other pairing, then failed with the pipe worker's
+    ModuleNotFoundError, and shmatari-bench died with a traceback (a
+    newcomer's pass). Now the check refuses at once (exit 2), naming the
+    way out, other pairings run, and the bench's pipe row says it is not
+    installed, as EnvPool's does; pipe-kernel needs no OpenCV."""
+    proc = subprocess.run([sys.executable, "-c", _NO_OPENCV], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr[-2000:])
+    out = proc.stdout
+    assert "bench pipe: not installed (OpenCV: python3 -m pip install opencv-python-headless" \
+        in out, out
+    assert "bench pipe-kernel: None" in out, out
+    assert "api: the pipe pairing needs OpenCV" in out and "--pairings rerun," in out, out
+    assert "without pipe: True" in out, out
+    assert "shmatari-check: the pipe pairing needs OpenCV" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr

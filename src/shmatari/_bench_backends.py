@@ -72,6 +72,9 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 #: How to install EnvPool, as a skipped row says it (the README says the same).
 ENVPOOL_HINT = " (python3 -m pip install envpool, or shmatari's peers extra)"
+#: How to install OpenCV (the pipe baseline's and Gymnasium's preprocessing).
+OPENCV_HINT = (" (OpenCV: python3 -m pip install opencv-python-headless, or shmatari's "
+               "bench extra; any one OpenCV package will do)")
 
 
 def peer_available(name: str) -> str | None:
@@ -85,8 +88,11 @@ def peer_available(name: str) -> str | None:
         elif peer == "gymnasium":
             import cv2  # noqa: F401
             import gymnasium  # noqa: F401
+        elif name == "pipe":
+            import cv2  # noqa: F401,F811 - the classic baseline resizes with OpenCV
     except Exception:  # noqa: BLE001 - any import failure means "not installed"
-        return "not installed" + (ENVPOOL_HINT if peer == "envpool" else "")
+        return "not installed" + (ENVPOOL_HINT if peer == "envpool" else
+                                  OPENCV_HINT if name in ("pipe", "gymnasium") else "")
     return None
 
 

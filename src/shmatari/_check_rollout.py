@@ -19,11 +19,9 @@ FIELDS = ("obs", "reward", "terminated", "truncated", "info")
 #: records (hashed as the done step's own info, then the new episode's), and
 #: ``_episode``, whose presence depends on the other rows of the batch (a row
 #: that ended a game is hashed with its ``episode`` ``r`` and ``l``;
-#: ``info["episode"]["t"]`` is wall-clock seconds), and a masked reset's
-#: ``reward``, ``terminated`` and ``truncated`` (the rows' own results, in
-#: the stream as such; ``recv()`` has no such keys).
+#: ``info["episode"]["t"]`` is wall-clock seconds).
 _NOT_HASHED = frozenset({"env_id", "final_obs", "_final_obs", "final_info", "_final_info",
-                         "_episode", "reward", "terminated", "truncated"})
+                         "_episode"})
 
 
 def info_row(info: dict | None, j: int, episode: bool = True) -> bytes:
@@ -149,6 +147,8 @@ def _rollout_sync(env, actions: np.ndarray, streams: _Streams, tick) -> None:
         after = after_info = None
         if done.any() and mode is AutoresetMode.DISABLED:
             after, after_info = env.reset(options={"reset_mask": done})
+            for key in ("reward", "terminated", "truncated"):  # the rows' results:
+                after_info.pop(key, None)  # in the stream as such (recv() has none)
         for e in range(env.num_envs):
             if not done[e] or mode is AutoresetMode.NEXT_STEP:
                 streams.add(e, obs[e], reward[e], terminated[e], truncated[e],

@@ -447,8 +447,11 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             With a ``reset_mask``, the rows of envs that were running are
             their step results, and ``info`` also holds every row's
             ``reward`` (float32), ``terminated`` and ``truncated`` (bool),
-            each of shape ``(rows,)``, as :meth:`recv` returns them (0 and
-            False for the envs reset: ``info["reset"]``).
+            each of shape ``(rows,)``, as :meth:`recv` returns them. The
+            envs reset (``info["reset"]``) and the envs neither masked nor
+            running (which return their current observation) have 0 and
+            False there, whatever their episode's state: an env left out
+            of the mask while ended stays ended.
 
             After an episode ended by a lost life (``episodic_life``) a reset
             continues that game, as SB3's EpisodicLifeEnv; with ``seed`` every

@@ -428,6 +428,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         TypeError: an argument of the wrong type, or an unknown option.
         ValueError: an unknown game, pairing or run, or a value out of range.
             Both are raised before any process starts.
+        ModuleNotFoundError: the ``pipe`` pairing without OpenCV (``cv2``),
+            before any process starts.
     """
     pairings = PAIRINGS if pairings is None else tuple(pairings)
     unknown = [p for p in pairings if p not in PAIRINGS]
@@ -456,6 +458,17 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         raise ValueError(f"batch_size must be < num_envs ({cfg.num_envs}) for the async run, "
                          f"got {cfg.batch_size}")
     steps = _config._int("steps", steps, 1)
+    if "pipe" in pairings and cfg.game != _config.NULL_ENV:
+        try:
+            import cv2  # noqa: F401 - the pipe baseline's classic preprocessing
+        except ImportError:
+            # a plain install failed here after the other runs, with the
+            # worker's ModuleNotFoundError (a newcomer's pass)
+            raise ModuleNotFoundError(
+                "the pipe pairing needs OpenCV, which the pipe baseline's classic workers "
+                "resize with: python3 -m pip install opencv-python-headless (or shmatari's "
+                "check extra; any one OpenCV package will do), or leave the pairing out "
+                "(--pairings rerun,workers,fork,spawn,async)", name="cv2") from None
     if policy_seed is None:
         policy_seed = cfg.seed
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
@@ -602,6 +615,9 @@ def _main(parser, args) -> int:
             batch_size=args.batch_size,
             pairings=[p.strip() for p in args.pairings.split(",")] if args.pairings else None,
             progress=not args.quiet, unseeded_policy=args.unseeded_policy, **options)
+    except ModuleNotFoundError as exc:  # OpenCV, for the pipe pairing
+        print(f"shmatari-check: {exc}", file=sys.stderr)
+        return 2
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:  # before the first run began

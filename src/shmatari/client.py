@@ -560,7 +560,8 @@ def add_row_results(info: dict, reward, terminated, truncated) -> None:
     """A masked reset's rows of envs that were running are their step
     results: their ``reward``, ``terminated`` and ``truncated`` go into
     ``info`` under those names (arrays over the batch; 0 and False for the
-    envs reset), which
+    envs reset and for the envs that only republished their observation,
+    ended or not), which
     ``reset()``'s ``(obs, info)`` had no place for. Without them an env that
     ended in such a row was known to have ended only when ``send()`` to it
     was refused (a newcomer's pass, 2026-12-05)."""

@@ -251,8 +251,9 @@ _NOT_OPTIONS = {
     "continuous": "continuous is ale-py's: not supported; actions are discrete indices "
                   "into the action set",
     "sound_obs": "sound_obs is ale-py's: not supported; observations are pixels",
-    "thread_affinity_offset": "thread_affinity_offset is EnvPool's: workers are processes, "
-                              "placed by the OS (num_workers sets how many)",
+    "thread_affinity_offset": "thread_affinity_offset is EnvPool's: shmatari.envpool.make "
+                              "takes it (pins the workers to cores); make()'s workers "
+                              "are placed by the OS",
     "clip_reward": "clip_reward is Stable-Baselines3's AtariWrapper spelling: use "
                    "reward_clip",
 }

@@ -139,15 +139,15 @@ class _Resources:
             # close() cannot run again (its finalizer has run): the shutdown
             # goes on from where it is, and the first exception is raised
             # once it is done. It left workers running, or stopped, until the
-            # process exited (a helper's API pass, 2026-12-05). A retry
-            # waits for nothing before it kills: a handler that raised again
-            # and again (a SIGALRM every 50 ms) cut every attempt's waits
-            # before SIGKILL, and a stopped worker outlived all ten (an
-            # attacker's pass, 2026-12-05).
+            # process exited (a helper's API pass, 2026-12-05). Each retry
+            # waits less before it kills (_shutdown's attempt): a handler
+            # that raised again and again (a SIGALRM every 50 ms) cut every
+            # attempt's waits before SIGKILL, and a stopped worker outlived
+            # all ten (an attacker's pass, 2026-12-05).
             pending = None
-            for _ in range(_SHUTDOWN_ATTEMPTS):
+            for attempt in range(_SHUTDOWN_ATTEMPTS):
                 try:
-                    self._shutdown(timeout, hurry=pending is not None)
+                    self._shutdown(timeout, attempt)
                     break
                 except BaseException as exc:  # noqa: BLE001 - raised below
                     pending = exc if pending is None else pending
@@ -235,15 +235,17 @@ class _Resources:
             except ValueError:
                 pass
 
-    def _shutdown(self, timeout: float, hurry: bool = False) -> None:
-        """One attempt at the whole shutdown; ``hurry`` (a retry after a
-        signal handler's exception): no wait for another thread inside a
-        call, nor for the workers to leave before SIGKILL."""
+    def _shutdown(self, timeout: float, attempt: int = 0) -> None:
+        """One attempt at the whole shutdown, from where the last one was
+        cut (every step may run again). ``attempt`` 0: the workers are
+        asked, then sent SIGTERM, then SIGKILL; 1 (a retry after a signal
+        handler's exception): SIGTERM, then SIGKILL, and no wait for another
+        thread inside a call; 2 or more: SIGKILL at once."""
         seg, segment = self.seg, self.segment
         # Another thread still inside after the bound: its client and mapping
         # are left to it (it releases them as it leaves: CallGuard.defer);
         # the rest is done.
-        left = self._other_thread_leaves(seg, 0.0 if hurry else OTHER_THREAD_TIMEOUT)
+        left = self._other_thread_leaves(seg, 0.0 if attempt else OTHER_THREAD_TIMEOUT)
         if segment is not None and self.owner:
             # The name goes first: if this process dies from here on, nothing
             # is left in /dev/shm (the workers still have their mappings).
@@ -261,8 +263,8 @@ class _Resources:
             self._mark_closing(seg)
         # Ask, then terminate, then kill, each with one deadline for all
         # workers (a stopped worker only yields to SIGKILL).
-        steps = ((signal.SIGKILL, 0.5),) if hurry else (
-            (None, timeout - 1.0), (signal.SIGTERM, 0.5), (signal.SIGKILL, 0.5))
+        steps = ((None, timeout - 1.0), (signal.SIGTERM, 0.5),
+                 (signal.SIGKILL, 0.5))[min(attempt, 2):]
         for sig, wait in steps:
             alive = [p for p in self.processes if _worker_alive(p)]
             if not alive:
@@ -280,7 +282,9 @@ class _Resources:
             pipe.close()
         self.fault_pipes = []
         self.views = {}
-        self.seg = self.segment = None
+        # Released (or left to the thread inside) before the references go,
+        # so that a retry after an exception here releases them again (each
+        # release may run twice) rather than finding nothing to release.
         if left:
             _release_mapping(seg, segment, 0)
         elif seg is not None or segment is not None:
@@ -289,9 +293,16 @@ class _Resources:
             # wait slice): nothing did, ever, and an attached pool's claim
             # kept every other client out while this process lived (an
             # attacker's pass, 2026-12-05).
-            client_pid = self.client_pid
-            if not self.guard.defer(lambda: _release_mapping(seg, segment, client_pid)):
+            client_pid, pid = self.client_pid, self.pid
+
+            def release():
+                if os.getpid() == pid:  # not in a child forked inside the call
+                    with _deferred_sigint():  # whole, even if Ctrl-C lands
+                        _release_mapping(seg, segment, client_pid)
+
+            if not self.guard.defer(release):
                 _release_mapping(seg, segment, client_pid)  # it left meanwhile
+        self.seg = self.segment = None
 
 
 def _release_mapping(seg, segment, client_pid: int) -> None:

@@ -266,6 +266,13 @@ again:;
     int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
     r = shmatari_open_pool(&g, c->pid, deadline < 0 ? -1 : (left > 0 ? left : 0),
                            &holder, &next_batch, msg, len);
+    if (r == SHMATARI_ERR_TIMEOUT && msg != NULL && len > 0) {
+      /* its wait's words count what was left: say the whole */
+      char told[SHMATARI_MESSAGE_BYTES];
+      snprintf(told, sizeof told, "%s", msg);
+      shmatari_fail(msg, len, r, "%s (the attach's timeout: %.1f s in all)", told,
+                    (double)timeout_ns / SHMATARI_SECOND);
+    }
   }
   if (r != SHMATARI_OK) {
     munmap(base, (size_t)st.st_size); /* the claim was not kept */
