@@ -1421,6 +1421,18 @@ def test_a_server_killed_as_it_publishes_its_name_leaves_nothing_for_good():
             path.unlink()
 
 
+def _kill_the_whole_pool(s: Server) -> None:
+    """SIGKILL to the server and its workers at once (a kill of the process
+    group, the OOM killer): nothing is left to remove the segment."""
+    pids = [s.proc.pid, *s.worker_pids]
+    for pid in pids:  # stopped first, so that none sees another die and cleans up
+        os.kill(pid, signal.SIGSTOP)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    s.proc.wait(10)
+    _wait_until(lambda: not any(map(pid_alive, pids)), 10.0, "the pool's processes died")
+
+
 def test_the_sweep_removes_a_named_pool_whose_processes_all_died(server):
     """Every process of a named pool killed at once (its process group; or
     its server killed while it started the workers, which would have
@@ -1430,13 +1442,7 @@ def test_the_sweep_removes_a_named_pool_whose_processes_all_died(server):
     segment that no process maps and whose owner is gone; a live server's
     stays."""
     live, dead = server(num_envs=2, num_workers=1), server(num_envs=2, num_workers=1)
-    pids = [dead.proc.pid, *dead.worker_pids]
-    for pid in pids:  # stopped first, so that none sees another die and cleans up
-        os.kill(pid, signal.SIGSTOP)
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-    dead.proc.wait(10)
-    _wait_until(lambda: not any(map(pid_alive, pids)), 10.0, "the pool's processes died")
+    _kill_the_whole_pool(dead)
     path = _segment_path(dead.segment)
     assert path.exists()
     removed = shm.sweep_stale()
@@ -1455,13 +1461,7 @@ def test_attach_to_a_pool_whose_processes_all_died_is_refused(server, tmp_path):
     build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
                      "-o", str(exe)])
     dead = server(num_envs=2, num_workers=1)
-    pids = [dead.proc.pid, *dead.worker_pids]
-    for pid in pids:  # stopped first, so that none sees another die and cleans up
-        os.kill(pid, signal.SIGSTOP)
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-    dead.proc.wait(10)
-    _wait_until(lambda: not any(map(pid_alive, pids)), 10.0, "the pool's processes died")
+    _kill_the_whole_pool(dead)
     try:
         with pytest.raises(shmatari.AttachError, match=rf"server \(pid {dead.proc.pid}\)") as e:
             shmatari.attach(dead.name, timeout=5)
