@@ -1358,6 +1358,26 @@ def test_c_attach_keeps_to_its_timeout_when_the_pool_appears_late(tmp_path):
     assert float(out.split()[3]) < 2.0 + 0.5, out
 
 
+def test_c_attach_without_a_limit_refuses_a_header_that_stays_zero(tmp_path):
+    """A file of zeros under a pool's name: shmatari_attach took it for a
+    header still being written and, with no limit, waited for good (a C++
+    client's pass). Servers publish their name with the header written, so
+    zeros that last 2 s are refused as not a shmatari segment."""
+    exe = tmp_path / "attach_wait"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
+                     "-o", str(exe)])
+    name = f"t{os.getpid()}zeros"
+    segment = shm.create(_core.segment_name(name), 65536)  # 0600, every page written: zeros
+    try:
+        out = subprocess.run([str(exe), name, "-1"], capture_output=True, text=True,
+                             timeout=60).stdout
+    finally:
+        segment.close()
+        shm.unlink(segment.name)
+    assert out.startswith(f"status {_core.STATUS['not_shmatari']} after "), out
+    assert float(out.split()[3]) >= 1.9, out  # it did wait for the header first
+
+
 def test_c_attach_waiting_for_a_server_returns_interrupted_on_a_signal(tmp_path):
     """shmatari_attach waiting for a server still starting (no segment yet)
     slept through signals: its nanosleep's EINTR was ignored, so a trainer
@@ -1461,6 +1481,10 @@ def test_attach_to_a_pool_whose_processes_all_died_is_refused(server, tmp_path):
     build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
                      "-o", str(exe)])
     dead = server(num_envs=2, num_workers=1)
+    # Mapped here (read-only) meanwhile: every make() sweeps segments that no
+    # process maps and whose owner is gone, and another test's make() in a
+    # parallel run would remove this one before the attaches.
+    held = shm.attach(dead.segment, readonly=True)
     _kill_the_whole_pool(dead)
     try:
         with pytest.raises(shmatari.AttachError, match=rf"server \(pid {dead.proc.pid}\)") as e:
@@ -1471,7 +1495,8 @@ def test_attach_to_a_pool_whose_processes_all_died_is_refused(server, tmp_path):
         assert c.returncode == 1 and c.stdout.startswith(
             f"status {_core.STATUS['server_dead']} after "), c.stdout
     finally:
-        shm.sweep_stale()  # no process maps it: the sweep removes it
+        held.close()
+        shm.sweep_stale()  # no process maps it now: the sweep removes it
 
 
 def test_c_reset_gives_up_on_a_command_that_never_finishes(server, tmp_path):

@@ -190,6 +190,11 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
    * flag waited for good for a server that never came. */
   const int64_t deadline = shmatari_deadline(timeout_ns); /* -1: no limit */
   const struct timespec retry = {0, 20000000};
+  /* A header still zero this long is no server's: serve publishes its name
+   * with the header written (shm.create), so zeros are only a make() pool's
+   * first microseconds, or a file that nothing will ever fill (with no
+   * limit the attach waited for good: a C++ client's pass, 2026-12-05). */
+  int64_t zero_since = -1;
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
   snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
@@ -247,8 +252,13 @@ again:;
     return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot map %s: %s",
                          path, strerror(err));
   }
-  if (((shmatari_header *)base)->magic == 0 &&
-      (deadline < 0 || shmatari_now_ns() < deadline)) {
+  const int64_t now = shmatari_now_ns();
+  /* read once: the test and the decision use this copy */
+  const uint64_t magic = *(volatile const uint64_t *)&((shmatari_header *)base)->magic;
+  if (magic != 0) zero_since = -1;
+  else if (zero_since < 0) zero_since = now;
+  if (magic == 0 && (deadline < 0 || now < deadline) &&
+      now - zero_since < SHMATARI_ZERO_HEADER_NS) {
     munmap(base, (size_t)st.st_size); /* the header is still being written */
     if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
       return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,

@@ -62,6 +62,9 @@ enum shmatari_status {
 #define SHMATARI_SECOND INT64_C(1000000000) /* nanoseconds */
 /* Longest sleep between two liveness checks in a wait. */
 #define SHMATARI_POLL_NS (SHMATARI_SECOND / 10)
+/* Longest an attach waits for a segment's header to be written (it reads
+ * zeros): then the file is refused as not a shmatari segment. */
+#define SHMATARI_ZERO_HEADER_NS (2 * SHMATARI_SECOND)
 /* Segment names are SHMATARI_NAME_PREFIX + the pool's name. */
 #define SHMATARI_NAME_PREFIX "shmatari_"
 #define SHMATARI_NAME_MAX 64 /* bytes, with the prefix and the NUL */
