@@ -1358,6 +1358,25 @@ def test_c_attach_keeps_to_its_timeout_when_the_pool_appears_late(tmp_path):
     assert float(out.split()[3]) < 2.0 + 0.5, out
 
 
+def test_c_attach_does_not_wait_under_a_name_no_server_can_start(tmp_path):
+    """Python's attach() refuses at once a missing pool under a name that
+    ``shmatari serve --name`` cannot take (a make() pool's automatic name, a
+    name too long); the C client waited its whole timeout, and with no
+    limit for good, advising a serve command that refuses the name (a C++
+    client's pass). Both refuse at once now (SHMATARI_ERR_NOT_FOUND)."""
+    exe = tmp_path / "attach_wait"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "attach_wait.c"),
+                     "-o", str(exe)])
+    for name in ("a" * 21, "9lives", f"shmatari_{os.getpid()}_0badcafe"):
+        out = subprocess.run([str(exe), name, "-1"], capture_output=True, text=True,
+                             timeout=20).stdout
+        assert out.startswith(f"status {_core.STATUS['not_found']} after "), (name, out)
+        assert "no server can start one under that name" in out, (name, out)
+        with pytest.raises(shmatari.AttachError,
+                           match="does not exist; (an automatic name|no server can start)"):
+            shmatari.attach(name, timeout=60)  # Python's says so at once too
+
+
 def test_c_attach_without_a_limit_refuses_a_header_that_stays_zero(tmp_path):
     """A file of zeros under a pool's name: shmatari_attach took it for a
     header still being written and, with no limit, waited for good (a C++

@@ -32,6 +32,23 @@ static inline int shmatari_segment_name(const char *name, char *out,
   return SHMATARI_OK;
 }
 
+/* Whether `shmatari serve --name` can start a pool named `bare` (without
+ * the prefix): a letter, then up to 19 letters, digits, '_' or '-' (the
+ * rule of Python's shmatari.cli.NAME_RE). An attach waits for a server to
+ * start a pool only under such a name: under another one (a make() pool's
+ * automatic name, a name too long) it would wait its whole timeout for a
+ * segment that no server can create. */
+static inline int shmatari_servable_name(const char *bare) {
+  size_t n = 0;
+  for (; bare[n] != 0; n++) {
+    char ch = bare[n];
+    int letter = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
+    int other = (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+    if (n == 20 || !(letter || (n > 0 && other))) return 0;
+  }
+  return n > 0;
+}
+
 /* Who may attach (docs/layout.md, "Trust"): the segment MUST be a regular
  * file, not a symbolic link (it is opened with O_NOFOLLOW), owned by this
  * process's effective uid, with no group or other permission bits (shmatari
@@ -207,7 +224,8 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
 #endif
 again:;
   int fd = SHMATARI_OPEN_SEGMENT();
-  while (fd < 0 && errno == ENOENT &&
+  const int may_start = shmatari_servable_name(c->segment + strlen(SHMATARI_NAME_PREFIX));
+  while (fd < 0 && errno == ENOENT && may_start &&
          (deadline < 0 || shmatari_now_ns() < deadline)) {
     if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
       return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
@@ -218,6 +236,14 @@ again:;
 #undef SHMATARI_OPEN_SEGMENT
   if (fd < 0) {
     int err = errno;
+    if (err == ENOENT && !may_start)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
+                           "no shmatari pool named '%s' (%s does not exist), "
+                           "and no server can start one under that name: "
+                           "`shmatari serve --name` takes a letter then up to "
+                           "19 letters, digits, '_' or '-' (a make() pool's "
+                           "automatic name is gone with its pool)",
+                           name, path);
     if (err == ENOENT)
       return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
                            "no shmatari pool named '%s' (%s does not exist): "
