@@ -1377,6 +1377,25 @@ def test_c_attach_does_not_wait_under_a_name_no_server_can_start(tmp_path):
             shmatari.attach(name, timeout=60)  # Python's says so at once too
 
 
+def test_c_and_python_agree_on_the_names_serve_can_take(tmp_path):
+    """serve's name rule is Python's cli.NAME_RE; the C client's attach
+    applies it too (shmatari_servable_name, to know whether a server could
+    still start a missing pool). The two must agree on every name."""
+    exe = tmp_path / "servable"
+    build_sanitized([*c_compiler("c"), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "servable.c"),
+                     "-o", str(exe)])
+    rng = np.random.default_rng(0)
+    alphabet = list("abcXYZ019_-./ é") + ["\t"]
+    names = ["a", "a" * 20, "a" * 21, "Z-_9", "9a", "_a", "-a", "a.b", "a b", "é",
+             f"{os.getpid()}_0badcafe"]
+    names += ["".join(rng.choice(alphabet, rng.integers(1, 24))) for _ in range(2000)]
+    out = subprocess.run([str(exe)], input="\n".join(names) + "\n", capture_output=True,
+                         text=True, timeout=60).stdout.split()
+    assert len(out) == len(names)
+    differ = [n for n, c in zip(names, out) if (c == "1") != bool(cli.NAME_RE.fullmatch(n))]
+    assert not differ, differ[:10]
+
+
 def test_c_attach_without_a_limit_refuses_a_header_that_stays_zero(tmp_path):
     """A file of zeros under a pool's name: shmatari_attach took it for a
     header still being written and, with no limit, waited for good (a C++
