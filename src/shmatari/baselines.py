@@ -303,8 +303,7 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
         else:
             self._ended &= ~mask
         obs, reward, terminated, truncated, info = self._results(obs, fields)
-        if mask is not None:  # each row's, as a shmatari pool's masked reset
-            add_row_results(info, reward, terminated, truncated)
+        add_row_results(info, options, reward, terminated, truncated)  # as a pool's
         return obs, info
 
     def step(self, actions):

@@ -541,8 +541,7 @@ class Client:
                 f"reset() got no first observations within {timeout:g} s: {self._stuck()}; "
                 f"the resets are in flight: recv() collects them, reset() again waits for "
                 f"them and resets anew (timeout=None: no limit), or close() the pool") from None
-        if options is not None and options.get("reset_mask") is not None:
-            add_row_results(info, reward, terminated, truncated)
+        add_row_results(info, options, reward, terminated, truncated)
         return obs, info
 
     @_one_thread
@@ -556,16 +555,17 @@ class Client:
         return self._recv(timeout, "step")
 
 
-def add_row_results(info: dict, reward, terminated, truncated) -> None:
-    """A masked reset's rows of envs that were running are their step
-    results: their ``reward``, ``terminated`` and ``truncated`` go into
-    ``info`` under those names (arrays over the batch; 0 and False for the
-    envs reset and for the envs that only republished their observation,
-    ended or not), which
-    ``reset()``'s ``(obs, info)`` had no place for. Without them an env that
-    ended in such a row was known to have ended only when ``send()`` to it
-    was refused (a newcomer's pass, 2026-12-05)."""
-    info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
+def add_row_results(info: dict, options, reward, terminated, truncated) -> None:
+    """For a masked reset (``options`` holds a ``reset_mask``; checked
+    already), puts each row's ``reward``, ``terminated`` and ``truncated``
+    into ``info`` under those names: the rows of envs that were running are
+    their step results, which ``reset()``'s ``(obs, info)`` had no place for
+    (0 and False for the envs reset and for those that only republished
+    their observation, ended or not). Without them an env that ended in such
+    a row was known to have ended only when ``send()`` to it was refused (a
+    newcomer's pass, 2026-12-05). Nothing for a reset without a mask."""
+    if options is not None and options.get("reset_mask") is not None:
+        info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
 
 
 def reset_args(seed, options, num_envs: int):

@@ -608,8 +608,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self._usable()
         self._async_reset(seed, options)
         obs, reward, terminated, truncated, info = self._recv(None)
-        if options is not None and options.get("reset_mask") is not None:
-            add_row_results(info, reward, terminated, truncated)
+        add_row_results(info, options, reward, terminated, truncated)
         return obs, info
 
     def step(self, actions, env_id=None, timeout: float | None = None):
