@@ -5,7 +5,10 @@ tests/integration/test_envpool_parity.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 
 import gymnasium
 import numpy as np
@@ -225,6 +228,27 @@ def test_envpool_gym_api_has_gym_spaces_when_gym_is_installed():
         assert env.observation_space.shape == (4, 84, 84)
 
 
+def test_envpool_gym_api_falls_back_to_gymnasium_spaces_under_a_gym_folder(tmp_path):
+    # A client pass: a gym/ folder beside the script (no gym installed) is
+    # imported as a namespace package with no gym.spaces; make() raised
+    # AttributeError: module 'gym' has no attribute 'spaces'.
+    if importlib.util.find_spec("gym") is not None:
+        pytest.skip("gym is installed: a gym/ folder does not shadow it")
+    (tmp_path / "gym").mkdir()
+    src = os.path.dirname(os.path.dirname(shmatari.__file__))
+    script = ("import gymnasium, shmatari.envpool as envpool\n"
+              "with envpool.make('Pong-v5', env_type='gym', num_envs=1) as env:\n"
+              "    assert isinstance(env.action_space, gymnasium.spaces.Discrete)\n"
+              "    assert isinstance(env.observation_space, gymnasium.spaces.Box)\n"
+              "    print(type(env.action_space).__module__, env.reset().shape)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=src + os.pathsep
+                                  + os.environ.get("PYTHONPATH", "")))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["gymnasium.spaces.discrete", "(1,", "4,", "84,", "84)"]
+
+
 def test_envpool_gym_api_async_recv_reports_truncation():
     # CleanRL's async JAX script: async_reset, then recv() -> 4-tuple, send by env_id.
     with envpool.make("Pong-v5", env_type="gym", num_envs=4, batch_size=2, seed=0,
@@ -293,6 +317,26 @@ def test_make_vec_builds_a_pool_and_record_episode_statistics_works():
                 lengths += info["episode"]["l"][info["_episode"]].tolist()
         # 200 frames, no-ops included: each env's first game ends by step 50.
         assert len(lengths) >= 2 and all(40 <= n <= 50 for n in lengths)
+    finally:
+        env.close()
+
+
+def test_make_vec_same_step_pool_counts_every_episode_with_its_own_statistics():
+    # docs/migration.md: under same_step, Gymnasium 1.2's RecordEpisodeStatistics
+    # counts every episode after the first one step short (a client pass);
+    # the pool's own statistics, which the docs advise there, count each whole.
+    env = gymnasium.make_vec("shmatari.registration:shmatari/Breakout-v5", num_envs=2, seed=0,
+                             autoreset_mode="same_step", episode_statistics=True,
+                             max_episode_steps=30)
+    try:
+        env.reset(seed=0)
+        lengths, truncations = [], 0
+        for _ in range(100):
+            _, _, terminated, truncated, info = env.step(np.zeros(2, np.int64))
+            truncations += int(truncated.sum())
+            if "episode" in info:
+                lengths += info["episode"]["l"][info["_episode"]].tolist()
+        assert truncations == 6 and lengths == [30] * 6  # 3 episodes per env, each whole
     finally:
         env.close()
 

@@ -300,14 +300,16 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
 def _gym_spaces(spec: EnvSpec) -> tuple:
     """One env's (action_space, observation_space) as ``gym.spaces`` when
     ``gym`` is installed (so ``isinstance(space, gym.spaces.Discrete)``
-    holds in scripts that ``import gym``), else Gymnasium's."""
+    holds in scripts that ``import gym``), else Gymnasium's: also where
+    ``gym`` imports but is not gym (a ``gym/`` folder next to the script,
+    which Python imports as a namespace package, has no ``gym.spaces``)."""
     try:
-        import gym as legacy_gym
-    except ImportError:
+        from gym import spaces as legacy_spaces
+        discrete, box = legacy_spaces.Discrete, legacy_spaces.Box
+    except (ImportError, AttributeError):
         return spec.action_space, spec.observation_space
     obs = spec.observation_space
-    return (legacy_gym.spaces.Discrete(int(spec.action_space.n)),
-            legacy_gym.spaces.Box(0, 255, obs.shape, np.uint8))
+    return discrete(int(spec.action_space.n)), box(0, 255, obs.shape, np.uint8)
 
 
 class GymEnvPoolAdapter(EnvPoolAdapter):
