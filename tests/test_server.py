@@ -1416,6 +1416,25 @@ def test_c_attach_without_a_limit_refuses_a_header_that_stays_zero(tmp_path):
     assert float(out.split()[3]) >= 1.9, out  # it did wait for the header first
 
 
+def test_python_attach_refuses_a_header_that_stays_zero_as_c_does():
+    """Python's attach() waited its whole timeout (30 s by default) on a file
+    of zeros where C's gives up after SHMATARI_ZERO_HEADER_NS (an attacker's
+    pass): now both refuse it as not a shmatari segment after 2 s."""
+    name = f"t{os.getpid()}pyzeros"
+    segment = shm.create(_core.segment_name(name), 65536)  # 0600, zeros
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.AttachError, match="not a shmatari segment") as err:
+            shmatari.attach(name, timeout=30)
+        waited = time.monotonic() - t0
+    finally:
+        segment.close()
+        shm.unlink(segment.name)
+    assert err.value.code == "not_shmatari"
+    assert _core.ZERO_HEADER_SECONDS == 2.0
+    assert 1.9 <= waited < 10, waited  # it waited for the header, as C does, then refused
+
+
 def test_c_attach_waiting_for_a_server_returns_interrupted_on_a_signal(tmp_path):
     """shmatari_attach waiting for a server still starting (no segment yet)
     slept through signals: its nanosleep's EINTR was ignored, so a trainer

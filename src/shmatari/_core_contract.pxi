@@ -40,6 +40,10 @@ WORKER_EXITED = SHMATARI_WORKER_EXITED
 POOL_STARTING = SHMATARI_POOL_STARTING
 POOL_RUNNING = SHMATARI_POOL_RUNNING
 POOL_CLOSING = SHMATARI_POOL_CLOSING
+#: Seconds an attach waits on a header that is all zeros before it refuses
+#: it (``SHMATARI_ZERO_HEADER_NS``): servers publish their name with the
+#: header written, so only a file being created reads zero that long.
+ZERO_HEADER_SECONDS = SHMATARI_ZERO_HEADER_NS / 1e9
 
 #: Status codes of the C client (``enum shmatari_status``), by name.
 STATUS = {

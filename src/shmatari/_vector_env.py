@@ -167,7 +167,7 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                 raise ValueError(f"invalid pool name {name!r}: it is not valid UTF-8 "
                                  f"text") from None
             path, how, may_start = _name_texts(name, seg_name)
-            deadline, told = _now() + timeout, False
+            deadline, told, zero_since = _now() + timeout, False, None
             while True:
                 # A server that is still starting has no segment yet, or one
                 # whose header is still zero: wait for it, up to the timeout.
@@ -202,11 +202,17 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                     raise AttachError(f"cannot attach to {name!r}: cannot open "
                                       f"{shm.SHM_DIR}/{seg_name}: {exc.strerror or exc}",
                                       code="system") from None
-                if _now() < deadline and segment.size >= 8 and \
-                        not any(segment.buf[:8]):
-                    shm.close_mapping(segment)
-                    time.sleep(_ATTACH_RETRY)
-                    continue
+                # read once: the test and the decision use this copy
+                if segment.size >= 8 and not any(bytes(segment.buf[:8])):
+                    zero_since = _now() if zero_since is None else zero_since
+                    # a header still being written, but only for as long as C's
+                    # attach waits (SHMATARI_ZERO_HEADER_NS): a server publishes
+                    # its name with the header written (an attacker's pass: a
+                    # file of zeros held this wait for the whole timeout)
+                    if _now() < deadline and _now() - zero_since < _core.ZERO_HEADER_SECONDS:
+                        shm.close_mapping(segment)
+                        time.sleep(_ATTACH_RETRY)
+                        continue
                 break
             self._res.segment = segment
             code, msg = _core.check_header(segment.buf)
