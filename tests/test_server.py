@@ -553,6 +553,30 @@ def test_a_c_clients_copy_detached_in_a_forked_child_leaves_the_claim(server, tm
         env.reset()
 
 
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_a_c_clients_copy_in_a_forked_child_is_refused_and_the_parent_steps_on(server, tmp_path,
+                                                                               lang):
+    """A child forked from a C client stepped the parent's pool through its
+    copy of the client: its wait took the parent's next batch, and the
+    parent then read the child's results as its own, one batch late, with
+    no error (an attacker's pass). Its send, wait and reset are refused now
+    (SHMATARI_ERR_STATE, nothing posted or taken), as Python refuses every
+    call in a forked child; the parent's steps count 1, 2, 3.
+    tests/c/fork_use.c."""
+    exe = tmp_path / "fork_use"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}", str(ROOT / "tests" / "c" / "fork_use.c"),
+                     "-o", str(exe)])
+    s = server(num_envs=2, num_workers=1)
+    r = subprocess.run([str(exe), s.name], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    state = _core.STATUS["state"]
+    assert r.stdout.splitlines() == [f"child send {state} wait {state} reset {state}",
+                                     "step 0 env 0 elapsed 1", "step 0 env 0 elapsed 2",
+                                     "step 0 env 0 elapsed 3"], r.stdout
+    with shmatari.attach(s.name) as env:  # the parent detached: the pool is free
+        env.reset()
+
+
 def _process_with_pid(pid: int, tries: int = 50):
     """A ``sleep`` process that has pid ``pid`` (the kernel's next pid set
     through ``ns_last_pid``: root only), or None when other forks kept

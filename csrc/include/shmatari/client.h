@@ -32,6 +32,24 @@ static inline int shmatari_obs_shape(const shmatari_client *c,
   return 4;
 }
 
+/* SHMATARI_OK in the process that attached c (c->pid), else _ERR_STATE:
+ * a process forked from it holds a copy of c, but not the claim, and its
+ * calls would take the parent's batches and post into its envs (the parent
+ * would then read another's results as its own, one batch late, with no
+ * error: an attacker's pass). A child attaches a client of its own once the
+ * parent has detached; shmatari_detach in a child only unmaps. Clients
+ * without a segment (shmatari_machine_open) are not checked. */
+static inline int shmatari_check_process(shmatari_client *c) {
+  int32_t self = (int32_t)getpid();
+  if (c->hdr == NULL || self == c->pid) return SHMATARI_OK;
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
+                       "this client was attached by process %d; process %d "
+                       "(forked from it) cannot use it: the claim is the "
+                       "parent's. Attach a client of its own once the parent "
+                       "has detached",
+                       (int)c->pid, (int)self);
+}
+
 /* shmatari_send as the call `call` names it in refusals: with
  * SHMATARI_CALL_STEP, also refused (nothing posted) unless the envs running
  * afterwards make a batch to wait for (shmatari_check_step), as a step that
@@ -39,6 +57,8 @@ static inline int shmatari_obs_shape(const shmatari_client *c,
 static inline int shmatari_send_call(shmatari_client *c, int call,
                                      const int32_t *actions,
                                      const int32_t *env_ids, uint32_t n) {
+  int forked = shmatari_check_process(c);
+  if (forked != SHMATARI_OK) return forked;
   if (actions == NULL)
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                          "actions is NULL");
@@ -83,9 +103,10 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
 }
 
 /* Consumes the batch the last wait returned (its slot may be written
- * again); nothing if none is held. */
+ * again); nothing if none is held, or in a process forked from the client's
+ * (the batch is the parent's: shmatari_check_process). */
 static inline void shmatari_release_batch(shmatari_client *c) {
-  if (c->holding) {
+  if (c->holding && shmatari_check_process(c) == SHMATARI_OK) {
     shmatari_consume_batch(&c->geom, c->taken);
     c->taken++;
     c->holding = 0;
@@ -140,13 +161,15 @@ static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
                                         const uint8_t *mask,
                                         const uint64_t *words,
                                         int64_t timeout_ns) {
+  int r = shmatari_check_process(c);
+  if (r != SHMATARI_OK) return r;
   if (mask != NULL && c->call_mask != NULL) {
     /* Read once: the mask may point into shared memory; the checks and both
      * passes below use this copy. */
     memcpy(c->call_mask, mask, c->geom.num_envs);
     mask = c->call_mask;
   }
-  int r = shmatari_check_reset(c, cmd, mask);
+  r = shmatari_check_reset(c, cmd, mask);
   if (r != SHMATARI_OK) return r;
   const shmatari_geom *h = &c->geom;
   if (cmd == SHMATARI_CMD_RESEED) {
@@ -255,8 +278,9 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
  * env in flight has answered and the batch is still not full
  * (shmatari_check_stall): the client is then BROKEN. */
 static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
+  int r = shmatari_check_process(c);
+  if (r != SHMATARI_OK) return r;
   shmatari_release_batch(c);
-  int r = SHMATARI_OK;
   if (c->state == SHMATARI_CLIENT_PARTIAL && c->pending >= c->geom.batch_size)
     r = shmatari_check_group(c); /* fixed order: the reason it is not WAITING */
   if (r == SHMATARI_OK)
