@@ -1186,6 +1186,37 @@ def test_a_failed_state_written_into_a_live_workers_record_does_not_wrap_the_cou
         assert failed == 0, failed
 
 
+def test_an_exited_state_written_into_a_live_workers_record_is_named_not_blamed_on_a_kill():
+    """EXITED written into a live worker's record: the pool counts the
+    worker dead, waits a second for its process to end, kills it, and
+    reported that kill as the cause, "died: killed by signal 9 (SIGKILL)"
+    (an attacker's pass). The error now says what the pool saw and did."""
+    from shmatari.errors import WorkerError
+
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0, start_timeout=10) as env:
+        env.reset()
+        layout = _core.struct_layout()["shmatari_worker_ctrl"]
+        header = env._client._seg.header()
+        pid = env.worker_pids[0]
+        os.kill(pid, signal.SIGSTOP)  # so that the next step waits, and checks the pool
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            state = np.ndarray((1,), np.uint32, other.buf,
+                               header["worker_ctrl_offset"] + layout["state"])
+            state[0] = _core.WORKER_EXITED
+            del state
+            with pytest.raises(WorkerError) as err:
+                env.step(np.zeros(2, np.int64), timeout=30)
+        finally:
+            other.close()
+            if _core.pid_alive(pid):
+                os.kill(pid, signal.SIGCONT)
+    text = str(err.value)
+    assert f"worker 0 (pid {pid}, envs 0..1) died: its state word read EXITED while its " \
+           f"process ran on" in text, text
+    assert "so the pool killed it (SIGKILL)" in text and "killed by signal" not in text, text
+
+
 @pytest.mark.usefixtures("no_leaks")
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_a_batch_no_worker_will_fill_ends_a_wait_without_a_timeout(mode):

@@ -781,9 +781,10 @@ class Supervisor:
         return [w for w, p in enumerate(self.res.processes)
                 if not _worker_alive(p) or seg.worker_state(w) in gone]
 
-    def reap(self, w: int) -> None:
+    def reap(self, w: int) -> bool:
         """Waits for dead worker ``w``'s process to end (a failed worker
-        exits by itself), killing it if it does not within a second."""
+        exits by itself), killing it if it does not within a second.
+        Returns True if it killed it."""
         p = self.res.processes[w]
         # Gone for the kernel (a zombie whose stopped zygote does not reap
         # it): only a short wait for the exit code.
@@ -791,6 +792,8 @@ class Supervisor:
         if p.exitcode is None and _core.pid_alive(p.pid):
             p.kill()
             p.join(1.0)
+            return True
+        return False
 
     def fault_text(self, w: int) -> str:
         """What faulthandler wrote for worker ``w`` (a fatal signal), or ""."""
@@ -804,15 +807,25 @@ class Supervisor:
 
     def worker_error(self, w: int, during: str = "") -> WorkerError:
         seg, p, group = self.seg, self.res.processes[w], self.groups[w]
-        failed = seg.worker_state(w) == _core.WORKER_FAILED
-        self.reap(w)
+        state = seg.worker_state(w)  # read once
+        failed = state == _core.WORKER_FAILED
+        killed = self.reap(w)
         text = seg.worker_error(w) or _core.printable(self.fault_text(w))
         code = p.exitcode
         zygote = getattr(p, "lost_with_zygote", lambda: None)()  # zygote's workers only
         server = getattr(p, "shmatari_server", None)  # forkserver's workers only
         lost = zygote is not None or (code == 255 and bool(server)
                                       and not _core.pid_alive(server))
-        if zygote is not None:  # its exit status went with the zygote: the 255 is made up
+        word = {_core.WORKER_FAILED: "FAILED", _core.WORKER_EXITED: "EXITED"}.get(state)
+        if killed and word is not None:
+            # The pool's own SIGKILL is not a cause: say what the pool saw
+            # (an attacker's pass: one write of EXITED into a live worker's
+            # record read "died: killed by signal 9 (SIGKILL)").
+            how = (f"its state word read {word} while its process ran on, and the process "
+                   f"had not ended a second later, so the pool killed it (SIGKILL); a worker "
+                   f"writes {word} only as it stops, so it hung while stopping or another "
+                   f"process wrote the word")
+        elif zygote is not None:  # its exit status went with the zygote: the 255 is made up
             how = (f"exit status unknown: the zygote that started it (pid {zygote}) is "
                    f"gone, killed before or with it")
         elif lost:  # multiprocessing makes up 255 when the fork server is gone
