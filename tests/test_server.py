@@ -12,6 +12,7 @@ import hashlib
 import importlib.metadata
 import itertools
 import json
+import mmap
 import os
 import pathlib
 import re
@@ -19,6 +20,7 @@ import secrets
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -990,6 +992,49 @@ def test_a_pool_word_written_by_another_process_stops_the_server_by_name(
     _write_header_word(s.segment, word, "<I", value)
     assert s.proc.wait(15) == 1
     assert words in s.stderr() and "written by another process" in s.stderr()
+    s.assert_gone()
+
+
+@pytest.mark.parametrize("word,fmt,value,words", [
+    ("num_envs", "<I", 5, "its num_envs word is 5, not 2"),
+    ("owner_pid", "<i", 2, "its owner_pid word is 2, not "),
+    ("num_actions", "<I", 0, "its num_actions word is 0, not 4"),
+    ("action_set", "<i", 0, "its action_set word is [0, 0, 3, 4, 0"),
+    ("pid", "<i", 999999, "its worker 0's pid word is 999999, not "),
+    ("env_begin", "<I", 1, "its worker 0's env_begin word is 1, not 0"),
+])
+def test_a_word_written_once_rewritten_by_another_process_stops_the_server_by_name(
+        server, word, fmt, value, words):
+    """A word written once before the pool runs (its geometry, owner, action
+    set, a worker's pid or group), rewritten by another process that maps
+    the segment: every later attach was refused ("invalid geometry", "the
+    server is gone", "worker 0 died") while the server served on, logging
+    only attaches that ended unseen (an attacker's pass). The server keeps
+    its own copy of those words from the start, and now stops with 1,
+    naming the word, and removes the segment. (action_set: its second
+    entry, Breakout's FIRE, made NOOP, which Python's attach refuses as not
+    distinct.)"""
+    s = server(num_envs=2, num_workers=1)
+    with shmatari.attach(s.name) as env:  # usable before, and a reseed writes seed_words
+        env.reset(seed=3)
+        env.step(np.zeros(2, np.int64))
+        worker_ctrl = env._client._seg.header()["worker_ctrl_offset"]
+    time.sleep(0.3)  # the server's checks ran on the words a client writes
+    assert s.proc.poll() is None, s.stderr()
+    members = _core.MEMBERS
+    if word in members["shmatari_header"]:
+        offset = members["shmatari_header"][word][0] + (4 if word == "action_set" else 0)
+    else:
+        offset = worker_ctrl + members["shmatari_worker_ctrl"][word][0]
+    fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:
+            struct.pack_into(fmt, m, offset, value)
+    finally:
+        os.close(fd)
+    assert s.proc.wait(15) == 1
+    assert words in s.stderr() and "written by another process" in s.stderr(), s.stderr()
+    assert "(written once, before the pool ran)" in s.stderr()
     s.assert_gone()
 
 

@@ -446,6 +446,59 @@ def _pool_words_wrong(seg, num_workers: int) -> str | None:
     return None
 
 
+#: The header's words that change while a pool runs, or that no attach
+#: reads: the claim, ``pool_state`` (:func:`_pool_words_wrong`), the seed a
+#: client writes before a reseed, the reserved words. Every other word of
+#: its first 512 bytes (geometry, offsets, action set, owner) is written
+#: once, before the pool runs.
+_LIVE_HEADER_WORDS = frozenset({"client_pid", "pool_state", "seed_words", "reserved0"})
+#: Each worker record's words written once before the pool runs (the
+#: creator's group, the worker's pid); its ``state`` is
+#: ``Supervisor.dead_workers``'s.
+_FIXED_WORKER_WORDS = ("pid", "env_begin", "env_end")
+
+
+class _FixedWords:
+    """The served pool's words that are written once, before it runs, as
+    the server read them then (:data:`_LIVE_HEADER_WORDS`,
+    :data:`_FIXED_WORKER_WORDS`): a process that maps the segment and
+    rewrites one (``num_envs``, ``owner_pid``, ``num_actions``, an action
+    id, a worker's pid or group) makes every later attach fail ("invalid
+    geometry", "the server is gone", "worker 1 died"), and the server
+    served on, logging only attaches that ended unseen (an attacker's
+    pass). :meth:`changed` names the first that differs."""
+
+    def __init__(self, buf, worker_ctrl_offset: int, num_workers: int):
+        header = _core.MEMBERS["shmatari_header"]
+        worker = _core.MEMBERS["shmatari_worker_ctrl"]
+        stride = max(off + dtype.itemsize * count for off, dtype, count in worker.values())
+        self._spans = [(f"{name} word", off, dtype, count)
+                       for name, (off, dtype, count) in header.items()
+                       if off + dtype.itemsize * count <= 512 and name not in _LIVE_HEADER_WORDS]
+        for w in range(num_workers):
+            for name in _FIXED_WORKER_WORDS:
+                off, dtype, count = worker[name]
+                self._spans.append((f"worker {w}'s {name} word",
+                                    worker_ctrl_offset + w * stride + off, dtype, count))
+        self._values = [self._read(buf, span) for span in self._spans]
+
+    @staticmethod
+    def _read(buf, span) -> list:
+        _, off, dtype, count = span
+        return np.frombuffer(bytes(buf[off:off + dtype.itemsize * count]), dtype).tolist()
+
+    def changed(self, buf) -> str | None:
+        """The first word that no longer holds what it held when the pool
+        started (each read once), as text; None: none."""
+        for span, was in zip(self._spans, self._values):
+            now = self._read(buf, span)
+            if now != was:
+                show = (lambda v: v[0] if len(v) == 1 else v)
+                return (f"its {span[0]} is {show(now)}, not {show(was)} (written once, before "
+                        f"the pool ran)")
+        return None
+
+
 def _restore_size(segment, total: int) -> bool:
     """The server's guard against a shrunk segment: a process of the same
     user may ``ftruncate`` it, and then every access to the lost pages is a
@@ -547,6 +600,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
 
         ident = shm.identity(env._res.segment)
+        fixed = _FixedWords(env._res.segment.buf, env._seg.header()["worker_ctrl_offset"],
+                            env.num_workers)
 
         def guard() -> None:  # before each read of the segment: one fstat
             if _restore_size(env._res.segment, total):
@@ -568,7 +623,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
                     _log(f"stopping: the pool's segment was changed by another process: "
                          f"{changed}; no client could attach to it")
                     return 1
-                wrong = _pool_words_wrong(env._seg, env.num_workers)
+                wrong = (_pool_words_wrong(env._seg, env.num_workers)
+                         or fixed.changed(env._res.segment.buf))
                 env._check_workers()
                 if wrong:
                     _log(f"stopping: the pool's segment was written by another process: "
