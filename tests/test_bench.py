@@ -524,3 +524,17 @@ def test_a_burst_updates_the_progress_bar_a_few_times_a_second_not_every_loop():
     assert out["env_steps"] // 2 > 200  # loops: the null env steps in microseconds
     assert 1 <= len(ticks) <= 0.5 / backends.TICK_SECONDS + 2
     assert ticks == sorted(ticks) and 0 <= ticks[0] and ticks[-1] <= out["seconds"]
+
+
+def test_a_legacy_game_id_warns_once_and_the_report_names_the_game(tmp_path):
+    """``--game BreakoutNoFrameskip-v4`` warned twice (the arguments' check,
+    then the run) and titled the table "BreakoutNoFrameskip-v4 (sticky
+    actions 0.25)", a name that stands for no sticky actions (a newcomer's
+    pass). It warns once now, and the report names the game."""
+    out = tmp_path / "bench.json"
+    proc = _bench("--game", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--rounds", "1",
+                  "--backends", "shmatari", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("names Gym's legacy conventions (no frame skip, no sticky "
+                             "actions)") == 1, proc.stderr
+    assert json.loads(out.read_text())["game"] == "breakout"

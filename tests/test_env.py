@@ -120,6 +120,33 @@ def test_legacy_gym_names_warn_that_only_the_game_is_taken(name):
         assert shmatari.resolve_game(name) == "breakout"
 
 
+@pytest.mark.parametrize("name,conventions", [
+    ("Breakout-v0", "a frame skip drawn from 2..4 each step, sticky actions 0.25"),
+    ("BreakoutNoFrameskip-v0", "no frame skip, sticky actions 0.25"),
+    ("Breakout-v4", "a frame skip drawn from 2..4 each step, no sticky actions"),
+    ("BreakoutNoFrameskip-v4", "no frame skip, no sticky actions"),
+    ("BreakoutDeterministic-v4", "a frame skip of 4 (3 in SpaceInvaders), no sticky actions"),
+])
+def test_the_legacy_name_warning_says_what_the_name_stood_for(name, conventions):
+    """Every legacy id was said to have "no sticky actions", v0 ids too,
+    which Gym and ale-py register with sticky actions 0.25 (a newcomer's
+    pass). Checked against ale-py's own registrations where it still has
+    them."""
+    import ale_py
+
+    with pytest.warns(UserWarning) as caught:
+        shmatari.resolve_game(name)
+    assert f"names Gym's legacy conventions ({conventions}), but" in str(caught[0].message)
+    assert shmatari.games.legacy_id(name) and not shmatari.games.legacy_id("ALE/Breakout-v5")
+    gym.register_envs(ale_py)
+    if "Deterministic" not in name:  # ale-py registers no Deterministic ids any more
+        kwargs = gym.spec(name).kwargs
+        sticky = kwargs["repeat_action_probability"]
+        assert ("sticky actions 0.25" if sticky == 0.25 else "no sticky actions") in conventions
+        skip = kwargs["frameskip"]
+        assert ("no frame skip" if skip == 1 else "2..4" if skip == (2, 5) else "?") in conventions
+
+
 def test_the_legacy_name_warning_names_the_callers_line():
     """resolve_game's warning was reported at ``sys:1`` (a fixed stacklevel
     fit for make() only); make() and resolve_game() both name this file."""

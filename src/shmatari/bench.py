@@ -71,7 +71,7 @@ import time
 
 import numpy as np
 
-from . import _bench_backends as _b, _cli, config as _config
+from . import _bench_backends as _b, _cli, config as _config, games as _games
 from ._bench_backends import BACKENDS, CEILINGS, POLICY_BACKENDS
 from ._bench_report import (OtherLoad, Series, _print_report, _rows, _summary,  # noqa: F401
                             busy_warning, few_rounds_note, machine_info,
@@ -402,6 +402,11 @@ def _check_args(parser, args) -> None:
     if args.policy and args.num_envs < 2:
         parser.error("--policy needs --num-envs >= 2 (the double-buffered pool has two halves)")
     try:
+        if args.env == "atari" and _games.legacy_id(args.game):
+            # warned once, here; the runs and the report name the game itself (a
+            # newcomer's pass: the warning came twice, and the table was titled
+            # "BreakoutNoFrameskip-v4 (sticky actions 0.25)")
+            args.game = _games.resolve_game(args.game)
         for n in sizes:
             workers = min(n, args.num_workers or _config.available_cores())
             _config.build_config(args.game if args.env == "atari" else _config.NULL_ENV, n,

@@ -98,9 +98,9 @@ def resolve_game(env_id: str) -> str:
     Case, ``_``/``-``, an ``ALE/`` or ``shmatari/`` prefix, a ``-vN`` suffix and
     a ``NoFrameskip`` / ``Deterministic`` suffix are ignored. Only the game is
     taken from the name: a Gym v0/v4 or ``NoFrameskip`` / ``Deterministic``
-    name gives a ``UserWarning``, since those names stand for conventions (no
-    sticky actions, other frame skips) that shmatari's options do not follow
-    unless set.
+    name gives a ``UserWarning``, since those names stand for conventions
+    (sticky actions 0.25 in v0, none in v4; frame skips of 1, 4 or 2..4)
+    that shmatari's options do not follow unless set.
 
     Args:
         env_id: the game's name.
@@ -163,14 +163,43 @@ def resolve_game(env_id: str) -> str:
             f"(loading it would exit the process; Gymnasium registers no v5 env for it "
             f"either). shmatari.games.list_games() lists the {len(list_games())} games "
             f"that can be played")
-    if legacy or (version and version.group(1) != "5"):
+    conventions = _legacy_conventions(legacy.group(1) if legacy else "",
+                                      version.group(1) if version else "")
+    if conventions:
         warnings.warn(
-            f"{env_id!r} names Gym's legacy conventions (no sticky actions, other frame "
-            f"skips), but shmatari takes only the game from it: its options follow ALE v5 "
-            f"(frame_skip=4, repeat_action_probability=0.25, ...) unless you set them; "
-            f"preset='dqn' gives SB3's AtariWrapper conventions", UserWarning,
-            stacklevel=_caller_stacklevel())
+            f"{env_id!r} names Gym's legacy conventions ({conventions}), but shmatari takes "
+            f"only the game from it: its options follow ALE v5 (frame_skip=4, "
+            f"repeat_action_probability=0.25, ...) unless you set them; preset='dqn' gives "
+            f"SB3's AtariWrapper conventions", UserWarning, stacklevel=_caller_stacklevel())
     return rom
+
+
+def _legacy_conventions(suffix: str, version: str) -> str:
+    """What a Gym id's suffix (``"NoFrameskip"``, ``"Deterministic"`` or
+    ``""``) and version (``"0"``, ``"4"``, ``"5"`` or ``""``) stood for, as
+    Gym and ale-py registered them (v0: sticky actions 0.25, v4: none; a
+    frame skip drawn from 2..4 each step, 4 with Deterministic, 1 with
+    NoFrameskip), or "" for a v5 or unversioned name without a suffix: the
+    name shmatari's options follow. (Until 2026-12-05 every legacy id was
+    said to have no sticky actions, v0 ids too: a newcomer's pass.)"""
+    if not suffix and version in ("", "5"):
+        return ""
+    skip = {"NoFrameskip": "no frame skip", "Deterministic": "a frame skip of 4 (3 in "
+            "SpaceInvaders)"}.get(suffix, "a frame skip drawn from 2..4 each step")
+    sticky = {"0": "sticky actions 0.25", "4": "no sticky actions"}.get(version)
+    return f"{skip}, {sticky}" if sticky else skip
+
+
+def legacy_id(env_id: str) -> bool:
+    """True if ``env_id`` names Gym's legacy conventions (a v0 or v4 id, or
+    a ``NoFrameskip`` / ``Deterministic`` one), for which
+    :func:`resolve_game` warns."""
+    name = re.sub(r"^(ALE|shmatari)/", "", env_id.strip(), flags=re.IGNORECASE)
+    version = re.search(r"-v(\d+)$", name)
+    name = name[:version.start()] if version else name
+    legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
+    return bool(_legacy_conventions(legacy.group(1) if legacy else "",
+                                    version.group(1) if version else ""))
 
 
 #: The versions Gym and ale-py ever gave Atari ids (``Pong-v0``,
