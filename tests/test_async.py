@@ -121,6 +121,15 @@ def test_out_of_order_calls_raise_and_leave_the_pool_usable():
             env.send([0, 0], [ids[0], ids[0]])
         with pytest.raises(ValueError, match="out of range"):
             env.send([0], [7])
+        # A bad argument is named before a state: these were CallOrderErrors
+        # ("still running") when the first env listed was running.
+        running = int(sorted(set(range(4)) - set(ids.tolist()))[0])
+        with pytest.raises(ValueError, match=f"env {running} is listed twice"):
+            env.send([0, 0], [running, running])
+        with pytest.raises(ValueError, match="env_ids\\[1\\] = 7 is out of range"):
+            env.send([0, 0], [running, 7])
+        with pytest.raises(ValueError, match="action 99 at position 1 is out of range"):
+            env.send([0, 99], [running, ids[0]])
         with pytest.raises(ValueError, match=r"shape \(1,\)"):
             env.send([0, 0], [ids[0]])
         env.send([0], [ids[0]])

@@ -467,8 +467,8 @@ static inline int shmatari_check_state(shmatari_client *c, int call,
 /* Checks n env ids (envs 0..n-1 when env_ids is NULL; then n MUST be
  * num_envs) and n actions (NULL: none): every env in range, listed once,
  * without a bit of `forbid` (SHMATARI_ENV_*), every action in
- * 0..num_actions-1. Returns SHMATARI_OK, _ERR_INVALID or _ERR_STATE; changes
- * nothing. */
+ * 0..num_actions-1. Returns SHMATARI_OK, _ERR_INVALID or _ERR_STATE (only
+ * when every argument is valid: a bad one is named first); changes nothing. */
 static inline int shmatari_check_envs(shmatari_client *c, int call,
                                       const int32_t *env_ids, uint32_t n,
                                       const int32_t *actions, uint8_t forbid) {
@@ -484,7 +484,11 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
             ? "a synchronous pool steps every env at once (a pool made "
               "with batch_size < num_envs steps batches of fewer)"
             : "pass env ids to address fewer");
-  int r = SHMATARI_OK;
+  /* A bad argument is reported before a state: the first env that may not
+   * take the call is kept in `state` while the rest of the arguments are
+   * checked (until 2026-12-05 env_ids [3, 3] with env 3 running were
+   * refused as "still running", a CallOrderError, not as listed twice). */
+  int r = SHMATARI_OK, state = SHMATARI_OK;
   uint32_t i;
   for (i = 0; i < n && r == SHMATARI_OK; i++) {
     int64_t e = env_ids != NULL ? env_ids[i] : (int64_t)i;
@@ -511,26 +515,28 @@ static inline int shmatari_check_envs(shmatari_client *c, int call,
                         actions[i] == INT32_MAX ? " or more" :
                         actions[i] == INT32_MIN ? " or less" : "",
                         i, c->num_actions - 1);
-    else if (fl & forbid & SHMATARI_ENV_RUNNING)
-      r = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
-                          "running (its result was not received)", k[call],
-                          (long long)e);
-    else if (fl & forbid & SHMATARI_ENV_ENDED)
-      /* the way out is that reset: not the state's general one (send()
-       * would be refused the same way) */
-      r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
-                        "%s: env %lld ended its episode and autoreset_mode "
-                        "is 'disabled': reset it first with %s", k[call],
-                        (long long)e, k[SHMATARI_CALL_RESET_MASKED]);
-    else
+    else {
+      if (state == SHMATARI_OK && (fl & forbid & SHMATARI_ENV_RUNNING))
+        state = shmatari_refuse(c, SHMATARI_ERR_STATE, "%s: env %lld is still "
+                                "running (its result was not received)",
+                                k[call], (long long)e);
+      else if (state == SHMATARI_OK && (fl & forbid & SHMATARI_ENV_ENDED))
+        /* the way out is that reset: not the state's general one (send()
+         * would be refused the same way) */
+        state = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_STATE,
+                              "%s: env %lld ended its episode and "
+                              "autoreset_mode is 'disabled': reset it first "
+                              "with %s", k[call], (long long)e,
+                              k[SHMATARI_CALL_RESET_MASKED]);
       c->env_flags[e] |= SHMATARI_ENV_LISTED;
+    }
   }
   for (uint32_t j = 0; j < i; j++) {
     int64_t e = env_ids != NULL ? env_ids[j] : (int64_t)j;
     if (e >= 0 && e < (int64_t)h->num_envs)
       c->env_flags[e] &= (uint8_t)~SHMATARI_ENV_LISTED;
   }
-  return r;
+  return r != SHMATARI_OK ? r : state; /* c->error holds the one returned */
 }
 
 /* Would sending n more commands leave a batch to wait for? SHMATARI_OK, or
