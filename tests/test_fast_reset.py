@@ -207,6 +207,27 @@ def test_off_and_unproven_settings_reset_as_ale_does():
         config.build_config("breakout", fast_reset="on", **base)
 
 
+def test_a_sticky_probability_is_judged_as_ales_float():
+    """ALE keeps repeat_action_probability as a float32: 0.9990137 is below
+    the primer's first draw as a double (0.99901371682...) but above it as
+    ALE's float (0.99901372194...). Fast resets were used there, the primer
+    frame repeated the old game's action, and pools with fast resets on and
+    off parted at the first new game (a reproducibility pass)."""
+    p, draw = 0.9990137, fast_reset._primer_draw()
+    assert p <= draw < float(np.float32(p))  # the window itself
+    base = dict(num_envs=1, fast_reset="auto")
+    assert not fast_reset.use_fast_reset(
+        config.build_config("breakout", repeat_action_probability=p, **base))
+    assert fast_reset.use_fast_reset(
+        config.build_config("breakout", repeat_action_probability=0.99901, **base))
+    # games of 600 frames: nearly every frame repeats the last action, so
+    # one that changed it in a game carries over to the next (the old code
+    # parts here: its digests differ)
+    opts = {"repeat_action_probability": p, "max_episode_steps": 150}
+    on = _digest("breakout", {**opts, "fast_reset": "auto"}, steps=320, seed=0)
+    assert on == _digest("breakout", {**opts, "fast_reset": "off"}, steps=320, seed=0)
+
+
 def test_a_fast_reset_leaves_the_generator_and_counters_as_a_real_reset():
     # One env acted on by hand: after a fast reset the env's generator (what
     # sticky frames draw), ALE's frame counts and the remembered action (seen

@@ -98,9 +98,15 @@ def rom_md5(path: str) -> str:
 
 
 def _sticky_key(repeat_action_probability: float) -> str | None:
-    if repeat_action_probability == 0.0:
+    # ALE keeps the probability as a float (float32) and a frame acts its
+    # new action when its draw (a double) is >= it: the primer's draw must
+    # pass the float32 value, not the double given (until 2026-12-05
+    # 0.9990137 passed as a double, 0.99901372 as ALE's float, and the
+    # primer repeated the old game's action: a reproducibility pass).
+    p = float(np.float32(repeat_action_probability))
+    if p == 0.0:
         return "sticky_0"
-    if repeat_action_probability <= _primer_draw():
+    if p <= _primer_draw():
         return "sticky"
     return None
 
