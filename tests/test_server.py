@@ -995,37 +995,39 @@ def test_a_pool_word_written_by_another_process_stops_the_server_by_name(
     s.assert_gone()
 
 
-@pytest.mark.parametrize("word,fmt,value,words", [
-    ("num_envs", "<I", 5, "its num_envs word is 5, not 2"),
-    ("owner_pid", "<i", 2, "its owner_pid word is 2, not "),
-    ("num_actions", "<I", 0, "its num_actions word is 0, not 4"),
-    ("action_set", "<i", 0, "its action_set word is [0, 0, 3, 4, 0"),
-    ("pid", "<i", 999999, "its worker 0's pid word is 999999, not "),
-    ("env_begin", "<I", 1, "its worker 0's env_begin word is 1, not 0"),
+@pytest.mark.parametrize("word,fmt,value,words,workers", [
+    ("num_envs", "<I", 5, "its num_envs word is 5, not 2", 1),
+    ("owner_pid", "<i", 2, "its owner_pid word is 2, not ", 1),
+    ("num_actions", "<I", 0, "its num_actions word is 0, not 4", 1),
+    ("action_set", "<i", 0, "its action_set word is [0, 0, 3, 4, 0", 1),
+    ("pid", "<i", 999999, "its worker 0's pid word is 999999, not ", 1),
+    ("env_begin", "<I", 1, "its worker 0's env_begin word is 1, not 0", 1),
+    ("pid", "<i", 999999, "its worker 1's pid word is 999999, not ", 2),
 ])
 def test_a_word_written_once_rewritten_by_another_process_stops_the_server_by_name(
-        server, word, fmt, value, words):
+        server, word, fmt, value, words, workers):
     """A word written once before the pool runs (its geometry, owner, action
     set, a worker's pid or group), rewritten by another process that maps
     the segment: every later attach was refused ("invalid geometry", "the
     server is gone", "worker 0 died") while the server served on, logging
-    only attaches that ended unseen (an attacker's pass). The server keeps
-    its own copy of those words from the start, and now stops with 1,
+    only attaches that ended unseen (an attacker's pass). The server checks
+    those words against its own record of them, and now stops with 1,
     naming the word, and removes the segment. (action_set: its second
     entry, Breakout's FIRE, made NOOP, which Python's attach refuses as not
-    distinct.)"""
-    s = server(num_envs=2, num_workers=1)
+    distinct. With two workers, the last env's record: worker 1's.)"""
+    s = server(num_envs=2, num_workers=workers)
     with shmatari.attach(s.name) as env:  # usable before, and a reseed writes seed_words
         env.reset(seed=3)
         env.step(np.zeros(2, np.int64))
         worker_ctrl = env._client._seg.header()["worker_ctrl_offset"]
-    time.sleep(0.3)  # the server's checks ran on the words a client writes
+    time.sleep(1.0)  # the server's checks (every 0.1 s) ran on the words a client writes
     assert s.proc.poll() is None, s.stderr()
     members = _core.MEMBERS
     if word in members["shmatari_header"]:
         offset = members["shmatari_header"][word][0] + (4 if word == "action_set" else 0)
     else:
-        offset = worker_ctrl + members["shmatari_worker_ctrl"][word][0]
+        stride = _core.struct_layout()["shmatari_worker_ctrl"]["sizeof"]
+        offset = worker_ctrl + (workers - 1) * stride + members["shmatari_worker_ctrl"][word][0]
     fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
     try:
         with mmap.mmap(fd, 0) as m:
@@ -1036,6 +1038,50 @@ def test_a_word_written_once_rewritten_by_another_process_stops_the_server_by_na
     assert words in s.stderr() and "written by another process" in s.stderr(), s.stderr()
     assert "(written once, before the pool ran)" in s.stderr()
     s.assert_gone()
+
+
+def test_a_word_rewritten_while_the_server_starts_stops_it_too(tmp_path):
+    """The server compares those words with its own record (the header it
+    computed, its pid, its workers' pids and groups), not with a copy read
+    from the segment once it ran: a write made while the pool started,
+    before the server's first look, went unseen, and every attach was
+    refused ("the server (pid 2) ... is gone") while it served on (a
+    review). Here owner_pid is rewritten as soon as the segment appears."""
+    name = f"t{os.getpid()}start"
+    segment = _core.segment_name(name)
+    log = tmp_path / "serve.err"
+    proc = subprocess.Popen([sys.executable, "-m", "shmatari.cli", "serve", "Breakout", "--name",
+                             name, "--num-envs", "2", "--num-workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        header = _core.MEMBERS["shmatari_header"]
+        deadline = time.monotonic() + 60
+        written = False
+        while not written and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                fd = os.open(f"/dev/shm/{segment}", os.O_RDWR)
+            except FileNotFoundError:
+                time.sleep(0.001)
+                continue
+            try:
+                with mmap.mmap(fd, 0) as m:
+                    if struct.unpack_from("<Q", m, header["magic"][0])[0] == _core.MAGIC:
+                        # the pool still starting: its workers are not ready yet
+                        assert struct.unpack_from("<I", m, header["pool_state"][0])[0] \
+                            != _core.POOL_RUNNING
+                        struct.pack_into("<i", m, header["owner_pid"][0], 2)
+                        written = True
+            finally:
+                os.close(fd)
+        assert written, log.read_text()
+        assert proc.wait(30) == 1, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert f"its owner_pid word is 2, not {proc.pid} (written once, before the pool ran)" \
+        in log.read_text(), log.read_text()
+    _wait_until(lambda: not _segment_path(segment).exists(), 10.0, "the segment is removed")
 
 
 _WRITE_ZERO_FOREVER = r"""

@@ -459,28 +459,55 @@ _FIXED_WORKER_WORDS = ("pid", "env_begin", "env_end")
 
 
 class _FixedWords:
-    """The served pool's words that are written once, before it runs, as
-    the server read them then (:data:`_LIVE_HEADER_WORDS`,
-    :data:`_FIXED_WORKER_WORDS`): a process that maps the segment and
+    """The served pool's words that are written once, before it runs
+    (:data:`_LIVE_HEADER_WORDS`, :data:`_FIXED_WORKER_WORDS`), against the
+    server's own record of them, never read from the segment: the header it
+    computed, its pid and start time, the action set its client checked,
+    each worker's pid and group. A process that maps the segment and
     rewrites one (``num_envs``, ``owner_pid``, ``num_actions``, an action
     id, a worker's pid or group) makes every later attach fail ("invalid
     geometry", "the server is gone", "worker 1 died"), and the server
     served on, logging only attaches that ended unseen (an attacker's
-    pass). :meth:`changed` names the first that differs."""
+    pass). :meth:`changed` names the first that differs.
 
-    def __init__(self, buf, worker_ctrl_offset: int, num_workers: int):
-        header = _core.MEMBERS["shmatari_header"]
+    Args:
+        header: the header's bytes as the creator computed them
+            (``Supervisor.header``), before the segment existed.
+        owner: (pid, start time) of the creator.
+        action_set: the ALE action ids the server's client read once and
+            checked as the pool started.
+        workers: each worker's (pid, env_begin, env_end).
+    """
+
+    def __init__(self, header: bytes, owner: tuple, action_set, workers: list):
+        members = _core.MEMBERS["shmatari_header"]
         worker = _core.MEMBERS["shmatari_worker_ctrl"]
-        stride = max(off + dtype.itemsize * count for off, dtype, count in worker.values())
-        self._spans = [(f"{name} word", off, dtype, count)
-                       for name, (off, dtype, count) in header.items()
-                       if off + dtype.itemsize * count <= 512 and name not in _LIVE_HEADER_WORDS]
-        for w in range(num_workers):
-            for name in _FIXED_WORKER_WORDS:
+        stride = _core.struct_layout()["shmatari_worker_ctrl"]["sizeof"]
+        worker_ctrl_offset = _core.header_words(header)["worker_ctrl_offset"]
+        model = bytearray(header[:512])
+
+        def put(name, values):
+            off, dtype, count = members[name]
+            data = np.zeros(count, dtype)
+            data[:len(values)] = values
+            model[off:off + dtype.itemsize * count] = data.tobytes()
+
+        put("owner_pid", [owner[0]])
+        put("owner_start", [owner[1]])
+        put("num_actions", [len(action_set)])
+        put("action_set", list(action_set))
+        self._spans, self._values = [], []
+        for name, (off, dtype, count) in members.items():
+            if off + dtype.itemsize * count <= 512 and name not in _LIVE_HEADER_WORDS:
+                span = (f"{name} word", off, dtype, count)
+                self._spans.append(span)
+                self._values.append(self._read(model, span))
+        for w, fixed in enumerate(workers):
+            for name, value in zip(_FIXED_WORKER_WORDS, fixed):
                 off, dtype, count = worker[name]
                 self._spans.append((f"worker {w}'s {name} word",
                                     worker_ctrl_offset + w * stride + off, dtype, count))
-        self._values = [self._read(buf, span) for span in self._spans]
+                self._values.append([int(value)])
 
     @staticmethod
     def _read(buf, span) -> list:
@@ -488,8 +515,9 @@ class _FixedWords:
         return np.frombuffer(bytes(buf[off:off + dtype.itemsize * count]), dtype).tolist()
 
     def changed(self, buf) -> str | None:
-        """The first word that no longer holds what it held when the pool
-        started (each read once), as text; None: none."""
+        """The first word of the segment (``buf``) that does not hold what
+        the server wrote or expects there (each read once), as text; None:
+        none."""
         for span, was in zip(self._spans, self._values):
             now = self._read(buf, span)
             if now != was:
@@ -600,8 +628,11 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
 
         ident = shm.identity(env._res.segment)
-        fixed = _FixedWords(env._res.segment.buf, env._seg.header()["worker_ctrl_offset"],
-                            env.num_workers)
+        sup = env._supervisor
+        fixed = _FixedWords(sup.header, (os.getpid(), _core.process_start(os.getpid())),
+                            env._client.action_set,
+                            [(pid, g.start, g.stop) for pid, g in zip(env.worker_pids,
+                                                                       sup.groups)])
 
         def guard() -> None:  # before each read of the segment: one fstat
             if _restore_size(env._res.segment, total):

@@ -522,6 +522,10 @@ class Supervisor:
                if cfg.render_mode == "rgb_array" else {}),
             ram_bytes=_core.RAM_BYTES if cfg.ram_info else 0)
         total = _core.header_words(header)["total_bytes"]
+        #: the header as computed here, before anything was written: the
+        #: server's own record of the words written once (serve compares
+        #: the segment's with it)
+        self.header = bytes(header)
         if cfg.start_method == "zygote":
             # Started (on a process's first make: up to a second) before the
             # segment exists: from its creation to the first worker mapping
