@@ -102,15 +102,22 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
   return shmatari_send_call(c, SHMATARI_CALL_SEND, actions, env_ids, n);
 }
 
-/* Consumes the batch the last wait returned (its slot may be written
- * again); nothing if none is held, or in a process forked from the client's
- * (the batch is the parent's: shmatari_check_process). */
-static inline void shmatari_release_batch(shmatari_client *c) {
-  if (c->holding && shmatari_check_process(c) == SHMATARI_OK) {
+/* shmatari_release_batch for callers that checked the process already
+ * (one getpid() a call: shmatari_next_batch, shmatari_reset_seeded). */
+static inline void shmatari_release_held(shmatari_client *c) {
+  if (c->holding) {
     shmatari_consume_batch(&c->geom, c->taken);
     c->taken++;
     c->holding = 0;
   }
+}
+
+/* Consumes the batch the last wait returned (its slot may be written
+ * again); nothing if none is held, or in a process forked from the client's
+ * (the batch is the parent's: shmatari_check_process). */
+static inline void shmatari_release_batch(shmatari_client *c) {
+  if (c->holding && shmatari_check_process(c) == SHMATARI_OK)
+    shmatari_release_held(c);
 }
 
 /* Resets envs: every env when mask is NULL, else each env e with mask[e]
@@ -190,7 +197,7 @@ static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
                            call);
   }
   if (mask == NULL) {
-    shmatari_release_batch(c);
+    shmatari_release_held(c);
     if (c->pending != 0) {
       r = shmatari_drain(h, timeout_ns, 1, c->error, sizeof c->error);
       if (r != SHMATARI_OK) return r;
@@ -280,7 +287,7 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
 static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   int r = shmatari_check_process(c);
   if (r != SHMATARI_OK) return r;
-  shmatari_release_batch(c);
+  shmatari_release_held(c);
   if (c->state == SHMATARI_CLIENT_PARTIAL && c->pending >= c->geom.batch_size)
     r = shmatari_check_group(c); /* fixed order: the reason it is not WAITING */
   if (r == SHMATARI_OK)
