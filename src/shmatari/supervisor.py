@@ -493,6 +493,8 @@ class Supervisor:
         self.seg = None
         self.groups = config.worker_groups()
         self.worker_pids: list[int] = []
+        #: worker -> the state word dead_workers read when it found it dead
+        self._dead_state: dict[int, int] = {}
         #: why the pool cannot go on after a worker's start was cut short, or None
         self.interrupted_start: str | None = None
 
@@ -780,10 +782,17 @@ class Supervisor:
 
     def dead_workers(self) -> list[int]:
         """Workers that failed, exited or whose process has ended. While the
-        pool runs, no worker exits on its own: any exit is a death."""
+        pool runs, no worker exits on its own: any exit is a death. Each
+        state word is read once, and kept for :meth:`worker_error` (which
+        says what this read saw)."""
         seg, gone = self.seg, (_core.WORKER_FAILED, _core.WORKER_EXITED)
-        return [w for w, p in enumerate(self.res.processes)
-                if not _worker_alive(p) or seg.worker_state(w) in gone]
+        dead = []
+        for w, p in enumerate(self.res.processes):
+            state = seg.worker_state(w)
+            if not _worker_alive(p) or state in gone:
+                self._dead_state[w] = state
+                dead.append(w)
+        return dead
 
     def reap(self, w: int) -> bool:
         """Waits for dead worker ``w``'s process to end (a failed worker
@@ -796,7 +805,8 @@ class Supervisor:
         if p.exitcode is None and _core.pid_alive(p.pid):
             p.kill()
             p.join(1.0)
-            return True
+            # killed by this SIGKILL, not one that ended on its own meanwhile
+            return p.exitcode == -signal.SIGKILL
         return False
 
     def fault_text(self, w: int) -> str:
@@ -811,7 +821,9 @@ class Supervisor:
 
     def worker_error(self, w: int, during: str = "") -> WorkerError:
         seg, p, group = self.seg, self.res.processes[w], self.groups[w]
-        state = seg.worker_state(w)  # read once
+        # the state that made the worker dead (dead_workers' read), else read once here
+        state = self._dead_state.pop(w, None)
+        state = seg.worker_state(w) if state is None else state
         failed = state == _core.WORKER_FAILED
         killed = self.reap(w)
         text = seg.worker_error(w) or _core.printable(self.fault_text(w))
