@@ -1529,6 +1529,7 @@ def test_c_attach_without_a_limit_refuses_a_header_that_stays_zero(tmp_path):
         shm.unlink(segment.name)
     assert out.startswith(f"status {_core.STATUS['not_shmatari']} after "), out
     assert float(out.split()[3]) >= 1.9, out  # it did wait for the header first
+    assert "header stayed all zeros for 2." in out, out  # says why
 
 
 def test_python_attach_refuses_a_header_that_stays_zero_as_c_does():
@@ -1539,7 +1540,9 @@ def test_python_attach_refuses_a_header_that_stays_zero_as_c_does():
     segment = shm.create(_core.segment_name(name), 65536)  # 0600, zeros
     try:
         t0 = time.monotonic()
-        with pytest.raises(shmatari.AttachError, match="not a shmatari segment") as err:
+        with pytest.raises(shmatari.AttachError,
+                           match=r"not a shmatari segment: .*header stayed all zeros for 2\.")\
+                as err:
             shmatari.attach(name, timeout=30)
         waited = time.monotonic() - t0
     finally:

@@ -169,8 +169,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             path, how, may_start = _name_texts(name, seg_name)
             deadline, told, zero_since = _now() + timeout, False, None
             while True:
-                # A server that is still starting has no segment yet, or one
-                # whose header is still zero: wait for it, up to the timeout.
+                # A server that is still starting has no segment yet (wait for
+                # it, up to the timeout), or one whose header is still zero
+                # (up to ZERO_HEADER_SECONDS of the timeout).
                 try:
                     segment = shm.attach(seg_name, lock_timeout=max(0.0, deadline - _now()))
                 except shm.SegmentLockedError as exc:
@@ -203,7 +204,8 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                                       f"{shm.SHM_DIR}/{seg_name}: {exc.strerror or exc}",
                                       code="system") from None
                 # read once: the test and the decision use this copy
-                if segment.size >= 8 and not any(bytes(segment.buf[:8])):
+                zero = segment.size >= 8 and not any(bytes(segment.buf[:8]))
+                if zero:
                     zero_since = _now() if zero_since is None else zero_since
                     # a header still being written, but only for as long as C's
                     # attach waits (SHMATARI_ZERO_HEADER_NS): a server publishes
@@ -215,6 +217,12 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                         continue
                 break
             self._res.segment = segment
+            if zero:  # the last look's decision, on its copy
+                raise AttachError(
+                    f"cannot attach to {name!r}: not a shmatari segment: {path}'s header "
+                    f"stayed all zeros for {_now() - zero_since:.1f} s (a server publishes "
+                    f"its name with the header written; an attach waits "
+                    f"{_core.ZERO_HEADER_SECONDS:g} s at most for one)", code="not_shmatari")
             code, msg = _core.check_header(segment.buf)
             if code != _core.OK:
                 raise AttachError(f"cannot attach to {name!r}: {msg}",

@@ -306,7 +306,9 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
             ``make()`` or a name serve refuses, not there, fails at once), for the
             segment's in-use lock while another process holds it exclusively
             (only a sweep or a starting server takes it, for microseconds),
-            and for a previous client's last commands.
+            and for a previous client's last commands. A segment whose
+            header is all zeros is looked at again for 2 s at most
+            (``_core.ZERO_HEADER_SECONDS``, as C's attach), then refused.
         zero_copy: as :func:`make`'s.
 
     Returns:
@@ -314,7 +316,8 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
 
     Raises:
         AttachError: no such pool (``code="not_found"``), not a shmatari
-            segment, another layout ABI major version (``"abi"``), another
+            segment (``"not_shmatari"``; a header still all zeros after 2 s
+            too), another layout ABI major version (``"abi"``), another
             live client (``"busy"``, with its pid in ``client_pid``), a pool
             still starting, or a segment locked by another process, after
             ``timeout`` (``"timeout"``), or a server or worker that died or

@@ -155,7 +155,10 @@ def make_vec(num_envs: int = 1, *, game: str, episode_statistics: bool = False,
         num_envs: envs in the pool.
         game: the ROM id (set by the registration).
         episode_statistics: keep shmatari's ``info["episode"]``; False
-            (default) leaves it to ``RecordEpisodeStatistics``.
+            (default) leaves it to ``RecordEpisodeStatistics``. With
+            ``autoreset_mode="same_step"`` pass True and do not wrap:
+            Gymnasium 1.2's wrapper counts every episode after an env's
+            first one step short there (docs/migration.md).
         **kwargs: :func:`shmatari.make`'s arguments (``seed``,
             ``batch_size``, ``frame_skip``, ``autoreset_mode``, ...), or
             ale-py's names for them (:func:`ale_kwargs`).

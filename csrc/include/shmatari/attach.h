@@ -293,7 +293,15 @@ again:;
     goto again;
   }
   shmatari_geom g;
-  r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
+  if (magic == 0) /* the decision above, on the copy it used */
+    r = shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                      "not a shmatari segment: %s's header stayed all zeros for "
+                      "%.1f s (a server publishes its name with the header "
+                      "written; an attach waits %.0f s at most for one)",
+                      path, (double)(now - zero_since) / SHMATARI_SECOND,
+                      (double)SHMATARI_ZERO_HEADER_NS / SHMATARI_SECOND);
+  else
+    r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
   int32_t holder = 0;
   uint64_t next_batch = 0;
   if (r == SHMATARI_OK) {

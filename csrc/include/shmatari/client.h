@@ -95,8 +95,10 @@ static inline int shmatari_send_call(shmatari_client *c, int call,
  * i when env_ids is NULL (then n MUST be num_envs). Envs whose episode ended
  * reset instead (next-step autoreset). Refused (nothing posted) in states
  * other than IDLE, PARTIAL and WAITING, for an env still running, and under
- * autoreset_mode DISABLED for an env whose episode ended. Returns
- * SHMATARI_OK, _ERR_INVALID or _ERR_STATE. */
+ * autoreset_mode DISABLED for an env whose episode ended (a bad argument is
+ * named before an env's state), and in a process forked from the client's
+ * (shmatari_check_process). Returns SHMATARI_OK, _ERR_INVALID or
+ * _ERR_STATE. */
 static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
                                 const int32_t *env_ids, uint32_t n) {
   return shmatari_send_call(c, SHMATARI_CALL_SEND, actions, env_ids, n);
@@ -278,7 +280,8 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
  * autoreset_mode DISABLED, an env whose step ended its episode ENDED).
  * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, a
  * fixed-order pool's next group not all running: shmatari_check_group, or
- * not IDLE/PARTIAL/WAITING); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
+ * not IDLE/PARTIAL/WAITING, or a process forked from the client's:
+ * shmatari_check_process, nothing released); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
  * go on waiting: nothing changed); _ERR_SERVER_DEAD / _ERR_WORKER /
  * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS; or
  * _ERR_NOT_SHMATARI within SHMATARI_POLL_NS, whatever timeout_ns, once every
