@@ -115,18 +115,13 @@ def resolve_game(env_id: str) -> str:
             altered (not in :func:`list_games` either way), or the
             name asks for RAM observations (``"Breakout-ram-v5"``).
     """
-    if not isinstance(env_id, str):
-        raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
-    name = env_id.strip()
-    name = re.sub(r"^(ALE|shmatari)/", "", name, flags=re.IGNORECASE)
-    version = re.search(r"-v(\d+)$", name)
-    if version and version.group(1) not in _ATARI_VERSIONS:
-        game = re.sub(r"(NoFrameskip|Deterministic)$", "", name[:version.start()])
+    name, version, suffix = _split_id(env_id)
+    if version and version not in _ATARI_VERSIONS:
+        game = name[:len(name) - len(suffix)]
         raise ValueError(
-            f"{env_id!r}: no Atari env has version v{version.group(1)} (Gym's and ALE's are "
+            f"{env_id!r}: no Atari env has version v{version} (Gym's and ALE's are "
             f"{', '.join('v' + v for v in _ATARI_VERSIONS)}; shmatari follows v5's "
             f"conventions): use {game + '-v5'!r} or the game's name")
-    name = re.sub(r"-v\d+$", "", name)
     ram = re.search(r"-?ram(NoFrameskip|Deterministic)?$", name, flags=re.IGNORECASE)
     if ram and _key(name) not in _rom_ids():
         game = name[:ram.start()]
@@ -136,8 +131,7 @@ def resolve_game(env_id: str) -> str:
             f"{repr(game + '-v5') if game else 'the game name'} with ram_info=True for the RAM "
             f"in info['ram'] (or gymnasium.make('shmatari/<Game>-v5', obs_type='ram') for one "
             f"env whose observation is its RAM)")
-    legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
-    name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
+    name = name[:len(name) - len(suffix)]
     ids = _rom_ids()
     rom = ids.get(_key(name))
     if rom is None:
@@ -163,8 +157,7 @@ def resolve_game(env_id: str) -> str:
             f"(loading it would exit the process; Gymnasium registers no v5 env for it "
             f"either). shmatari.games.list_games() lists the {len(list_games())} games "
             f"that can be played")
-    conventions = _legacy_conventions(legacy.group(1) if legacy else "",
-                                      version.group(1) if version else "")
+    conventions = _legacy_conventions(suffix, version)
     if conventions:
         warnings.warn(
             f"{env_id!r} names Gym's legacy conventions ({conventions}), but shmatari takes "
@@ -190,16 +183,36 @@ def _legacy_conventions(suffix: str, version: str) -> str:
     return f"{skip}, {sticky}" if sticky else skip
 
 
+def _split_id(env_id: str) -> tuple[str, str, str]:
+    """An id's (name, version, suffix): the name without its ``ALE/`` or
+    ``shmatari/`` prefix and ``-vN`` version (its ``NoFrameskip`` /
+    ``Deterministic`` suffix kept, and given as ``suffix``; "" if none),
+    the version's digits ("" if none). ``"ALE/PongNoFrameskip-v4"`` ->
+    ``("PongNoFrameskip", "4", "NoFrameskip")``.
+
+    Raises:
+        TypeError: ``env_id`` is not a str.
+    """
+    if not isinstance(env_id, str):
+        raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
+    name = re.sub(r"^(ALE|shmatari)/", "", env_id.strip(), flags=re.IGNORECASE)
+    version = re.search(r"-v(\d+)$", name)
+    if version:
+        name = name[:version.start()]
+    suffix = re.search(r"(NoFrameskip|Deterministic)$", name)
+    return name, version.group(1) if version else "", suffix.group(1) if suffix else ""
+
+
 def legacy_id(env_id: str) -> bool:
     """True if ``env_id`` names Gym's legacy conventions (a v0 or v4 id, or
     a ``NoFrameskip`` / ``Deterministic`` one), for which
-    :func:`resolve_game` warns."""
-    name = re.sub(r"^(ALE|shmatari)/", "", env_id.strip(), flags=re.IGNORECASE)
-    version = re.search(r"-v(\d+)$", name)
-    name = name[:version.start()] if version else name
-    legacy = re.search(r"(NoFrameskip|Deterministic)$", name)
-    return bool(_legacy_conventions(legacy.group(1) if legacy else "",
-                                    version.group(1) if version else ""))
+    :func:`resolve_game` warns.
+
+    Raises:
+        TypeError: ``env_id`` is not a str.
+    """
+    _, version, suffix = _split_id(env_id)
+    return bool(_legacy_conventions(suffix, version))
 
 
 #: The versions Gym and ale-py ever gave Atari ids (``Pong-v0``,
