@@ -490,38 +490,6 @@ def test_a_restart_answers_a_reset_in_flight_with_a_flagged_reset(tmp_path):
     assert_gone(out["pids"] + out["new_pids"], out["segment"])
 
 
-def test_a_restart_answers_the_autoreset_after_a_done_step_with_a_reset():
-    """restart_workers, next-step autoreset: a worker that dies while one of
-    its envs' command is the autoreset after a done step lost no game, and
-    its replacement answers that step with the reset it is, flagged
-    worker_restarted. It answered a lost game of 0 steps (truncated,
-    elapsed_step 0), and the reset came one step later: Gymnasium's
-    RecordEpisodeStatistics counted an empty episode (a reproducibility
-    pass)."""
-    import numpy as np
-
-    import shmatari
-
-    with shmatari.make("Breakout", num_envs=2, num_workers=2, seed=0, restart_workers=True,
-                       max_episode_steps=5) as env:
-        env.reset(seed=0)
-        for _ in range(5):
-            _, _, _, truncated, info = env.step(np.zeros(2, np.int64))
-        assert truncated.all() and info["elapsed_step"].tolist() == [5, 5]
-        pid = env.worker_pids[0]
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(pid), 10)
-        _, reward, terminated, truncated, info = env.step(np.zeros(2, np.int64))
-        assert env.worker_pids[0] != pid
-        assert info["reset"].tolist() == [True, True]  # both autoresets, env 0's replayed
-        assert info["worker_restarted"].tolist() == [True, False]
-        assert truncated.tolist() == [False, False] and terminated.tolist() == [False, False]
-        assert info["elapsed_step"].tolist() == [0, 0] and "episode" not in info
-        _, _, _, truncated, info = env.step(np.zeros(2, np.int64))
-        assert info["reset"].tolist() == [False, False]  # a step of the new game, not a reset
-        assert info["elapsed_step"].tolist() == [1, 1] and not truncated.any()
-
-
 def test_a_worker_that_dies_while_another_is_replaced_is_replaced_too():
     """restart_workers: worker 1 killed while worker 0's replacement builds
     its envs (a dead zygote takes its workers a second apart; an OOM killer

@@ -195,7 +195,6 @@ cdef extern from "shmatari/shmatari.h" nogil:
         SHMATARI_CLIENT_BROKEN
     const uint8_t SHMATARI_ENV_RUNNING
     const uint8_t SHMATARI_ENV_ENDED
-    const uint8_t SHMATARI_ENV_DONE
     const char *const *shmatari_call_names_python
     ctypedef struct shmatari_client:
         shmatari_header *hdr

@@ -259,8 +259,7 @@ cdef class ClientMachine:
         return self.cl.pending
 
     def env_flags(self):
-        """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` /
-        ``ENV_DONE`` bits."""
+        """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` bits."""
         if self.cl.env_flags == NULL:
             raise ValueError("no client open")
         return np.asarray(<uint8_t[:self.cl.geom.num_envs]>self.cl.env_flags).copy()

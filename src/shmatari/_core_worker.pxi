@@ -86,24 +86,18 @@ cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
 
 
 cdef int _serve(shmatari_env_ctrl *ec, uint32_t e, EnvCore core, Segment seg, reseed,
-                bint restarted, bint autoreset=False) except -1:
+                bint restarted) except -1:
     """Runs env ``e``'s command (``restarted``: its first since its worker
     was replaced, which a STEP or OBSERVE answers with the restart's
     result, ignoring the action: a command that killed the previous worker
-    does not kill its replacement; with ``autoreset``, a STEP that is the
-    next-step autoreset after a done result, which no game was lost in, is
-    answered as the reset it is, flagged ``FLAG_RESTARTED``)."""
+    does not kill its replacement)."""
     # Read once (atomic loads, which the compiler may not repeat): the
     # command and action checked are the ones run.
     cdef uint32_t cmd = shmatari_load_acquire(&ec.cmd)
     cdef int32_t action = <int32_t>shmatari_load_acquire(<uint32_t *>&ec.action)
     cdef bint reset = cmd == SHMATARI_CMD_RESET or cmd == SHMATARI_CMD_RESEED
-    if restarted and not reset and not (autoreset and cmd == SHMATARI_CMD_STEP):
+    if restarted and not reset:
         core.restart_result()
-        return 0
-    if restarted and not reset:  # the autoreset: its reset, as a RESET's below
-        core.reset()
-        core.res.flags |= SHMATARI_FLAG_RESTARTED
         return 0
     if cmd == SHMATARI_CMD_STEP:
         if action < 0 or action >= core.num_actions:
@@ -156,11 +150,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
             reset flagged ``FLAG_RESTARTED`` (a RESET or RESEED).
         positions: ``{env: position}`` from ``Segment.recover``: where to
-            write each env's first result (-1: the usual position); under
-            the key ``"autoreset"``, the envs (a collection of ints) whose
-            command in flight is the next-step autoreset after a done
-            result (the client's ``ENV_DONE``): a restart answers them with
-            a reset, not a lost game.
+            write each env's first result (-1: the usual position).
 
     Returns:
         str: ``"closed"`` or ``"orphaned"``.
@@ -217,7 +207,6 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         free(ended)
         raise MemoryError()
     positions = positions or {}
-    autoreset = frozenset(positions.get("autoreset", ()))
     try:
         for e in range(begin, end):
             seen[e - begin] = shmatari_load_acquire(&shmatari_env(g, e).ack_seq)
@@ -250,8 +239,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 ec = shmatari_env(g, e)
                 req = shmatari_load_acquire(&ec.req_seq)
                 core = <EnvCore>cores[i]
-                _serve(ec, e, core, seg, reseed, first[i] != -2,
-                       first[i] != -2 and e in autoreset)
+                _serve(ec, e, core, seg, reseed, first[i] != -2)
                 if g.render_offset != 0:
                     core.write_render(shmatari_render_area(g, e), g.screen_height,
                                       g.screen_width)

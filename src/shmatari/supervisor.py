@@ -937,24 +937,12 @@ class Supervisor:
                     worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
             time.sleep(0.001)
         plan = seg.recover([self.groups[w] for w in sorted(dead)])  # its own record
-        # Under next-step autoreset, an env whose last result ended its
-        # episode has the autoreset in flight: no game is lost there, so
-        # the replacement answers it with a reset (a reproducibility pass:
-        # it answered a lost game, truncated, of 0 steps).
-        done = set()
-        if self.config.autoreset_mode == "next_step":
-            try:
-                done = set(np.flatnonzero(seg.env_flags() & _core.ENV_DONE).tolist())
-            except ValueError:  # no client open (make() without its claim)
-                pass
         ready += len(dead)
         for w in sorted(dead):
             group = self.groups[w]
             seg.reset_worker(w)
             self.restarts[w] += 1
-            positions = {e: plan[e] for e in group if e in plan}
-            positions["autoreset"] = sorted(e for e in group if e in done)
-            self.spawn(w, self.restarts[w], positions)
+            self.spawn(w, self.restarts[w], {e: plan[e] for e in group if e in plan})
             head, _, traceback = reasons[w]
             _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
                          self.res.processes[w].pid, self.restarts[w],

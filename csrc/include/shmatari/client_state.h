@@ -75,10 +75,6 @@ enum shmatari_client_state {
 #define SHMATARI_ENV_ENDED 2u   /* autoreset_mode DISABLED: its last step ended
                                    the episode; only a reset restarts it */
 #define SHMATARI_ENV_LISTED 4u  /* scratch: listed in the call being checked */
-#define SHMATARI_ENV_DONE 8u    /* autoreset_mode NEXT_STEP: its last result
-                                   ended the episode, so its next STEP is the
-                                   autoreset (what a replaced worker answers
-                                   with a reset, not a lost game) */
 
 /* The calls, as refusals name them (shmatari_client.names). */
 enum shmatari_call {
@@ -666,7 +662,6 @@ static inline void shmatari_accept_rows(shmatari_client *c,
                                         const uint8_t *trunc, uint32_t n) {
   const shmatari_geom *h = &c->geom;
   int disabled = h->autoreset_mode == SHMATARI_AUTORESET_DISABLED;
-  int next_step = h->autoreset_mode == SHMATARI_AUTORESET_NEXT_STEP;
   for (uint32_t i = 0; i < n; i++) {
     /* Worker-written words (the rows may be in the segment), each read once
      * (an atomic load: the compiler may not load it again), then bounded
@@ -676,12 +671,6 @@ static inline void shmatari_accept_rows(shmatari_client *c,
         !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
       continue;
     uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
-    if (next_step)
-      fl = (uint8_t)((fl & ~SHMATARI_ENV_DONE) |
-                     (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
-                              __atomic_load_n(&trunc[i], __ATOMIC_RELAXED)
-                          ? SHMATARI_ENV_DONE
-                          : 0));
     if (disabled && !(shmatari_load_acquire(&flags[i]) & SHMATARI_FLAG_OBSERVED))
       fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
                      (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
