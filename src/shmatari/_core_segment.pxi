@@ -237,12 +237,13 @@ cdef class Segment(ClientMachine):
         wc.env_begin = env_begin
         wc.env_end = env_end
 
-    def set_owner(self, int32_t pid):
-        """Records the owner: ``pid`` and its start time
-        (``shmatari_process_start``), which name it in every liveness check."""
+    def set_owner(self, int32_t pid, start=None):
+        """Records the owner: ``pid`` and its start time (``start``, or
+        ``shmatari_process_start`` when None), which name it in every
+        liveness check."""
         self._check()
         self.hdr.owner_pid = pid
-        self.hdr.owner_start = shmatari_process_start(pid)
+        self.hdr.owner_start = shmatari_process_start(pid) if start is None else <uint64_t>start
 
     def owner_alive(self):
         """Whether the pool's owner lives (``shmatari_owner_alive``: its pid,

@@ -219,10 +219,11 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             self._res.segment = segment
             if zero:  # the last look's decision, on its copy
                 raise AttachError(
-                    f"cannot attach to {name!r}: not a shmatari segment: {path}'s header "
-                    f"stayed all zeros for {_now() - zero_since:.1f} s (a server publishes "
-                    f"its name with the header written; an attach waits "
-                    f"{_core.ZERO_HEADER_SECONDS:g} s at most for one)", code="not_shmatari")
+                    f"cannot attach to {name!r}: not a shmatari segment: {path}'s magic "
+                    f"word stayed 0 for {_now() - zero_since:.1f} s (a server publishes its "
+                    f"name with the header written; an attach looks again for "
+                    f"{_core.ZERO_HEADER_SECONDS:g} s at most, or until its timeout)",
+                    code="not_shmatari")
             code, msg = _core.check_header(segment.buf)
             if code != _core.OK:
                 raise AttachError(f"cannot attach to {name!r}: {msg}",

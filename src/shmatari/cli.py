@@ -461,9 +461,11 @@ _FIXED_WORKER_WORDS = ("pid", "env_begin", "env_end")
 class _FixedWords:
     """The served pool's words that are written once, before it runs
     (:data:`_LIVE_HEADER_WORDS`, :data:`_FIXED_WORKER_WORDS`), against the
-    server's own record of them, never read from the segment: the header it
-    computed, its pid and start time, the action set its client checked,
-    each worker's pid and group. A process that maps the segment and
+    server's own record of them: the header it computed, its pid and the
+    start time it wrote, each worker's pid and group; and the action set,
+    the one taken from the segment: its client read it once and checked it
+    as the pool started, right after worker 0 wrote it (a rewrite before
+    that read, to another valid set, is not seen). A process that maps the segment and
     rewrites one (``num_envs``, ``owner_pid``, ``num_actions``, an action
     id, a worker's pid or group) makes every later attach fail ("invalid
     geometry", "the server is gone", "worker 1 died"), and the server
@@ -629,7 +631,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
 
         ident = shm.identity(env._res.segment)
         sup = env._supervisor
-        fixed = _FixedWords(sup.header, (os.getpid(), _core.process_start(os.getpid())),
+        fixed = _FixedWords(sup.header, (os.getpid(), sup.owner_start),
                             env._client.action_set,
                             [(pid, g.start, g.stop) for pid, g in zip(env.worker_pids,
                                                                        sup.groups)])

@@ -524,10 +524,11 @@ class Supervisor:
                if cfg.render_mode == "rgb_array" else {}),
             ram_bytes=_core.RAM_BYTES if cfg.ram_info else 0)
         total = _core.header_words(header)["total_bytes"]
-        #: the header as computed here, before anything was written: the
-        #: server's own record of the words written once (serve compares
-        #: the segment's with it)
+        #: the header as computed here, before anything was written, and
+        #: the owner's start time written into it: the server's own record
+        #: of the words written once (serve compares the segment's with it)
         self.header = bytes(header)
+        self.owner_start = _owner_start()
         if cfg.start_method == "zygote":
             # Started (on a process's first make: up to a second) before the
             # segment exists: from its creation to the first worker mapping
@@ -542,7 +543,7 @@ class Supervisor:
             first = _core.Segment(buf)
             try:
                 first.clear_slots()
-                first.set_owner(os.getpid())
+                first.set_owner(os.getpid(), self.owner_start)
                 first.set_seed_words(seeding.seed_to_words(cfg.seed))
                 for w, group in enumerate(self.groups):
                     first.set_worker_group(w, group.start, group.stop)
@@ -788,8 +789,9 @@ class Supervisor:
         seg, gone = self.seg, (_core.WORKER_FAILED, _core.WORKER_EXITED)
         dead = []
         for w, p in enumerate(self.res.processes):
+            alive = _worker_alive(p)  # first: a worker writes FAILED, then exits
             state = seg.worker_state(w)
-            if not _worker_alive(p) or state in gone:
+            if not alive or state in gone:
                 self._dead_state[w] = state
                 dead.append(w)
         return dead

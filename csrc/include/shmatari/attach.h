@@ -295,9 +295,10 @@ again:;
   shmatari_geom g;
   if (magic == 0) /* the decision above, on the copy it used */
     r = shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                      "not a shmatari segment: %s's header stayed all zeros for "
+                      "not a shmatari segment: %s's magic word stayed 0 for "
                       "%.1f s (a server publishes its name with the header "
-                      "written; an attach waits %.0f s at most for one)",
+                      "written; an attach looks again for %.0f s at most, or "
+                      "until its timeout)",
                       path, (double)(now - zero_since) / SHMATARI_SECOND,
                       (double)SHMATARI_ZERO_HEADER_NS / SHMATARI_SECOND);
   else

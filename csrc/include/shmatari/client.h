@@ -104,8 +104,9 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
   return shmatari_send_call(c, SHMATARI_CALL_SEND, actions, env_ids, n);
 }
 
-/* shmatari_release_batch for callers that checked the process already
- * (one getpid() a call: shmatari_next_batch, shmatari_reset_seeded). */
+/* Internal (not part of the documented calls): shmatari_release_batch for
+ * callers that checked the process already (one getpid() a call:
+ * shmatari_next_batch, shmatari_reset_seeded). */
 static inline void shmatari_release_held(shmatari_client *c) {
   if (c->holding) {
     shmatari_consume_batch(&c->geom, c->taken);
