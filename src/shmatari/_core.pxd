@@ -244,6 +244,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
                                  int32_t *row_env, char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
     void shmatari_release_batch(shmatari_client *c)
+    void shmatari_release_held(shmatari_client *c)
 
 
 cdef extern from "shmatari_kernel.h" nogil:

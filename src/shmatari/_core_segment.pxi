@@ -496,8 +496,11 @@ cdef class Segment(ClientMachine):
         return r
 
     def client_release(self):
-        """Consumes the batch held (``shmatari_release_batch``)."""
-        shmatari_release_batch(&self.cl)
+        """Consumes the batch held. Called right after the
+        :meth:`client_next_batch` that took it, whose process check
+        (``shmatari_check_process``) stands for this one: it releases
+        through ``shmatari_release_held``, without a second ``getpid()``."""
+        shmatari_release_held(&self.cl)
 
     def pool_check(self, bint check_pids=True):
         """Whether the pool can still answer (``shmatari_pool_check``).

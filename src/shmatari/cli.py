@@ -523,9 +523,10 @@ class _FixedWords:
         for span, was in zip(self._spans, self._values):
             now = self._read(buf, span)
             if now != was:
-                show = (lambda v: v[0] if len(v) == 1 else v)
-                return (f"its {span[0]} is {show(now)}, not {show(was)} (written once, before "
-                        f"the pool ran)")
+                if len(now) == 1:  # one word: its value, not a list of one
+                    now, was = now[0], was[0]
+                return (f"its {span[0]} is {now}, not {was} (written once, before the pool "
+                        f"ran)")
         return None
 
 

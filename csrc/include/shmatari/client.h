@@ -106,7 +106,8 @@ static inline int shmatari_send(shmatari_client *c, const int32_t *actions,
 
 /* Internal (not part of the documented calls): shmatari_release_batch for
  * callers that checked the process already (one getpid() a call:
- * shmatari_next_batch, shmatari_reset_seeded). */
+ * shmatari_next_batch, shmatari_reset_seeded, and Python's client_release
+ * right after the next_batch that took the batch). */
 static inline void shmatari_release_held(shmatari_client *c) {
   if (c->holding) {
     shmatari_consume_batch(&c->geom, c->taken);
