@@ -328,6 +328,38 @@ def test_render_in_a_forked_child_says_the_pool_is_the_parents():
         assert env.render()[0].shape == (210, 160, 3)  # the parent's pool is untouched
 
 
+def test_every_call_in_a_forked_child_says_the_pool_is_the_parents():
+    """reset, step, send, recv and async_reset in a forked child raise
+    PoolClosedError naming the fork, before anything is sent: the call
+    guard checks the process (in C since 2026-12-05, once per call)."""
+    with shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0) as env:
+        env.reset()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without cleanup
+            msgs = []
+            for call in (env.reset, lambda: env.step([0, 0]), lambda: env.send([0, 0]),
+                         env.recv, env.async_reset):
+                try:
+                    call()
+                    msgs.append("no error")
+                except shmatari.PoolClosedError as exc:
+                    msgs.append("PoolClosedError " + str(exc)[:120])
+                except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                    msgs.append(type(exc).__name__)
+            os.write(w, "\n".join(msgs).encode())
+            os._exit(0)
+        os.close(w)
+        msgs = os.read(r, 65536).decode().split("\n")
+        os.close(r)
+        os.waitpid(pid, 0)
+        assert len(msgs) == 5 and all(m.startswith("PoolClosedError") and
+                                      f"process {os.getpid()}" in m and "forked" in m
+                                      for m in msgs), msgs
+        obs, *_ = env.step([0, 0])  # the parent's pool is untouched
+        assert obs.shape == (2, 4, 84, 84)
+
+
 def test_garbage_collected_pool_cleans_up():
     env = shmatari.make("Pong", num_envs=2, seed=0)
     name, pids = env.segment_name, list(env.worker_pids)

@@ -26,6 +26,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset, strlen
+from posix.unistd cimport getpid
 
 import numpy as np
 

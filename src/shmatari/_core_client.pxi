@@ -355,6 +355,10 @@ cdef class CallGuard:
         closed: ``closed(name, error) -> Exception``, the error for a call
             ``name`` once the guard is shut (``error``: what the call raised
             on the pool closed under it, or None: it was not run).
+        forked: ``forked(pid) -> Exception``, the error for a call made in a
+            process other than ``pid``, the one that made the guard (a child
+            forked from it); checked first, with a C ``getpid()``. None: no
+            check.
     """
 
     cdef unsigned long holder  # thread ident inside, 0: none
@@ -363,19 +367,25 @@ cdef class CallGuard:
     cdef object closed_error
     cdef bint closed
     cdef object on_leave       # run as the thread inside leaves (defer)
+    cdef long pid              # the process the guard was made in
+    cdef object forked
 
-    def __cinit__(self, refuse, closed):
+    def __cinit__(self, refuse, closed, forked=None):
         self.holder = 0
         self.inside = ""
         self.refuse = refuse
         self.closed_error = closed
         self.closed = False
         self.on_leave = None
+        self.pid = getpid()
+        self.forked = forked
 
     def run(self, str name, method, obj, tuple args, dict kwargs):
         """Returns ``method(obj, *args, **kwargs)``, run under the guard.
 
         Raises:
+            ``forked(pid)``: called in a process other than the guard's
+                (``pid``); nothing was run.
             ``refuse(inside, name)``: another thread is inside; nothing was run.
             ``refuse(inside, name, True)``: this thread is inside already (a
                 signal handler's call); nothing was run.
@@ -384,6 +394,8 @@ cdef class CallGuard:
                 and it failed with ``error`` (an ``Exception``; where
                 ``closed`` returns ``error`` itself, that is raised).
         """
+        if self.forked is not None and getpid() != self.pid:
+            raise self.forked(self.pid)
         cdef unsigned long me = PyThread_get_thread_ident()
         if self.holder == me:
             # No call runs another: this one comes from a signal handler (or

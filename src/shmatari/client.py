@@ -136,6 +136,15 @@ def _refuse_other_thread(inside: str, name: str, same_thread: bool = False) -> C
         f"calls); {name}() did nothing")
 
 
+def _forked_call(pid: int) -> PoolClosedError:
+    """The error of a call made in a process forked from the pool's owner
+    (``pid``)."""
+    return PoolClosedError(
+        f"this pool belongs to process {pid}, which this process was forked "
+        f"from: a forked child cannot use it; make its own pool, or attach to a "
+        f"served one (shmatari.attach)")
+
+
 def _closed_call(name: str, error: Exception | None) -> Exception:
     """The error of a call on a pool closed before it came in (``error``
     None: it did nothing), or closed under it by a signal handler in its
@@ -164,7 +173,6 @@ def _one_thread(method):
     given back in C, so that a Ctrl-C cannot leave it held."""
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
-        self._check_owner()
         return self._guard.run(name, method, self, args, kwargs)
     name = method.__name__
     return guarded
@@ -190,7 +198,7 @@ class Client:
         self.supervisor = supervisor
         self.closed = False
         self._pid = os.getpid()
-        self._guard = _core.CallGuard(_refuse_other_thread, _closed_call)
+        self._guard = _core.CallGuard(_refuse_other_thread, _closed_call, _forked_call)
         # Set by a close() from another thread while this thread is inside a
         # call (_Resources._other_thread_leaves): its wait ends at the next slice.
         self._closing = False
@@ -362,12 +370,10 @@ class Client:
         check_usable(self.closed or self._res.seg is None, self._broken)
 
     def _check_owner(self) -> None:
-        """PoolClosedError in a process forked from the pool's owner."""
+        """PoolClosedError in a process forked from the pool's owner (as the
+        guard of the public calls checks, in C)."""
         if os.getpid() != self._pid:
-            raise PoolClosedError(
-                f"this pool belongs to process {self._pid}, which this process was forked "
-                f"from: a forked child cannot use it; make its own pool, or attach to a "
-                f"served one (shmatari.attach)")
+            raise _forked_call(self._pid)
 
     def _view(self, name: str):
         """The named view over the segment (``res.views``); PoolClosedError
@@ -382,11 +388,17 @@ class Client:
     @_one_thread
     def send(self, actions, env_id=None) -> None:
         """See :meth:`ShmVectorEnv.send`."""
-        self._usable()
+        if self.closed or self._broken or self._res.seg is None:
+            self._usable()  # raises
         self._send(actions, env_id)
 
     def _send(self, actions, env_id, step: bool = False) -> None:
-        acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size, self._last_ids)
+        if env_id is not None:  # send_args's conversion, without its call
+            ids = _core.as_int32(env_id, "env_id")
+            acts = _core.as_int32(actions, "actions", ids.size)
+        else:
+            acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size,
+                                  self._last_ids)
         code = self._seg.client_send(acts, ids, step)
         if code != _core.OK:
             self._refused(code)
@@ -444,8 +456,9 @@ class Client:
     @_one_thread
     def recv(self, timeout: float | None = None):
         """See :meth:`ShmVectorEnv.recv`."""
-        self._usable()
-        return self._recv(check_timeout(timeout))
+        if self.closed or self._broken or self._res.seg is None:
+            self._usable()  # raises
+        return self._recv(None if timeout is None else check_timeout(timeout))
 
     def _recv(self, timeout: float | None, caller: str = "recv"):
         seg = self._seg
@@ -487,8 +500,13 @@ class Client:
             final = seg.collect(batch, final_obs, True)[0]
         seg.client_release()
         self._last_ids = f["env_id"]
-        info = results.build_info(f, final, final_obs, bits,
-                                  episode_statistics=self._episode_statistics)
+        if final is None:  # build_info's common case, without its call
+            info = _core.per_env_info(f)
+            if bits & _core.BATCH_DONE and self._episode_statistics:
+                results.add_episode(info, f, True)
+        else:
+            info = results.build_info(f, final, final_obs, bits,
+                                      episode_statistics=self._episode_statistics)
         if self._has_ram:  # a copy, taken before anything is sent again
             info["ram"] = self._view("ram")[f["env_id"]]
         if bits and self._episode_statistics:
@@ -549,8 +567,10 @@ class Client:
         """See :meth:`ShmVectorEnv.step`: one thread guard, one usable check,
         one timeout check; the C client refuses (nothing sent) a step whose
         wait could not return."""
-        timeout = check_timeout(timeout)  # every argument checked before anything is sent
-        self._usable()
+        # every argument checked before anything is sent
+        timeout = None if timeout is None else check_timeout(timeout)
+        if self.closed or self._broken or self._res.seg is None:
+            self._usable()  # raises
         self._send(actions, env_id, step=True)
         return self._recv(timeout, "step")
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["build_info"]
+__all__ = ["build_info", "add_episode"]
 
 #: Fields that make up an episode's statistics.
 _EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frame_number")
@@ -21,7 +21,10 @@ _EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_fr
 _per_env = _core.per_env_info
 
 
-def _add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | None = None) -> None:
+def add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | None = None) -> None:
+    """Adds ``episode`` (``r``, ``l``, ``frames``, zero in rows that did not
+    end a game) and ``_episode`` to ``info`` when a row of ``fields`` has
+    ``episode_done`` (``any_done``: whether one has, if the caller knows)."""
     if any_done is False:  # the caller knows that no row ended a game
         return
     done = fields["episode_done"].view(bool)
@@ -68,12 +71,12 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
     info = _per_env(fields)
     if final is None:
         if episode_statistics:
-            _add_episode(info, fields, bool(bits & _core.BATCH_DONE))
+            add_episode(info, fields, bool(bits & _core.BATCH_DONE))
         return info
     has_final = fields["_final"]
     if not bits & _core.BATCH_FINAL:
         if episode_statistics:
-            _add_episode(info, fields)
+            add_episode(info, fields)
         return info
     if "_reset" not in final:  # final records given as plain fields (the pipe baseline)
         final = dict(final, **_core.row_bits(final["flags"],
@@ -81,8 +84,8 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
     kept = {k: np.where(has_final, v, np.zeros((), v.dtype)) for k, v in final.items()}
     final_info = _per_env(kept)
     if episode_statistics:
-        _add_episode(final_info, kept)
-        _add_episode(info, {k: np.where(has_final, final[k], fields[k])
+        add_episode(final_info, kept)
+        add_episode(info, {k: np.where(has_final, final[k], fields[k])
                             for k in _EPISODE_FIELDS})
     objs = np.full(has_final.shape[0], None, dtype=object)
     for i in np.flatnonzero(has_final):
