@@ -125,7 +125,11 @@ def test_legacy_gym_names_warn_that_only_the_game_is_taken(name):
     ("BreakoutNoFrameskip-v0", "no frame skip, sticky actions 0.25"),
     ("Breakout-v4", "a frame skip drawn from 2..4 each step, no sticky actions"),
     ("BreakoutNoFrameskip-v4", "no frame skip, no sticky actions"),
-    ("BreakoutDeterministic-v4", "a frame skip of 4 (3 in SpaceInvaders), no sticky actions"),
+    ("BreakoutDeterministic-v4", "a frame skip of 4, no sticky actions"),
+    # Gym registered SpaceInvaders' Deterministic ids with a frame skip of 3
+    # (every Deterministic id's warning said "4 (3 in SpaceInvaders)")
+    ("SpaceInvadersDeterministic-v4", "a frame skip of 3, no sticky actions"),
+    ("SpaceInvadersDeterministic-v0", "a frame skip of 3, sticky actions 0.25"),
 ])
 def test_the_legacy_name_warning_says_what_the_name_stood_for(name, conventions):
     """Every legacy id was said to have "no sticky actions", v0 ids too,

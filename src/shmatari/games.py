@@ -157,7 +157,7 @@ def resolve_game(env_id: str) -> str:
             f"(loading it would exit the process; Gymnasium registers no v5 env for it "
             f"either). shmatari.games.list_games() lists the {len(list_games())} games "
             f"that can be played")
-    conventions = _legacy_conventions(suffix, version)
+    conventions = _legacy_conventions(suffix, version, rom)
     if conventions:
         warnings.warn(
             f"{env_id!r} names Gym's legacy conventions ({conventions}), but shmatari takes "
@@ -167,18 +167,21 @@ def resolve_game(env_id: str) -> str:
     return rom
 
 
-def _legacy_conventions(suffix: str, version: str) -> str:
+def _legacy_conventions(suffix: str, version: str, rom: str | None = None) -> str:
     """What a Gym id's suffix (``"NoFrameskip"``, ``"Deterministic"`` or
     ``""``) and version (``"0"``, ``"4"``, ``"5"`` or ``""``) stood for, as
     Gym and ale-py registered them (v0: sticky actions 0.25, v4: none; a
-    frame skip drawn from 2..4 each step, 4 with Deterministic, 1 with
-    NoFrameskip), or "" for a v5 or unversioned name without a suffix: the
-    name shmatari's options follow. (Until 2026-12-05 every legacy id was
-    said to have no sticky actions, v0 ids too: a newcomer's pass.)"""
+    frame skip drawn from 2..4 each step, 4 with Deterministic (3 for the
+    ROM ``"space_invaders"``), 1 with NoFrameskip), or "" for a v5 or
+    unversioned name without a suffix: the name shmatari's options follow.
+    (Until 2026-12-05 every legacy id was said to have no sticky actions, v0
+    ids too, and every Deterministic id a frame skip of "4 (3 in
+    SpaceInvaders)": newcomers' passes.)"""
     if not suffix and version in ("", "5"):
         return ""
-    skip = {"NoFrameskip": "no frame skip", "Deterministic": "a frame skip of 4 (3 in "
-            "SpaceInvaders)"}.get(suffix, "a frame skip drawn from 2..4 each step")
+    deterministic = "a frame skip of 3" if rom == "space_invaders" else "a frame skip of 4"
+    skip = {"NoFrameskip": "no frame skip", "Deterministic": deterministic}.get(
+        suffix, "a frame skip drawn from 2..4 each step")
     sticky = {"0": "sticky actions 0.25", "4": "no sticky actions"}.get(version)
     return f"{skip}, {sticky}" if sticky else skip
 
