@@ -5,7 +5,7 @@ An async ``recv()`` / ``send()`` pair is: wait for the next batch
 copy it out of the ring (``collect``: the observations, written by the
 workers on the other cores), build ``info`` (``info``), post the actions
 (``send``). This runs those parts of the client's own path
-(``client_next_batch``, ``Segment.collect``, ``results.build_info``,
+(``client_next_batch``, ``Segment.collect``, ``results.batch_info``,
 ``Client._send``) under random actions with the thread's CPU clock
 (``time.thread_time_ns``) and the wall clock around each, for ``--batches``
 batches, ``--sittings`` times, and reports the mean microseconds per batch
@@ -58,8 +58,7 @@ def timed_batches(env: ShmVectorEnv, batches: int, table: np.ndarray, k0: int) -
         w2, c2 = time.perf_counter_ns(), time.thread_time_ns()
                 seg.client_release()
         client._last_ids = fields["env_id"]
-        results.build_info(fields, None, None, bits,
-                           episode_statistics=client._episode_statistics)
+        results.batch_info(fields, bits, client._episode_statistics)
         w3, c3 = time.perf_counter_ns(), time.thread_time_ns()
         client._send(table[k % len(table)], fields["env_id"])
         w4, c4 = time.perf_counter_ns(), time.thread_time_ns()
@@ -89,8 +88,7 @@ def warm_phases(env: ShmVectorEnv, table: np.ndarray, repeats: int = 5000) -> di
         out["collect"] = (time.thread_time_ns() - c0) / repeats / 1000
                 c0 = time.thread_time_ns()
         for _ in range(repeats):
-            results.build_info(fields, None, None, bits,
-                               episode_statistics=client._episode_statistics)
+            results.batch_info(fields, bits, client._episode_statistics)
         out["info"] = (time.thread_time_ns() - c0) / repeats / 1000
         ids = fields["env_id"]
         c0 = time.thread_time_ns()

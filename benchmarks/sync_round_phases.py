@@ -6,7 +6,7 @@ env has answered (``wait``: the workers' emulation, the slower worker, the
 wake-ups), copy the batch out of the ring (``collect``), build the result
 arrays and ``info`` (``rest``). This runs those four parts of the client's
 own ``step`` path (``Client._send``, ``client_next_batch``, ``collect``,
-``results.build_info``) with a timer around each, for ``--rounds`` rounds
+``results.batch_info``) with a timer around each, for ``--rounds`` rounds
 under random actions, then one ``ceiling-fast`` burst (shmatari-bench's
 row: the same envs in one process per worker, no IPC, fast resets), and
 repeats ``--sittings`` times. A round of the ceiling is ``num_envs`` over
@@ -48,8 +48,7 @@ def timed_rounds(env: ShmVectorEnv, rounds: int, table: np.ndarray, k0: int) -> 
         t3 = time.perf_counter_ns()
                 seg.client_release()
         client._last_ids = fields["env_id"]
-        results.build_info(fields, None, None, bits,
-                           episode_statistics=client._episode_statistics)
+        results.batch_info(fields, bits, client._episode_statistics)
         t4 = time.perf_counter_ns()
         if t_prev is not None:
             for p, dt in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t0 - t_prev)):

@@ -120,6 +120,8 @@ def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
         raise ValueError(
             f"actions must have shape ({num_envs},) (every env) or ({batch_size},) (the "
             f"envs of the last batch received), got {np.shape(actions)}")
+    # Client._send converts an env_id and its actions itself, as here (the
+    # step path, one call fewer): keep the two the same.
     ids = None if env_id is None else _core.as_int32(env_id, "env_id")
     return _core.as_int32(actions, "actions", num_envs if ids is None else ids.size), ids
 
@@ -393,7 +395,7 @@ class Client:
         self._send(actions, env_id)
 
     def _send(self, actions, env_id, step: bool = False) -> None:
-        if env_id is not None:  # send_args's conversion, without its call
+        if env_id is not None:  # send_args's conversion (kept the same), without its call
             ids = _core.as_int32(env_id, "env_id")
             acts = _core.as_int32(actions, "actions", ids.size)
         else:
@@ -500,10 +502,8 @@ class Client:
             final = seg.collect(batch, final_obs, True)[0]
         seg.client_release()
         self._last_ids = f["env_id"]
-        if final is None:  # build_info's common case, without its call
-            info = _core.per_env_info(f)
-            if bits & _core.BATCH_DONE and self._episode_statistics:
-                results.add_episode(info, f, True)
+        if final is None:
+            info = results.batch_info(f, bits, self._episode_statistics)
         else:
             info = results.build_info(f, final, final_obs, bits,
                                       episode_statistics=self._episode_statistics)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["build_info", "add_episode"]
+__all__ = ["build_info", "batch_info", "add_episode"]
 
 #: Fields that make up an episode's statistics.
 _EPISODE_FIELDS = ("episode_done", "episode_return", "elapsed_step", "episode_frame_number")
@@ -35,6 +35,18 @@ def add_episode(info: dict, fields: Mapping[str, np.ndarray], any_done: bool | N
             "frames": np.where(done, fields["episode_frame_number"], 0).astype(np.int64),
         }
         info["_episode"] = done
+
+
+def batch_info(fields: Mapping[str, np.ndarray], bits: int, episode_statistics: bool = True) -> dict:
+    """:func:`build_info` with no final records (``final`` None), the
+    client's step path: ``fields`` with ``_reset`` / ``_restarted`` /
+    ``_final`` (as ``Segment.collect`` returns them) and the batch's
+    ``bits``; one call where ``build_info``'s checks and keywords cost a
+    few tenths of a microsecond a batch more."""
+    info = _per_env(fields)
+    if episode_statistics and bits & _core.BATCH_DONE:
+        add_episode(info, fields, True)
+    return info
 
 
 def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray] | None = None,
@@ -68,11 +80,9 @@ def build_info(fields: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
     if "_reset" not in fields:
         rows, bits = _core.row_bits(fields["flags"], fields["episode_done"].view(np.uint8))
         fields = dict(fields, **rows)
-    info = _per_env(fields)
     if final is None:
-        if episode_statistics:
-            add_episode(info, fields, bool(bits & _core.BATCH_DONE))
-        return info
+        return batch_info(fields, bits, episode_statistics)
+    info = _per_env(fields)
     has_final = fields["_final"]
     if not bits & _core.BATCH_FINAL:
         if episode_statistics:
