@@ -56,7 +56,7 @@ def timed_batches(env: ShmVectorEnv, batches: int, table: np.ndarray, k0: int) -
         obs = np.empty(client._batch_obs_shape, np.uint8)
         fields, bits = seg.collect(seg.taken, obs)
         w2, c2 = time.perf_counter_ns(), time.thread_time_ns()
-                seg.client_release()
+        seg.client_release()
         client._last_ids = fields["env_id"]
         results.batch_info(fields, bits, client._episode_statistics)
         w3, c3 = time.perf_counter_ns(), time.thread_time_ns()
@@ -86,7 +86,7 @@ def warm_phases(env: ShmVectorEnv, table: np.ndarray, repeats: int = 5000) -> di
         for _ in range(repeats):
             fields, bits = seg.collect(seg.taken, obs)
         out["collect"] = (time.thread_time_ns() - c0) / repeats / 1000
-                c0 = time.thread_time_ns()
+        c0 = time.thread_time_ns()
         for _ in range(repeats):
             results.batch_info(fields, bits, client._episode_statistics)
         out["info"] = (time.thread_time_ns() - c0) / repeats / 1000

@@ -46,7 +46,7 @@ def timed_rounds(env: ShmVectorEnv, rounds: int, table: np.ndarray, k0: int) -> 
         obs = np.empty(client._batch_obs_shape, np.uint8)
         fields, bits = seg.collect(seg.taken, obs)
         t3 = time.perf_counter_ns()
-                seg.client_release()
+        seg.client_release()
         client._last_ids = fields["env_id"]
         results.batch_info(fields, bits, client._episode_statistics)
         t4 = time.perf_counter_ns()

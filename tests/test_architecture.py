@@ -31,3 +31,19 @@ def test_every_docs_page_is_linked_from_the_readme():
     unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md"))
                 if f"](docs/{p.name}" not in readme]
     assert not unlinked, f"README.md links to no docs/ page named {unlinked}"
+
+
+def test_every_benchmark_and_example_script_compiles():
+    """Scripts outside the package are run by hand, not imported by a test:
+    two benchmarks carried an IndentationError for a day (ef250b4's edit,
+    found on 2026-12-05). Each must at least compile."""
+    root = Path(__file__).resolve().parents[1]
+    scripts = sorted([*root.glob("benchmarks/**/*.py"), *root.glob("examples/**/*.py")])
+    assert len(scripts) > 20, scripts
+    bad = []
+    for path in scripts:
+        try:
+            compile(path.read_text(), str(path), "exec")
+        except SyntaxError as exc:
+            bad.append(f"{path.relative_to(root)}: {exc}")
+    assert not bad, bad
