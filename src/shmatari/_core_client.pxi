@@ -313,13 +313,16 @@ cdef class ClientMachine:
     def accept_rows(self, const int32_t[::1] env_id, const uint32_t[::1] flags,
                     const uint8_t[::1] terminated, const uint8_t[::1] truncated):
         """``shmatari_accept_rows``: records a batch's rows (each env no
-        longer running; ``ENV_ENDED`` under disabled autoreset)."""
+        longer running; ``ENV_ENDED`` under disabled autoreset). Returns the
+        number of rows if every row named an env with a command in flight
+        (once), else the index of the first that did not (skipped)."""
         cdef uint32_t n = env_id.shape[0]
         if flags.shape[0] != n or terminated.shape[0] != n or truncated.shape[0] != n:
             raise ValueError("accept_rows needs one flags, terminated and truncated per row")
         if n:
-            shmatari_accept_rows(&self.cl, &env_id[0], &flags[0], &terminated[0],
-                                 &truncated[0], n)
+            return shmatari_accept_rows(&self.cl, &env_id[0], &flags[0], &terminated[0],
+                                        &truncated[0], n)
+        return 0
 
 
 # --------------------------------------------------------------------------

@@ -288,7 +288,9 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
  * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS; or
  * _ERR_NOT_SHMATARI within SHMATARI_POLL_NS, whatever timeout_ns, once every
  * env in flight has answered and the batch is still not full
- * (shmatari_check_stall): the client is then BROKEN. */
+ * (shmatari_check_stall), or at once for a batch with a row no worker wrote
+ * (an env_id outside the pool or with no command in flight:
+ * shmatari_accept_rows): the client is then BROKEN. */
 static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   int r = shmatari_check_process(c);
   if (r != SHMATARI_OK) return r;
@@ -333,12 +335,31 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
          h->slot_obs_offset - h->slot_field_offset[0]);
   c->holding = 1; /* before accept_rows: the state it settles on counts the
                      batch held (a fixed-order pool's next group) */
-  shmatari_accept_rows(
-      c, (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID),
-      (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS),
+  const int32_t *ids =
+      (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
+  uint32_t bad = shmatari_accept_rows(
+      c, ids, (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS),
       (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TERMINATED),
       (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TRUNCATED),
       h->batch_size);
+  if (bad < h->batch_size) {
+    /* A row no worker wrote: handed out, the batch would name an env twice
+     * (and leave another's result untaken) or one outside the pool, and
+     * the client's state would no longer match what the caller holds (an
+     * attacker's pass, 2026-12-05: env_id [0, 0, 2, 3] went to the
+     * trainer with no error). The value is the private copy's. */
+    int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
+    shmatari_client_break(c);
+    return shmatari_fail(
+        c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+        "batch %llu's row %u names env %d, %s: no worker wrote it (a worker "
+        "answers each command once; another process rewrote the batch's "
+        "env ids)",
+        (unsigned long long)c->taken, bad, (int)e,
+        e < 0 || (uint32_t)e >= h->num_envs ? "outside the pool"
+                                            : "which had no command in flight "
+                                              "(or one named by an earlier row)");
+  }
   return SHMATARI_OK;
 }
 

@@ -654,22 +654,29 @@ static inline void shmatari_accept_reset(shmatari_client *c,
  * under autoreset_mode DISABLED a row that is not an observation
  * (SHMATARI_FLAG_OBSERVED) marks its env ENDED if it terminated or was
  * truncated, else clears the bit. Rows naming an env out of range or not
- * running are skipped (worker-written values are bounded here). */
-static inline void shmatari_accept_rows(shmatari_client *c,
-                                        const int32_t *env_id,
-                                        const uint32_t *flags,
-                                        const uint8_t *term,
-                                        const uint8_t *trunc, uint32_t n) {
+ * running (one already named by an earlier row of the batch included) are
+ * skipped (worker-written values are bounded here). Returns n if every row
+ * was recorded, else the index of the first row skipped: no worker wrote
+ * it (a worker answers each command once), and the batch cannot be handed
+ * out as the envs' results (shmatari_next_batch then fails). */
+static inline uint32_t shmatari_accept_rows(shmatari_client *c,
+                                            const int32_t *env_id,
+                                            const uint32_t *flags,
+                                            const uint8_t *term,
+                                            const uint8_t *trunc, uint32_t n) {
   const shmatari_geom *h = &c->geom;
   int disabled = h->autoreset_mode == SHMATARI_AUTORESET_DISABLED;
+  uint32_t first_bad = n;
   for (uint32_t i = 0; i < n; i++) {
     /* Worker-written words (the rows may be in the segment), each read once
      * (an atomic load: the compiler may not load it again), then bounded
      * before it indexes anything. */
     int32_t e = (int32_t)shmatari_load_acquire((const uint32_t *)&env_id[i]);
     if (e < 0 || (uint32_t)e >= h->num_envs ||
-        !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
+        !(c->env_flags[e] & SHMATARI_ENV_RUNNING)) {
+      if (first_bad == n) first_bad = i;
       continue;
+    }
     uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
     if (disabled && !(shmatari_load_acquire(&flags[i]) & SHMATARI_FLAG_OBSERVED))
       fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
@@ -681,6 +688,7 @@ static inline void shmatari_accept_rows(shmatari_client *c,
     c->pending--;
   }
   shmatari_settle(c);
+  return first_bad;
 }
 
 #ifdef __cplusplus
