@@ -1618,3 +1618,34 @@ def test_a_batch_whose_env_ids_another_process_rewrote_is_not_handed_out(no_leak
             env.step(np.zeros(4, np.int64) if batch_size == 4 else np.zeros(2, np.int64))
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("call", ["step", "recv"])
+def test_a_claim_word_another_process_rewrote_is_named_at_the_next_call(no_leaks, call):
+    """Zeroing the header's client_pid let a second process attach and step
+    the same envs while the first client went on, and the first then read
+    the other's results as its own, or failed on the counters with a message
+    that named no second client (an attacker's pass, 2026-12-05). The
+    client now reads the word at every send and after every wait: the next
+    call raises PoolClosedError naming it, and the pool is broken."""
+    import mmap
+
+    env = shmatari.make("null", num_envs=4, num_workers=2, batch_size=2, seed=0)
+    try:
+        env.async_reset()
+        env.recv()
+        at = _core.MEMBERS["shmatari_header"]["client_pid"][0]
+        with open(f"/dev/shm/{env.segment_name}", "r+b") as f, \
+                mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
+            assert np.frombuffer(mm, np.int32, 1, at)[0] == os.getpid()
+            if call == "recv":
+                env.send(np.zeros(2, np.int64))
+            mm[at:at + 4] = np.int32(0).tobytes()
+            with pytest.raises(shmatari.PoolClosedError,
+                               match=rf"client word \(client_pid\) reads 0, not this "
+                                     rf"client's pid {os.getpid()}: another process rewrote it"):
+                env.step(np.zeros(2, np.int64)) if call == "step" else env.recv(timeout=5)
+        with pytest.raises(shmatari.PoolClosedError, match="broken"):
+            env.reset()
+    finally:
+        env.close()

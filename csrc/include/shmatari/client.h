@@ -50,6 +50,28 @@ static inline int shmatari_check_process(shmatari_client *c) {
                        (int)c->pid, (int)self);
 }
 
+/* Whether the pool's claim word (the header's client_pid, read once) still
+ * names this client. A client holds it from attach to detach, and no other
+ * live process may take it (shmatari_claim); a word that reads otherwise
+ * was rewritten by another process, which, or a third, can then attach in
+ * this client's place and step the same envs (an attacker's pass,
+ * 2026-12-05: the victim's next batch held the other's results). Returns
+ * SHMATARI_OK, or _ERR_NOT_SHMATARI with the client BROKEN. */
+static inline int shmatari_check_claim(shmatari_client *c) {
+  if (c->hdr == NULL) return SHMATARI_OK;
+  int32_t holder =
+      (int32_t)shmatari_load_acquire((const uint32_t *)&c->hdr->client_pid);
+  if (holder == c->pid) return SHMATARI_OK;
+  shmatari_client_break(c);
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                       "the pool's client word (client_pid) reads %d, not "
+                       "this client's pid %d: another process rewrote it%s, "
+                       "and this client can no longer tell its results from "
+                       "another's",
+                       (int)holder, (int)c->pid,
+                       holder != 0 ? " or attached in this client's place" : "");
+}
+
 /* shmatari_send as the call `call` names it in refusals: with
  * SHMATARI_CALL_STEP, also refused (nothing posted) unless the envs running
  * afterwards make a batch to wait for (shmatari_check_step), as a step that
@@ -59,6 +81,10 @@ static inline int shmatari_send_call(shmatari_client *c, int call,
                                      const int32_t *env_ids, uint32_t n) {
   int forked = shmatari_check_process(c);
   if (forked != SHMATARI_OK) return forked;
+  if (c->state != SHMATARI_CLIENT_BROKEN && c->state != SHMATARI_CLIENT_DETACHED) {
+    int claim = shmatari_check_claim(c);
+    if (claim != SHMATARI_OK) return claim;
+  }
   if (actions == NULL)
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_INVALID,
                          "actions is NULL");
@@ -325,6 +351,8 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
                            "no batch within %.3f s",
                            (double)timeout_ns / SHMATARI_SECOND);
   }
+  if (r != SHMATARI_OK) return r;
+  r = shmatari_check_claim(c); /* a batch taken while another client stepped */
   if (r != SHMATARI_OK) return r;
   /* Read once: the rows are copied to private memory, and the state
    * machine and every caller read that copy (shmatari_batch_fields): a row
