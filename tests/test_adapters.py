@@ -220,6 +220,31 @@ def test_envpool_gym_api_is_the_gym_02x_contract_cleanrl_scripts_use():
         assert info["ram"].shape == (2, 128)
 
 
+def test_envpool_gym_api_warns_that_it_is_not_envpool_1x_gym_api():
+    """Code written for EnvPool 1.x's env_type="gym" (a 2-tuple reset, a
+    5-tuple step) unpacked this adapter's obs-only reset with no error at
+    num_envs=2 (obs, info = the two envs' stacks), then failed at step (a
+    newcomer's pass). make() and make_gym() now warn, naming the caller's
+    line, unless gym_reset_return_info says which API is meant."""
+    import warnings
+
+    for call in (lambda: envpool.make("Pong-v5", env_type="gym", num_envs=1),
+                 lambda: envpool.make_gym("Pong-v5", num_envs=1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call().close()
+        mine = [w for w in caught if "EnvPool 1.x's env_type='gym'" in str(w.message)]
+        assert len(mine) == 1 and "env_type='gymnasium'" in str(mine[0].message)
+        assert mine[0].filename == __file__, mine[0].filename
+    for flag in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            envpool.make("Pong-v5", env_type="gym", num_envs=1,
+                         gym_reset_return_info=flag).close()
+            envpool.make("Pong-v5", num_envs=1).close()  # env_type="gymnasium"
+        assert not [w for w in caught if "EnvPool 1.x" in str(w.message)]
+
+
 def test_envpool_gym_api_has_gym_spaces_when_gym_is_installed():
     gym = pytest.importorskip("gym")
     with envpool.make("Pong-v5", env_type="gym", num_envs=1) as env:

@@ -188,6 +188,13 @@ def test_the_legend_explains_the_rows_in_the_table():
     only = rep._legend([r for r in rows if r["backend"] in ("envpool", "ceiling")])
     assert "ceiling:" in only and "ceiling-sync" not in only and "pipe:" not in only
     assert "ceiling-fast" not in only and "-ale-reset" not in only
+    # shmatari's rows beside the ALE-reset ceiling: the legend says why they
+    # can pass it (they read as above their own bound: a newcomer's pass)
+    assert "fast resets" not in only and "shmatari's rows start" not in full
+    assert "shmatari's rows start new games with its fast resets" in rep._legend(
+        rows + [{"backend": "shmatari-async"}])
+    ale_only = rep._legend([{"backend": "shmatari-ale-reset"}, {"backend": "ceiling"}])
+    assert "shmatari's rows start new games" not in ale_only
     # a row not in the table is not explained (pipe-kernel was, with pipe)
     pipe_only = rep._legend([r for r in rows if r["backend"] in ("pipe", "shmatari")]
                             + [{"backend": "pipe"}])

@@ -363,6 +363,17 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
                          "env_type='gymnasium'")
     if env_type not in ("gym", "gymnasium"):
         raise ValueError(f"env_type must be 'gymnasium' or 'gym', got {env_type!r}")
+    if env_type == "gym" and "gym_reset_return_info" not in kwargs:
+        # EnvPool 1.x's env_type="gym" returns (obs, info) and a 5-tuple:
+        # code written for it unpacked this API's obs and 4-tuple silently
+        # wrong, or failed at step() (a newcomer's pass, 2026-12-05).
+        warnings.warn(
+            "shmatari.envpool env_type='gym' is EnvPool 0.6-0.8's gym 0.2x API, what CleanRL's "
+            "EnvPool scripts unpack: reset() returns the observations alone and step() a "
+            "4-tuple (obs, rew, done, info). EnvPool 1.x's env_type='gym' returns (obs, info) "
+            "and a 5-tuple: for code written for that, use env_type='gymnasium'. Pass "
+            "gym_reset_return_info=False (or True) to say which you mean and silence this",
+            UserWarning, stacklevel=games._caller_stacklevel())
     spec, make_kwargs, extra = _build(task_id, kwargs, env_type)
     pool = _make(spec.config.task, spec.config.num_envs, **make_kwargs)
     cls = GymEnvPoolAdapter if env_type == "gym" else EnvPoolAdapter
