@@ -1,6 +1,7 @@
 /* shmatari_attach(NAME, TIMEOUT_NS) from a C client, usually started before
  * the server: prints "attached num_envs=N after S s" and exits 0, or
- * "status R after S s: <the client's error text>" and exits 1. SIGINT's
+ * "status R after S s: <the client's error text>" and exits 1 (and
+ * "waiting" on stderr once SIGINT's handler is in place). SIGINT's
  * handler only sets a flag, as a trainer's would (no SA_RESTART); the
  * output then ends with " (SIGINT caught)". */
 #include "shmatari/shmatari.h" /* first: it asks for POSIX under -std=c11 */
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, NULL);
+  fprintf(stderr, "waiting\n"); /* the handler is in place: signal now */
   static shmatari_client c;
   const int64_t t0 = shmatari_now_ns();
   int r = shmatari_attach(&c, argv[1], (int64_t)strtoll(argv[2], NULL, 10));
