@@ -108,7 +108,10 @@ def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
         ValueError: not one-dimensional.
         CallOrderError: batch-sized actions, and no batch received yet.
     """
-    if env_id is None and batch_size < num_envs and np.shape(actions) == (batch_size,):
+    if env_id is not None:  # the step path's case (a trainer's recv() gave the ids)
+        ids = _core.as_int32(env_id, "env_id")
+        return _core.as_int32(actions, "actions", ids.size), ids
+    if batch_size < num_envs and np.shape(actions) == (batch_size,):
         env_id = last_ids
         if env_id is None:
             raise CallOrderError(
@@ -120,8 +123,6 @@ def send_args(actions, env_id, num_envs: int, batch_size: int, last_ids):
         raise ValueError(
             f"actions must have shape ({num_envs},) (every env) or ({batch_size},) (the "
             f"envs of the last batch received), got {np.shape(actions)}")
-    # Client._send converts an env_id and its actions itself, as here (the
-    # step path, one call fewer): keep the two the same.
     ids = None if env_id is None else _core.as_int32(env_id, "env_id")
     return _core.as_int32(actions, "actions", num_envs if ids is None else ids.size), ids
 
@@ -395,12 +396,7 @@ class Client:
         self._send(actions, env_id)
 
     def _send(self, actions, env_id, step: bool = False) -> None:
-        if env_id is not None:  # send_args's conversion (kept the same), without its call
-            ids = _core.as_int32(env_id, "env_id")
-            acts = _core.as_int32(actions, "actions", ids.size)
-        else:
-            acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size,
-                                  self._last_ids)
+        acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size, self._last_ids)
         code = self._seg.client_send(acts, ids, step)
         if code != _core.OK:
             self._refused(code)
