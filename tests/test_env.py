@@ -151,6 +151,26 @@ def test_the_legacy_name_warning_says_what_the_name_stood_for(name, conventions)
         assert ("no frame skip" if skip == 1 else "2..4" if skip == (2, 5) else "?") in conventions
 
 
+def test_a_legacy_name_whose_conventions_the_caller_set_is_not_warned():
+    """``make("BreakoutNoFrameskip-v4", preset="dqn")``, SB3's own spelling
+    with SB3's conventions, was warned that its options follow ALE v5 (a
+    newcomer's pass). A preset, or both frame_skip and
+    repeat_action_probability, set them; one of the two does not."""
+    import warnings
+
+    for kwargs in ({"preset": "dqn"}, {"preset": "gymnasium"},
+                   {"frame_skip": 4, "repeat_action_probability": 0.0}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cfg = shmatari.config.build_config("BreakoutNoFrameskip-v4", 1, seed=0, **kwargs)
+        assert cfg.game == "breakout"
+    for kwargs in ({}, {"frame_skip": 4}, {"repeat_action_probability": 0.0}):
+        with pytest.warns(UserWarning, match="names Gym's legacy conventions"):
+            shmatari.config.build_config("BreakoutNoFrameskip-v4", 1, seed=0, **kwargs)
+    with pytest.warns(UserWarning, match="names Gym's legacy conventions"):
+        shmatari.resolve_game("BreakoutNoFrameskip-v4")
+
+
 def test_the_legacy_name_warning_names_the_callers_line():
     """resolve_game's warning was reported at ``sys:1`` (a fixed stacklevel
     fit for make() only); make() and resolve_game() both name this file."""

@@ -414,6 +414,11 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
       being its worker's restart count (0 at first), so a rebuilt pool plays
       new games rather than replaying old ones (:mod:`shmatari.seeding`).
 
+    A legacy Gym id (``"BreakoutNoFrameskip-v4"``) gives
+    :func:`shmatari.resolve_game`'s ``UserWarning`` unless ``preset`` is
+    given or ``options`` set both ``frame_skip`` and
+    ``repeat_action_probability``.
+
     Raises:
         TypeError: an option of the wrong type, or an unknown option.
         ValueError: an unknown game or preset, a ROM that cannot be played
@@ -428,7 +433,13 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
             raise ValueError(f"preset must be one of {sorted(PRESETS)} or None, got {preset!r}")
         opts.update(PRESETS[preset])
     opts.update(options)
-    game = NULL_ENV if env_id == NULL_ENV else games.resolve_game(env_id)
+    game, legacy = (NULL_ENV, "") if env_id == NULL_ENV else games.resolve_quietly(env_id)
+    if preset is None and not {"frame_skip", "repeat_action_probability"} <= set(options):
+        # A legacy id's conventions left to shmatari's defaults: said. With a
+        # preset, or both options set, the caller chose them (a newcomer's
+        # pass: preset="dqn" on "BreakoutNoFrameskip-v4", SB3's own spelling,
+        # was warned that the options follow ALE v5).
+        games.warn_legacy(env_id, legacy)
     num_envs = _int("num_envs", num_envs, 1, _core.MAX_ENVS)
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:

@@ -43,7 +43,8 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         env_id: the game: an ale-py ROM id (``"breakout"``) or a usual spelling
             (``"Breakout"``, ``"ALE/Breakout-v5"``; a legacy ``"BreakoutNoFrameskip-v4"``
             gives a warning that only the game is taken from it, the options
-            staying shmatari's);
+            staying shmatari's, unless ``preset`` is given or ``frame_skip``
+            and ``repeat_action_probability`` are both set);
             or ``"null"``, a built-in env that emulates nothing and only
             writes a frame per step (4 actions, never done), to measure the
             cost of the round trip itself.

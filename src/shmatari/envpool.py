@@ -129,9 +129,7 @@ def _resolve_task(task_id: str) -> str:
     if not isinstance(task_id, str):
         raise TypeError(f"task_id must be a str such as 'Breakout-v5', got {type(task_id).__name__}")
     try:
-        with warnings.catch_warnings():  # games' legacy-id warning is about make()'s options
-            warnings.simplefilter("ignore")
-            rom = games.resolve_game(task_id)
+        rom, _ = games.resolve_quietly(task_id)  # its legacy-id warning is make()'s
     except ValueError as exc:
         if str(exc).startswith("unknown Atari game"):  # suggest task ids, not ROM ids
             tasks = list_all_envs()

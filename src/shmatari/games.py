@@ -115,6 +115,16 @@ def resolve_game(env_id: str) -> str:
             altered (not in :func:`list_games` either way), or the
             name asks for RAM observations (``"Breakout-ram-v5"``).
     """
+    rom, conventions = resolve_quietly(env_id)
+    warn_legacy(env_id, conventions)
+    return rom
+
+
+def resolve_quietly(env_id: str) -> tuple[str, str]:
+    """:func:`resolve_game` without its warning: the ROM id and what a legacy
+    id's suffix and version stood for ("" for a v5 or plain name), for a
+    caller that warns only where the options it was given leave them open
+    (:func:`warn_legacy`). Raises as :func:`resolve_game`."""
     name, version, suffix = _split_id(env_id)
     if version and version not in _ATARI_VERSIONS:
         game = name[:len(name) - len(suffix)]
@@ -157,14 +167,19 @@ def resolve_game(env_id: str) -> str:
             f"(loading it would exit the process; Gymnasium registers no v5 env for it "
             f"either). shmatari.games.list_games() lists the {len(list_games())} games "
             f"that can be played")
-    conventions = _legacy_conventions(suffix, version, rom)
+    return rom, _legacy_conventions(suffix, version, rom)
+
+
+def warn_legacy(env_id: str, conventions: str) -> None:
+    """The ``UserWarning`` of :func:`resolve_game` for a legacy id whose
+    ``conventions`` (:func:`_legacy_conventions`) are not "", at the first
+    line outside this package."""
     if conventions:
         warnings.warn(
             f"{env_id!r} names Gym's legacy conventions ({conventions}), but shmatari takes "
             f"only the game from it: its options follow ALE v5 (frame_skip=4, "
             f"repeat_action_probability=0.25, ...) unless you set them; preset='dqn' gives "
             f"SB3's AtariWrapper conventions", UserWarning, stacklevel=_caller_stacklevel())
-    return rom
 
 
 def _legacy_conventions(suffix: str, version: str, rom: str | None = None) -> str:

@@ -492,9 +492,6 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
         from .games import _caller_stacklevel
 
         warnings.warn(skip_warning, UserWarning, stacklevel=_caller_stacklevel())
-    with warnings.catch_warnings():
-        # The legacy-name warning says shmatari's options are ALE v5's; here
-        # they are set to SB3's conventions explicitly.
-        warnings.filterwarnings("ignore", message=".*names Gym's legacy conventions.*")
-        return ShmatariVecEnv(env_id, n_envs, seed=seed, monitor_dir=monitor_dir,
-                              monitor_kwargs=monitor_kwargs, **opts)
+    # preset="dqn": no legacy-name warning (shmatari.config.build_config)
+    return ShmatariVecEnv(env_id, n_envs, seed=seed, monitor_dir=monitor_dir,
+                          monitor_kwargs=monitor_kwargs, **opts)
