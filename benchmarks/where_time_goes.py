@@ -190,7 +190,8 @@ def main(argv=None) -> int:
                       f"{bursts[n][-1]['env_steps'] / bursts[n][-1]['seconds']:.0f} steps/s",
                       file=sys.stderr, flush=True)
     finally:
-        backends.close_all(list(runners.values()))
+        if backends.close_all(list(runners.values())):
+            raise KeyboardInterrupt  # held back while they closed
     rows = {n: summarize(b, cores, workers) for n, b in bursts.items()}
     print(f"{'backend':<26}{'steps/s':>9}{'worker us/step':>16}{'main us/step':>14}"
           f"{'worker busy':>13}{'machine busy':>14}{'worker sleeps/step':>20}"

@@ -51,6 +51,37 @@ def test_interleaved_bench_keeps_every_burst_and_compares_medians(tmp_path):
         " ".join(proc.stdout[table_end:].split())
 
 
+def test_a_ctrl_c_while_a_backend_closes_is_held_back_and_reported():
+    """``close_all`` ignored a Ctrl-C while it closed the backends: a bench
+    stopped then went on with its next backend (``--no-interleave``), or,
+    stopped while its last one closed, reported ``"interrupted": false``.
+    It now holds the Ctrl-C back until every backend is closed and says it
+    came."""
+    import os
+    import signal
+    import time
+
+    from shmatari import _bench_backends as backends
+    from shmatari import config
+
+    class SignalsOnClose:  # a Ctrl-C landing while the backends close
+        def close(self):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    cfg = config.build_config("Breakout", 2, num_workers=1, seed=0)
+    runner = backends.open_backend("shmatari", cfg, 2)
+    workers = list(runner.env.worker_pids)
+    assert backends.close_all([SignalsOnClose(), runner]) is True
+    assert runner.env.closed  # closed after the Ctrl-C came, not left open
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert backends.close_all([]) is False
+    with pytest.raises(KeyboardInterrupt):  # the handler before is back
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+
+
 def test_the_few_rounds_note_comes_below_three_bursts_only():
     """A newcomer's ``--rounds 2`` table put ceiling-sync above ceiling-fast
     (the bound above the bounded) with nothing said but the busy-machine

@@ -561,11 +561,18 @@ def nature_cnn_policy(stack_num: int, n_actions: int):
 
 # -- one point: every backend at one num_envs ---------------------------------------
 
-def close_all(items) -> None:
-    """Closes every runner; a second Ctrl-C meanwhile is ignored, so that no
-    process or segment is left behind."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) \
-        if _in_main_thread() else None
+def close_all(items) -> bool:
+    """Closes every runner, whatever a runner's ``close`` raises. A Ctrl-C
+    meanwhile is held back until all are closed, so that no process or
+    segment is left behind, and is not lost: returns True if one came (in
+    the main thread; elsewhere Python delivers none), for the caller to stop
+    as after any other. (Until 2026-12-05 it was ignored: a bench stopped
+    while a backend closed went on with the next one, and one stopped while
+    the last closed reported ``"interrupted": false``.)"""
+    caught = []
+    previous = None
+    if _in_main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         for item in items:
             try:
@@ -575,6 +582,7 @@ def close_all(items) -> None:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+    return bool(caught)
 
 
 def _in_main_thread() -> bool:

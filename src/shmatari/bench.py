@@ -135,8 +135,8 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
         s.skipped = f"failed: {type(exc).__name__}: {exc}"
         s.bursts.clear()
         runner = opened.pop(s.backend, None)
-        if runner is not None:
-            _b.close_all([runner])
+        if runner is not None and _b.close_all([runner]):
+            raise KeyboardInterrupt  # held back while it closed
 
     t_run = time.perf_counter()
 
@@ -179,11 +179,12 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
                 for r in range(args.rounds):
                     if s.backend in opened:
                         burst(s, r)
-                _b.close_all([opened.pop(s.backend)] if s.backend in opened else [])
+                if _b.close_all([opened.pop(s.backend)] if s.backend in opened else []):
+                    raise KeyboardInterrupt  # held back while it closed
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        _b.close_all(list(opened.values()))
+        interrupted = _b.close_all(list(opened.values())) or interrupted
     return list(series.values()), interrupted
 
 
@@ -216,7 +217,8 @@ def _time_null(name: str, num_envs: int, args, tick) -> Series:
                              "median_us": round(float(np.median(lat_us)), 2),
                              "p99_us": round(float(np.percentile(lat_us, 99)), 2)})
     finally:
-        _b.close_all([runner])
+        if _b.close_all([runner]):
+            raise KeyboardInterrupt  # held back while it closed
 
 
 def _run_null(args, progress) -> tuple[list, bool]:
