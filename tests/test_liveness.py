@@ -67,10 +67,18 @@ def test_the_header_names_its_owner_by_pid_and_start_time():
     code, msg = seg.pool_check()
     assert code == _core.STATUS["server_dead"]
     assert f"the server (pid {os.getpid()}) that owns the pool is gone" in msg
-    # A pool of ABI 1.1 has no owner_start (a reserved word): the pid alone.
+    # abi_minor rewritten to 1 after the attach: owner_start still counts,
+    # judged by the minor of the checked copy (it was read again at every
+    # check, and the rewrite let the process under the pid pass for the
+    # owner: an attacker's pass).
     _word(buf, "abi_minor")[0] = 1
-    assert seg.owner_alive()
+    assert not seg.owner_alive()
+    assert seg.pool_check()[0] == _core.STATUS["server_dead"]
     seg.release()
+    # A pool of ABI 1.1 has no owner_start (a reserved word): the pid alone.
+    old = _core.Segment(buf)
+    assert old.owner_alive()
+    old.release()
 
 
 def test_a_dead_or_zombie_owner_is_gone():

@@ -154,7 +154,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_pid_alive(int32_t pid)
     uint64_t shmatari_process_start(int32_t pid)
     int shmatari_process_alive(int32_t pid, uint64_t start)
-    int shmatari_owner_alive(const shmatari_header *h)
+    int shmatari_owner_alive(const shmatari_geom *g)
     int shmatari_check_header(const void *base, uint64_t size, char *msg, size_t len)
     int shmatari_geom_load(void *base, uint64_t size, shmatari_geom *g, char *msg,
                            size_t len)

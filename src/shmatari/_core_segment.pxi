@@ -250,7 +250,7 @@ cdef class Segment(ClientMachine):
         and its start time where the header has one): the rule a worker
         applies to its owner and a client to its server."""
         self._check()
-        return bool(shmatari_owner_alive(self.hdr))
+        return bool(shmatari_owner_alive(&self.geo))
 
     def set_seed_words(self, words):
         """Writes the pool seed (``SEED_WORDS`` uint64 words, least significant first)."""

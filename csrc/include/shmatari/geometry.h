@@ -192,6 +192,7 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
     want.render_env_bytes = h.render_env_bytes;
   }
   if (want.ram_bytes != 0) want.ram_offset = h.ram_offset; /* checked above */
+  want.abi_minor = h.abi_minor; /* the pool's: which words it has */
   shmatari_geom_set(g, base, &want);
   return SHMATARI_OK;
 }

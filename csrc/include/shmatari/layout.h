@@ -656,6 +656,9 @@ typedef struct shmatari_geom {
   uint64_t ram_offset; /* (1.3) 0: no RAM area */
   uint32_t ram_bytes;  /* (1.3) 0 or SHMATARI_RAM_BYTES */
   uint32_t batch_order; /* (1.3) enum shmatari_batch_order; 0 in older pools */
+  uint32_t abi_minor;   /* the pool's minor ABI version, as checked: which
+                           words it has (owner_start from 1.2) is decided from
+                           this copy, never from the live header */
 } shmatari_geom;
 
 /* Copies the geometry of `checked` (a header already checked, or computed by
@@ -676,6 +679,7 @@ static inline void shmatari_geom_set(shmatari_geom *g, void *base,
   g->autoreset_mode = checked->autoreset_mode;
   g->obs_layout = checked->obs_layout;
   g->batch_order = checked->batch_order;
+  g->abi_minor = checked->abi_minor;
   g->screen_height = checked->screen_height;
   g->screen_width = checked->screen_width;
   g->render_offset = checked->render_offset;

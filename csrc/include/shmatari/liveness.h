@@ -83,21 +83,24 @@ static inline int shmatari_pid_alive(int32_t pid) {
 }
 
 /* Reads the owner's words once each, into *pid and *start: owner_start
- * only in a pool of ABI 1.2 or later (before, a reserved word: 0). */
-static inline void shmatari_owner_words(const shmatari_header *h, int32_t *pid,
+ * only in a pool of ABI 1.2 or later (before, a reserved word: 0), judged by
+ * the minor version of g's checked copy: the header's abi_minor, read
+ * again, could be rewritten to 1 so that a process under a dead owner's
+ * reused pid passed for it (an attacker's pass, 2026-12-05). */
+static inline void shmatari_owner_words(const shmatari_geom *g, int32_t *pid,
                                         uint64_t *start) {
-  uint32_t minor = shmatari_load_acquire(&h->abi_minor);
+  const shmatari_header *h = g->hdr;
   *pid = (int32_t)shmatari_load_acquire((const uint32_t *)&h->owner_pid);
-  *start = minor >= 2 ? shmatari_load_acquire64(&h->owner_start) : 0;
+  *start = g->abi_minor >= 2 ? shmatari_load_acquire64(&h->owner_start) : 0;
 }
 
 /* 1 if the pool's owner lives: (owner_pid, owner_start) by the rule of
  * shmatari_process_alive. A pool of ABI 1.0 or 1.1 has no owner_start (a
  * reserved word), and is judged by owner_pid alone. */
-static inline int shmatari_owner_alive(const shmatari_header *h) {
+static inline int shmatari_owner_alive(const shmatari_geom *g) {
   int32_t pid;
   uint64_t start;
-  shmatari_owner_words(h, &pid, &start);
+  shmatari_owner_words(g, &pid, &start);
   return shmatari_process_alive(pid, start);
 }
 

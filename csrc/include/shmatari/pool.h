@@ -14,11 +14,11 @@ extern "C" {
 
 /* SHMATARI_OK while the owner (server) process lives
  * (shmatari_owner_alive), else _ERR_SERVER_DEAD. */
-static inline int shmatari_owner_check(const shmatari_header *h, char *msg,
+static inline int shmatari_owner_check(const shmatari_geom *g, char *msg,
                                        size_t len) {
   int32_t pid; /* read once: the pid judged is the pid named */
   uint64_t start;
-  shmatari_owner_words(h, &pid, &start);
+  shmatari_owner_words(g, &pid, &start);
   if (shmatari_process_alive(pid, start)) return SHMATARI_OK;
   return shmatari_fail(msg, len, SHMATARI_ERR_SERVER_DEAD,
                        "the server (pid %d) that owns the pool is gone",
@@ -172,7 +172,7 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
                          "the pool's owner (pid %d: the server, or the process that made it) is closing the pool",
                          (int)h->owner_pid);
   if (!check_pids) return SHMATARI_OK;
-  int r = shmatari_owner_check(h, msg, len);
+  int r = shmatari_owner_check(g, msg, len);
   if (r != SHMATARI_OK) return r;
   for (uint32_t w = 0; w < g->num_workers; w++) {
     shmatari_worker_ctrl *wc = shmatari_worker(g, w);
