@@ -432,6 +432,10 @@ def _children() -> set[int]:
     (dict(difficulty=0), TypeError, "difficulty is ale-py's"),
     (dict(thread_affinity_offset=0), TypeError, "thread_affinity_offset is EnvPool's"),
     (dict(clip_reward=True), TypeError, "use reward_clip"),
+    (dict(stack_size=4), TypeError, "stack_size is Gymnasium's FrameStackObservation's: "
+                                    "use stack_num"),
+    (dict(frame_stack=4), TypeError, "use stack_num"),
+    (dict(use_inter_area_resize=True), TypeError, "use_inter_area_resize is EnvPool's"),
     (dict(repeat_action_probability=1.5), ValueError, "repeat_action_probability"),
     (dict(img_height=211), ValueError, "img_height"),
     (dict(grayscale="yes"), TypeError, "grayscale must be a bool"),

@@ -205,3 +205,24 @@ def test_gymnasiums_sync_vector_env_seeds_env_i_with_seed_plus_i_as_the_docs_say
     assert a[1] == b[0] and a[0] != b[1]
     a, b = streams(0), streams(1)
     assert not set(a) & set(b)
+
+
+def test_a_pool_closed_by_a_discarded_gymnasium_wrapper_says_what_closes_it():
+    """Gymnasium's vector wrappers close the env they wrap when they are
+    closed or garbage-collected; a newcomer who wrapped a pool to try a
+    wrapper, dropped the wrapper and stepped the pool got "the env pool is
+    closed" and nothing on who closed it (a newcomer's pass)."""
+    import gc
+
+    from gymnasium.wrappers.vector import NormalizeReward
+
+    env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0)
+    env.reset()
+    wrapper = NormalizeReward(env)
+    del wrapper
+    gc.collect()
+    with pytest.raises(shmatari.PoolClosedError,
+                       match=r"^the env pool is closed: its close\(\) ran \(.*Gymnasium "
+                             r"wrapper around it"):
+        env.step(np.zeros(2, np.int64))
+    env.close()

@@ -39,7 +39,7 @@ from gymnasium.vector import AutoresetMode
 from . import _core, atari, config as _config, results, seeding
 from .client import add_row_results, check_reset_options
 from ._vector_extras import Closing
-from .errors import CallOrderError, PoolClosedError, WorkerError
+from .errors import CLOSED, CallOrderError, PoolClosedError, WorkerError
 
 __all__ = ["PipeVectorEnv", "make_pipe", "OpenCVPreprocessing", "PREPROCESSING"]
 
@@ -281,7 +281,7 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
             WorkerError, PoolClosedError: a worker failed, or the env is closed.
         """
         if self.closed:
-            raise PoolClosedError("the env pool is closed")
+            raise PoolClosedError(CLOSED)
         mask = check_reset_options(seed, options, self.num_envs)
         if mask is not None:
             if self._needs_reset:
@@ -317,7 +317,7 @@ class PipeVectorEnv(Closing, gym.vector.VectorEnv):
                 (nothing is sent).
         """
         if self.closed:
-            raise PoolClosedError("the env pool is closed")
+            raise PoolClosedError(CLOSED)
         if self._needs_reset:
             raise CallOrderError("call reset() before stepping")
         a = np.asarray(actions)

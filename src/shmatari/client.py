@@ -33,8 +33,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _core, results, seeding
-from .errors import (CallOrderError, PoolClosedError, ResourceLimitError, StepTimeoutError,
-                     WorkerError, check_usable)
+from .errors import (CLOSED, CallOrderError, PoolClosedError, ResourceLimitError,
+                     StepTimeoutError, WorkerError, check_usable)
 
 STATE_NAMES = {v: k for k, v in _core.CLIENT_STATES.items()}
 #: Seconds a wait sleeps at most before it checks the deadline again.
@@ -157,7 +157,7 @@ def _closed_call(name: str, error: Exception | None) -> Exception:
     as it is (a handler's ``env.close(); raise TimeoutError``, a worker's
     death)."""
     if error is None:
-        return PoolClosedError("the env pool is closed")
+        return PoolClosedError(CLOSED)
     released = (isinstance(error, ValueError) and "released" in str(error)) or (
         isinstance(error, CallOrderError) and "detached" in str(error))
     if not released:
@@ -384,7 +384,7 @@ class Client:
         a forked child's, whose resources forgot the parent's pool)."""
         view = self._res.views.get(name)
         if view is None:
-            raise PoolClosedError("the env pool is closed")
+            raise PoolClosedError(CLOSED)
         return view
 
     # -- the async API -----------------------------------------------------------

@@ -256,6 +256,16 @@ _NOT_OPTIONS = {
                               "are placed by the OS",
     "clip_reward": "clip_reward is Stable-Baselines3's AtariWrapper spelling: use "
                    "reward_clip",
+    # frame-stack and EnvPool names that got a wrong "did you mean" guess
+    # ('stack_size' -> 'batch_size'; a newcomer's pass, 2026-12-05)
+    "stack_size": "stack_size is Gymnasium's FrameStackObservation's: use stack_num",
+    "num_stack": "num_stack is Gymnasium's FrameStack's: use stack_num",
+    "n_stack": "n_stack is Stable-Baselines3's VecFrameStack's: use stack_num",
+    "frame_stack": "frame_stack is not an option: use stack_num (frames per observation)",
+    "use_inter_area_resize": "use_inter_area_resize is EnvPool's: not an option; frames are "
+                             "always resized as OpenCV's INTER_AREA does, bit for bit",
+    "noop_reset": "noop_reset is not an option: use noop_max (0 for no no-op starts)",
+    "fire_reset": "fire_reset is not an option: use use_fire_reset",
 }
 
 #: :func:`shmatari.make`'s own arguments (not env options), which a

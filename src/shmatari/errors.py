@@ -87,11 +87,19 @@ class PoolClosedError(ShmatariError, RuntimeError):
     """The env pool was closed, or broke after a worker failure."""
 
 
+#: PoolClosedError's words for a call on a pool that close() closed. Before,
+#: "the env pool is closed" alone: a newcomer whose discarded Gymnasium
+#: wrapper had closed the pool on garbage collection could not tell why.
+CLOSED = ("the env pool is closed: its close() ran (called by this code, at the end of "
+          "a with block, at interpreter exit, or by a Gymnasium wrapper around it, whose "
+          "close() and garbage collection close the env it wraps); make a new pool to go on")
+
+
 def check_usable(closed: bool, broken: str | None) -> None:
     """Raises PoolClosedError if a pool is closed, or broken (``broken``: the
     failure that broke it); what every call of a local or Ray pool checks first."""
     if closed:
-        raise PoolClosedError("the env pool is closed")
+        raise PoolClosedError(CLOSED)
     if broken:
         raise PoolClosedError(f"the env pool is broken: {broken.splitlines()[0]}; "
                               f"close it and make a new one")

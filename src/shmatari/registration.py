@@ -203,6 +203,12 @@ class ShmAtariEnv(gym.Env):
     are left to ``gymnasium.wrappers.RecordEpisodeStatistics``.
     ``reset(seed=s)`` seeds the env as env 0 of a pool seeded with ``s``
     (``SeedSequence(s, spawn_key=(0,))``, :mod:`shmatari.seeding`).
+
+    Its observations are preprocessed already (frame skip, max-pool,
+    resize, frame stack: the options): Gymnasium's ``AtariPreprocessing``
+    refuses it ("Disable frame-skipping in the original env", whatever
+    ``frameskip`` was passed) and ``FrameStackObservation`` would stack the
+    stacks; set ``frame_skip``, ``stack_num``, ``img_height``, ... instead.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
