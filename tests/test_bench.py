@@ -77,6 +77,13 @@ def test_a_ctrl_c_while_a_backend_closes_is_held_back_and_reported():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert backends.close_all([]) is False
+    # A bench started as a background job ignores SIGINT: so does its close.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert backends.close_all([SignalsOnClose()]) is False
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
     with pytest.raises(KeyboardInterrupt):  # the handler before is back
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)

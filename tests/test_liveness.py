@@ -61,21 +61,28 @@ def test_the_header_names_its_owner_by_pid_and_start_time():
     assert seg.owner_alive()
     assert seg.pool_check() == (_core.OK, "")
     # A process that took over the owner's pid started at another time: the
-    # owner is gone, for the worker's rule and for the C client's alike.
+    # owner is gone, for the worker's rule and for the C client's alike (a
+    # client attaching now: the words as it reads them then).
     _word(buf, "owner_start")[0] += 1
-    assert not seg.owner_alive()
-    code, msg = seg.pool_check()
+    other = _core.Segment(buf)
+    assert not other.owner_alive()
+    code, msg = other.pool_check()
     assert code == _core.STATUS["server_dead"]
     assert f"the server (pid {os.getpid()}) that owns the pool is gone" in msg
-    # abi_minor rewritten to 1 after the attach: owner_start still counts,
-    # judged by the minor of the checked copy (it was read again at every
-    # check, and the rewrite let the process under the pid pass for the
-    # owner: an attacker's pass).
-    _word(buf, "abi_minor")[0] = 1
-    assert not seg.owner_alive()
-    assert seg.pool_check()[0] == _core.STATUS["server_dead"]
+    # The words rewritten after the attach: abi_minor to 1, or owner_start to
+    # 0, dropped the start time while they were read at every check, so that
+    # a process under a dead owner's reused pid passed for it (an attacker's
+    # pass). Each client judges by the words it attached to.
+    for word, value in (("abi_minor", 1), ("owner_start", 0)):
+        saved = int(_word(buf, word)[0])
+        _word(buf, word)[0] = value
+        assert not other.owner_alive()
+        assert other.pool_check()[0] == _core.STATUS["server_dead"]
+        _word(buf, word)[0] = saved
+    other.release()
     seg.release()
     # A pool of ABI 1.1 has no owner_start (a reserved word): the pid alone.
+    _word(buf, "abi_minor")[0] = 1
     old = _core.Segment(buf)
     assert old.owner_alive()
     old.release()

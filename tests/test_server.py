@@ -1649,9 +1649,12 @@ def test_the_sweep_removes_a_named_pool_whose_processes_all_died(server):
     live, dead = server(num_envs=2, num_workers=1), server(num_envs=2, num_workers=1)
     _kill_the_whole_pool(dead)
     path = _segment_path(dead.segment)
-    assert path.exists()
+    existed = path.exists()
     removed = shm.sweep_stale()
-    assert dead.segment in removed and not path.exists()
+    # Under the README's test command another test's make() may sweep it
+    # first (its sweep is this one): then it is gone before ours looks.
+    assert not path.exists()
+    assert dead.segment in removed or not existed
     assert live.segment not in removed and _segment_path(live.segment).exists()
     with shmatari.attach(live.name, timeout=30) as env:
         env.reset()

@@ -120,12 +120,12 @@ int main(int argc, char **argv) {
               c.num_actions, h->frame_skip);
   std::printf("obs_shape=%s\n", shape_text.c_str());
   // The server, as every wait judges it (shmatari_owner_alive): its pid and
-  // when it started (ABI 1.2). These are header words, not geometry: read
-  // from the segment (c.hdr), for printing only.
-  const shmatari_header *hw = c.hdr;
-  std::printf("abi=%u.%u owner_pid=%d owner_start=%llu\n", hw->abi_major,
-              hw->abi_minor, (int)hw->owner_pid,
-              (unsigned long long)hw->owner_start);
+  // when it started (ABI 1.2), and the pool's minor version, as the checked
+  // geometry copied them at attach (never read again from the segment,
+  // which another process can rewrite).
+  std::printf("abi=%u.%u owner_pid=%d owner_start=%llu\n", SHMATARI_ABI_MAJOR,
+              c.geom.abi_minor, (int)c.geom.owner_pid,
+              (unsigned long long)c.geom.owner_start);
   if (!args.expect_shape.empty() && args.expect_shape != shape_text) {
     shmatari_detach(&c);
     return fail_check("obs shape differs from --expect-shape");

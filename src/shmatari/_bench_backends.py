@@ -565,13 +565,15 @@ def close_all(items) -> bool:
     """Closes every runner, whatever a runner's ``close`` raises. A Ctrl-C
     meanwhile is held back until all are closed, so that no process or
     segment is left behind, and is not lost: returns True if one came (in
-    the main thread; elsewhere Python delivers none), for the caller to stop
-    as after any other. (Until 2026-12-05 it was ignored: a bench stopped
+    the main thread, and unless SIGINT is ignored, as in a background job;
+    elsewhere Python delivers none), for the caller to stop as after any
+    other. (Until 2026-12-05 it was ignored: a bench stopped
     while a backend closed went on with the next one, and one stopped while
     the last closed reported ``"interrupted": false``.)"""
     caught = []
     previous = None
-    if _in_main_thread():
+    if _in_main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        # (a bench started as a background job ignores SIGINT: it still does)
         previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         for item in items:

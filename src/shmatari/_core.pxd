@@ -86,6 +86,9 @@ cdef extern from "shmatari/layout.h" nogil:
         uint64_t ram_offset
         uint32_t ram_bytes
         uint32_t batch_order
+        uint32_t abi_minor
+        int32_t owner_pid
+        uint64_t owner_start
 
     const uint64_t SHMATARI_MAX_ENVS
     const uint64_t SHMATARI_MAX_RING_DEPTH

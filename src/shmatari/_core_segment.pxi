@@ -242,8 +242,13 @@ cdef class Segment(ClientMachine):
         ``shmatari_process_start`` when None), which name it in every
         liveness check."""
         self._check()
+        cdef uint64_t st = shmatari_process_start(pid) if start is None else <uint64_t>start
         self.hdr.owner_pid = pid
-        self.hdr.owner_start = shmatari_process_start(pid) if start is None else <uint64_t>start
+        self.hdr.owner_start = st
+        # and this Segment's own copy, which its liveness checks judge by
+        # (shmatari_owner_words): the words written, not read back
+        self.geo.owner_pid = pid
+        self.geo.owner_start = st if self.geo.abi_minor >= 2 else 0
 
     def owner_alive(self):
         """Whether the pool's owner lives (``shmatari_owner_alive``: its pid,

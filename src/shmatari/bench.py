@@ -188,8 +188,9 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
     return list(series.values()), interrupted
 
 
-def _time_null(name: str, num_envs: int, args, tick) -> Series:
-    """Round-trip latency of synchronous steps of the null env."""
+def _time_null(name: str, num_envs: int, args, tick) -> tuple[Series, bool]:
+    """Round-trip latency of synchronous steps of the null env, and whether
+    a Ctrl-C came (held back) while its pool closed."""
     cfg = _config.build_config(_config.NULL_ENV, num_envs, num_workers=num_envs, seed=0,
                                start_method=args.start_method)
     runner = _b.open_backend(name, cfg, num_envs)
@@ -211,14 +212,14 @@ def _time_null(name: str, num_envs: int, args, tick) -> Series:
         setting = _b.plural(num_envs, "env") + ", " + (
             _b.plural(num_envs, "worker") if name == "shmatari"
             else _b.plural(num_envs, "process", "processes"))
-        return Series(name, setting, num_envs,
-                      [{"round": 0, "env_steps": len(lat) * num_envs, "seconds": now - t0}],
-                      extra={"round_trips": len(lat),
-                             "median_us": round(float(np.median(lat_us)), 2),
-                             "p99_us": round(float(np.percentile(lat_us, 99)), 2)})
+        series = Series(name, setting, num_envs,
+                        [{"round": 0, "env_steps": len(lat) * num_envs, "seconds": now - t0}],
+                        extra={"round_trips": len(lat),
+                               "median_us": round(float(np.median(lat_us)), 2),
+                               "p99_us": round(float(np.percentile(lat_us, 99)), 2)})
     finally:
-        if _b.close_all([runner]):
-            raise KeyboardInterrupt  # held back while it closed
+        held = _b.close_all([runner])
+    return series, held
 
 
 def _run_null(args, progress) -> tuple[list, bool]:
@@ -228,9 +229,12 @@ def _run_null(args, progress) -> tuple[list, bool]:
         for name in ("shmatari", "pipe"):
             for k in sorted({1, n}):
                 bar = progress.bar(1, f"bursts {name} null x{k}")
-                results.append(_time_null(name, k, args, lambda t: bar.update(
-                    min(1.0, t / args.seconds), f"{name} null x{k}")))
+                series, held = _time_null(name, k, args, lambda t: bar.update(
+                    min(1.0, t / args.seconds), f"{name} null x{k}"))
+                results.append(series)
                 bar.finish_one()
+                if held:  # a Ctrl-C while its pool closed: stop, its row kept
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         interrupted = True
     rows = []

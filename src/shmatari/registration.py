@@ -207,8 +207,10 @@ class ShmAtariEnv(gym.Env):
     Its observations are preprocessed already (frame skip, max-pool,
     resize, frame stack: the options): Gymnasium's ``AtariPreprocessing``
     refuses it ("Disable frame-skipping in the original env", whatever
-    ``frameskip`` was passed) and ``FrameStackObservation`` would stack the
-    stacks; set ``frame_skip``, ``stack_num``, ``img_height``, ... instead.
+    ``frameskip`` was passed; with its own ``frame_skip=1`` it fails at
+    ``reset``, the env having no ``ale``) and ``FrameStackObservation``
+    would stack the stacks; set ``frame_skip``, ``stack_num``,
+    ``img_height``, ... instead.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 15}

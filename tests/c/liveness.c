@@ -36,16 +36,20 @@ int main(void) {
   char msg[SHMATARI_MESSAGE_BYTES];
   CHECK(shmatari_owner_check(&g, msg, sizeof msg) == SHMATARI_OK);
   h.owner_start = start + 1; /* another process under the owner's pid */
+  shmatari_geom_set(&g, &h, &h);
   CHECK(!shmatari_owner_alive(&g));
   CHECK(shmatari_owner_check(&g, msg, sizeof msg) == SHMATARI_ERR_SERVER_DEAD);
   CHECK(strstr(msg, "that owns the pool is gone") != NULL);
-  /* The header's abi_minor rewritten to 1 after the attach: owner_start
-   * still counts (the minor is the checked copy's), so the process under
-   * the pid is still not taken for the owner (an attacker's pass). */
+  /* The header's words rewritten after the attach (abi_minor to 1, or
+   * owner_start to 0: either dropped the start time) change nothing: the
+   * owner is judged from the geometry's copy (an attacker's pass). */
   h.abi_minor = 1;
+  h.owner_start = 0;
   CHECK(!shmatari_owner_alive(&g));
+  CHECK(shmatari_owner_check(&g, msg, sizeof msg) == SHMATARI_ERR_SERVER_DEAD);
+  h.owner_start = start + 1;
   shmatari_geom_set(&g, &h, &h); /* a pool of ABI 1.1: the pid alone */
-  CHECK(shmatari_owner_alive(&g));
+  CHECK(g.owner_start == 0 && shmatari_owner_alive(&g));
 
   pid_t child = fork();
   CHECK(child >= 0);

@@ -193,6 +193,8 @@ static inline int shmatari_geom_load(void *base, uint64_t size,
   }
   if (want.ram_bytes != 0) want.ram_offset = h.ram_offset; /* checked above */
   want.abi_minor = h.abi_minor; /* the pool's: which words it has */
+  want.owner_pid = h.owner_pid; /* who owns it: judged from this copy */
+  want.owner_start = h.owner_start;
   shmatari_geom_set(g, base, &want);
   return SHMATARI_OK;
 }

@@ -659,6 +659,9 @@ typedef struct shmatari_geom {
   uint32_t abi_minor;   /* the pool's minor ABI version, as checked: which
                            words it has (owner_start from 1.2) is decided from
                            this copy, never from the live header */
+  int32_t owner_pid;    /* the owner's words, copied with the geometry: the */
+  uint64_t owner_start; /* owner judged is the one attached to (0: unknown, or
+                           a pool before ABI 1.2: judged by its pid alone) */
 } shmatari_geom;
 
 /* Copies the geometry of `checked` (a header already checked, or computed by
@@ -680,6 +683,8 @@ static inline void shmatari_geom_set(shmatari_geom *g, void *base,
   g->obs_layout = checked->obs_layout;
   g->batch_order = checked->batch_order;
   g->abi_minor = checked->abi_minor;
+  g->owner_pid = checked->owner_pid;
+  g->owner_start = checked->abi_minor >= 2 ? checked->owner_start : 0;
   g->screen_height = checked->screen_height;
   g->screen_width = checked->screen_width;
   g->render_offset = checked->render_offset;

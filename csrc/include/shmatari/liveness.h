@@ -82,16 +82,17 @@ static inline int shmatari_pid_alive(int32_t pid) {
   return shmatari_process_alive(pid, 0);
 }
 
-/* Reads the owner's words once each, into *pid and *start: owner_start
- * only in a pool of ABI 1.2 or later (before, a reserved word: 0), judged by
- * the minor version of g's checked copy: the header's abi_minor, read
- * again, could be rewritten to 1 so that a process under a dead owner's
- * reused pid passed for it (an attacker's pass, 2026-12-05). */
+/* The owner's words, as the geometry g copied them from the header it
+ * checked (shmatari_geom_load, at attach): owner_pid, and owner_start in a
+ * pool of ABI 1.2 or later (before, a reserved word: 0). Not read from the
+ * segment: until 2026-12-05 they and abi_minor were read from the live
+ * header at every check, and a rewrite of abi_minor to 1 or of owner_start
+ * to 0 let a process under a dead owner's reused pid pass for it (an
+ * attacker's pass, and a review of its first fix). */
 static inline void shmatari_owner_words(const shmatari_geom *g, int32_t *pid,
                                         uint64_t *start) {
-  const shmatari_header *h = g->hdr;
-  *pid = (int32_t)shmatari_load_acquire((const uint32_t *)&h->owner_pid);
-  *start = g->abi_minor >= 2 ? shmatari_load_acquire64(&h->owner_start) : 0;
+  *pid = g->owner_pid;
+  *start = g->owner_start;
 }
 
 /* 1 if the pool's owner lives: (owner_pid, owner_start) by the rule of

@@ -132,7 +132,6 @@ static inline void shmatari_trim_utf8(char *msg) {
  * process; waits do it once per SHMATARI_POLL_NS of sleep. */
 static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
                                       char *msg, size_t len) {
-  const shmatari_header *h = g->hdr;
   shmatari_header *hw = g->hdr;
   uint32_t failed = shmatari_load_acquire(&hw->failed_workers);
   if (failed != 0) {
@@ -170,7 +169,7 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
   if (shmatari_load_acquire(&hw->pool_state) == SHMATARI_POOL_CLOSING)
     return shmatari_fail(msg, len, SHMATARI_ERR_CLOSED,
                          "the pool's owner (pid %d: the server, or the process that made it) is closing the pool",
-                         (int)h->owner_pid);
+                         (int)g->owner_pid);
   if (!check_pids) return SHMATARI_OK;
   int r = shmatari_owner_check(g, msg, len);
   if (r != SHMATARI_OK) return r;
