@@ -41,6 +41,7 @@ except ModuleNotFoundError as exc:  # not a dependency of shmatari itself
 
 from .env import ShmVectorEnv
 from .env import make as _make
+from .errors import CallOrderError
 
 __all__ = ["ShmatariVecEnv", "make_atari_env"]
 
@@ -193,6 +194,7 @@ class ShmatariVecEnv(VecEnv):
             shape = (h, w, s)
         self._env_attrs: list[dict] = [{} for _ in range(pool.num_envs)]
         self._t_start = time.time()
+        self._actions = None  # step_async's, until step_wait sends them
         self._monitors: list[ResultsWriter] = []
         self._info_keywords: tuple = ()
         try:
@@ -304,12 +306,31 @@ class ShmatariVecEnv(VecEnv):
         return self._obs(obs)
 
     def step_async(self, actions: np.ndarray) -> None:
-        """Sends one action per env (ints, shape ``(num_envs,)``)."""
-        self.pool.send(actions)
+        """Keeps one action per env (ints, shape ``(num_envs,)``) for
+        :meth:`step_wait`, as SB3's ``DummyVecEnv``: the pool's ``step()``
+        sends and waits there, so an error about the actions names
+        ``step()``, the call SB3's users make (until 2026-12-06 it named
+        ``send()``, which they never call: a newcomer's pass)."""
+        self._actions = actions
 
     def step_wait(self):
-        """Returns ``(obs, rewards, dones, infos)`` of the step sent."""
-        obs, reward, terminated, truncated, info = self.pool.recv()
+        """Steps the pool with the actions :meth:`step_async` kept.
+
+        Returns:
+            ``(obs, rewards, dones, infos)``: uint8 ``(num_envs,
+            *observation_space.shape)``, float32 ``(num_envs,)``, bool
+            ``(num_envs,)``, a list of ``num_envs`` dicts.
+
+        Raises:
+            CallOrderError: no :meth:`step_async` since the last step.
+            TypeError, ValueError: bad actions (nothing was sent), as the
+                pool's ``step()``.
+        """
+        actions, self._actions = self._actions, None
+        if actions is None:
+            raise CallOrderError("step_wait() without step_async(): call step(actions), "
+                                 "or step_async(actions) first")
+        obs, reward, terminated, truncated, info = self.pool.step(actions)
         return (self._obs(obs), reward, terminated | truncated,
                 self._infos(info, terminated, truncated))
 

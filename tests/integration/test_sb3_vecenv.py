@@ -87,6 +87,29 @@ def test_a_pool_that_is_not_same_step_is_refused():
             ShmatariVecEnv(pool)
 
 
+def test_a_bad_action_is_refused_as_step_and_nothing_is_sent():
+    """SB3's users call ``env.step`` (or ``learn``), never ``send()``: the
+    error names ``step()``, and the pool steps on afterwards as if the bad
+    call had not been made (a newcomer's pass, 2026-12-06)."""
+    from shmatari.errors import CallOrderError
+
+    env = make_atari_env("Breakout", n_envs=2, seed=0)
+    try:
+        env.reset()
+        with pytest.raises(ValueError, match=r"^step\(\): action 7 at position 0 is out of "
+                                             r"range: this game has actions 0\.\.3"):
+            env.step(np.array([7, 0]))
+        with pytest.raises(CallOrderError, match=r"step_wait\(\) without step_async\(\)"):
+            env.step_wait()
+        obs, reward, done, infos = env.step(np.array([1, 0]))
+        assert obs.shape == (2, 1, 84, 84) and len(infos) == 2
+        # one step of 4 frames since the reset: the refused one did nothing
+        assert [i["episode_frame_number"] for i in infos] == [
+            f + 4 for f in [r["episode_frame_number"] for r in env.reset_infos]]
+    finally:
+        env.close()
+
+
 def test_get_images_gives_the_full_size_frames():
     env = ShmatariVecEnv("Pong", 2, seed=0, num_workers=1, render_mode="rgb_array")
     try:
