@@ -1652,3 +1652,80 @@ def test_a_claim_word_another_process_rewrote_is_named_at_the_next_call(no_leaks
             env.reset()
     finally:
         env.close()
+
+
+def _final_env_ids(env, other):
+    """Every slot's final-record ``env_id`` array, as another process of this
+    user maps it (``other``: its own mapping of the pool's segment)."""
+    h = env._client._seg.header()
+    return [np.ndarray((env.batch_size,), np.int32, other.buf,
+                       h["slots_offset"] + s * h["slot_bytes"] + h["slot_final_offset"]
+                       + h["slot_field_offset"][0])
+            for s in range(h["ring_depth"])]
+
+
+def test_a_final_record_no_worker_wrote_is_not_read():
+    """A same-step pool's final records are written only in rows that hold
+    one (``FLAG_FINAL``). Until 2026-12-06 the client bounded every row's
+    final ``env_id``: -1 written by another process into a row without one
+    raised ValueError after the batch was taken, its results were lost and
+    the pool went on out of step (an attacker's pass). Such rows are now
+    not read; the rows that end still carry their own final records."""
+    with shmatari.make("Pong", num_envs=4, num_workers=2, seed=0, autoreset_mode="same_step",
+                       max_episode_steps=3) as env:
+        env.reset()
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            for ids in _final_env_ids(env, other):
+                ids[:] = -1
+            del ids
+            env.step(np.zeros(4, np.int64))
+            env.reset(options={"reset_mask": np.array([True, False, False, False])})
+            ended = 0  # env 0's episodes now end a step after the others'
+            for t in range(12):
+                obs, reward, terminated, truncated, info = env.step(np.zeros(4, np.int64))
+                if "_final_obs" in info:
+                    ended += int(info["_final_obs"].sum())
+                    fin = info["final_info"]
+                    np.testing.assert_array_equal(fin["env_id"][info["_final_obs"]],
+                                                  info["env_id"][info["_final_obs"]])
+            assert ended == 16  # 3 steps an episode: each env's 4 ends in 12 steps, env 0's
+            # a step after the others' (batches with rows without final records)
+        finally:
+            other.close()
+
+
+def test_a_final_record_rewritten_after_its_worker_breaks_the_pool():
+    """A final record whose ``env_id`` is not its row's env (rewritten by
+    another process between the worker's write and the client's copy) is
+    refused once the batch is taken: PoolClosedError, and the pool is broken,
+    not left out of step with a ValueError (an attacker's pass, 2026-12-06)."""
+    from shmatari.errors import PoolClosedError
+
+    with shmatari.make("Pong", num_envs=4, num_workers=2, seed=0, autoreset_mode="same_step",
+                       max_episode_steps=1) as env:
+        env.reset()
+        other = shm.attach(env.segment_name)
+        stop = threading.Event()
+        try:
+            slots = _final_env_ids(env, other)
+
+            def rewrite():
+                while not stop.is_set():
+                    for ids in slots:
+                        ids[:] = 99
+
+            writer = threading.Thread(target=rewrite, daemon=True)
+            writer.start()
+            with pytest.raises(PoolClosedError, match=r"cannot go on: batch \d+ row \d holds a "
+                                                      r"final record of env_id 99, not its "
+                                                      r"row's env \d"):
+                for t in range(2000):  # every step ends every episode (one step each)
+                    env.step(np.zeros(4, np.int64))
+            with pytest.raises(PoolClosedError):
+                env.step(np.zeros(4, np.int64))
+        finally:
+            stop.set()
+            writer.join()
+            del slots
+            other.close()

@@ -666,7 +666,8 @@ cdef class Segment(ClientMachine):
                 memcpy(obs_out, slot + g.slot_obs_offset, no)
         return 0
 
-    def collect(self, uint64_t batch, cnp.ndarray obs_out, bint final=False):
+    def collect(self, uint64_t batch, cnp.ndarray obs_out, bint final=False,
+                cnp.ndarray expect_ids=None, cnp.ndarray final_rows=None):
         """Copies batch ``batch`` (``_copy_batch``) into a new private buffer
         and returns NumPy arrays over it, built here with NumPy's C API: the
         client's hot path, where a dozen Python-level views cost more than the
@@ -677,7 +678,14 @@ cdef class Segment(ClientMachine):
             obs_out: a C-contiguous, writeable uint8 array of
                 ``batch_size * obs_env_bytes`` bytes (any shape) for the
                 observations, or None.
-            final: read the same-step final records instead.
+            final: read the same-step final records instead; then
+                ``expect_ids`` (int32) and ``final_rows`` (bool), each of
+                shape (batch_size,), the batch's own ``env_id`` and ``_final``
+                (from its ``collect``), are required: only the rows that
+                hold a final record are checked, each against its row's env,
+                and the others are left as they are (no worker writes them;
+                their arrays are never read: ``build_info`` takes
+                ``final_rows``' rows only).
 
         Returns:
             (fields, bits): ``fields`` maps each name of ``COLLECTED`` to an
@@ -691,8 +699,10 @@ cdef class Segment(ClientMachine):
 
         Raises:
             ValueError: ``obs_out`` of another size, type or layout; ``final``
-                in a pool without final records; a row whose ``env_id`` is
-                outside the pool (written by something other than its workers).
+                in a pool without final records, or without ``expect_ids``
+                and ``final_rows``; a row whose ``env_id`` is outside the pool,
+                or a final record whose ``env_id`` is not its row's (written
+                by something other than its workers).
         """
         self._check()
         cdef shmatari_geom *g = &self.geo
@@ -707,6 +717,19 @@ cdef class Segment(ClientMachine):
                                  f"bytes for the observations, got {obs_out.dtype} "
                                  f"{(<object>obs_out).shape}")
             obs_ptr = <char *>cnp.PyArray_DATA(obs_out)
+        cdef const int32_t *want = NULL
+        cdef const uint8_t *has_final = NULL
+        if final:
+            if (expect_ids is None or final_rows is None
+                    or cnp.PyArray_TYPE(expect_ids) != cnp.NPY_INT32
+                    or cnp.PyArray_TYPE(final_rows) != cnp.NPY_BOOL
+                    or not cnp.PyArray_ISCARRAY_RO(expect_ids)
+                    or not cnp.PyArray_ISCARRAY_RO(final_rows)
+                    or cnp.PyArray_SIZE(expect_ids) != B or cnp.PyArray_SIZE(final_rows) != B):
+                raise ValueError(f"collect(final=True) needs the batch's env_id (int32) and "
+                                 f"_final (bool), each of shape ({B},)")
+            want = <const int32_t *>cnp.PyArray_DATA(expect_ids)
+            has_final = <const uint8_t *>cnp.PyArray_DATA(final_rows)
         cdef cnp.npy_intp raw_len = <cnp.npy_intp>(nf + 3 * B)
         cdef cnp.ndarray raw = cnp.PyArray_EMPTY(1, &raw_len, cnp.NPY_UINT8, 0)
         cdef uint8_t *base = <uint8_t *>cnp.PyArray_DATA(raw)
@@ -720,8 +743,19 @@ cdef class Segment(ClientMachine):
         cdef Py_ssize_t i
         for i in range(B):
             # Worker-written: bounded before the client indexes with it (the
-            # private copy cannot change under this check).
-            if ids[i] < 0 or <uint32_t>ids[i] >= g.num_envs:
+            # private copy cannot change under this check). A final record
+            # is checked only in a row that has one, against its row's env:
+            # until 2026-12-06 every row's was bounded, and -1 written by
+            # another process into a row without one (where no worker
+            # writes) raised after the batch was taken, its results lost and
+            # the pool not broken (an attacker's pass).
+            if final:
+                if has_final[i] and ids[i] != want[i]:
+                    raise ValueError(
+                        f"batch {batch} row {i} holds a final record of env_id {ids[i]}, not "
+                        f"its row's env {want[i]}: the segment was written by something "
+                        f"other than its workers")
+            elif ids[i] < 0 or <uint32_t>ids[i] >= g.num_envs:
                 raise ValueError(
                     f"batch {batch} row {i} holds env_id {ids[i]}, outside 0..{g.num_envs - 1}: "
                     f"the segment was written by something other than its workers")

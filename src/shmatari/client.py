@@ -485,17 +485,26 @@ class Client:
                                        f"go on waiting, or reset() to drop the commands in "
                                        f"flight")
         batch = seg.taken
-        if self._zero_copy:
-            f, bits = seg.collect(batch, None)
-            ring = self._view("ring_obs")
-            obs = ring[batch % len(ring)]
-        else:
-            obs = np.empty(self._batch_obs_shape, np.uint8)
-            f, bits = seg.collect(batch, obs)
         final = final_obs = None
-        if self._has_final and bits & _core.BATCH_FINAL:
-            final_obs = np.empty(self._batch_obs_shape, np.uint8)
-            final = seg.collect(batch, final_obs, True)[0]
+        try:
+            if self._zero_copy:
+                f, bits = seg.collect(batch, None)
+                ring = self._view("ring_obs")
+                obs = ring[batch % len(ring)]
+            else:
+                obs = np.empty(self._batch_obs_shape, np.uint8)
+                f, bits = seg.collect(batch, obs)
+            if self._has_final and bits & _core.BATCH_FINAL:
+                final_obs = np.empty(self._batch_obs_shape, np.uint8)
+                final = seg.collect(batch, final_obs, True, f["env_id"], f["_final"])[0]
+        except ValueError as err:
+            # rows that another process wrote, found once the batch was
+            # taken: its results cannot be handed out, and the client's
+            # state machine has counted them answered; the pool is broken,
+            # as for a batch no worker fills (a ValueError that left the
+            # pool usable and out of step until 2026-12-06: an attacker's pass)
+            self._break(str(err))
+            raise PoolClosedError(f"the env pool cannot go on: {err}") from None
         seg.client_release()
         self._last_ids = f["env_id"]
         if final is None:
