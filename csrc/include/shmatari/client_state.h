@@ -43,7 +43,11 @@ typedef struct shmatari_batch {
   /* Same-step pools (autoreset_mode SHMATARI_AUTORESET_SAME_STEP), else
    * NULL: the final records, laid out as obs and field above. Row i's are
    * valid only when its flags hold SHMATARI_FLAG_FINAL: the result of the
-   * step that ended the episode, whose row holds the reset that followed. */
+   * step that ended the episode, whose row holds the reset that followed.
+   * Unlike field[] (the client's private copy of the rows), these point
+   * into the segment, which another process may rewrite: copy a final
+   * record before checking it (its env_id is env_id[i]), and read it only
+   * in rows whose flags (field[], the copy) hold SHMATARI_FLAG_FINAL. */
   const uint8_t *final_obs;
   const void *final_field[SHMATARI_FIELD_COUNT];
 } shmatari_batch;
