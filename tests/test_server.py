@@ -881,6 +881,9 @@ def test_cpp_trainer_reports_a_dead_server_within_its_timeout(server, trainer):
     (["--name", "9lives"], "--name must be a letter"),
     (["--name", "x" * 21], "--name must be a letter"),
     (["--name", "shmatari_9_ab"], "looks like an automatic segment name"),
+    # a full segment name whose bare name attach() holds no server can start
+    (["--name", "shmatari_"], "what follows the prefix must be a letter then up to 19"),
+    (["--name", "shmatari_9x"], "what follows the prefix must be a letter then up to 19"),
     (["--num-envs", "0"], "--num-envs: must be >= 1, got 0"),
     (["--frame-skip", "four"], "frame_skip must be an int, got 'four'"),
     (["--grayscal"], "unrecognized arguments"),

@@ -826,6 +826,14 @@ def _main(argv) -> int:
         # make()'s names: the sweep and the workers treat them as a pid's
         parser.error(f"--name {args.name!r} looks like an automatic segment name "
                      f"({shm.PREFIX}<pid>_<hex>); choose another")
+    bare = None if args.name is None else _core.segment_name(args.name)[len(shm.PREFIX):]
+    if bare is not None and not NAME_RE.fullmatch(bare):
+        # "shmatari_" or "shmatari_9x": a full segment name whose bare name
+        # attach() (and shmatari_attach) holds no server can start, so that a
+        # client waiting for it gave up at once (an attacker's pass, 2026-12-06)
+        parser.error(f"--name {args.name!r}: a name that starts with {shm.PREFIX!r} is the "
+                     f"segment's full name, and what follows the prefix must be a letter then "
+                     f"up to 19 letters, digits, '_' or '-', got {bare!r}")
     try:
         cfg = _config.build_config(
             args.game, args.num_envs, batch_size=args.batch_size,
