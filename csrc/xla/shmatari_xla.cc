@@ -139,11 +139,21 @@ bool Convertible(ffi::DataType t) {
 // anything is taken, so that a mismatch loses no batch.
 ffi::Error CheckOutputs(const shmatari_geom *g, ffi::RemainingRets &rets) {
   uint32_t n = g->batch_size;
-  if (rets.size() != 2 + SHMATARI_FIELD_COUNT)
+  // A pool with a RAM area (ram_info=True) also returns each row's RAM.
+  size_t rams = g->ram_bytes != 0 ? 1 : 0;
+  if (rets.size() != 2 + SHMATARI_FIELD_COUNT + rams)
     return ffi::Error::InvalidArgument(
         "shmatari xla: recv/step return the handle, obs and " +
-        std::to_string(SHMATARI_FIELD_COUNT) + " fields; this build of the "
-        "handlers does not match shmatari.xla (rebuild it)");
+        std::to_string(SHMATARI_FIELD_COUNT) + " fields" +
+        (rams ? std::string(" and the RAM") : std::string()) +
+        "; this build of the handlers does not match shmatari.xla (rebuild it)");
+  if (rams) {
+    auto ram = rets.get<ffi::AnyBuffer>(2 + SHMATARI_FIELD_COUNT);
+    if (!ram.has_value() || (*ram)->size_bytes() != (size_t)g->ram_bytes * n)
+      return ffi::Error::InvalidArgument(
+          "shmatari xla: the RAM result does not have shape (batch_size, " +
+          std::to_string(g->ram_bytes) + ")");
+  }
   auto obs = rets.get<ffi::AnyBuffer>(1);
   if (!obs.has_value() ||
       (*obs)->size_bytes() != (size_t)(g->obs_env_bytes * n))
@@ -298,6 +308,20 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
     auto out = *rets.get<ffi::AnyBuffer>(2 + f);
     kCopy[f](shmatari_batch_fields(c, f), out, n);
+  }
+  if (g->ram_bytes != 0) {
+    // Each row's env's RAM (ram_info=True), as Python's recv() takes it:
+    // from the RAM area before the batch is released (nothing can be sent
+    // to its envs before). The env ids are the private copy's, which
+    // shmatari_next_batch checked to be in the pool.
+    const int32_t *ids =
+        (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
+    const char *area = (const char *)c->hdr + g->ram_offset;
+    auto *out = (uint8_t *)(*rets.get<ffi::AnyBuffer>(2 + SHMATARI_FIELD_COUNT))
+                    ->untyped_data();
+    for (uint32_t j = 0; j < n; j++)
+      std::memcpy(out + (size_t)j * g->ram_bytes,
+                  area + (size_t)(uint32_t)ids[j] * g->ram_bytes, g->ram_bytes);
   }
   shmatari_release_batch(c);
   return ffi::Error::Success();

@@ -43,7 +43,9 @@ per-env keys (``env_id`` int32, ``lives`` int32, ``raw_reward`` float32,
 ``frame_number``, ``reset`` bool, ``worker_restarted`` bool) and, unless the
 pool was made with ``episode_statistics=False``, ``episode`` (``r``, ``l``,
 ``frames``: zero where no game ended) and ``_episode`` (bool) in every
-batch: a jitted program needs the same keys each step.
+batch: a jitted program needs the same keys each step; with ``ram_info=True``
+also ``ram``, uint8 ``(batch_size, 128)``, each row's console RAM after its
+step, as the Python pool's (missing until 2026-12-06: a client-code pass).
 
 What the FFI path does not do, and why:
 
@@ -376,6 +378,7 @@ def make(pool, *, convert=None, timeout: float | None = None):
     batch_obs_shape = client._batch_obs_shape
     all_ids = np.arange(num_envs, dtype=np.int32)
     stats = client._episode_statistics
+    has_ram = client._has_ram  # ram_info=True: info["ram"] uint8 (batch_size, 128)
     handle = np.frombuffer(int(address).to_bytes(8, sys.byteorder), np.uint8).copy()
     attrs = {"client": np.uint64(address)}
 
@@ -389,10 +392,13 @@ def make(pool, *, convert=None, timeout: float | None = None):
             elif dtype.itemsize == 8 and not wide:
                 dtype = np.dtype(np.float32 if dtype.kind == "f" else np.int32)
             types.append(jax.ShapeDtypeStruct((batch_size,), dtype))
+        if has_ram:
+            types.append(jax.ShapeDtypeStruct((batch_size, _core.RAM_BYTES), np.uint8))
         return types
 
     def to_result(outs):
         new_handle, obs, *values = outs
+        ram = values.pop() if has_ram else None
         f = dict(zip((name for name, _ in _core.FIELDS), values))
         flags = f["flags"]
         info = {"env_id": f["env_id"], "lives": f["lives"], "raw_reward": f["raw_reward"],
@@ -407,6 +413,8 @@ def make(pool, *, convert=None, timeout: float | None = None):
                                "l": jnp.where(done, f["elapsed_step"], 0),
                                "frames": jnp.where(done, f["episode_frame_number"], 0)}
             info["_episode"] = done
+        if has_ram:
+            info["ram"] = ram
         out = (obs, f["reward"], f["terminated"], f["truncated"], info)
         return new_handle, (convert(out) if convert is not None else out)
 

@@ -813,3 +813,40 @@ def test_xla_step_refusal_names_step_as_the_python_pool_does():
         handle, _ = jax.block_until_ready(jax.jit(recv)(handle))  # the pool goes on
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("adapter", [False, True])
+def test_xla_gives_the_ram_of_a_ram_info_pool_as_python_does(adapter):
+    """``ram_info=True``: ``info["ram"]``, uint8 (batch_size, 128), each row's
+    RAM after its step, as the Python pool's and EnvPool's ``xla()`` give it.
+    Until 2026-12-06 the jitted info had no ``ram`` (KeyError when traced),
+    while migration.md said it was as in Python (a client-code pass)."""
+    length, rams = 40, []
+    for use_xla in (False, True):
+        if adapter:
+            env = shm_envpool.make(GAME, env_type="gymnasium", num_envs=4, ram_info=True,
+                                   seed=7, num_threads=2, noop_max=1)
+        else:
+            env = shmatari.make(GAME, num_envs=4, ram_info=True, **OPTIONS)
+        try:
+            table = _actions(4, length, env.single_action_space.n)
+            env.reset()
+            if use_xla:
+                handle, recv, send, step = env.xla()
+
+                def body(handle, action):
+                    handle, (*_, info) = step(handle, action)
+                    return handle, (info["ram"], info["env_id"])
+
+                _, (ram, ids) = jax.block_until_ready(
+                    jax.jit(lambda h: jax.lax.scan(body, h, jnp.asarray(table.T)))(handle))
+                assert ram.shape == (length, 4, 128) and ram.dtype == jnp.uint8
+                np.testing.assert_array_equal(ids, np.tile(np.arange(4), (length, 1)))
+                rams.append(np.asarray(ram))
+            else:
+                rams.append(np.stack([env.step(table[:, k])[-1]["ram"]
+                                      for k in range(length)]))
+        finally:
+            env.close()
+    np.testing.assert_array_equal(rams[0], rams[1])
+    assert len({r.tobytes() for r in rams[0][:, 0]}) > 10  # the RAM changed as it played
