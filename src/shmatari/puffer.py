@@ -75,7 +75,8 @@ class ShmatariPufferEnv:
             :func:`shmatari.make`; ``batch_size`` (default ``num_envs``)
             must divide ``num_envs``. ``autoreset_mode`` defaults to
             ``"same_step"`` and ``batch_order`` to ``"fixed"``, the only
-            values taken.
+            values taken. With ``episode_statistics=False`` ``infos`` is
+            always empty, and PuffeRL logs no episode statistics.
 
     Attributes:
         num_agents: ``num_envs`` (PufferLib's total agents).
@@ -182,7 +183,9 @@ class ShmatariPufferEnv:
         self._pool_ids = None
 
     def step(self, actions):
-        """:meth:`send` then :meth:`recv`'s first five items."""
+        """:meth:`send` then :meth:`recv`'s first five items, as PufferLib's
+        own ``vector.step``: in an asynchronous pool the rows are the next
+        group's, whose ids only :meth:`recv` gives."""
         self.send(actions)
         return self.recv()[:5]
 

@@ -41,7 +41,6 @@ except ModuleNotFoundError as exc:  # not a dependency of shmatari itself
 
 from .env import ShmVectorEnv
 from .env import make as _make
-from .errors import CallOrderError
 
 __all__ = ["ShmatariVecEnv", "make_atari_env"]
 
@@ -194,7 +193,6 @@ class ShmatariVecEnv(VecEnv):
             shape = (h, w, s)
         self._env_attrs: list[dict] = [{} for _ in range(pool.num_envs)]
         self._t_start = time.time()
-        self._actions = None  # step_async's, until step_wait sends them
         self._monitors: list[ResultsWriter] = []
         self._info_keywords: tuple = ()
         try:
@@ -306,15 +304,26 @@ class ShmatariVecEnv(VecEnv):
         return self._obs(obs)
 
     def step_async(self, actions: np.ndarray) -> None:
-        """Keeps one action per env (ints, shape ``(num_envs,)``) for
-        :meth:`step_wait`, as SB3's ``DummyVecEnv``: the pool's ``step()``
-        sends and waits there, so an error about the actions names
-        ``step()``, the call SB3's users make (until 2026-12-06 it named
-        ``send()``, which they never call: a newcomer's pass)."""
-        self._actions = actions
+        """Sends one action per env (ints, shape ``(num_envs,)``): the pool
+        steps while the caller works, until :meth:`step_wait`.
+
+        Raises:
+            TypeError, ValueError: bad actions (nothing was sent), in the
+                pool's words but naming ``step()``, the call SB3's users make
+                (they named ``send()``, which they never call, until
+                2026-12-06: a newcomer's pass).
+            As :meth:`shmatari.ShmVectorEnv.send` otherwise.
+        """
+        try:
+            self.pool.send(actions)
+        except (TypeError, ValueError) as err:
+            text = str(err)
+            if not text.startswith("send(): "):
+                raise
+            raise type(err)("step(): " + text[len("send(): "):]) from None
 
     def step_wait(self):
-        """Steps the pool with the actions :meth:`step_async` kept.
+        """Waits for the step :meth:`step_async` sent.
 
         Returns:
             ``(obs, rewards, dones, infos)``: uint8 ``(num_envs,
@@ -322,15 +331,10 @@ class ShmatariVecEnv(VecEnv):
             ``(num_envs,)``, a list of ``num_envs`` dicts.
 
         Raises:
-            CallOrderError: no :meth:`step_async` since the last step.
-            TypeError, ValueError: bad actions (nothing was sent), as the
-                pool's ``step()``.
+            As :meth:`shmatari.ShmVectorEnv.recv` (interrupted, it may be
+            called again: the step is still in flight).
         """
-        actions, self._actions = self._actions, None
-        if actions is None:
-            raise CallOrderError("step_wait() without step_async(): call step(actions), "
-                                 "or step_async(actions) first")
-        obs, reward, terminated, truncated, info = self.pool.step(actions)
+        obs, reward, terminated, truncated, info = self.pool.recv()
         return (self._obs(obs), reward, terminated | truncated,
                 self._infos(info, terminated, truncated))
 
