@@ -432,6 +432,8 @@ def _children() -> set[int]:
     (dict(difficulty=0), TypeError, "difficulty is ale-py's"),
     (dict(thread_affinity_offset=0), TypeError, "thread_affinity_offset is EnvPool's"),
     (dict(clip_reward=True), TypeError, "use reward_clip"),
+    (dict(life_loss_info=True), TypeError, "life_loss_info is ale-py's: use episodic_life=True"),
+    (dict(frameskip=4), TypeError, "frameskip is ale-py's spelling"),
     (dict(stack_size=4), TypeError, "stack_size is Gymnasium's FrameStackObservation's: "
                                     "use stack_num"),
     (dict(frame_stack=4), TypeError, "use stack_num"),
