@@ -158,6 +158,9 @@ def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
     # measured 1 and N envs whatever these said (a newcomer's pass)
     ("shmatari-bench", ["--env", "null", "--batch-size", "2", "--game", "Pong"],
      ["--game, --batch-size: not with --env null"]),
+    # taken and ignored until 2026-12-06 (a newcomer's pass)
+    ("shmatari-bench", ["--env", "null", "--rounds", "5", "--no-interleave"],
+     ["--rounds, --no-interleave: not with --env null"]),
     # the minimum of the default pairings (workers, async), not 1 (issue 25)
     ("shmatari-check", ["--num-envs", "0"], ["num_envs must be >= 2", "got 0"]),
     ("shmatari-check", ["--steps", "x"], ["--steps", "expected an integer"]),

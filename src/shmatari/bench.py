@@ -253,14 +253,19 @@ def _run_null(args, progress) -> tuple[list, bool]:
 
 def _report(args, kind: str, load: OtherLoad, **body) -> dict:
     machine = {**machine_info(), "other_cpu_share": load.share()}
+    if kind == "null":  # what a null run uses: one burst per setting, nothing emulated
+        config = {"num_workers": args.num_workers, "seconds": args.seconds,
+                  "warmup": args.warmup, "start_method": args.start_method}
+    else:
+        config = {"num_envs": args.num_envs, "num_workers": args.num_workers,
+                  "batch_size": args.batch_size, "seconds": args.seconds,
+                  "warmup": args.warmup, "rounds": args.rounds,
+                  "interleave": args.interleave, "policy": args.policy,
+                  "start_method": args.start_method, "max_envs": args.max_envs,
+                  "options": _b.options(args.repeat_action_probability)}
     return {"benchmark": "shmatari-bench", "kind": kind, "game": args.game,
-            "config": {"num_envs": args.num_envs, "num_workers": args.num_workers,
-                       "batch_size": args.batch_size, "seconds": args.seconds,
-                       "warmup": args.warmup, "rounds": args.rounds,
-                       "interleave": args.interleave, "policy": args.policy,
-                       "start_method": args.start_method, "max_envs": args.max_envs,
-                       "options": _b.options(args.repeat_action_probability)},
-            "machine": machine, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
+            "config": config, "machine": machine,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
 
 
 def _wanted(args) -> list[str]:
@@ -376,8 +381,12 @@ def _check_args(parser, args) -> None:
         parser.error("--repeat-action-probability does not apply to --env null, which "
                      "emulates nothing")
     if args.env == "null":
+        # --rounds and --no-interleave were taken and ignored (a newcomer's
+        # pass, 2026-12-06): one burst per setting, one backend at a time
         ignored = [flag for flag, dest in (("--game", "game"), ("--num-envs", "num_envs"),
-                                           ("--batch-size", "batch_size"))
+                                           ("--batch-size", "batch_size"),
+                                           ("--rounds", "rounds"),
+                                           ("--no-interleave", "interleave"))
                    if getattr(args, dest) != parser.get_default(dest)]
         if ignored:
             parser.error(f"{', '.join(ignored)}: not with --env null, which times one burst "
