@@ -421,9 +421,9 @@ def _print_report(args, report: dict, note: str | None = None) -> None:
     how += f" of {args.seconds:g} s" + (", interleaved" if args.interleave
                                          else ", backend after backend")
     where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
-    if report["kind"] != "null":  # a null run's config has no Atari options
-        sticky = report["config"]["options"]["repeat_action_probability"]
-        game = f"{report['game']} (sticky actions {sticky:g})"
+    options = report["config"].get("options")  # none in a null run's config
+    if options is not None:
+        game = f"{report['game']} (sticky actions {options['repeat_action_probability']:g})"
     if report["kind"] == "null":
         _print_table(report["results"], f"shmatari-bench --env null: round trip, "
                      f"{_b.plural(m['cores'], 'core')}, {args.seconds:g} s each", _NULL_COLUMNS)
