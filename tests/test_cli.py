@@ -165,9 +165,28 @@ def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
     ("shmatari-check", ["--num-envs", "0"], ["num_envs must be >= 2", "got 0"]),
     ("shmatari-check", ["--steps", "x"], ["--steps", "expected an integer"]),
     ("shmatari serve", ["Breakout", "--num-envs", "-1"], ["--num-envs", "must be >= 1"]),
+    # unknown arguments said only "unrecognized arguments: ...", where
+    # serve's gave a hint (a newcomer's pass)
+    ("shmatari-bench", ["--batchsize", "2"],
+     ["unrecognized arguments: --batchsize 2", "--batchsize: did you mean --batch-size?"]),
+    ("shmatari-bench", ["--sticky-actions", "0"], ["(flag --repeat-action-probability)"]),
+    ("shmatari-bench", ["--num-threads", "2"], ["num_threads is EnvPool's", "(flag --num-workers)"]),
+    ("shmatari-bench", ["Pong"], ["Pong: did you mean --game Pong?"]),
+    ("shmatari-check", ["--seeed", "3"], ["--seeed: did you mean --seed?"]),
+    ("shmatari-check", ["Pong"], ["Pong: did you mean --game Pong?"]),
 ])
 def test_usage_errors_are_one_line_with_exit_status_2(command, args, needles):
     assert_usage_error(run(command, *args, timeout=60), *needles)
+
+
+def test_a_hint_names_a_flag_only_where_the_command_has_that_option():
+    """The bench has no env-option flags but --repeat-action-probability: a
+    hint for ale-py's --frameskip must not send the user to a flag the text
+    merely mentions (obs_type's "each env's RAM" is not --env)."""
+    for args in (["--frameskip", "4"], ["--obs-type", "rgb"]):
+        proc = run("shmatari-bench", *args, timeout=60)
+        assert_usage_error(proc, f"unrecognized arguments: {' '.join(args)}")
+        assert "(flag" not in proc.stderr and "did you mean" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("command,args", [
@@ -563,6 +582,7 @@ def test_serve_ram_game_is_a_usage_error():
     (["--sticky-actions", "0"], ["(flag --repeat-action-probability)"]),
     (["--restart-workers"], ["restart_workers is make()'s own"]),
     (["--num-env", "4"], ["--num-env: did you mean --num-envs?"]),
+    (["--obs-type", "rgb"], ["obs_type is not an option"]),
 ])
 def test_serve_unknown_flags_are_serves_usage_errors_with_a_hint(args, needles):
     """They were the top level's error ("shmatari: error: ... (see shmatari

@@ -19,7 +19,7 @@ import signal
 import stat
 import tempfile
 
-__all__ = ["ArgumentParser", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
+__all__ = ["ArgumentParser", "unknown_arguments_text", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
            "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
            "write_json", "EXIT_INTERRUPTED", "stop_on_sigterm", "interrupted_status"]
 
@@ -76,6 +76,67 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         message = " ".join(message.split())
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse's own check, with a hint per unknown argument: it said
+        # only "unrecognized arguments: --num-env 8" where serve's said
+        # "did you mean --num-envs?" (a newcomer's pass)
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.error(unknown_arguments_text(self, extra))
+        return parsed
+
+
+def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
+                           own_hints: dict | None = None, option_flags: bool = False) -> str:
+    """argparse's ``unrecognized arguments: ...`` with a hint for each one
+    that has one:
+
+    - ``own_hints[name]`` (the command's own words for a flag it lacks);
+    - another library's name for an env option (``config._NOT_OPTIONS``:
+      ``--sticky-actions``: use repeat_action_probability), where the option
+      it names is a flag of ``parser`` (``(flag --repeat-action-probability)``)
+      or where the parser's flags are the env options (``option_flags``,
+      ``shmatari serve``);
+    - else the closest long flag (difflib, cutoff 0.7): ``did you mean
+      --num-envs?``;
+    - a bare word, where the parser has ``--game`` and the word is not the
+      value of an unknown flag before it: ``did you mean --game Pong?``.
+    """
+    import difflib
+
+    from . import config
+
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    after_flag = False
+    for token in extra:
+        if not token.startswith("-"):
+            if not after_flag and "--game" in flags and token[:1].isalpha():
+                hints.append(f"{token}: did you mean --game {token}?")
+            after_flag = False
+            continue
+        after_flag = "=" not in token
+        if not token.startswith("--"):
+            continue
+        flag = token.split("=", 1)[0]
+        name = flag[2:].replace("-", "_")
+        if own_hints and name in own_hints:
+            hints.append(f"{flag}: {own_hints[name]}")
+            continue
+        hint = config._NOT_OPTIONS.get(name)
+        if hint is not None:  # "... use frame_skip": the parser's flag for it too
+            names = [w for w in re.findall(r"\buse ([a-z_]+)", hint)
+                     if "--" + w.replace("_", "-") in flags]
+            if names or option_flags:
+                hints.append(f"{flag}: {hint}" + (f" (flag --{names[0].replace('_', '-')})"
+                                                   if names else ""))
+                continue
+        close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.7)
+        if close:
+            hints.append(f"{flag}: did you mean {close[0]}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f"; {'; '.join(hints)}"
+                                                            if hints else "")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

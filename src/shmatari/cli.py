@@ -786,30 +786,7 @@ def _unknown_flags_text(serve_parser, extra: list) -> str:
     """``unrecognized arguments: ...``, with a hint for each flag that has
     one: another library's spelling (``--frameskip``: use --frame-skip),
     make()'s own arguments, or the closest flag of serve's."""
-    import difflib
-
-    flags = [o for a in serve_parser._actions for o in a.option_strings if o.startswith("--")]
-    hints = []
-    for token in extra:
-        if not token.startswith("--"):
-            continue
-        flag = token.split("=", 1)[0]
-        name = flag[2:].replace("-", "_")
-        if name in _MAKE_ONLY:
-            hints.append(f"{flag}: {_MAKE_ONLY[name]}")
-            continue
-        hint = _config._NOT_OPTIONS.get(name)
-        if hint is not None:  # "... use frame_skip": serve's flag for it too
-            names = [w for w in re.findall(r"[a-z_]+", hint.partition(":")[2])
-                     if "--" + w.replace("_", "-") in flags]
-            hints.append(f"{flag}: {hint}" + (f" (flag --{names[0].replace('_', '-')})"
-                                               if names else ""))
-            continue
-        close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.7)
-        if close:
-            hints.append(f"{flag}: did you mean {close[0]}?")
-    return f"unrecognized arguments: {' '.join(extra)}" + (f"; {'; '.join(hints)}"
-                                                            if hints else "")
+    return _cli.unknown_arguments_text(serve_parser, extra, _MAKE_ONLY, option_flags=True)
 
 
 def _main(argv) -> int:
