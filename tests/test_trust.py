@@ -1580,20 +1580,25 @@ def test_a_late_worker_of_a_dead_pool_leaves_the_next_pool_of_its_name_alone(tmp
     assert not os.path.exists(f"{shm.SHM_DIR}/{name}")
 
 
-@pytest.mark.parametrize("batch_size,rewrite", [(4, "twice"), (2, "twice"), (4, "outside")])
+@pytest.mark.parametrize("batch_size,rewrite,batch_order", [
+    (4, "twice", "first_ready"), (2, "twice", "first_ready"), (4, "outside", "first_ready"),
+    (4, "swap", "first_ready"), (2, "swap", "fixed")])
 def test_a_batch_whose_env_ids_another_process_rewrote_is_not_handed_out(no_leaks, batch_size,
-                                                                          rewrite):
+                                                                          rewrite, batch_order):
     """One row's env_id rewritten after the workers published and before
     recv(): to another row's env (a batch naming env 0 twice and env 1
     never), or outside the pool. The C client recorded the rows it could and
     skipped the rest, and recv() handed out env_id [0, 0, 2, 3] with no
     error, the pool then blaming the caller ("env 1 is still running"; an
     attacker's pass, 2026-12-05). Now the wait fails: PoolClosedError naming
-    the row, the pool broken, closed cleanly."""
+    the row, the pool broken, closed cleanly. In an ordered pool (sync, or
+    batch_order "fixed") each row's env is known: two rows' ids swapped went
+    to the trainer with no error until 2026-12-06 (an attacker's pass)."""
     import mmap
     import time
 
-    env = shmatari.make("null", num_envs=4, num_workers=2, batch_size=batch_size, seed=0)
+    env = shmatari.make("null", num_envs=4, num_workers=2, batch_size=batch_size, seed=0,
+                        batch_order=batch_order)
     try:
         env.reset() if batch_size == 4 else (env.async_reset(), env.recv())
         seg = env._client._seg
@@ -1612,10 +1617,14 @@ def test_a_batch_whose_env_ids_another_process_rewrote_is_not_handed_out(no_leak
                 assert time.monotonic() < deadline, "the workers did not publish"
                 time.sleep(0.001)
             ids = np.frombuffer(mm, np.int32, batch_size, ids_at).copy()
-            bad = np.int32(ids[0] if rewrite == "twice" else 999)
-            mm[ids_at + 4:ids_at + 8] = bad.tobytes()
+            if rewrite == "swap":
+                bad, row = ids[1], 0
+                mm[ids_at:ids_at + 8] = ids[[1, 0]].tobytes()
+            else:
+                bad, row = np.int32(ids[0] if rewrite == "twice" else 999), 1
+                mm[ids_at + 4:ids_at + 8] = bad.tobytes()
             with pytest.raises(shmatari.PoolClosedError,
-                               match=rf"row 1 names env {int(bad)}, .*no worker wrote it"):
+                               match=rf"row {row} names env {int(bad)}, .*no worker wrote it"):
                 env.recv(timeout=5)
         with pytest.raises(shmatari.PoolClosedError, match="broken"):
             env.step(np.zeros(4, np.int64) if batch_size == 4 else np.zeros(2, np.int64))

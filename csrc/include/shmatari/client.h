@@ -316,7 +316,8 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
  * env in flight has answered and the batch is still not full
  * (shmatari_check_stall), or at once for a batch with a row no worker wrote
  * (an env_id outside the pool or with no command in flight:
- * shmatari_accept_rows): the client is then BROKEN. */
+ * shmatari_accept_rows; in an ordered pool, shmatari_ordered, any env but
+ * the row's own): the client is then BROKEN. */
 static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   int r = shmatari_check_process(c);
   if (r != SHMATARI_OK) return r;
@@ -365,6 +366,28 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
                      batch held (a fixed-order pool's next group) */
   const int32_t *ids =
       (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
+  if (shmatari_ordered(h)) {
+    /* An ordered pool's batch k is group k % G, its row i env
+     * k % G + i * G (shmatari_env_rank; env i in a synchronous pool): a row
+     * naming another env, even one of the pool with a command in flight,
+     * was written by no worker. Two rows' ids swapped went to the trainer
+     * with no error (an attacker's pass, 2026-12-06). The private copy's. */
+    const uint32_t G = shmatari_groups(h), first = (uint32_t)(c->taken % G);
+    for (uint32_t i = 0; i < h->batch_size; i++) {
+      int32_t e = __atomic_load_n(&ids[i], __ATOMIC_RELAXED);
+      if (e == (int32_t)(first + i * G)) continue;
+      shmatari_client_break(c);
+      return shmatari_fail(
+          c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+          "batch %llu's row %u names env %d, where this pool's batches come "
+          "in a fixed order (%s) and that row is env %u's: no worker wrote "
+          "it (another process rewrote the batch's env ids)",
+          (unsigned long long)c->taken, i, (int)e,
+          h->batch_size == h->num_envs ? "a synchronous pool: row i is env i"
+                                       : "batch_order 'fixed'",
+          first + i * G);
+    }
+  }
   uint32_t bad = shmatari_accept_rows(
       c, ids, (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS),
       (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TERMINATED),
