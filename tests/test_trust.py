@@ -1309,6 +1309,35 @@ def test_a_replacement_worker_refuses_a_group_another_process_wrote(start_method
             env.step(np.zeros(4, np.int64), timeout=20)
 
 
+@pytest.mark.parametrize("word", [0xFFFFFFFF, 0])
+def test_a_restart_counts_ready_workers_from_its_own_record(no_leaks, word):
+    """The restart took the count of ready workers from the segment's
+    ready_workers word and waited for that plus the replacements: rewritten
+    to 2**32 - 1 by another process, the sum overflowed and step() raised a
+    bare OverflowError (an attacker's pass, 2026-12-06). The count now comes
+    from the pool's own record, and each replacement's own READY state
+    ends the wait too: the step is answered, the lost game flagged,
+    whatever the word says (0 included, which the count would never
+    reach)."""
+    with shmatari.make("null", num_envs=4, num_workers=2, seed=0, restart_workers=True,
+                       start_timeout=20) as env:
+        env.reset()
+        at = _core.MEMBERS["shmatari_header"]["ready_workers"][0]
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            ready = np.ndarray((1,), np.uint32, other.buf, at)
+            assert ready[0] == 2
+            ready[0] = word
+            del ready
+        finally:
+            other.close()
+        os.kill(env.worker_pids[1], signal.SIGKILL)
+        _, _, _, truncated, info = env.step(np.zeros(4, np.int64), timeout=20)
+        assert truncated.tolist() == [False, False, True, True]
+        assert info["worker_restarted"].tolist() == [False, False, True, True]
+        env.step(np.zeros(4, np.int64), timeout=20)
+
+
 class _ScribblingSegment:
     """A client's Segment that, right after each batch is taken (the C
     state machine has read its rows), writes ``env_id`` of row 0 of that

@@ -898,7 +898,12 @@ class Supervisor:
         fails before it is ready raises, as does a worker that dies again
         after ``RESTART_LIMIT`` restarts within ``RESTART_WINDOW`` seconds.
         """
-        dead, ready = set(dead), self.seg.counts()[0]
+        # The count from the pool's own record, not the segment's word: every
+        # worker reached READY once, and so did each replacement so far (a
+        # restart waits for it). The word rewritten to 2**32 - 1 by another
+        # process made the sum below overflow wait_ready's uint32, and step()
+        # raised a bare OverflowError (an attacker's pass, 2026-12-06).
+        dead, ready = set(dead), len(self.restarts) + sum(self.restarts)
         while dead:
             dead, ready = self._restart_round(dead, ready)
 
@@ -950,7 +955,10 @@ class Supervisor:
                          self.res.processes[w].pid, self.restarts[w],
                          "\n" + traceback if traceback else "")
         deadline = _now() + self.start_timeout
-        while not seg.wait_ready(ready, POLL):
+        # Each replacement's own state READY will do too: the count word is
+        # any process's to rewrite (to 0, it would never reach ``ready``).
+        while not seg.wait_ready(ready, POLL) and \
+                not all(seg.worker_state(w) == _core.WORKER_READY for w in dead):
             failed = self.dead_workers()
             replaced = [w for w in failed if w in dead]
             if replaced:
