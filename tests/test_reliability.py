@@ -671,6 +671,29 @@ def test_a_named_file_that_is_no_pool_is_left_alone_and_blocks_nothing():
             os.unlink(path)
 
 
+def test_a_file_named_like_a_dead_pools_that_is_no_pool_is_left_alone():
+    """The sweep removed any file of this user named shmatari_<pid>_<hex>
+    whose pid was gone and that nobody locked, a text file included, where
+    layout.md says that what is not a pool is never removed (an attacker's
+    pass, 2026-12-06). It now removes a pool, or a segment its maker died
+    before writing (zeros), and leaves the rest."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    notes, zeros = shm.new_name(gone.pid), shm.new_name(gone.pid)
+    try:
+        for name, content in ((notes, b"notes\n"), (zeros, b"\0" * 8192)):
+            with open(os.path.join(SHM_DIR, name), "wb") as f:
+                f.write(content)
+            os.chmod(os.path.join(SHM_DIR, name), 0o600)
+        removed = shm.sweep_stale()
+        assert notes not in removed and zeros in removed, removed
+        assert open(os.path.join(SHM_DIR, notes), "rb").read() == b"notes\n"
+        assert not os.path.exists(os.path.join(SHM_DIR, zeros))
+    finally:
+        for name in (notes, zeros):
+            shm.unlink(name)
+
+
 def test_pid_reuse_is_not_taken_for_the_owner():
     me = os.getpid()
     assert shm._owner_alive(me, time.time())

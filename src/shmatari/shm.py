@@ -26,7 +26,9 @@ says a segment is stale must never take a live pool's segment:
   to this user, no process holds its lock (the sweep's own exclusive,
   non-blocking ``flock`` succeeds), *and* the owner named in it is gone: no
   live process has that pid, or the one that has it started after the
-  segment was created (the pid was reused);
+  segment was created (the pid was reused); *and* it is a pool (a checked
+  header: :func:`_pool_owner`) or one its maker died before writing (zeros:
+  :func:`_unwritten`);
 - or it is a named pool's ``shmatari_<name>`` (``shmatari serve --name``),
   of this user, whose lock nobody holds, with a valid header whose owner is
   not alive (its pid and start time: :func:`_sweep_named`).
@@ -585,6 +587,11 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # a live process maps it
+            # A pool, or one its maker died before writing: anything else
+            # under such a name is not ours (a text file named like one was
+            # removed: an attacker's pass, 2026-12-06).
+            if not _unwritten(fd, st) and _pool_owner(path, fd, st) is None:
+                continue
             if os.stat(path).st_ino == st.st_ino and unlink(name):
                 removed.append(name)
                 _log.info("removed stale shared-memory segment %s (owner pid %s is gone)",
@@ -594,6 +601,44 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def _unwritten(fd: int, st: os.stat_result) -> bool:
+    """Whether a file holds nothing but zeros in its first header's bytes
+    (empty included): a segment whose maker died between making and
+    writing it. Read with ``pread``, never mapped (a sparse file on a full
+    tmpfs would SIGBUS a reader of its map)."""
+    return not any(os.pread(fd, min(st.st_size, _core.HEADER_BYTES), 0))
+
+
+def _pool_owner(path: str, fd: int, st: os.stat_result):
+    """``(owner_pid, alive)`` from the header of the pool in ``fd`` (this
+    user's regular file ``path``, stat ``st``), or None if it is not one.
+    Checked first as every attach checks a segment (a sparse file, say,
+    would SIGBUS this reader once the tmpfs is full), then mapped read-only
+    and parsed (``Segment``; ``Segment.owner_alive``: the pid and its start
+    time)."""
+    import mmap
+
+    if st.st_size < _core.HEADER_BYTES:
+        return None
+    code, _, size = _core.trust_fd(path, fd)
+    if code != _core.OK or size != st.st_size:
+        return None
+    with mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ) as mapped:
+        view = memoryview(mapped)
+        try:  # the view released before the map closes, whatever happens
+            try:
+                seg = _core.Segment(view)
+            except ValueError:
+                return None
+            try:
+                return seg.header()["owner_pid"], seg.owner_alive()
+            finally:
+                seg.release()
+                del seg
+        finally:
+            view.release()
 
 
 def _sweep_named(directory: str, name: str, uid: int) -> bool:
@@ -608,7 +653,6 @@ def _sweep_named(directory: str, name: str, uid: int) -> bool:
     else (not a pool, a live owner, another user's file) is left alone.
     Returns whether it was removed."""
     import fcntl
-    import mmap
 
     path = os.path.join(directory, name)
     try:
@@ -620,30 +664,14 @@ def _sweep_named(directory: str, name: str, uid: int) -> bool:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or \
                 st.st_size < _core.HEADER_BYTES:
             return False
-        # Mapped and read below: checked first as every attach checks a
-        # segment (a sparse file, say, would SIGBUS this reader once the
-        # tmpfs is full); anything refused is not a pool of ours to remove.
-        code, _, size = _core.trust_fd(path, fd)
-        if code != _core.OK or size != st.st_size:
-            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False  # a live process maps it
-        with mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ) as mapped:
-            view = memoryview(mapped)
-            try:  # the view released before the map closes, whatever happens
-                try:
-                    seg = _core.Segment(view)
-                except ValueError:
-                    return False  # not a pool (serve's _free_name says so by name)
-                try:
-                    owner, alive = seg.header()["owner_pid"], seg.owner_alive()
-                finally:
-                    seg.release()
-                    del seg
-            finally:
-                view.release()
+        found = _pool_owner(path, fd, st)
+        if found is None:
+            return False  # not a pool (serve's _free_name says so by name)
+        owner, alive = found
         if alive or os.stat(path).st_ino != st.st_ino or not unlink(name):
             return False
         _log.info("removed stale shared-memory segment %s (its server, pid %s, is gone)",
