@@ -448,6 +448,29 @@ with shmatari.attach({s.name!r}, timeout=10) as env:
     assert waited < 10, waited  # at once, not after attach()'s 30 s
 
 
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_a_c_clients_final_records_are_its_own_copy_and_checked(server, tmp_path, lang):
+    """shmatari_batch.final_field pointed into the segment, unchecked, where
+    Python's client copies the final records and refuses one whose env_id
+    is not its row's (an attacker's pass, 2026-12-06). shmatari_wait now
+    copies them and checks each flagged row's: a rewritten one breaks the
+    client. tests/c/final_records.c."""
+    exe = tmp_path / "final_records"
+    build_sanitized([*c_compiler(lang), f"-I{INCLUDE}",
+                     str(ROOT / "tests" / "c" / "final_records.c"), "-o", str(exe)])
+    s = server("--autoreset-mode", "same_step", "--max-episode-steps", "2",
+               num_envs=2, num_workers=1)
+    clean = subprocess.run([str(exe), s.name, "12", "clean"], capture_output=True, text=True,
+                           timeout=120)
+    m = re.fullmatch(r"finals (\d+) outside 0 wrong 0\n", clean.stdout)
+    assert m and int(m[1]) >= 10, clean.stdout + clean.stderr
+    bad = subprocess.run([str(exe), s.name, "12", "rewrite"], capture_output=True, text=True,
+                         timeout=120)
+    assert re.fullmatch(r"rewrote row \d\nstatus -2: batch \d+'s row \d holds a final record "
+                        r"of env \d, not of its row's env \d: no worker wrote it \(.*\)\n",
+                        bad.stdout), bad.stdout + bad.stderr
+
+
 def _process_state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]

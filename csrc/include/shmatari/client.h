@@ -302,6 +302,16 @@ static inline const void *shmatari_batch_fields(const shmatari_client *c,
   return c->batch_fields + (h->slot_field_offset[f] - h->slot_field_offset[0]);
 }
 
+/* Field f of the final records of the batch held (same-step pools), in the
+ * client's private copy that shmatari_wait makes: batch_size entries, as
+ * shmatari_batch_fields. */
+static inline const void *shmatari_batch_final_fields(const shmatari_client *c,
+                                                      unsigned f) {
+  const shmatari_geom *h = &c->geom;
+  return c->batch_fields + (h->slot_obs_offset - h->slot_field_offset[0]) +
+         (h->slot_field_offset[f] - h->slot_field_offset[0]);
+}
+
 /* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
  * the next one (index c->taken, held until the next wait, reset or
  * shmatari_release_batch) and marks its envs no longer running (under
@@ -417,6 +427,9 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
 /* Consumes the batch the last call returned, then waits up to timeout_ns
  * (< 0: no limit) for the next one and points *out at it
  * (shmatari_next_batch). Its envs may be sent commands again at once.
+ * In a same-step pool, also copies the batch's final records' fields and
+ * checks each flagged row's (SHMATARI_FLAG_FINAL) env_id against its row's:
+ * _ERR_NOT_SHMATARI, the client BROKEN, where one differs.
  * Returns what shmatari_next_batch does; after a liveness error the client
  * is BROKEN. */
 static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
@@ -433,10 +446,34 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
   out->obs = (const uint8_t *)(slot + h->slot_obs_offset);
   out->obs_stride = h->obs_env_bytes;
   const char *fin = h->slot_final_offset ? slot + h->slot_final_offset : NULL;
+  if (fin != NULL) {
+    /* Read once, as the rows: the final records' fields copied, then each
+     * flagged row's checked against the row's env (the copies'). Until
+     * 2026-12-06 final_field pointed into the segment, unchecked, where
+     * Python's client copied and checked them (an attacker's pass). */
+    const uint64_t bytes = h->slot_obs_offset - h->slot_field_offset[0];
+    memcpy(c->batch_fields + bytes, fin + h->slot_field_offset[0], bytes);
+    const int32_t *ids =
+        (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
+    const uint32_t *flags =
+        (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS);
+    const int32_t *final_ids =
+        (const int32_t *)shmatari_batch_final_fields(c, SHMATARI_FIELD_ENV_ID);
+    for (uint32_t i = 0; i < h->batch_size; i++) {
+      if (!(flags[i] & SHMATARI_FLAG_FINAL) || final_ids[i] == ids[i]) continue;
+      shmatari_client_break(c);
+      return shmatari_fail(
+          c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+          "batch %llu's row %u holds a final record of env %d, not of its "
+          "row's env %d: no worker wrote it (another process rewrote the "
+          "batch's final records)",
+          (unsigned long long)c->taken, i, (int)final_ids[i], (int)ids[i]);
+    }
+  }
   out->final_obs = fin ? (const uint8_t *)(fin + h->slot_obs_offset) : NULL;
   for (unsigned f = 0; f < SHMATARI_FIELD_COUNT; f++) {
     out->field[f] = shmatari_batch_fields(c, f); /* the private copy */
-    out->final_field[f] = fin ? fin + h->slot_field_offset[f] : NULL;
+    out->final_field[f] = fin ? shmatari_batch_final_fields(c, f) : NULL;
   }
   out->env_id = (const int32_t *)out->field[SHMATARI_FIELD_ENV_ID];
   out->reward = (const float *)out->field[SHMATARI_FIELD_REWARD];

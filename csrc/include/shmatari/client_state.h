@@ -44,10 +44,11 @@ typedef struct shmatari_batch {
    * NULL: the final records, laid out as obs and field above. Row i's are
    * valid only when its flags hold SHMATARI_FLAG_FINAL: the result of the
    * step that ended the episode, whose row holds the reset that followed.
-   * Unlike field[] (the client's private copy of the rows), these point
-   * into the segment, which another process may rewrite: copy a final
-   * record before checking it (its env_id is env_id[i]), and read it only
-   * in rows whose flags (field[], the copy) hold SHMATARI_FLAG_FINAL. */
+   * final_field[] points into the client's private copy of the final
+   * records, made and checked by shmatari_wait (in each row whose copied
+   * flags hold SHMATARI_FLAG_FINAL, its final env_id is the row's);
+   * final_obs, as obs, into the segment. (Until 2026-12-06 final_field
+   * pointed into the segment, unchecked: an attacker's pass.) */
   const uint8_t *final_obs;
   const void *final_field[SHMATARI_FIELD_COUNT];
 } shmatari_batch;
@@ -126,7 +127,9 @@ typedef struct shmatari_client {
    * array up to its observations, as laid out in the slot), copied once by
    * shmatari_next_batch: what the state machine read (env_id, flags,
    * terminated, truncated) is what every caller reads
-   * (shmatari_batch_fields), never the segment's words again. */
+   * (shmatari_batch_fields), never the segment's words again. In
+   * same-step pools twice that: then the final records' fields, copied by
+   * shmatari_wait (shmatari_batch_final_fields). */
   uint8_t *batch_fields;
   const char *const *names; /* call names in refusals (shmatari_call_names_c) */
   char segment[SHMATARI_NAME_MAX]; /* the segment's name */
@@ -400,7 +403,7 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->call_actions = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
   c->call_mask = (uint8_t *)calloc(g->num_envs, 1);
   c->batch_fields = (uint8_t *)calloc(
-      g->slot_obs_offset - g->slot_field_offset[0], 1);
+      g->slot_obs_offset - g->slot_field_offset[0], g->slot_final_offset ? 2 : 1);
   int r = SHMATARI_OK;
   if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL ||
       c->call_env_ids == NULL || c->call_actions == NULL || c->call_mask == NULL ||
