@@ -897,17 +897,23 @@ def test_a_tiny_start_timeout_names_start_timeout():
     assert "larger start_timeout" in str(info.value)
 
 
-def test_attach_to_a_missing_pool_says_once_that_it_waits(caplog):
+@pytest.mark.parametrize("timeout,told", [(1.6, 1), (0.3, 0)])
+def test_attach_to_a_missing_pool_says_once_that_it_waits(caplog, timeout, told):
+    """Once, after a second without the pool: a shorter wait that fails
+    says so in its error alone (the log line repeated it: a newcomer's
+    pass)."""
     import logging
 
     import shmatari
 
     with caplog.at_level(logging.INFO, logger="shmatari"):
         with pytest.raises(shmatari.AttachError) as info:
-            shmatari.attach("no_such_pool_typo", timeout=0.3)
+            shmatari.attach("no_such_pool_typo", timeout=timeout)
     assert info.value.code == "not_found"
+    assert f"(waited {timeout:g} s)" in str(info.value)
     said = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
-    assert len(said) == 1 and "'no_such_pool_typo'" in said[0] and "0.3 s" in said[0]
+    assert len(said) == told, said
+    assert all("'no_such_pool_typo'" in m and f"{timeout:g} s in all" in m for m in said)
 
 
 DEAD_ZYGOTE = '''

@@ -415,11 +415,22 @@ def _print_report(args, report: dict, note: str | None = None) -> None:
     """The report's table on stdout, ``note`` (the busy-machine warning, or
     None) right under it, and the sweep's plot."""
     m, n = report["machine"], _b.plural(args.num_envs, "env")
-    done = max([r.get("rounds", 0) for r in report["results"]] or [0])
-    how = (f"median of {_b.plural(args.rounds, 'burst')}" if not report.get("interrupted")
-           else f"interrupted: median of the {_b.plural(done, 'burst')} done")
+    done = sorted({r["rounds"] for r in report["results"] if r.get("rounds")})
+    dropped = report.get("dropped_bursts", 0)
+    if not report.get("interrupted"):
+        how = f"median of {_b.plural(args.rounds, 'burst')}"
+    elif not done:
+        how = "interrupted before any burst"
+    elif len(done) == 1:
+        how = (f"interrupted: median of the {_b.plural(done[0], 'burst')} done"
+               if args.interleave else
+               f"interrupted: median of {_b.plural(done[0], 'burst')} a row")
+    else:  # backend after backend, or no round complete: per row
+        how = f"interrupted: median of {done[0]} to {_b.plural(done[-1], 'burst')} a row"
     how += f" of {args.seconds:g} s" + (", interleaved" if args.interleave
                                          else ", backend after backend")
+    if dropped:
+        how += f" ({_b.plural(dropped, 'burst')} of the round cut short left out)"
     where = f"{_b.plural(m['cores'], 'core')} ({m['cpu_model']}), {how}"
     options = report["config"].get("options")  # none in a null run's config
     if options is not None:

@@ -34,6 +34,10 @@ from .supervisor import START_TIMEOUT, Supervisor, _Resources
 
 #: Seconds between looks for the segment of a server that is still starting.
 _ATTACH_RETRY = 0.02
+#: Seconds an attach waits for a missing pool before it says that it waits:
+#: a shorter wait that fails says so in its error alone (both said the same
+#: thing, the log line through logging's last resort: a newcomer's pass).
+_ATTACH_TELL_AFTER = 1.0
 #: ``autoreset_mode`` option -> Gymnasium's enum, for ``metadata``.
 GYM_AUTORESET = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
                   "disabled": AutoresetMode.DISABLED}
@@ -167,7 +171,8 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                 raise ValueError(f"invalid pool name {name!r}: it is not valid UTF-8 "
                                  f"text") from None
             path, how, may_start = _name_texts(name, seg_name)
-            deadline, told, zero_since = _now() + timeout, False, None
+            begin = _now()
+            deadline, told, zero_since = begin + timeout, False, None
             while True:
                 # A server that is still starting has no segment yet (wait for
                 # it, up to the timeout), or one whose header is still zero
@@ -189,11 +194,12 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                             f"no shmatari pool named {name!r}: {path} does not exist; {how}",
                             code="not_found") from None
                     if _now() < deadline:
-                        if not told:
+                        if not told and _now() - begin >= _ATTACH_TELL_AFTER:
                             told = True
                             _log.warning(
                                 "attach(%r): no pool named %r yet (%s): waiting up to %g s "
-                                "for a server to start it (%s)", name, name, path, timeout, how)
+                                "in all for a server to start it (%s)", name, name, path,
+                                timeout, how)
                         time.sleep(_ATTACH_RETRY)
                         continue
                     raise AttachError(

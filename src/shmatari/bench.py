@@ -66,6 +66,7 @@ bursts) is printed and written to ``--json``; the exit status is then 130
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import time
 
@@ -94,9 +95,12 @@ def _open(name: str, cfg, batch_size: int, policy_for):
     return runner
 
 
-def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[list, bool]:
+def _run_point(args, progress, wanted, num_envs: int,
+               label: str = "") -> tuple[list, bool, int]:
     """Every wanted backend at one ``num_envs``; returns the series (in
-    :data:`BACKENDS` order, the ceiling last) and whether Ctrl-C cut it short."""
+    :data:`BACKENDS` order, the ceiling last), whether Ctrl-C cut it short
+    and, if it did (interleaved), how many bursts of the round it cut were
+    left out (:func:`_keep_complete_rounds`)."""
     workers = min(num_envs, args.num_workers or _config.available_cores())
     cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=0,
                                start_method=args.start_method,
@@ -185,7 +189,29 @@ def _run_point(args, progress, wanted, num_envs: int, label: str = "") -> tuple[
         interrupted = True
     finally:
         interrupted = _b.close_all(list(opened.values())) or interrupted
-    return list(series.values()), interrupted
+    dropped = _keep_complete_rounds(runnable) if interrupted and args.interleave else 0
+    return list(series.values()), interrupted, dropped
+
+
+def _keep_complete_rounds(series: list) -> int:
+    """After a Ctrl-C: the bursts of the round it cut, left out of every
+    series that ran, so that each row's median is over the same rounds (the
+    interleaving's point; a cut round gave some rows one burst more than
+    others, and the header spoke of the most: a newcomer's pass). Series
+    that failed are ignored. Nothing is left out where no round was
+    complete (each row then has the one burst, or none, of the first
+    round). Returns how many bursts were left out."""
+    ran = [s for s in series if not s.skipped]
+    rounds = [{b["round"] for b in s.bursts} for s in ran]
+    complete = set.intersection(*rounds) if rounds else set()
+    if not complete:
+        return 0
+    dropped = 0
+    for s in ran:
+        kept = [b for b in s.bursts if b["round"] in complete]
+        dropped += len(s.bursts) - len(kept)
+        s.bursts[:] = kept
+    return dropped
 
 
 def _time_null(name: str, num_envs: int, args, tick) -> tuple[Series, bool]:
@@ -290,9 +316,10 @@ def run(args) -> dict:
             while n <= args.max_envs:
                 points.append(n)
                 n *= 2
-            rows, skipped, interrupted = [], {}, False
+            rows, skipped, interrupted, dropped = [], {}, False, 0
             for n in points:
-                series, interrupted = _run_point(args, progress, wanted, n, f" @{n}")
+                series, interrupted, dropped = _run_point(args, progress, wanted, n,
+                                                          f" @{n}")
                 for s in series:
                     if s.skipped and s.skipped.startswith("not installed"):
                         skipped[s.backend] = s.skipped
@@ -301,11 +328,13 @@ def run(args) -> dict:
                 if interrupted:
                     break
             return _report(args, "sweep", load, results=rows, skipped=skipped,
-                           interrupted=interrupted, sweep_num_envs=points)
-        series, interrupted = _run_point(args, progress, wanted, args.num_envs)
+                           interrupted=interrupted, dropped_bursts=dropped,
+                           sweep_num_envs=points)
+        series, interrupted, dropped = _run_point(args, progress, wanted, args.num_envs)
         return _report(args, "policy" if args.policy else "single", load,
                        results=_rows(series, _b.OPTIONS["frame_skip"]),
-                       summary=_summary(series, args.policy), interrupted=interrupted)
+                       summary=_summary(series, args.policy), interrupted=interrupted,
+                       dropped_bursts=dropped)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -401,8 +430,13 @@ def _check_args(parser, args) -> None:
         wanted = [b.strip() for b in args.backends.split(",") if b.strip()]
         unknown = [b for b in wanted if b not in known]
         if unknown or not wanted:
+            # each with the closest name, as every other typo gets one (a
+            # newcomer's pass: "envpol" said only "unknown")
+            close = {u: difflib.get_close_matches(u, known, n=1, cutoff=0.6) for u in unknown}
+            hints = "".join(f" (did you mean {close[u][0]!r} for {u!r}?)"
+                            for u in unknown if close[u])
             parser.error(f"--backends: unknown backend(s) {', '.join(unknown) or '(none given)'}"
-                         f"; choose from {','.join(known)}")
+                         f"{hints}; choose from {','.join(known)}")
         twice = sorted({b for b in wanted if wanted.count(b) > 1}, key=wanted.index)
         if twice:  # each backend is one row, opened once
             parser.error(f"--backends: {', '.join(twice)} given more than once")
