@@ -228,6 +228,8 @@ def test_envpool_gym_api_warns_that_it_is_not_envpool_1x_gym_api():
     line, unless gym_reset_return_info says which API is meant."""
     import warnings
 
+    if envpool._old_gym():
+        pytest.skip("gym < 0.26 is installed here: CleanRL's setup, where make() does not warn")
     for call in (lambda: envpool.make("Pong-v5", env_type="gym", num_envs=1),
                  lambda: envpool.make_gym("Pong-v5", num_envs=1)):
         with warnings.catch_warnings(record=True) as caught:
@@ -243,6 +245,27 @@ def test_envpool_gym_api_warns_that_it_is_not_envpool_1x_gym_api():
                          gym_reset_return_info=flag).close()
             envpool.make("Pong-v5", num_envs=1).close()  # env_type="gymnasium"
         assert not [w for w in caught if "EnvPool 1.x" in str(w.message)]
+
+
+def test_envpool_gym_api_does_not_warn_beside_cleanrls_gym(tmp_path, monkeypatch):
+    """CleanRL's EnvPool scripts pin gym 0.23.1 and call make(env_type="gym")
+    unchanged: the warning above came at every run of them (a client-code
+    pass). Where the installed gym is older than 0.26 (its metadata on the
+    path, as pip leaves it), there is none; with a newer gym there is."""
+    import warnings
+
+    for version, warned in (("0.23.1", False), ("0.26.2", True)):
+        site = tmp_path / version
+        (site / f"gym-{version}.dist-info").mkdir(parents=True)
+        (site / f"gym-{version}.dist-info" / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: gym\nVersion: {version}\n")
+        with monkeypatch.context() as m:
+            m.syspath_prepend(str(site))
+            assert envpool._old_gym() is not warned
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                envpool.make_gym("Pong-v5", num_envs=1).close()
+        assert bool([w for w in caught if "EnvPool 1.x" in str(w.message)]) is warned, version
 
 
 def test_envpool_gym_api_has_gym_spaces_when_gym_is_installed():

@@ -117,6 +117,12 @@ def test_out_of_order_calls_raise_and_leave_the_pool_usable():
             env.async_reset(options={"reset_mask": np.array([True, False, False, False])})
         _, _, _, _, info = env.recv()
         ids = info["env_id"]
+        # num_envs actions without env_id go to every env: where a loop meant
+        # the batch's, the refusal says to pass info["env_id"] (a client-code pass)
+        with pytest.raises(shmatari.CallOrderError,
+                           match=r"still running.*4 actions without env_id go to every env"
+                                 r".*pass its info\['env_id'\]"):
+            env.send(np.zeros(4, np.int64))
         with pytest.raises(ValueError, match="listed twice"):
             env.send([0, 0], [ids[0], ids[0]])
         with pytest.raises(ValueError, match="out of range"):

@@ -399,7 +399,18 @@ class Client:
         acts, ids = send_args(actions, env_id, self.num_envs, self.batch_size, self._last_ids)
         code = self._seg.client_send(acts, ids, step)
         if code != _core.OK:
-            self._refused(code)
+            try:
+                self._refused(code)
+            except CallOrderError as err:
+                if env_id is None and ids is None and self.batch_size < self.num_envs:
+                    # num_envs actions without env_id: every env, where an
+                    # async loop meant the batch's (a client-code pass:
+                    # CleanRL's loop passes info["env_id"])
+                    raise CallOrderError(
+                        f"{err}; {acts.size} actions without env_id go to every env: to "
+                        f"send to the envs of a batch received, pass its "
+                        f"info['env_id']") from None
+                raise
 
     @_one_thread
     def async_reset(self, seed: int | None = None, options: dict | None = None,

@@ -26,8 +26,8 @@ the nearest equivalent.
 from __future__ import annotations
 
 import difflib
-
 import functools
+import re
 import warnings
 from typing import Any
 
@@ -286,6 +286,20 @@ def make_spec(task_id: str, **kwargs) -> EnvSpec:
     return _build(task_id, kwargs)[0]
 
 
+def _old_gym() -> bool:
+    """Whether the installed ``gym`` (not Gymnasium) is older than 0.26, the
+    gym 0.2x API that ``env_type="gym"`` serves (CleanRL's EnvPool scripts
+    pin gym 0.23.1). Read from its metadata: gym is not imported."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("gym")
+    except metadata.PackageNotFoundError:
+        return False
+    parts = re.match(r"(\d+)\.(\d+)", version)
+    return parts is not None and (int(parts[1]), int(parts[2])) < (0, 26)
+
+
 def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter":
     """Creates a shmatari pool with EnvPool's ``make`` signature and defaults.
 
@@ -361,10 +375,12 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
                          "env_type='gymnasium'")
     if env_type not in ("gym", "gymnasium"):
         raise ValueError(f"env_type must be 'gymnasium' or 'gym', got {env_type!r}")
-    if env_type == "gym" and "gym_reset_return_info" not in kwargs:
+    if env_type == "gym" and "gym_reset_return_info" not in kwargs and not _old_gym():
         # EnvPool 1.x's env_type="gym" returns (obs, info) and a 5-tuple:
         # code written for it unpacked this API's obs and 4-tuple silently
-        # wrong, or failed at step() (a newcomer's pass, 2026-12-05).
+        # wrong, or failed at step() (a newcomer's pass, 2026-12-05). Not
+        # where gym < 0.26 is installed: that is CleanRL's EnvPool setup,
+        # whose unchanged scripts warned at every run (a client-code pass).
         warnings.warn(
             "shmatari.envpool env_type='gym' is EnvPool 0.6-0.8's gym 0.2x API, what CleanRL's "
             "EnvPool scripts unpack: reset() returns the observations alone and step() a "
