@@ -376,50 +376,55 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
                      batch held (a fixed-order pool's next group) */
   const int32_t *ids =
       (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
+  /* The first row no worker wrote, and why, in the private copy. */
+  uint32_t bad = h->batch_size;
+  char why[160] = "";
   if (shmatari_ordered(h)) {
     /* An ordered pool's batch k is group k % G, its row i env
      * k % G + i * G (shmatari_env_rank; env i in a synchronous pool): a row
      * naming another env, even one of the pool with a command in flight,
      * was written by no worker. Two rows' ids swapped went to the trainer
-     * with no error (an attacker's pass, 2026-12-06). The private copy's. */
+     * with no error (an attacker's pass, 2026-12-06). */
     const uint32_t G = shmatari_groups(h), first = (uint32_t)(c->taken % G);
-    for (uint32_t i = 0; i < h->batch_size; i++) {
-      int32_t e = __atomic_load_n(&ids[i], __ATOMIC_RELAXED);
-      if (e == (int32_t)(first + i * G)) continue;
-      shmatari_client_break(c);
-      return shmatari_fail(
-          c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
-          "batch %llu's row %u names env %d, where this pool's batches come "
-          "in a fixed order (%s) and that row is env %u's: no worker wrote "
-          "it (another process rewrote the batch's env ids)",
-          (unsigned long long)c->taken, i, (int)e,
-          h->batch_size == h->num_envs ? "a synchronous pool: row i is env i"
-                                       : "batch_order 'fixed'",
-          first + i * G);
-    }
+    for (uint32_t i = 0; i < h->batch_size && bad == h->batch_size; i++)
+      if (__atomic_load_n(&ids[i], __ATOMIC_RELAXED) != (int32_t)(first + i * G)) {
+        bad = i;
+        snprintf(why, sizeof why,
+                 "where this pool's batches come in a fixed order (%s) and "
+                 "that row is env %u's",
+                 h->batch_size == h->num_envs ? "a synchronous pool: row i is env i"
+                                              : "batch_order 'fixed'",
+                 first + i * G);
+      }
   }
-  uint32_t bad = shmatari_accept_rows(
-      c, ids, (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS),
-      (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TERMINATED),
-      (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TRUNCATED),
-      h->batch_size);
-  if (bad < h->batch_size) {
+  if (bad == h->batch_size) {
     /* A row no worker wrote: handed out, the batch would name an env twice
      * (and leave another's result untaken) or one outside the pool, and
      * the client's state would no longer match what the caller holds (an
      * attacker's pass, 2026-12-05: env_id [0, 0, 2, 3] went to the
-     * trainer with no error). The value is the private copy's. */
+     * trainer with no error). */
+    bad = shmatari_accept_rows(
+        c, ids, (const uint32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_FLAGS),
+        (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TERMINATED),
+        (const uint8_t *)shmatari_batch_fields(c, SHMATARI_FIELD_TRUNCATED),
+        h->batch_size);
+    if (bad < h->batch_size) {
+      int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
+      snprintf(why, sizeof why, "%s",
+               e < 0 || (uint32_t)e >= h->num_envs
+                   ? "outside the pool"
+                   : "which had no command in flight (or one named by an "
+                     "earlier row; a worker answers each command once)");
+    }
+  }
+  if (bad < h->batch_size) {
     int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
     shmatari_client_break(c);
-    return shmatari_fail(
-        c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
-        "batch %llu's row %u names env %d, %s: no worker wrote it (a worker "
-        "answers each command once; another process rewrote the batch's "
-        "env ids)",
-        (unsigned long long)c->taken, bad, (int)e,
-        e < 0 || (uint32_t)e >= h->num_envs ? "outside the pool"
-                                            : "which had no command in flight "
-                                              "(or one named by an earlier row)");
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                         "batch %llu's row %u names env %d, %s: no worker "
+                         "wrote it (another process rewrote the batch's env "
+                         "ids)",
+                         (unsigned long long)c->taken, bad, (int)e, why);
   }
   return SHMATARI_OK;
 }
