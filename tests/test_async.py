@@ -108,6 +108,9 @@ def test_out_of_order_calls_raise_and_leave_the_pool_usable():
     with shmatari.make("Pong", num_envs=4, batch_size=2, seed=0) as env:
         with pytest.raises(shmatari.CallOrderError, match="reset"):
             env.send([0, 0], [0, 1])
+        with pytest.raises(shmatari.CallOrderError, match="not been reset") as info:
+            env.send(np.zeros(4, np.int64))
+        assert "env_id" not in str(info.value)  # the hint below is for a running env
         with pytest.raises(shmatari.CallOrderError, match=r"not been reset.*reset\(\)"):
             env.recv()  # nothing pending
         env.async_reset()

@@ -170,8 +170,11 @@ def test_bench_help_shows_the_defaults_of_seconds_warmup_rounds_and_max_envs():
     ("shmatari-bench", ["--batchsize", "2"],
      ["unrecognized arguments: --batchsize 2", "--batchsize: did you mean --batch-size?"]),
     ("shmatari-bench", ["--sticky-actions", "0"], ["(flag --repeat-action-probability)"]),
-    ("shmatari-bench", ["--num-threads", "2"], ["num_threads is EnvPool's", "(flag --num-workers)"]),
+    ("shmatari-bench", ["--num-threads", "2"],
+     ["num_threads is EnvPool's", "(flag --num-workers)"]),
     ("shmatari-bench", ["Pong"], ["Pong: did you mean --game Pong?"]),
+    ("shmatari-bench", ["--backends", "shmatari", "envpool"],
+     ["envpool: --backends takes one comma-separated list"]),
     ("shmatari-bench", ["--backends", "shmatari,envpol"],
      ["unknown backend(s) envpol (did you mean 'envpool' for 'envpol'?)"]),
     ("shmatari-check", ["--seeed", "3"], ["--seeed: did you mean --seed?"]),
@@ -185,9 +188,13 @@ def test_a_hint_names_a_flag_only_where_the_command_has_that_option():
     """The bench has no env-option flags but --repeat-action-probability: a
     hint for ale-py's --frameskip must not send the user to a flag the text
     merely mentions (obs_type's "each env's RAM" is not --env)."""
-    for args in (["--frameskip", "4"], ["--obs-type", "rgb"]):
+    # nor a bare word to --game where it was given, or where the word names
+    # no game (a reviewer's pass)
+    for args in (["--frameskip", "4"], ["--obs-type", "rgb"], ["--game", "Pong", "Breakout"],
+                 ["hello"]):
         proc = run("shmatari-bench", *args, timeout=60)
-        assert_usage_error(proc, f"unrecognized arguments: {' '.join(args)}")
+        unknown = args[2:] if args[0] == "--game" else args
+        assert_usage_error(proc, f"unrecognized arguments: {' '.join(unknown)}")
         assert "(flag" not in proc.stderr and "did you mean" not in proc.stderr, proc.stderr
 
 

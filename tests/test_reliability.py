@@ -22,7 +22,7 @@ import time
 import pytest
 from conftest import SHM_DIR, pid_alive, wait_until
 
-from shmatari import shm
+from shmatari import _core, shm
 
 HEAD = '''
 import hashlib, json, os, signal, sys, time
@@ -675,22 +675,28 @@ def test_a_file_named_like_a_dead_pools_that_is_no_pool_is_left_alone():
     """The sweep removed any file of this user named shmatari_<pid>_<hex>
     whose pid was gone and that nobody locked, a text file included, where
     layout.md says that what is not a pool is never removed (an attacker's
-    pass, 2026-12-06). It now removes a pool, or a segment its maker died
-    before writing (zeros), and leaves the rest."""
+    pass, 2026-12-06). It now removes a file whose first word is the magic
+    (a pool of any ABI version, its header whole or half written) or zero
+    (a segment its maker died before writing), and leaves the rest."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    notes, zeros = shm.new_name(gone.pid), shm.new_name(gone.pid)
+    magic = _core.MAGIC.to_bytes(8, sys.byteorder)
+    files = {shm.new_name(gone.pid): (content, ours) for content, ours in (
+        (b"notes\n", False), (b"\x01" + b"\0" * 8191, False), (b"\0" * 8192, True), (b"", True),
+        (magic + b"\xff" * 56 + b"\0" * 8128, True))}  # a header cut short, or another ABI's
     try:
-        for name, content in ((notes, b"notes\n"), (zeros, b"\0" * 8192)):
+        for name, (content, _) in files.items():
             with open(os.path.join(SHM_DIR, name), "wb") as f:
                 f.write(content)
             os.chmod(os.path.join(SHM_DIR, name), 0o600)
         removed = shm.sweep_stale()
-        assert notes not in removed and zeros in removed, removed
-        assert open(os.path.join(SHM_DIR, notes), "rb").read() == b"notes\n"
-        assert not os.path.exists(os.path.join(SHM_DIR, zeros))
+        for name, (content, ours) in files.items():
+            assert (name in removed) is ours, (content[:8], removed)
+            assert os.path.exists(os.path.join(SHM_DIR, name)) is not ours
+            if not ours:
+                assert open(os.path.join(SHM_DIR, name), "rb").read() == content
     finally:
-        for name in (notes, zeros):
+        for name in files:
             shm.unlink(name)
 
 

@@ -17,10 +17,11 @@ import os
 import re
 import signal
 import stat
+import sys
 import tempfile
 
-__all__ = ["ArgumentParser", "unknown_arguments_text", "HelpFormatter", "plain", "add_version", "integer", "positive_int",
-           "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
+__all__ = ["ArgumentParser", "unknown_arguments_text", "given", "game_word_hint",
+           "HelpFormatter", "plain", "add_version", "integer", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
            "write_json", "EXIT_INTERRUPTED", "stop_on_sigterm", "interrupted_status"]
 
 #: Exit status after Ctrl-C, as a shell reports a process ended by SIGINT.
@@ -77,18 +78,49 @@ class ArgumentParser(argparse.ArgumentParser):
         message = " ".join(message.split())
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    #: ``word_hint(word, argv) -> str | None``: the command's hint for a
+    #: bare word it does not take (a game name where ``--game`` was not
+    #: given, say), or None.
+    word_hint = None
+
     def parse_args(self, args=None, namespace=None):
         # argparse's own check, with a hint per unknown argument: it said
         # only "unrecognized arguments: --num-env 8" where serve's said
         # "did you mean --num-envs?" (a newcomer's pass)
-        parsed, extra = self.parse_known_args(args, namespace)
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extra = self.parse_known_args(argv, namespace)
         if extra:
-            self.error(unknown_arguments_text(self, extra))
+            word_hint = self.word_hint
+            self.error(unknown_arguments_text(
+                self, extra, word_hint=None if word_hint is None else
+                (lambda word: word_hint(word, argv))))
         return parsed
 
 
+def given(argv: list, flag: str) -> bool:
+    """Whether ``flag`` is on the command line ``argv`` (``--flag V`` or
+    ``--flag=V``)."""
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def game_word_hint(word: str, argv: list) -> str | None:
+    """A bare word's hint for a command with ``--game``: ``did you mean
+    --game Pong?`` where the word names a game and ``--game`` was not given
+    (a second word after ``--game Pong``, or a backend's name, is not one)."""
+    from . import games
+
+    if given(argv, "--game"):
+        return None
+    try:
+        games.resolve_quietly(word)
+    except (TypeError, ValueError):
+        return None
+    return f"did you mean --game {word}?"
+
+
 def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
-                           own_hints: dict | None = None, option_flags: bool = False) -> str:
+                           own_hints: dict | None = None, option_flags: bool = False,
+                           word_hint=None) -> str:
     """argparse's ``unrecognized arguments: ...`` with a hint for each one
     that has one:
 
@@ -100,8 +132,8 @@ def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
       ``shmatari serve``);
     - else the closest long flag (difflib, cutoff 0.7): ``did you mean
       --num-envs?``;
-    - a bare word, where the parser has ``--game`` and the word is not the
-      value of an unknown flag before it: ``did you mean --game Pong?``.
+    - a bare word that is not the value of an unknown flag before it:
+      ``word_hint(word)``, where given (the command's: ``--game Pong``).
     """
     import difflib
 
@@ -112,8 +144,9 @@ def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
     after_flag = False
     for token in extra:
         if not token.startswith("-"):
-            if not after_flag and "--game" in flags and token[:1].isalpha():
-                hints.append(f"{token}: did you mean --game {token}?")
+            hint = None if after_flag or word_hint is None else word_hint(token)
+            if hint:
+                hints.append(f"{token}: {hint}")
             after_flag = False
             continue
         after_flag = "=" not in token

@@ -58,7 +58,9 @@ microseconds per round trip.
 the ceiling, writes the JSON (``--json``) and a PNG plot (``--plot``).
 
 Ctrl-C stops the run: every backend is closed, and what finished (whole
-bursts) is printed and written to ``--json``; the exit status is then 130
+bursts; in an interleaved run, the rounds that every backend finished, the
+bursts of the round cut short left out and counted in the JSON's
+``dropped_bursts``) is printed and written to ``--json``; the exit status is then 130
 (143 after SIGTERM, which stops it the same way). A shell's background job
 (``cmd &`` in a script) starts with SIGINT ignored: stop one with SIGTERM.
 """
@@ -337,6 +339,15 @@ def run(args) -> dict:
                        dropped_bursts=dropped)
 
 
+def _word_hint(word: str, argv: list) -> str | None:
+    """A bare word's hint: a backend's name (``--backends shmatari envpool``)
+    or a game's (:func:`_cli.game_word_hint`)."""
+    names = [b for b in word.split(",") if b]
+    if names and all(b in (*BACKENDS, *CEILINGS) for b in names):
+        return "--backends takes one comma-separated list, e.g. --backends shmatari,envpool"
+    return _cli.game_word_hint(word, argv)
+
+
 def _parser() -> argparse.ArgumentParser:
     cores = _config.available_cores()
     doc = _cli.doc_parts(__doc__)
@@ -344,6 +355,7 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=_cli.HelpFormatter, allow_abbrev=False,
                                 epilog="\n\n".join(doc[1:]).strip() or None)
     _cli.add_version(p)
+    p.word_hint = _word_hint
     p.add_argument("--game", default="Breakout", help="game to step")
     p.add_argument("--env", choices=("atari", "null"), default="atari",
                    help="'null': measure the round trip alone with the built-in null env")

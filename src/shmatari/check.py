@@ -563,6 +563,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--unseeded-policy", metavar="RUN", default=None,
                    help="test only: RUN (rerun, workers, fork, spawn, async, pipe) draws "
                         "its actions from the unseeded global NumPy RNG, to show a failure")
+    p.word_hint = _cli.game_word_hint
     return p
 
 

@@ -402,7 +402,8 @@ class Client:
             try:
                 self._refused(code)
             except CallOrderError as err:
-                if env_id is None and ids is None and self.batch_size < self.num_envs:
+                if env_id is None and ids is None and self.batch_size < self.num_envs \
+                        and "is still running" in str(err):
                     # num_envs actions without env_id: every env, where an
                     # async loop meant the batch's (a client-code pass:
                     # CleanRL's loop passes info["env_id"])

@@ -296,7 +296,7 @@ def _old_gym() -> bool:
         version = metadata.version("gym")
     except metadata.PackageNotFoundError:
         return False
-    parts = re.match(r"(\d+)\.(\d+)", version)
+    parts = re.match(r"(\d+)\.(\d+)", version or "")
     return parts is not None and (int(parts[1]), int(parts[2])) < (0, 26)
 
 

@@ -26,9 +26,9 @@ says a segment is stale must never take a live pool's segment:
   to this user, no process holds its lock (the sweep's own exclusive,
   non-blocking ``flock`` succeeds), *and* the owner named in it is gone: no
   live process has that pid, or the one that has it started after the
-  segment was created (the pid was reused); *and* it is a pool (a checked
-  header: :func:`_pool_owner`) or one its maker died before writing (zeros:
-  :func:`_unwritten`);
+  segment was created (the pid was reused); *and* its first word is
+  shmatari's magic or zero (a pool of any version, or one its maker died
+  before writing: :func:`_magic_or_zero`);
 - or it is a named pool's ``shmatari_<name>`` (``shmatari serve --name``),
   of this user, whose lock nobody holds, with a valid header whose owner is
   not alive (its pid and start time: :func:`_sweep_named`).
@@ -587,10 +587,11 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # a live process maps it
-            # A pool, or one its maker died before writing: anything else
-            # under such a name is not ours (a text file named like one was
-            # removed: an attacker's pass, 2026-12-06).
-            if not _unwritten(fd, st) and _pool_owner(path, fd, st) is None:
+            # A pool (of any version, in any state of its header), or one
+            # its maker died before writing: anything else under such a
+            # name is not ours (a text file named like one was removed: an
+            # attacker's pass, 2026-12-06).
+            if not _magic_or_zero(fd):
                 continue
             if os.stat(path).st_ino == st.st_ino and unlink(name):
                 removed.append(name)
@@ -603,12 +604,17 @@ def sweep_stale(directory: str = SHM_DIR) -> list[str]:
     return removed
 
 
-def _unwritten(fd: int, st: os.stat_result) -> bool:
-    """Whether a file holds nothing but zeros in its first header's bytes
-    (empty included): a segment whose maker died between making and
-    writing it. Read with ``pread``, never mapped (a sparse file on a full
-    tmpfs would SIGBUS a reader of its map)."""
-    return not any(os.pread(fd, min(st.st_size, _core.HEADER_BYTES), 0))
+def _magic_or_zero(fd: int) -> bool:
+    """Whether a file's first word is shmatari's magic (a pool of any ABI
+    version, its header whole or being written: the magic goes first) or
+    zero, or the file is shorter than a word and all zero (a segment whose
+    maker died between making and writing it). Read with ``pread``, never
+    mapped (a sparse file on a full tmpfs would SIGBUS a reader of its
+    map)."""
+    word = os.pread(fd, 8, 0)
+    if len(word) < 8:
+        return not any(word)
+    return int.from_bytes(word, sys.byteorder) in (0, _core.MAGIC)
 
 
 def _pool_owner(path: str, fd: int, st: os.stat_result):

@@ -904,14 +904,17 @@ class Supervisor:
         # process made the sum below overflow wait_ready's uint32, and step()
         # raised a bare OverflowError (an attacker's pass, 2026-12-06).
         dead, ready = set(dead), len(self.restarts) + sum(self.restarts)
+        replaced = set()
         while dead:
-            dead, ready = self._restart_round(dead, ready)
+            replaced |= dead
+            dead, ready = self._restart_round(dead, ready, replaced)
 
-    def _restart_round(self, dead: set, ready: int) -> tuple[set, int]:
+    def _restart_round(self, dead: set, ready: int, replaced: set) -> tuple[set, int]:
         """One round of :meth:`restart`, after which ``ready`` workers will
         have reached READY (a count that only grows) once every replacement
-        so far is: returns the workers that died while ``dead``'s
-        replacements started, and the count once these are ready too."""
+        so far (``replaced``, ``dead``'s included) is: returns the workers
+        that died while ``dead``'s replacements started, and the count once
+        these are ready too."""
         seg = self.seg
         now = _now()
         for w in sorted(dead):
@@ -955,10 +958,11 @@ class Supervisor:
                          self.res.processes[w].pid, self.restarts[w],
                          "\n" + traceback if traceback else "")
         deadline = _now() + self.start_timeout
-        # Each replacement's own state READY will do too: the count word is
-        # any process's to rewrite (to 0, it would never reach ``ready``).
+        # Every replacement's own state READY (this round's and earlier
+        # rounds') will do too: the count word is any process's to rewrite
+        # (to 0, it would never reach ``ready``).
         while not seg.wait_ready(ready, POLL) and \
-                not all(seg.worker_state(w) == _core.WORKER_READY for w in dead):
+                not all(seg.worker_state(w) == _core.WORKER_READY for w in replaced):
             failed = self.dead_workers()
             replaced = [w for w in failed if w in dead]
             if replaced:
