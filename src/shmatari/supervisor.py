@@ -904,17 +904,17 @@ class Supervisor:
         # process made the sum below overflow wait_ready's uint32, and step()
         # raised a bare OverflowError (an attacker's pass, 2026-12-06).
         dead, ready = set(dead), len(self.restarts) + sum(self.restarts)
-        replaced = set()
+        replacements = set()  # every worker replaced by this call, added by each round
         while dead:
-            replaced |= dead
-            dead, ready = self._restart_round(dead, ready, replaced)
+            dead, ready = self._restart_round(dead, ready, replacements)
 
-    def _restart_round(self, dead: set, ready: int, replaced: set) -> tuple[set, int]:
+    def _restart_round(self, dead: set, ready: int,
+                       replacements: set) -> tuple[set, int]:
         """One round of :meth:`restart`, after which ``ready`` workers will
         have reached READY (a count that only grows) once every replacement
-        so far (``replaced``, ``dead``'s included) is: returns the workers
-        that died while ``dead``'s replacements started, and the count once
-        these are ready too."""
+        so far is (``replacements``, to which this round adds its own): returns
+        the workers that died while ``dead``'s replacements started, and the
+        count once these are ready too."""
         seg = self.seg
         now = _now()
         for w in sorted(dead):
@@ -948,6 +948,7 @@ class Supervisor:
             time.sleep(0.001)
         plan = seg.recover([self.groups[w] for w in sorted(dead)])  # its own record
         ready += len(dead)
+        replacements |= dead  # as it is now: workers found dead above included
         for w in sorted(dead):
             group = self.groups[w]
             seg.reset_worker(w)
@@ -962,7 +963,7 @@ class Supervisor:
         # rounds') will do too: the count word is any process's to rewrite
         # (to 0, it would never reach ``ready``).
         while not seg.wait_ready(ready, POLL) and \
-                not all(seg.worker_state(w) == _core.WORKER_READY for w in replaced):
+                not all(seg.worker_state(w) == _core.WORKER_READY for w in replacements):
             failed = self.dead_workers()
             replaced = [w for w in failed if w in dead]
             if replaced:
