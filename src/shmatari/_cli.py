@@ -21,7 +21,8 @@ import sys
 import tempfile
 
 __all__ = ["ArgumentParser", "unknown_arguments_text", "given", "game_word_hint",
-           "HelpFormatter", "plain", "add_version", "integer", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
+           "HelpFormatter", "plain", "add_version", "integer", "positive_int",
+           "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
            "write_json", "EXIT_INTERRUPTED", "stop_on_sigterm", "interrupted_status"]
 
 #: Exit status after Ctrl-C, as a shell reports a process ended by SIGINT.
@@ -90,10 +91,8 @@ class ArgumentParser(argparse.ArgumentParser):
         argv = list(sys.argv[1:] if args is None else args)
         parsed, extra = self.parse_known_args(argv, namespace)
         if extra:
-            word_hint = self.word_hint
-            self.error(unknown_arguments_text(
-                self, extra, word_hint=None if word_hint is None else
-                (lambda word: word_hint(word, argv))))
+            self.error(unknown_arguments_text(self, extra, word_hint=self.word_hint,
+                                              argv=argv))
         return parsed
 
 
@@ -120,7 +119,7 @@ def game_word_hint(word: str, argv: list) -> str | None:
 
 def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
                            own_hints: dict | None = None, option_flags: bool = False,
-                           word_hint=None) -> str:
+                           word_hint=None, argv: list = ()) -> str:
     """argparse's ``unrecognized arguments: ...`` with a hint for each one
     that has one:
 
@@ -133,7 +132,8 @@ def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
     - else the closest long flag (difflib, cutoff 0.7): ``did you mean
       --num-envs?``;
     - a bare word that is not the value of an unknown flag before it:
-      ``word_hint(word)``, where given (the command's: ``--game Pong``).
+      ``word_hint(word, argv)``, where given (the command's, which may look
+      at the whole command line ``argv``: ``--game Pong``).
     """
     import difflib
 
@@ -144,7 +144,7 @@ def unknown_arguments_text(parser: argparse.ArgumentParser, extra: list,
     after_flag = False
     for token in extra:
         if not token.startswith("-"):
-            hint = None if after_flag or word_hint is None else word_hint(token)
+            hint = None if after_flag or word_hint is None else word_hint(token, list(argv))
             if hint:
                 hints.append(f"{token}: {hint}")
             after_flag = False
