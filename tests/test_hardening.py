@@ -354,9 +354,9 @@ def test_refused_second_server_is_not_logged_as_an_attach_by_the_first(tmp_path)
         me = os.getpid()
         with shmatari.attach(first.name, timeout=30):  # events the first server sees after
             _wait_until(lambda: f"client pid {me} attached" in first.stderr(), 30.0,
-                        "no attach logged")
+                        "no attach logged", log=first.stderr)
         _wait_until(lambda: f"client pid {me} detached" in first.stderr(), 30.0,
-                    "no detach logged")
+                    "no detach logged", log=first.stderr)
         assert first.stop(signal.SIGINT) == 0
         assert "without being seen" not in first.stderr(), first.stderr()
         first.assert_gone()

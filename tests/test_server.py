@@ -52,11 +52,14 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _wait_until(cond, timeout: float, what: str) -> None:
+def _wait_until(cond, timeout: float, what: str, log=None) -> None:
+    """Polls ``cond`` until true; else fails naming ``what``, with ``log()``
+    (a server's log, say) in the message where given."""
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
+            raise AssertionError(f"{what} within {timeout} s"
+                                 + (f"; log:\n{log()}" if log is not None else ""))
         time.sleep(0.02)
 
 
@@ -353,7 +356,7 @@ env.send([2] * len(info["env_id"]), env_id=info["env_id"])
 os.kill(os.getpid(), signal.SIGKILL)""")
     assert p.wait(60) == -signal.SIGKILL, p.stderr.read()
     _wait_until(lambda: f"client pid {p.pid} died" in s.stderr(), 5.0,
-                "the server did not notice its client's death")
+                "the server did not notice its client's death", log=s.stderr)
     # The server freed the dead client's claim: a process that reuses its pid
     # would otherwise look like a live client and keep every attach out.
     mapped = shm.attach(s.segment)
@@ -413,7 +416,7 @@ os.kill(os.getpid(), signal.SIGKILL)""")
     worker = s.worker_pids[0]
     try:
         _wait_until(lambda: f"client pid {dead.pid} died" in s.stderr(), 5.0,
-                    "the server did not notice its client's death")
+                    "the server did not notice its client's death", log=s.stderr)
         p = python_client(f"""
 import sys, threading
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -634,7 +637,7 @@ signal.pause()""")
     try:
         assert p.stdout.readline() == "attached\n", p.stderr.read()
         _wait_until(lambda: f"client pid {p.pid} attached" in s.stderr(), 5.0,
-                    "the server did not see its client")
+                    "the server did not see its client", log=s.stderr)
         os.kill(s.proc.pid, signal.SIGSTOP)  # it must not look before the pid is taken
         try:
             p.kill()
@@ -646,7 +649,7 @@ signal.pause()""")
             pytest.skip(f"pid {p.pid} was taken by another process each time")
         try:
             _wait_until(lambda: f"client pid {p.pid} died" in s.stderr(), 5.0,
-                        "the server took the new process for its client")
+                        "the server took the new process for its client", log=s.stderr)
             with shmatari.attach(s.name, timeout=5) as env:
                 obs, info = env.reset()
                 assert info["reset"].all()
@@ -1881,7 +1884,7 @@ signal.pause()""")
     try:
         assert holder.stdout.readline().strip() == "attached"
         _wait_until(lambda: f"client pid {holder.pid} attached" in s.stderr(), 5.0,
-                    "the server did not see the client attach")
+                    "the server did not see the client attach", log=s.stderr)
         mapped = shm.attach(s.segment)
         try:
             word = cli._claim_word(mapped)
@@ -1891,7 +1894,7 @@ signal.pause()""")
             shm.close_mapping(mapped)
         # logged just after the line about the move
         _wait_until(lambda: f"client pid {os.getpid()} attached" in s.stderr(), 5.0,
-                    "the server did not see the claim move")
+                    "the server did not see the claim move", log=s.stderr)
         err = s.stderr()
         assert (f"the claim moved from client pid {holder.pid}, still running, to pid {os.getpid()}"
                 in err), err
