@@ -158,6 +158,38 @@ def test_sticky_actions_are_set_on_every_backend(tmp_path):
         ceiling.close()
 
 
+def test_the_seed_reaches_every_backend(tmp_path):
+    """--seed (default 0) seeds shmatari, the pipe baseline, the ceilings and
+    EnvPool alike (each asked back through its own API), and the report
+    records it."""
+    from shmatari import _bench_backends as b, config as _config
+
+    out = tmp_path / "bench.json"
+    proc = _bench("--num-envs", "2", "--rounds", "1", "--seed", "7",
+                  "--backends", "shmatari,ceiling", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["config"]["seed"] == 7
+    bad = _bench("--seed", "-1")
+    assert bad.returncode == 2 and "--seed" in bad.stderr, bad.stderr
+    cfg = _config.build_config("Breakout", 2, num_workers=1, seed=7, **b.options())
+    seen = {}
+    for name in ("shmatari", "pipe", "envpool"):
+        if b.peer_available(name):
+            continue
+        runner = b.open_backend(name, cfg, 1)
+        try:
+            env = runner.env
+            seen[name] = env.spec.config.seed if name == "envpool" else env.config.seed
+        finally:
+            runner.close()
+    assert seen and set(seen.values()) == {7}, seen
+    ceiling = b.Ceiling(cfg)
+    try:
+        assert ceiling.config.seed == 7
+    finally:
+        ceiling.close()
+
+
 def _report_rows():
     """Rows as the bench makes them: every column filled, one skipped peer."""
     from shmatari import _bench_report as rep

@@ -175,7 +175,7 @@ def _n_actions(env) -> int:
 
 
 def open_backend(name: str, cfg: _config.EnvConfig, batch_size: int) -> Runner:
-    n, seed = cfg.num_envs, 0
+    n, seed = cfg.num_envs, cfg.seed
     if name.endswith("-ale-reset"):
         cfg, name = dataclasses.replace(cfg, fast_reset="off"), name[:-len("-ale-reset")]
     if name in ("shmatari", "shmatari-async", "shmatari-double", "shmatari-ordered"):

@@ -3,7 +3,8 @@
 Every backend steps the same game with the same work per step (ALE v5 options:
 frame_skip 4, sticky actions 0.25, up to 30 no-ops, 84x84 grayscale, max-pool,
 a stack of 4; no episodic life, no reward clipping, no fire reset) under
-uniformly random actions. ``--repeat-action-probability 0`` turns sticky
+uniformly random actions (one fixed table) from envs seeded with ``--seed``
+(0 by default). ``--repeat-action-probability 0`` turns sticky
 actions off on every backend (the Nature DQN's and EnvPool's default).
 Optional peers appear when installed: EnvPool, ale-py's ``AtariVectorEnv``
 and Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` with
@@ -104,7 +105,7 @@ def _run_point(args, progress, wanted, num_envs: int,
     and, if it did (interleaved), how many bursts of the round it cut were
     left out (:func:`_keep_complete_rounds`)."""
     workers = min(num_envs, args.num_workers or _config.available_cores())
-    cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=0,
+    cfg = _config.build_config(args.game, num_envs, num_workers=workers, seed=args.seed,
                                start_method=args.start_method,
                                **_b.options(args.repeat_action_probability))
     batch_size = min(num_envs, args.batch_size or max(1, num_envs // 2))
@@ -290,7 +291,7 @@ def _report(args, kind: str, load: OtherLoad, **body) -> dict:
                   "warmup": args.warmup, "rounds": args.rounds,
                   "interleave": args.interleave, "policy": args.policy,
                   "start_method": args.start_method, "max_envs": args.max_envs,
-                  "options": _b.options(args.repeat_action_probability)}
+                  "seed": args.seed, "options": _b.options(args.repeat_action_probability)}
     return {"benchmark": "shmatari-bench", "kind": kind, "game": args.game,
             "config": config, "machine": machine,
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **body}
@@ -383,6 +384,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="sticky actions: the probability that each emulated frame repeats the "
                         "previous action (ALE's own), on every backend; 0 as in the Nature "
                         "DQN, SB3's AtariWrapper and EnvPool's default (default: 0.25, ALE v5)")
+    p.add_argument("--seed", type=_cli.nonnegative_int, default=0,
+                   help="seed of every backend's envs (shmatari's pool seed, EnvPool's and "
+                        "Gymnasium's seed); the random actions are one fixed table whatever "
+                        "the seed")
     p.add_argument("--backends", default=None,
                    help=f"comma-separated subset of {','.join(BACKENDS + CEILINGS)} (with "
                         f"--policy: of {','.join(POLICY_BACKENDS)}) (default: all)")
@@ -471,7 +476,8 @@ def _check_args(parser, args) -> None:
         for n in sizes:
             workers = min(n, args.num_workers or _config.available_cores())
             _config.build_config(args.game if args.env == "atari" else _config.NULL_ENV, n,
-                                 num_workers=workers, seed=0, start_method=args.start_method)
+                                 num_workers=workers, seed=args.seed,
+                                 start_method=args.start_method)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     _cli.check_output_path(parser, "--json", args.json)
