@@ -38,9 +38,13 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
     reference = report["runs"]["reference"]["env_hashes"]
     assert len(set(reference)) == 4  # the envs themselves differ
     assert set(report["runs"]) == {"reference", "rerun", "one_worker", "fork", "spawn",
-                                   "async", "pipe"}
+                                   "async", "pipe", "seed_a", "seed_b"}
+    seed_runs = [report["runs"].pop(r)["env_hashes"] for r in ("seed_a", "seed_b")]
     for run in report["runs"].values():
         assert run["error"] is None and run["env_hashes"] == reference
+    # the seed pairing: every env given env 0's actions, under seeds 0 and 1
+    assert len(set(seed_runs[0] + seed_runs[1])) == 8
+    assert seed_runs[0] != reference and lines[-2].endswith("all 8 env streams distinct")
     assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["ale-py"]
 
 
@@ -362,3 +366,84 @@ def test_without_opencv_the_pipe_pairing_is_refused_before_any_run():
     assert "without pipe: True" in out, out
     assert "shmatari-check: the pipe pairing needs OpenCV" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+#: Run in a fresh process: seeding bugs put into shmatari.seeding there, and
+#: workers forked from it (start method fork), so that they carry the bug.
+_SEEDING_BUG = """
+import sys
+import numpy as np
+from shmatari import check, config, seeding
+ale, noop = seeding.ale_seed, seeding.noop_rng
+config.default_start_method = lambda: "fork"
+for bug in sys.argv[1:]:
+    name, sticky = bug.split(":")
+    if name == "global":  # the workers draw from the state forked from the parent
+        seeding.noop_rng = lambda s, i, r=0, g=0: np.random.default_rng(
+            np.random.randint(2**31))
+        pairings = ["rerun"]
+    else:
+        remap = {"ignored": lambda s, i: (0, i), "plus_i": lambda s, i: (s + i, 0),
+                 "same": lambda s, i: (0, 0), "none": lambda s, i: (s, i)}[name]
+        seeding.ale_seed = lambda s, i, r=0, g=0: ale(*remap(s, i), r, g)
+        seeding.noop_rng = lambda s, i, r=0, g=0: noop(*remap(s, i), r, g)
+        pairings = ["seed"]
+    report = check.check_reproducibility("Breakout", num_envs=4, steps=120, seed=5,
+                                         pairings=pairings,
+                                         repeat_action_probability=float(sticky))
+    print(bug, report.ok, report.lines()[0], flush=True)
+    seeding.ale_seed, seeding.noop_rng = ale, noop
+"""
+
+
+def test_the_check_catches_the_classic_seeding_bugs():
+    """The pairings showed that a stream does not depend on how it is run,
+    and left "it depends on the seed" to a comparison of two reports whose
+    policies differed too, so a build whose envs ignored the seed passed it
+    (a reproducibility audit, 2026-12-06). The seed pairing fails each
+    classic bug, with sticky actions and without (where a seed draws only
+    no-op counts), and passes the real seeding; a worker that draws from a
+    random state forked from the parent fails the rerun, whose pool starts
+    from another parent state."""
+    bugs = ["none:0.25", "none:0", "ignored:0.25", "ignored:0", "plus_i:0.25", "plus_i:0",
+            "same:0.25", "same:0", "global:0.25"]
+    proc = subprocess.run([sys.executable, "-c", _SEEDING_BUG, *bugs], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = {line.split(" ", 1)[0]: line.split(" ", 2)[1:] for line in proc.stdout.splitlines()}
+    assert set(got) == set(bugs), proc.stdout
+    for bug, (ok, line) in got.items():
+        name = bug.split(":")[0]
+        assert (ok == "True") == (name == "none"), (bug, line)
+        expect = {"none": "agree   pool seeds 5 and 6", "global": "DIFFER  twice as is",
+                  "ignored": "the pool seed is ignored", "plus_i": "an env seed of seed + i",
+                  "same": "every env under seed 5 plays one stream"}[name]
+        assert expect in line, (bug, line)
+
+
+@pytest.mark.parametrize("sticky, noop_max, n, verdict", [
+    (0.25, 30, 1, "agree"), (0.0, 0, 4, "n/a"), (0.0, 1, 4, "n/a"), (0.0, 2, 4, "n/a"),
+    (0.0, 30, 4, "agree"), (0.0, 30, 2, "n/a")])
+def test_the_seed_verdict_without_alike_streams(sticky, noop_max, n, verdict):
+    """Distinct streams pass; a stream with nothing random, or too few envs
+    to tell a pattern from chance where a seed draws only no-op counts
+    (noop_max 2 needs 14 alike pairs for a 1e-4 false alarm), is n/a."""
+    from shmatari.check import seed_pairing_verdict
+
+    a, b = [f"a{i}" for i in range(n)], [f"b{i}" for i in range(n)]
+    got, text, shared = seed_pairing_verdict(a, b, (0, 1), sticky, noop_max)
+    assert (got, shared) == (verdict, []), text
+
+
+def test_the_seed_verdict_tells_chance_from_a_pattern():
+    """Without sticky actions two envs play one stream about once in
+    noop_max pairs: one alike pair passes, a whole pattern fails; with
+    sticky actions any alike pair fails."""
+    from shmatari.check import seed_pairing_verdict
+
+    a, b = ["x", "a1", "a2", "a3"], ["b0", "b1", "x", "b3"]
+    assert seed_pairing_verdict(a, b, (0, 1), 0.0, 30)[::2] == ("agree", [[0, 0, 1, 2]])
+    assert seed_pairing_verdict(a, b, (0, 1), 0.25, 30)[0] == "shared"
+    shifted = ["a0", "b0", "b1", "b2"]  # env i + 1 under seed 0 is env i under seed 1
+    verdict, text, shared = seed_pairing_verdict(shifted, b[:2] + ["b2", "b3"], (0, 1), 0.0, 30)
+    assert verdict == "shared" and "seed + i" in text and len(shared) == 3

@@ -11,12 +11,21 @@ observations, rewards, ``terminated``/``truncated`` flags and info
 - ``fork``, ``spawn``: with those start methods against the default one;
 - ``async``: synchronously and through the async API (``batch_size`` <
   ``num_envs``, results in completion order, reassembled by ``env_id``);
-- ``pipe``: through shmatari and through the pipe baseline.
+- ``pipe``: through shmatari and through the pipe baseline;
+- ``seed``: the other way round, that the streams do depend on the pool
+  seed: two runs, pool seeds S and S + 1, every env given env 0's actions,
+  must share no stream (:func:`seed_pairing_verdict`). It catches the
+  classic seeding bugs: a seed the envs ignore (env *i* plays one stream
+  under both seeds), ``seed + i`` (env *i* + 1 under S plays env *i*'s under
+  S + 1) and a random state the workers inherit from the parent (every env
+  of a run plays one stream).
 
-Every variant is compared with the reference run (shmatari, synchronous,
-N workers, the default start method), one verdict line per pairing. On a
-difference the line names the first agent step, env and field that diverge
-(step 0 is the reset observation). The summary counts the reference run's
+Every other variant is compared with the reference run (shmatari,
+synchronous, N workers, the default start method), one verdict line per
+pairing. Each run makes its pool with the parent's global ``random`` and
+``numpy.random`` state set differently (and put back after), so a stream
+that depended on it would differ. On a difference the line names the first
+agent step, env and field that diverge (step 0 is the reset observation). The summary counts the reference run's
 episode ends: only with some do the streams cover autoreset, the resets
 after the first and the episode statistics, and a ``NOTE`` line says so
 when there are none. The exit status is 0 only when every pairing agrees;
@@ -43,7 +52,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
+import random as _random
 import sys
+import zlib
 import time
 import types
 import warnings
@@ -60,7 +72,12 @@ __all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_di
            "CheckReport", "RunResult", "PairingResult", "PAIRINGS", "FIELDS", "main"]
 
 #: The pairings, by key: each compares the reference run with one variant.
-PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "pipe")
+PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "pipe", "seed")
+
+#: Verdicts of a pairing that holds: its streams agree (for ``seed``: no two
+#: are alike), or (``"n/a"``) the options leave nothing random for a seed to
+#: change.
+PASSING = ("agree", "n/a")
 
 
 # -- comparing ------------------------------------------------------------------------
@@ -95,6 +112,8 @@ class _Plan:
     start_method: str | None = None
     batch_size: int | None = None
     drop: tuple = ()  # env options this run leaves out
+    seed: int | None = None  # the pool seed, where not the check's
+    same_actions: bool = False  # every env given env 0's actions
 
 
 @dataclasses.dataclass
@@ -138,11 +157,16 @@ class PairingResult:
         key: one of :data:`PAIRINGS`.
         title: the pairing in words.
         runs: the two runs' names (reference first).
-        verdict: ``"agree"``, ``"differ"`` or ``"error"``.
+        verdict: ``"agree"``, ``"differ"`` or ``"error"``; the ``seed``
+            pairing's: ``"agree"`` (no two streams alike), ``"shared"`` or
+            ``"n/a"`` (:func:`seed_pairing_verdict`).
         first_divergence: ``{"step", "env", "field"}`` when they differ (step
             0 is the reset observation, step *k* follows the *k*-th action).
         differing_envs: the envs whose whole streams differ.
         error: why the pairing could not be judged.
+        shared: the ``seed`` pairing's alike streams, ``[seed, env, seed,
+            env]`` each.
+        note: the ``seed`` pairing's verdict in words.
     """
 
     key: str
@@ -152,9 +176,14 @@ class PairingResult:
     first_divergence: dict | None = None
     differing_envs: list = dataclasses.field(default_factory=list)
     error: str | None = None
+    shared: list = dataclasses.field(default_factory=list)
+    note: str | None = None
 
     def line(self, num_envs: int) -> str:
         """The verdict as one line of text."""
+        if self.key == "seed" and self.verdict != "error":
+            label = {"agree": "agree", "n/a": "n/a", "shared": "SHARED"}[self.verdict]
+            return f"{label:<8}{self.title}: {self.note}"
         if self.verdict == "agree":
             return (f"agree   {self.title}: "
                     + ("the env stream is identical" if num_envs == 1 else
@@ -195,8 +224,8 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        """True when every pairing ran and agrees."""
-        return not self.interrupted and all(p.verdict == "agree" for p in self.pairings)
+        """True when every pairing ran and holds (:data:`PASSING`)."""
+        return not self.interrupted and all(p.verdict in PASSING for p in self.pairings)
 
     @property
     def episode_ends(self) -> int | None:
@@ -212,6 +241,7 @@ class CheckReport:
         n = self.config["num_envs"]
         out = [p.line(n) for p in self.pairings]
         agree = sum(p.verdict == "agree" for p in self.pairings)
+        na = sum(p.verdict == "n/a" for p in self.pairings)
         failed = sum(p.verdict == "error" for p in self.pairings)
         c = self.config
         ends = self.episode_ends
@@ -230,11 +260,14 @@ class CheckReport:
             out.append(f"shmatari-check: interrupted after {total} of "
                        f"{self.planned or total} pairing{'s' * ((self.planned or total) != 1)}"
                        f" ({agree} agree; {what})")
+        elif self.ok and na:
+            out.append(f"shmatari-check: {agree} of {total} pairing{'s' * (total > 1)} "
+                       f"{'agree' if agree != 1 else 'agrees'}, {na} not applicable ({what})")
         elif self.ok:
             out.append(f"shmatari-check: {'all ' * (total > 1)}{total} pairing"
                        f"{'s agree' if total > 1 else ' agrees'} ({what})")
         else:
-            differ = total - agree - failed
+            differ = total - agree - na - failed
             bad = ([f"{differ} of {total} pairing{'s' * (total > 1)} "
                     f"{'does' if differ == 1 else 'do'} not agree"] if differ else [])
             if failed:
@@ -275,8 +308,10 @@ def _no_group_warning():
         yield
 
 
-def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: dict):
-    """The runs needed and the (key, title, variant) of each pairing."""
+def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: dict,
+           seeds: tuple = (0, 1)):
+    """The runs needed and the (key, title, variant) of each pairing (the
+    ``seed`` pairing's variant is the second of its two runs)."""
     # The pipe baseline does not render; rendering changes no observation, so
     # its run leaves render_mode out and the pairing still compares the streams.
     no_render = options.get("render_mode") is not None
@@ -303,9 +338,20 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
                                + (", without render_mode (it does not render)" * no_render),
                        backend="pipe", start_method=default,
                        drop=("render_mode",) * no_render)),
+        "seed": (f"pool seeds {seeds[0]} and {seeds[1]}, every env given env 0's actions",
+                 dataclasses.replace(ref, name="seed_b", seed=seeds[1], same_actions=True,
+                                     label=f"shmatari, sync, {num_workers} workers, seed "
+                                           f"{seeds[1]}, env 0's actions in every env")),
     }
     pairs = [(key, variants[key][0], variants[key][1]) for key in PAIRINGS if key in pairings]
-    return [ref] + [p for _, _, p in pairs], pairs
+    runs = [ref]
+    for key, _, plan in pairs:
+        if key == "seed":
+            runs.append(dataclasses.replace(plan, name="seed_a", seed=seeds[0], label=(
+                f"shmatari, sync, {num_workers} workers, seed {seeds[0]}, env 0's actions "
+                f"in every env")))
+        runs.append(plan)
+    return runs, pairs
 
 
 @contextlib.contextmanager
@@ -338,6 +384,23 @@ def _ticker(bar, before: int, label: str):
     return lambda done: bar.update(before + done, label)
 
 
+@contextlib.contextmanager
+def _parent_random_state(name: str):
+    """The global ``random`` and ``numpy.random`` states seeded from the run's
+    ``name`` while its pool starts, and put back after: each run's workers
+    start from a different parent state (one a fork copies), so a stream
+    that depended on it would differ between the runs."""
+    saved = _random.getstate(), np.random.get_state()
+    k = zlib.crc32(name.encode())
+    _random.seed(k)
+    np.random.seed(k)
+    try:
+        yield
+    finally:
+        _random.setstate(saved[0])
+        np.random.set_state(saved[1])
+
+
 def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
              options: dict, policy, tick) -> RunResult:
     from .baselines import make_pipe
@@ -345,17 +408,22 @@ def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
 
     result = RunResult(plan.name, plan.label)
     options = {k: v for k, v in options.items() if k not in plan.drop}
+    seed = seed if plan.seed is None else plan.seed
     t0 = time.perf_counter()
     try:
-        if plan.backend == "pipe":
-            env = make_pipe(game, num_envs, seed=seed, start_method=plan.start_method, **options)
-        else:
-            with _no_group_warning():
-                env = make(game, num_envs, seed=seed, num_workers=plan.num_workers,
-                           batch_size=plan.batch_size, start_method=plan.start_method,
-                           **options)
+        with _parent_random_state(plan.name):
+            if plan.backend == "pipe":
+                env = make_pipe(game, num_envs, seed=seed, start_method=plan.start_method,
+                                **options)
+            else:
+                with _no_group_warning():
+                    env = make(game, num_envs, seed=seed, num_workers=plan.num_workers,
+                               batch_size=plan.batch_size, start_method=plan.start_method,
+                               **options)
         with env:
             actions = policy(int(env.single_action_space.n))
+            if plan.same_actions:
+                actions = np.repeat(actions[:1], num_envs, axis=0)
             streams = _Streams(num_envs, steps)
             if plan.batch_size is not None and plan.batch_size < num_envs:
                 _rollout_async(env, actions, streams, tick)
@@ -382,6 +450,107 @@ def _judge(key: str, title: str, ref: RunResult, other: RunResult) -> PairingRes
     return PairingResult(key, title, runs, "differ", first_divergence=where, differing_envs=envs)
 
 
+#: The seed pairing's bound on a false alarm: where no-op counts are all a
+#: seed draws (no sticky actions), a pattern of shared streams is a failure
+#: only if chance would make it at most this often.
+SEED_FALSE_ALARM = 1e-4
+
+
+def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds: tuple,
+                         repeat_action_probability: float, noop_max: int,
+                         random: bool = True) -> tuple[str, str, list]:
+    """The ``seed`` pairing's verdict on two runs with pool seeds ``seeds``
+    whose every env was given the same actions.
+
+    Args:
+        hashes_a, hashes_b: each env's stream SHA-256, one list per run.
+        seeds: the two runs' pool seeds.
+        repeat_action_probability, noop_max: the pool's options: with sticky
+            actions every frame draws from the seed, so any two envs' streams
+            differ (ALE's 31-bit seeds aside: 2**-31 a pair,
+            docs/reproducibility.md); without, the seed draws only each game's
+            no-op count (1..``noop_max``), and two envs start their first
+            game alike about once in ``noop_max`` pairs.
+        random: False for an env with nothing random (the null env).
+
+    Returns:
+        ``(verdict, text, shared)``: ``"agree"`` (no pattern of shared
+        streams), ``"shared"`` or ``"n/a"`` (nothing random, or too few envs
+        to tell a pattern from chance), what the line says, and the shared
+        pairs ``[[seed, env, seed, env], ...]``.
+
+    With sticky actions any two alike streams fail. Without, only a pattern
+    that chance makes at most :data:`SEED_FALSE_ALARM` of the time fails:
+    every env of a run alike (a random state inherited from the parent),
+    env *i* alike under both seeds (the seed ignored), or env *i* + 1 under
+    one seed alike env *i* under the other (an env seed of ``seed + i``).
+    """
+    n = len(hashes_a)
+    (sa, sb), h = seeds, {"a": list(hashes_a), "b": list(hashes_b)}
+    seed_of = {"a": sa, "b": sb}
+    sticky = repeat_action_probability > 0
+    if not random or (not sticky and noop_max <= 1):
+        why = ("the null env draws nothing from its seed" if not random else
+               f"with repeat_action_probability 0 and noop_max {noop_max} nothing in a "
+               f"stream is random, so no seed can change it")
+        return "n/a", why, []
+    # the fewest alike pairs chance makes at most SEED_FALSE_ALARM of the time
+    need = 1 if sticky else math.ceil(math.log(SEED_FALSE_ALARM) / math.log(1 / noop_max))
+    patterns = [
+        ([("a", 0, "a", i) for i in range(1, n)], f"every env under seed {sa} plays one "
+         f"stream: a random state the workers inherit from the parent?"),
+        ([("b", 0, "b", i) for i in range(1, n)], f"every env under seed {sb} plays one "
+         f"stream: a random state the workers inherit from the parent?"),
+        ([("a", i, "b", i) for i in range(n)], "each env plays the same stream under both "
+         "seeds: the pool seed is ignored"),
+        ([("a", i + 1, "b", i) for i in range(n - 1)], f"env i + 1 under seed {sa} plays env "
+         f"i's stream under seed {sb}: an env seed of seed + i?"),
+        ([("a", i, "b", i + 1) for i in range(n - 1)], f"env i under seed {sa} plays env "
+         f"i + 1's stream under seed {sb}: an env seed of seed + i?"),
+    ]
+    shared = [[seed_of[r], e, seed_of[q], f] for r, e, q, f in
+              [("a", e, "a", f) for e in range(n) for f in range(e + 1, n)]
+              + [("b", e, "b", f) for e in range(n) for f in range(e + 1, n)]
+              + [("a", e, "b", f) for e in range(n) for f in range(n)]
+              if h[r][e] == h[q][f]]
+    if sticky and shared:
+        a, e, b, f = shared[0]
+        found = [why for pairs, why in patterns if pairs and all(
+            h[r][x] == h[q][y] for r, x, q, y in pairs)]
+        return "shared", (f"env {e} under seed {a} and env {f} under seed {b} play one "
+                          f"stream ({_plural(len(shared), 'pair')} alike)"
+                          + (f"; {found[0]}" if found else "")), shared
+    for pairs, why in patterns:
+        if len(pairs) >= need and all(h[r][x] == h[q][y] for r, x, q, y in pairs):
+            return "shared", f"{why} ({_plural(len(shared), 'pair')} alike)", shared
+    if not sticky and max(n, 1) < need:
+        return "n/a", (f"with repeat_action_probability 0 a seed draws only the no-op counts "
+                       f"(1 to noop_max {noop_max}), and {_plural(n, 'env')} are too few "
+                       f"to tell a shared seed from chance: {need} or more, or sticky "
+                       f"actions"), shared
+    return "agree", (f"all {2 * n} env streams distinct" if not shared else
+                     f"{_plural(len(shared), 'pair')} of env streams alike, as chance "
+                     f"makes them when a seed draws only no-op counts; no pattern of a "
+                     f"seeding bug"), shared
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,
+                cfg: _config.EnvConfig) -> PairingResult:
+    runs = (a.name, b.name)
+    failed = [r for r in (a, b) if r.error]
+    if failed:
+        why = "; ".join(f"{r.name} run failed: {r.error}" for r in failed)
+        return PairingResult("seed", title, runs, "error", error=why)
+    verdict, text, shared = seed_pairing_verdict(
+        a.env_hashes, b.env_hashes, seeds, cfg.repeat_action_probability, cfg.noop_max,
+        random=cfg.game != _config.NULL_ENV)
+    return PairingResult("seed", title, runs, verdict, shared=shared, note=text)
+
+
 def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: int = 300,
                           seed: int = 0, policy_seed: int | None = None,
                           num_workers: int | None = None, batch_size: int | None = None,
@@ -396,7 +565,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         game: the game, as :func:`shmatari.make` takes it.
         num_envs: envs per run (>= 2, so that workers and batches can vary).
         steps: agent steps per env.
-        seed: the pool seed.
+        seed: the pool seed (the ``seed`` pairing's second run takes the
+            next one, or the one before at 2**128 - 1).
         policy_seed: the policy's seed (default ``seed``); see :func:`policy_actions`.
         num_workers: N for every shmatari run but ``one_worker`` (2..num_envs;
             default: the cores available, at least 2, at most ``num_envs``).
@@ -406,8 +576,9 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         unseeded_policy: **test only**, to see a failure: the pairing key
             of a run (``"rerun"``, ``"workers"``, ``"fork"``, ``"spawn"``,
             ``"async"``, ``"pipe"``; ``"one_worker"``, the run's name, too)
-            whose actions are drawn from NumPy's global RNG, which
-            the check never seeds, so that run diverges from the reference.
+            whose actions are drawn from NumPy's global RNG, the caller's
+            state (the check seeds it only while a pool starts, and puts it
+            back), so that run diverges from the reference.
         **options: env options, as :func:`shmatari.make` (``preset`` too).
             Every ``autoreset_mode`` works: the rollout resets ended envs with
             a mask under ``"disabled"``, and with ``"same_step"`` (and
@@ -420,7 +591,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     call with ``if __name__ == "__main__":``.
 
     Returns:
-        CheckReport: ``report.ok`` is True when every pairing agrees;
+        CheckReport: ``report.ok`` is True when every pairing holds
+        (agrees; for ``seed``, no two streams alike, or not applicable);
         ``report.episode_ends`` counts the reference run's steps that ended
         an episode (0: ``steps`` too few to compare any reset after the first).
 
@@ -472,8 +644,10 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     if policy_seed is None:
         policy_seed = cfg.seed
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
-    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options)
-    names = [p.name for p in plans]
+    # the seed pairing's second seed: the next one (the one before, at the top)
+    seeds = (cfg.seed, cfg.seed + 1 if cfg.seed + 1 < 1 << seeding.SEED_BITS else cfg.seed - 1)
+    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options, seeds)
+    names = [p.name for p in plans if p.name not in ("seed_a", "seed_b")]
     # the pairing's key names its variant run too (workers: the one-worker run)
     unseeded_policy = {"workers": "one_worker"}.get(unseeded_policy, unseeded_policy)
     if unseeded_policy is not None and unseeded_policy not in names[1:]:
@@ -501,7 +675,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
                 runs[plan.name].unseeded_policy = plan.name == unseeded_policy
         except KeyboardInterrupt:  # the run's pool is closed; judge what finished
             interrupted = True
-    verdicts = [_judge(key, title, runs["reference"], runs[plan.name])
+    verdicts = [_judge_seed(title, runs["seed_a"], runs[plan.name], seeds, cfg)
+                if key == "seed" else _judge(key, title, runs["reference"], runs[plan.name])
                 for key, title, plan in pairs if "reference" in runs and plan.name in runs]
     config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
               "policy_seed": policy_seed, "num_workers": cfg.num_workers,
@@ -519,13 +694,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Runs one seeded rollout several ways (twice, 1 and N workers, fork and "
                     "spawn, sync and async, shmatari and the pipe baseline) and checks that "
                     "every env's stream of observations, rewards, flags and info is "
-                    "identical.",
+                    "identical; and under two pool seeds, that no two streams are alike.",
         epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments, "
                "130 after Ctrl-C, 143 after SIGTERM (the pairings that finished are "
-               "printed). The pairings check that the stream does not depend on how it is "
-               "run; that it does depend on the seed and the options, compare the "
-               "env_hashes of two --json reports (--seed 0 and --seed 1: every env's "
-               "differs).")
+               "printed). The pairings but seed check that the stream does not depend on "
+               "how it is run; seed, that it depends on the pool seed (seeds S and S + 1, "
+               "the same actions in every env: no two streams alike). That it depends on "
+               "the options, compare the env_hashes of two --json reports (the default and "
+               "-o repeat_action_probability=0: every env's differs).")
     _cli.add_version(p)
     p.add_argument("--game", default="Breakout", help="game")
     p.add_argument("--num-envs", type=_cli.integer, default=4,
