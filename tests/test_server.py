@@ -1871,6 +1871,42 @@ def test_serve_logs_a_detach_that_comes_just_before_its_stop():
             proc.wait()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread ids are Linux's")
+def test_a_claim_naming_a_thread_of_a_process_that_maps_the_pool_is_freed(server):
+    """A thread's id passes kill(2) and has a /proc entry whose maps are its
+    process's: written into the claim word, the id of a thread of a process
+    that maps the segment (the server's own) looked like a live client, and
+    every attach was refused as busy for as long as the server ran (an
+    attacker's pass, 2026-12-06). The liveness rule counts only a pid that
+    leads its thread group, so the server frees that claim and attaches go
+    through."""
+    import mmap
+    import struct
+    import threading
+
+    s = server(num_envs=2, num_workers=1)
+    ready, done, tid = threading.Event(), threading.Event(), []
+    thread = threading.Thread(target=lambda: (tid.append(threading.get_native_id()),
+                                              ready.set(), done.wait(60)))
+    thread.start()
+    ready.wait(10)
+    assert tid[0] != os.getpid() and not _core.process_alive(tid[0], 0)
+    assert _core.process_alive(os.getpid(), 0)
+    offset = _core.struct_layout()["shmatari_header"]["client_pid"]
+    fd = os.open(f"/dev/shm/{s.segment}", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:  # this process maps it, as a client would
+            struct.pack_into("<i", m, offset, tid[0])
+            _wait_until(lambda: f"client pid {tid[0]} died; its claim is freed" in s.stderr(),
+                        10.0, "the server did not free the thread's claim", log=s.stderr)
+            with shmatari.attach(s.name, timeout=10) as env:  # not refused as busy
+                env.reset()
+    finally:
+        os.close(fd)
+        done.set()
+        thread.join()
+
+
 def test_a_claim_moved_off_a_live_client_is_not_logged_as_its_death(server):
     """Another process that writes its pid over a live client's claim word
     (a bug or an attacker of the same user) used to be logged as "client pid

@@ -60,10 +60,18 @@ static inline uint64_t shmatari_process_start(int32_t pid) {
  * (pid, start) is alive if pid exists, is not a zombie, and, when start is
  * not 0, started at `start` (shmatari_process_start), so that a process that
  * took over a dead one's pid is not taken for it. A process that exists but
- * belongs to another user counts as alive. */
+ * belongs to another user counts as alive. On Linux the pid must lead its
+ * thread group (tgkill(pid, pid, 0)): kill(2) and /proc/<id> take a thread's
+ * id as well, and a claim word rewritten to a thread of a live server (its
+ * mappings are the server's) kept every client out for as long as the
+ * server ran (an attacker's pass, 2026-12-06). */
 static inline int shmatari_process_alive(int32_t pid, uint64_t start) {
   if (pid <= 0) return 0;
+#if defined(__linux__) && defined(SYS_tgkill)
+  if (syscall(SYS_tgkill, (long)pid, (long)pid, 0L) != 0 && errno == ESRCH) return 0;
+#else
   if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+#endif
 #if defined(__linux__)
   {
     uint64_t now = 0;
