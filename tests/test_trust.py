@@ -1661,6 +1661,90 @@ def test_a_batch_whose_env_ids_another_process_rewrote_is_not_handed_out(no_leak
         env.close()
 
 
+@pytest.mark.parametrize("posted, rewritten, why", [
+    ("step", "observe", "whose command was a step, but the row is an observation"),
+    ("reset", "step", "whose command was a reset, but the row is not a reset's result"),
+    ("observe", "step", "whose command was an observation")])
+def test_a_command_word_another_process_rewrote_is_not_answered_as_the_posted_one(
+        no_leaks, posted, rewritten, why):
+    """Env 0's command word rewritten between the client's post and the
+    worker's read (here with the worker stopped): a STEP turned into an
+    OBSERVE was answered with an observation and the step was lost with no
+    error (frame numbers stood still: an attacker's pass, 2026-12-06). The
+    client now checks each row's flags against the command it posted (a
+    step's result is no observation, a reset's is a reset, an observation's
+    is one): the wait fails, PoolClosedError naming the row, the pool
+    broken."""
+    import mmap
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0,
+                        autoreset_mode="disabled" if posted == "observe" else "next_step")
+    try:
+        env.reset()
+        ctrl = _core.struct_layout()["shmatari_env_ctrl"]
+        at = env._client._seg.header()["env_ctrl_offset"] + ctrl["cmd"]  # env 0's
+        code = {"step": _core.CMD_STEP, "observe": _core.CMD_OBSERVE}[rewritten]
+        worker = env.worker_pids[0]
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            if posted == "step":
+                env.send(np.zeros(2, np.int64))
+            elif posted == "reset":
+                env.async_reset()
+            else:  # env 1 reset, env 0 observed
+                env.async_reset(options={"reset_mask": np.array([False, True])})
+            with open(f"/dev/shm/{env.segment_name}", "r+b") as f, \
+                    mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
+                mm[at:at + 4] = np.uint32(code).tobytes()
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        with pytest.raises(shmatari.PoolClosedError,
+                           match=rf"row 0, env 0's, {why}.*another command than this "
+                                 rf"client posted"):
+            env.recv(timeout=10)
+        with pytest.raises(shmatari.PoolClosedError, match="broken"):
+            env.step(np.zeros(2, np.int64))
+    finally:
+        env.close()
+
+
+def test_a_rewritten_alloc_pos_during_a_restart_breaks_the_pool_with_a_worker_error(no_leaks):
+    """alloc_pos moved on by another process while a worker's command was in
+    flight, then the worker killed: the restart's recovery found a reserved
+    row no dead env explains and raised a bare RuntimeError from recv(), at
+    every call, the pool neither broken nor its worker replaced (one call
+    even returned a batch: an attacker's pass, 2026-12-06). Now the restart
+    raises WorkerError, naming the word, and the pool is broken."""
+    import mmap
+    import time
+
+    env = shmatari.make("null", num_envs=4, num_workers=4, batch_size=2, seed=0,
+                        restart_workers=True)
+    try:
+        env.async_reset()
+        env.recv()
+        ids = env.recv()[4]["env_id"]  # every env's reset received: none in flight
+        pid = env.worker_pids[int(ids[0])]  # one env per worker
+        os.kill(pid, signal.SIGSTOP)
+        env.send(np.zeros(2, np.int64), ids)
+        time.sleep(0.2)  # the other worker answers
+        at = _core.struct_layout()["shmatari_header"]["alloc_pos"]
+        with open(f"/dev/shm/{env.segment_name}", "r+b") as f, \
+                mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
+            pos = int(np.frombuffer(mm, np.uint64, 1, at)[0])
+            mm[at:at + 8] = np.uint64(pos + 2).tobytes()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(shmatari.WorkerError, match=r"while restarting worker\(s\) "
+                           r"\[\d\]: result position \d+ was reserved but never written.*"
+                           r"rewrote the ring's words, such as alloc_pos"):
+            env.recv(timeout=10)
+        for _ in range(2):
+            with pytest.raises(shmatari.PoolClosedError, match="broken"):
+                env.recv(timeout=10)
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("call", ["step", "recv"])
 def test_a_claim_word_another_process_rewrote_is_named_at_the_next_call(no_leaks, call):
     """Zeroing the header's client_pid let a second process attach and step

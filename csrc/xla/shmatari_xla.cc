@@ -8,15 +8,22 @@
 // runs on the step path: each handler calls the C client in
 // shmatari/shmatari.h (the same state machine the Python pool drives).
 //
-// Every op takes the handle first (uint8[8]: the address of the pool's
-// shmatari_client, in native byte order) and returns it as its first result,
-// aliased to the input (input_output_aliases={0: 0}): threading the handle
-// through the calls is the data dependence that orders them, as EnvPool's.
-// The ops are also marked as having side effects (has_side_effect=True), so
-// XLA neither drops nor merges them. The `client` attribute holds the same
-// address, baked into the compiled program by shmatari.xla, which keeps the
-// pool's client alive as long as the functions are; a handle that does not
-// match it (another pool's) is refused.
+// Every op takes the handle first (uint8[8]: the pool's serial number in
+// this library's table of clients, shmatari_xla_register, in native byte
+// order) and returns it as its first result, aliased to the input
+// (input_output_aliases={0: 0}): threading the handle through the calls is
+// the data dependence that orders them, as EnvPool's. The ops are also
+// marked as having side effects (has_side_effect=True), so XLA neither drops
+// nor merges them. The `client` attribute holds the same serial, baked into
+// the compiled program by shmatari.xla; a handle that does not match it
+// (another pool's) is refused. The handlers find the client through the
+// table, never through an address baked into the program: a program
+// compiled ahead of time (jax.jit(f).lower(...).compile()) outlives the
+// Python functions, and with the address it read the freed client of a
+// collected pool, or drove a new pool whose client took the same address
+// (an attacker's pass, 2026-12-06). A serial is never reused; the pool's
+// close removes its serials (shmatari_xla_unregister), and an unknown one
+// is a closed pool.
 //
 // Rules the caller keeps (shmatari.xla documents them):
 //   - One thread drives a pool at a time: the Python methods of a pool MUST
@@ -36,7 +43,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "shmatari/shmatari.h"
 #include "xla/ffi/api/ffi.h"
@@ -47,8 +56,13 @@ namespace {
 
 constexpr int64_t kPollNs = SHMATARI_POLL_NS;  // between liveness checks
 
+// The live pools' clients, by serial (shmatari_xla_register).
+std::mutex table_mutex;
+std::unordered_map<uint64_t, shmatari_client *> table;
+uint64_t next_serial = 1;
+
 // The pool's client, found through the handle; nullptr with *err set when
-// the handle is not this op's pool.
+// the handle is not this op's pool, or its pool is closed.
 shmatari_client *FindClient(const ffi::AnyBuffer &handle, uint64_t client,
                             ffi::Error *err) {
   uint64_t from_handle = 0;
@@ -65,9 +79,13 @@ shmatari_client *FindClient(const ffi::AnyBuffer &handle, uint64_t client,
         "returned by this pool's xla() (or by its recv/send/step)");
     return nullptr;
   }
-  shmatari_client *c =
-      reinterpret_cast<shmatari_client *>(static_cast<uintptr_t>(client));
-  if (c->hdr == nullptr) {
+  shmatari_client *c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(table_mutex);
+    auto it = table.find(client);
+    if (it != table.end()) c = it->second;
+  }
+  if (c == nullptr || c->hdr == nullptr) {
     *err = ffi::Error(ffi::ErrorCode::kFailedPrecondition,
                       "shmatari xla: the pool is closed (its client is "
                       "detached): make a new pool and call its xla()");
@@ -418,4 +436,21 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ShmatariXlaStep, StepImpl,
 // compares it with the extension's before registering the handlers.
 extern "C" uint64_t shmatari_xla_client_bytes(void) {
   return sizeof(shmatari_client);
+}
+
+// Enters a pool's client (this process's shmatari_client, from
+// Segment.client_address) in the table; returns its serial, never 0 and
+// never reused.
+extern "C" uint64_t shmatari_xla_register(void *client) {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  uint64_t serial = next_serial++;
+  table[serial] = static_cast<shmatari_client *>(client);
+  return serial;
+}
+
+// Removes a serial from the table (the pool is closing: its client is
+// released): later calls through it fail as on a closed pool.
+extern "C" void shmatari_xla_unregister(uint64_t serial) {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  table.erase(serial);
 }

@@ -86,6 +86,9 @@ class _Resources:
         # Set by xla(): jitted calls on this pool's client may still run
         # (jax dispatches asynchronously) when the pool is released.
         self.xla = False
+        # (library, serial) of each xla() on this pool: taken out of the
+        # handlers' table as the client is released (shmatari_xla_unregister)
+        self.xla_serials = []
         # Set by the Client: its call guard (_core.CallGuard) and the function
         # that ends its waits, for a close() from another thread.
         self.guard = None
@@ -254,6 +257,9 @@ class _Resources:
             shm.unlink_own(segment.name, self.ident or shm.identity(segment))
         if self.xla and seg is not None:
             self._wait_for_jitted_calls(seg)
+        for lib, serial in self.xla_serials:  # before the client goes
+            lib.shmatari_xla_unregister(serial)
+        self.xla_serials = []
         if seg is not None:
             try:
                 if self.client_pid and left:
@@ -946,7 +952,18 @@ class Supervisor:
                     f"its step within {self.start_timeout:.0f} s",
                     worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
             time.sleep(0.001)
-        plan = seg.recover([self.groups[w] for w in sorted(dead)])  # its own record
+        try:
+            plan = seg.recover([self.groups[w] for w in sorted(dead)])  # its own record
+        except RuntimeError as err:
+            # Holes in the ring that no dead env explains: the ring's words
+            # (alloc_pos, ...) were rewritten. It escaped as a bare
+            # RuntimeError, at every recv(), the dead worker never replaced
+            # and the pool not broken (an attacker's pass, 2026-12-06).
+            raise WorkerError(
+                f"while restarting worker(s) {sorted(dead)}: {err} (another process "
+                f"rewrote the ring's words, such as alloc_pos); the pool cannot go on: "
+                f"close() it", worker=-1, env_ids=range(self.config.num_envs),
+                exitcode=None) from None
         ready += len(dead)
         replacements |= dead  # as it is now: workers found dead above included
         for w in sorted(dead):

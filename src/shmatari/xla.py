@@ -6,8 +6,10 @@ XLA custom calls that run inside ``jax.jit`` and ``jax.lax.scan`` (CPU).
 (``envpool/python/lax.py``, ``xla_template.py``), which CleanRL's
 ``ppo_atari_envpool_xla_jax*.py`` use:
 
-- ``handle``: uint8 array, shape ``(8,)``, the address of the pool's C
-  client (``shmatari_client`` in ``shmatari/shmatari.h``).
+- ``handle``: uint8 array, shape ``(8,)``, the pool's serial number in the
+  handlers' table of C clients (``shmatari_client`` in
+  ``shmatari/shmatari.h``), never reused: a program compiled ahead of time
+  that outlives its pool fails as on a closed pool.
 - ``send(handle, action, env_id=None) -> handle``
 - ``recv(handle) -> (handle, result)``
 - ``step(handle, action, env_id=None) -> (handle, result)``: one custom call
@@ -291,6 +293,10 @@ def _load(client_bytes: int) -> dict:
                 os.close(fd)
             try:
                 lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
+                lib.shmatari_xla_register.restype = ctypes.c_uint64
+                lib.shmatari_xla_register.argtypes = [ctypes.c_void_p]
+                lib.shmatari_xla_unregister.restype = None
+                lib.shmatari_xla_unregister.argtypes = [ctypes.c_uint64]
                 loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}
                 handlers = {op: getattr(lib, f"ShmatariXla{op.title()}") for op in _TARGETS}
             except AttributeError as exc:
@@ -373,14 +379,19 @@ def make(pool, *, convert=None, timeout: float | None = None):
     seg = client._seg
     address, client_bytes = seg.client_address
     names = _load(client_bytes)
+    # The handlers find the client by this serial, which the pool's close
+    # takes out of their table (unregister): a compiled program that outlives
+    # the pool then fails as on a closed pool, never reaching freed memory.
+    serial = names["lib"].shmatari_xla_register(address)
+    pool._res.xla_serials.append((names["lib"], serial))
     timeout_ns = np.int64(-1 if timeout is None else _core.timeout_to_ns(timeout))
     num_envs, batch_size = client.num_envs, client.batch_size
     batch_obs_shape = client._batch_obs_shape
     all_ids = np.arange(num_envs, dtype=np.int32)
     stats = client._episode_statistics
     has_ram = client._has_ram  # ram_info=True: info["ram"] uint8 (batch_size, 128)
-    handle = np.frombuffer(int(address).to_bytes(8, sys.byteorder), np.uint8).copy()
-    attrs = {"client": np.uint64(address)}
+    handle = np.frombuffer(int(serial).to_bytes(8, sys.byteorder), np.uint8).copy()
+    attrs = {"client": np.uint64(serial)}
 
     def result_types():
         wide = jax.config.jax_enable_x64

@@ -337,6 +337,38 @@ def test_xla_refusals_leave_the_pool_usable():
         jax.block_until_ready(recv_j(handle))
 
 
+def test_a_program_compiled_ahead_of_time_outlives_its_pool_safely():
+    """An executable from jax.jit(f).lower(...).compile() holds no reference
+    to the Python functions that kept the pool's client alive: with the
+    client's address baked in, it stepped a new pool whose client took that
+    address, with no error, or read freed memory (an attacker's pass,
+    2026-12-06). The handlers find the client by a serial never reused,
+    which close() takes out of their table: the old program fails as on a
+    closed pool, and the new pool is untouched."""
+    import gc
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    env.reset()
+    handle, recv, send, step = env.xla()
+    compiled = jax.jit(step).lower(handle, jnp.zeros(2, jnp.int32)).compile()
+    handle, (obs, *_) = jax.block_until_ready(compiled(handle, jnp.zeros(2, jnp.int32)))
+    env.close()
+    del env, recv, send, step
+    gc.collect()
+    new = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        new.reset()
+        new_handle = new.xla()[0]
+        assert bytes(np.asarray(new_handle)) != bytes(np.asarray(handle))
+        with pytest.raises(jax.errors.JaxRuntimeError, match="the pool is closed"):
+            jax.block_until_ready(compiled(handle, jnp.zeros(2, jnp.int32)))
+        # the old program stepped nothing of the new pool: its envs are at 0
+        _, _, _, _, info = new.step(np.zeros(2, np.int64))
+        assert info["elapsed_step"].tolist() == [1, 1]
+    finally:
+        new.close()
+
+
 def test_xla_refuses_same_step_pools_with_the_reason():
     env = shmatari.make("null", num_envs=2, num_workers=1, autoreset_mode="same_step")
     try:

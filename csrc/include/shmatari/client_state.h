@@ -80,6 +80,33 @@ enum shmatari_client_state {
 #define SHMATARI_ENV_ENDED 2u   /* autoreset_mode DISABLED: its last step ended
                                    the episode; only a reset restarts it */
 #define SHMATARI_ENV_LISTED 4u  /* scratch: listed in the call being checked */
+/* The command in flight, while RUNNING: neither bit a STEP. */
+#define SHMATARI_ENV_RESETTING 8u  /* a RESET or RESEED */
+#define SHMATARI_ENV_OBSERVING 16u /* an OBSERVE (a masked reset's others) */
+#define SHMATARI_ENV_COMMAND (SHMATARI_ENV_RESETTING | SHMATARI_ENV_OBSERVING)
+
+/* Why a row with flags `flags` cannot answer the command recorded in
+ * env_flags bits `fl` (SHMATARI_ENV_COMMAND), or NULL if it can: a STEP's
+ * result is never an observation (it may be a reset: next-step autoreset),
+ * an OBSERVE's always is (but the restart result of a replaced worker), a
+ * RESET's is a reset. A command word rewritten by another process (STEP to
+ * OBSERVE) made the worker answer an observation, and the step was lost
+ * with no error (an attacker's pass, 2026-12-06). */
+static inline const char *shmatari_row_mismatch(uint8_t fl, uint32_t flags) {
+  if (fl & SHMATARI_ENV_RESETTING)
+    return (flags & SHMATARI_FLAG_RESET) && !(flags & SHMATARI_FLAG_OBSERVED)
+               ? NULL
+               : "whose command was a reset, but the row is not a reset's result";
+  if (fl & SHMATARI_ENV_OBSERVING)
+    return flags & (SHMATARI_FLAG_OBSERVED | SHMATARI_FLAG_RESTARTED)
+               ? NULL
+               : "whose command was an observation (a masked reset's), but the "
+                 "row is not one";
+  return flags & SHMATARI_FLAG_OBSERVED
+             ? "whose command was a step, but the row is an observation "
+               "(FLAG_OBSERVED: the env was not stepped)"
+             : NULL;
+}
 
 /* The calls, as refusals name them (shmatari_client.names). */
 enum shmatari_call {
@@ -566,12 +593,16 @@ static inline int shmatari_check_step(shmatari_client *c, uint32_t n) {
                          c->geom.batch_size - c->pending, smaller);
 }
 
-/* Marks n envs running (env_ids NULL: envs 0..n-1). */
+/* Marks n envs running (env_ids NULL: envs 0..n-1) with the command
+ * `command` (SHMATARI_ENV_COMMAND bits; 0: a STEP). */
 static inline void shmatari_mark_running(shmatari_client *c,
-                                         const int32_t *env_ids, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++)
-    c->env_flags[env_ids != NULL ? (uint32_t)env_ids[i] : i] |=
-        SHMATARI_ENV_RUNNING;
+                                         const int32_t *env_ids, uint32_t n,
+                                         uint8_t command) {
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t *fl = &c->env_flags[env_ids != NULL ? (uint32_t)env_ids[i] : i];
+    *fl = (uint8_t)((*fl & ~SHMATARI_ENV_COMMAND) | SHMATARI_ENV_RUNNING |
+                    command);
+  }
   c->pending += n;
   shmatari_settle(c);
 }
@@ -591,7 +622,7 @@ static inline int shmatari_accept_send(shmatari_client *c, int call,
                             SHMATARI_ENV_RUNNING | SHMATARI_ENV_ENDED);
   if (r == SHMATARI_OK && call == SHMATARI_CALL_STEP)
     r = shmatari_check_step(c, n);
-  if (r == SHMATARI_OK) shmatari_mark_running(c, env_ids, n);
+  if (r == SHMATARI_OK) shmatari_mark_running(c, env_ids, n, 0);
   return r;
 }
 
@@ -644,14 +675,16 @@ static inline void shmatari_accept_reset(shmatari_client *c,
     memset(c->env_flags, 0, h->num_envs);
     c->pending = 0;
     c->state = SHMATARI_CLIENT_IDLE;
-    shmatari_mark_running(c, NULL, h->num_envs);
+    shmatari_mark_running(c, NULL, h->num_envs, SHMATARI_ENV_RESETTING);
     return;
   }
   if (c->state == SHMATARI_CLIENT_NEEDS_RESET) c->state = SHMATARI_CLIENT_IDLE;
   for (uint32_t e = 0; e < h->num_envs; e++) {
     if (c->env_flags[e] & SHMATARI_ENV_RUNNING) continue;
-    c->env_flags[e] = (uint8_t)((mask[e] ? 0 : c->env_flags[e]) |
-                                SHMATARI_ENV_RUNNING);
+    c->env_flags[e] = (uint8_t)(mask[e] ? SHMATARI_ENV_RUNNING | SHMATARI_ENV_RESETTING
+                                        : (c->env_flags[e] & ~SHMATARI_ENV_COMMAND) |
+                                              SHMATARI_ENV_RUNNING |
+                                              SHMATARI_ENV_OBSERVING);
     c->pending++;
   }
   shmatari_settle(c);
@@ -661,7 +694,8 @@ static inline void shmatari_accept_reset(shmatari_client *c,
  * under autoreset_mode DISABLED a row that is not an observation
  * (SHMATARI_FLAG_OBSERVED) marks its env ENDED if it terminated or was
  * truncated, else clears the bit. Rows naming an env out of range or not
- * running (one already named by an earlier row of the batch included) are
+ * running (one already named by an earlier row of the batch included), or
+ * whose flags cannot answer the env's command (shmatari_row_mismatch), are
  * skipped (worker-written values are bounded here). Returns n if every row
  * was recorded, else the index of the first row skipped: no worker wrote
  * it (a worker answers each command once), and the batch cannot be handed
@@ -684,8 +718,14 @@ static inline uint32_t shmatari_accept_rows(shmatari_client *c,
       if (first_bad == n) first_bad = i;
       continue;
     }
-    uint8_t fl = (uint8_t)(c->env_flags[e] & ~SHMATARI_ENV_RUNNING);
-    if (disabled && !(shmatari_load_acquire(&flags[i]) & SHMATARI_FLAG_OBSERVED))
+    uint32_t rf = shmatari_load_acquire(&flags[i]); /* read once */
+    if (shmatari_row_mismatch(c->env_flags[e], rf) != NULL) {
+      if (first_bad == n) first_bad = i;
+      continue;
+    }
+    uint8_t fl = (uint8_t)(c->env_flags[e] &
+                           ~(SHMATARI_ENV_RUNNING | SHMATARI_ENV_COMMAND));
+    if (disabled && !(rf & SHMATARI_FLAG_OBSERVED))
       fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
                      (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
                               __atomic_load_n(&trunc[i], __ATOMIC_RELAXED)

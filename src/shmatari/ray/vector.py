@@ -568,8 +568,13 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         reward = cols.pop("~reward")
         terminated, truncated = cols.pop("~terminated"), cols.pop("~truncated")
         observed = cols.pop("~observed", np.zeros(B, bool))
-        self._machine.accept_rows(env_id, observed.astype(np.uint32) * _core.FLAG_OBSERVED,
-                                  terminated.view(np.uint8), truncated.view(np.uint8))
+        # each row's flags, as a local pool's worker writes them: checked
+        # against the command this client sent (shmatari_row_mismatch)
+        flags = (observed.astype(np.uint32) * _core.FLAG_OBSERVED
+                 | cols["reset"].astype(np.uint32) * _core.FLAG_RESET
+                 | cols["worker_restarted"].astype(np.uint32) * _core.FLAG_RESTARTED)
+        self._machine.accept_rows(env_id, flags, terminated.view(np.uint8),
+                                  truncated.view(np.uint8))
         self._last_ids = env_id
         if "_episode" in cols and not cols["_episode"].any():
             cols = {k: v for k, v in cols.items()
