@@ -135,7 +135,9 @@ def parse_args(argv=None):
                 f"(--num-envs {args.num_envs} x --num-steps {args.num_steps} = "
                 f"{args.rollout_size} agent steps): nothing would be trained")
     try:  # an unknown game is a usage error here, not a traceback from make()
-        shmatari.resolve_game(args.env_id)
+        # quietly: make() warns about a legacy id's conventions only where the
+        # options leave them open (this script's preset="dqn" sets them)
+        shmatari.games.resolve_quietly(args.env_id)
     except (TypeError, ValueError) as exc:
         p.error(f"--env-id: {exc}")
     return args
@@ -395,10 +397,12 @@ def plot_curve(episodes, path, title):
         k = min(20, len(returns))
         mean = np.convolve(returns, np.ones(k) / k, mode="valid")
         ax.plot(steps[k - 1:], mean, label=f"mean of last {k} games")
+        ax.legend()
+    else:  # a run too short to end a game
+        ax.text(0.5, 0.5, "no game ended", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("agent steps")
     ax.set_ylabel("game score (raw)")
     ax.set_title(title)
-    ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -187,3 +187,13 @@ def test_the_ppo_examples_help_lists_the_readmes_flags_without_torch():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "needs torch" in proc.stderr and "integrations" in proc.stderr, proc.stderr
+    # A legacy id is checked quietly: the script plays preset="dqn", and
+    # make() warns only where the options leave the id's conventions open
+    # (it told a CleanRL user of BreakoutNoFrameskip-v4 that the run had
+    # sticky actions 0.25: a newcomer's pass, 2026-12-06)
+    proc = subprocess.run([sys.executable, "-W", "always", "-c",
+                           runner.replace("'--num-envs', '4'",
+                                          "'--env-id', 'BreakoutNoFrameskip-v4'"),
+                           str(ROOT / cmd[1])], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "needs torch" in proc.stderr, proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr

@@ -433,6 +433,10 @@ def _children() -> set[int]:
     (dict(thread_affinity_offset=0), TypeError, "thread_affinity_offset is EnvPool's"),
     (dict(clip_reward=True), TypeError, "use reward_clip"),
     (dict(life_loss_info=True), TypeError, "life_loss_info is ale-py's: use episodic_life=True"),
+    (dict(reward_clipping=True), TypeError, "reward_clipping is ale-py's AtariVectorEnv's: use "
+                                            "reward_clip"),
+    (dict(zero_discount_on_life_loss=True), TypeError, "zero_discount_on_life_loss is "
+                                                       "EnvPool's and ale-py's: not an option"),
     (dict(frameskip=4), TypeError, "frameskip is ale-py's spelling"),
     (dict(stack_size=4), TypeError, "stack_size is Gymnasium's FrameStackObservation's: "
                                     "use stack_num"),

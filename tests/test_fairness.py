@@ -3,6 +3,8 @@ request first (benchmarks/async_fairness.py measures the spread)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -59,3 +61,18 @@ def test_uneven_worker_groups_in_first_ready_batches_warn():
                          ((5,), {"num_workers": 2}),  # synchronous: every env each step
                          ((6,), {"batch_size": 3, "num_workers": 4, "batch_order": "fixed"})]:
         assert uneven_groups(build_config("Breakout", *args, **kwargs)) is None, (args, kwargs)
+    # The advice works as given: batch_order='fixed' alone where batch_size
+    # divides num_envs, else with a batch_size it names (5 envs, batch 2:
+    # "or batch_order='fixed'" led to a ValueError, as fixed order needs
+    # batch_size to divide num_envs: a newcomer's pass, 2026-12-06).
+    for n, b, sizes in [(6, 3, None), (5, 2, [1]), (10, 3, [1, 2, 5])]:
+        text = uneven_groups(build_config("Breakout", n, batch_size=b, num_workers=4))
+        if sizes is None:
+            assert text.endswith("or batch_order='fixed'"), text
+            sizes = [b]
+        else:
+            named = re.search(r"with a batch_size that divides num_envs \(([\d, or]+)\)$", text)
+            assert named and [int(x) for x in re.findall(r"\d+", named.group(1))] == sizes, text
+        for size in sizes:
+            cfg = build_config("Breakout", n, batch_size=size, num_workers=4, batch_order="fixed")
+            assert uneven_groups(cfg) is None

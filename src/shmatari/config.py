@@ -269,6 +269,14 @@ _NOT_OPTIONS = {
     "use_inter_area_resize": "use_inter_area_resize is EnvPool's: not an option; frames are "
                              "always resized as OpenCV's INTER_AREA does, bit for bit",
     "noop_reset": "noop_reset is not an option: use noop_max (0 for no no-op starts)",
+    # ale-py's AtariVectorEnv and EnvPool names that got a generic guess or
+    # none (a newcomer's pass, 2026-12-06)
+    "reward_clipping": "reward_clipping is ale-py's AtariVectorEnv's: use reward_clip (its "
+                       "default is False here, True there)",
+    "zero_discount_on_life_loss": "zero_discount_on_life_loss is EnvPool's and ale-py's: not "
+                                  "an option (it sets dm_env's discount only); "
+                                  "info['lives'] tells a lost life, and episodic_life=True "
+                                  "ends the episode there",
     "fire_reset": "fire_reset is not an option: use use_fire_reset",
 }
 
@@ -516,7 +524,15 @@ def uneven_groups(config: EnvConfig) -> str | None:
             f"(batch_size {b} < num_envs) an env of a group of {q} is stepped about "
             f"{q + 1}/{q} times as often as one of a group of {q + 1} (EnvPool's threads "
             f"share one queue). For even stepping pass a num_workers that divides "
-            f"num_envs, or batch_order='fixed'")
+            f"num_envs" + (", or batch_order='fixed'" if n % b == 0 else
+                           f", or batch_order='fixed' with a batch_size that divides "
+                           f"num_envs ({_or_list([d for d in range(1, n) if n % d == 0])})"))
+
+
+def _or_list(values: list) -> str:
+    """``[1, 2, 5]`` as ``"1, 2 or 5"``."""
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def _autoreset_mode(value) -> str:
