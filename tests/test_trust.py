@@ -1661,12 +1661,17 @@ def test_a_batch_whose_env_ids_another_process_rewrote_is_not_handed_out(no_leak
         env.close()
 
 
-@pytest.mark.parametrize("posted, rewritten, why", [
-    ("step", "observe", "whose command was a step, but the row is an observation"),
-    ("reset", "step", "whose command was a reset, but the row is not a reset's result"),
-    ("observe", "step", "whose command was an observation")])
+@pytest.mark.parametrize("posted, rewritten, autoreset, why", [
+    ("step", "observe", "next_step", "whose command was a step, but the row is an observation"),
+    ("reset", "step", "next_step", "whose command was a reset, but the row is not a reset's "
+                                   "result"),
+    ("observe", "step", "disabled", "whose command was an observation"),
+    ("step", "reset", "next_step", "whose command was a step, but the row is a reset that its "
+                                   "autoreset does not make there"),
+    ("step", "reset", "same_step", "whose command was a step, but the row is a reset"),
+    ("step", "reset", "disabled", "whose command was a step, but the row is a reset")])
 def test_a_command_word_another_process_rewrote_is_not_answered_as_the_posted_one(
-        no_leaks, posted, rewritten, why):
+        no_leaks, posted, rewritten, autoreset, why):
     """Env 0's command word rewritten between the client's post and the
     worker's read (here with the worker stopped): a STEP turned into an
     OBSERVE was answered with an observation and the step was lost with no
@@ -1674,16 +1679,20 @@ def test_a_command_word_another_process_rewrote_is_not_answered_as_the_posted_on
     client now checks each row's flags against the command it posted (a
     step's result is no observation, a reset's is a reset, an observation's
     is one): the wait fails, PoolClosedError naming the row, the pool
-    broken."""
+    broken. A STEP turned into a RESET passed that check, a step's row
+    being a reset where the autoreset makes one (a review, 2026-12-06): a
+    step's reset row is accepted only from the autoreset, the done step's
+    final record in a same-step pool, after a row that ended the episode
+    in a next-step pool, never in a disabled one."""
     import mmap
 
-    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0,
-                        autoreset_mode="disabled" if posted == "observe" else "next_step")
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0, autoreset_mode=autoreset)
     try:
         env.reset()
         ctrl = _core.struct_layout()["shmatari_env_ctrl"]
         at = env._client._seg.header()["env_ctrl_offset"] + ctrl["cmd"]  # env 0's
-        code = {"step": _core.CMD_STEP, "observe": _core.CMD_OBSERVE}[rewritten]
+        code = {"step": _core.CMD_STEP, "observe": _core.CMD_OBSERVE,
+                "reset": _core.CMD_RESET}[rewritten]
         worker = env.worker_pids[0]
         os.kill(worker, signal.SIGSTOP)
         try:

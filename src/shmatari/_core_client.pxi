@@ -259,7 +259,9 @@ cdef class ClientMachine:
         return self.cl.pending
 
     def env_flags(self):
-        """uint8 array, shape (num_envs,): each env's ``ENV_RUNNING`` / ``ENV_ENDED`` bits."""
+        """uint8 array, shape (num_envs,): each env's ``SHMATARI_ENV_*`` bits
+        (``ENV_RUNNING``, ``ENV_ENDED``, and the command in flight and whether
+        the last row ended: ``client_state.h``)."""
         if self.cl.env_flags == NULL:
             raise ValueError("no client open")
         return np.asarray(<uint8_t[:self.cl.geom.num_envs]>self.cl.env_flags).copy()

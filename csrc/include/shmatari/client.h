@@ -419,7 +419,8 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
                     c->env_flags[e],
                     __atomic_load_n((const uint32_t *)shmatari_batch_fields(
                                         c, SHMATARI_FIELD_FLAGS) + bad,
-                                    __ATOMIC_RELAXED));
+                                    __ATOMIC_RELAXED),
+                    h->autoreset_mode);
       snprintf(why, sizeof why, "%s",
                e < 0 || (uint32_t)e >= h->num_envs
                    ? "outside the pool"

@@ -84,15 +84,22 @@ enum shmatari_client_state {
 #define SHMATARI_ENV_RESETTING 8u  /* a RESET or RESEED */
 #define SHMATARI_ENV_OBSERVING 16u /* an OBSERVE (a masked reset's others) */
 #define SHMATARI_ENV_COMMAND (SHMATARI_ENV_RESETTING | SHMATARI_ENV_OBSERVING)
+#define SHMATARI_ENV_LAST_ENDED 32u /* its last row (not an observation)
+                                       was terminated or truncated */
 
 /* Why a row with flags `flags` cannot answer the command recorded in
- * env_flags bits `fl` (SHMATARI_ENV_COMMAND), or NULL if it can: a STEP's
- * result is never an observation (it may be a reset: next-step autoreset),
- * an OBSERVE's always is (but the restart result of a replaced worker), a
- * RESET's is a reset. A command word rewritten by another process (STEP to
- * OBSERVE) made the worker answer an observation, and the step was lost
- * with no error (an attacker's pass, 2026-12-06). */
-static inline const char *shmatari_row_mismatch(uint8_t fl, uint32_t flags) {
+ * env_flags bits `fl` (SHMATARI_ENV_COMMAND) in a pool of autoreset mode
+ * `autoreset` (SHMATARI_AUTORESET_*), or NULL if it can. A STEP's result is
+ * never an observation, and a reset only as the autoreset makes one: in a
+ * same-step pool with the done step's final record (FLAG_FINAL), in a
+ * next-step pool after a row that ended the episode, in a disabled pool
+ * never. An OBSERVE's result is an observation (or the restart result of a
+ * replaced worker); a RESET's or RESEED's is a reset. A command word
+ * rewritten by another process (STEP to OBSERVE, or to RESET) made the
+ * worker answer another command, and the step was lost with no error (an
+ * attacker's pass and a review, 2026-12-06). */
+static inline const char *shmatari_row_mismatch(uint8_t fl, uint32_t flags,
+                                                uint32_t autoreset) {
   if (fl & SHMATARI_ENV_RESETTING)
     return (flags & SHMATARI_FLAG_RESET) && !(flags & SHMATARI_FLAG_OBSERVED)
                ? NULL
@@ -102,10 +109,16 @@ static inline const char *shmatari_row_mismatch(uint8_t fl, uint32_t flags) {
                ? NULL
                : "whose command was an observation (a masked reset's), but the "
                  "row is not one";
-  return flags & SHMATARI_FLAG_OBSERVED
-             ? "whose command was a step, but the row is an observation "
-               "(FLAG_OBSERVED: the env was not stepped)"
-             : NULL;
+  if (flags & SHMATARI_FLAG_OBSERVED)
+    return "whose command was a step, but the row is an observation "
+           "(FLAG_OBSERVED: the env was not stepped)";
+  if ((flags & SHMATARI_FLAG_RESET) &&
+      !(autoreset == SHMATARI_AUTORESET_SAME_STEP ? (flags & SHMATARI_FLAG_FINAL) != 0
+        : autoreset == SHMATARI_AUTORESET_NEXT_STEP ? (fl & SHMATARI_ENV_LAST_ENDED) != 0
+                                                     : 0))
+    return "whose command was a step, but the row is a reset that its "
+           "autoreset does not make there (the env's episode had not ended)";
+  return NULL;
 }
 
 /* The calls, as refusals name them (shmatari_client.names). */
@@ -719,18 +732,20 @@ static inline uint32_t shmatari_accept_rows(shmatari_client *c,
       continue;
     }
     uint32_t rf = shmatari_load_acquire(&flags[i]); /* read once */
-    if (shmatari_row_mismatch(c->env_flags[e], rf) != NULL) {
+    if (shmatari_row_mismatch(c->env_flags[e], rf, h->autoreset_mode) != NULL) {
       if (first_bad == n) first_bad = i;
       continue;
     }
     uint8_t fl = (uint8_t)(c->env_flags[e] &
                            ~(SHMATARI_ENV_RUNNING | SHMATARI_ENV_COMMAND));
-    if (disabled && !(rf & SHMATARI_FLAG_OBSERVED))
-      fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) |
-                     (__atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
-                              __atomic_load_n(&trunc[i], __ATOMIC_RELAXED)
-                          ? SHMATARI_ENV_ENDED
-                          : 0));
+    if (!(rf & SHMATARI_FLAG_OBSERVED)) {
+      int ended = __atomic_load_n(&term[i], __ATOMIC_RELAXED) ||
+                  __atomic_load_n(&trunc[i], __ATOMIC_RELAXED);
+      fl = (uint8_t)((fl & ~SHMATARI_ENV_LAST_ENDED) |
+                     (ended ? SHMATARI_ENV_LAST_ENDED : 0));
+      if (disabled)
+        fl = (uint8_t)((fl & ~SHMATARI_ENV_ENDED) | (ended ? SHMATARI_ENV_ENDED : 0));
+    }
     c->env_flags[e] = fl;
     c->pending--;
   }

@@ -573,6 +573,8 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         flags = (observed.astype(np.uint32) * _core.FLAG_OBSERVED
                  | cols["reset"].astype(np.uint32) * _core.FLAG_RESET
                  | cols["worker_restarted"].astype(np.uint32) * _core.FLAG_RESTARTED)
+        if "_final_obs" in cols:  # a same-step pool's rows with a final record
+            flags |= cols["_final_obs"].astype(np.uint32) * _core.FLAG_FINAL
         self._machine.accept_rows(env_id, flags, terminated.view(np.uint8),
                                   truncated.view(np.uint8))
         self._last_ids = env_id
