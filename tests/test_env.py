@@ -436,7 +436,7 @@ def _children() -> set[int]:
     (dict(reward_clipping=True), TypeError, "reward_clipping is ale-py's AtariVectorEnv's: use "
                                             "reward_clip"),
     (dict(zero_discount_on_life_loss=True), TypeError, "zero_discount_on_life_loss is "
-                                                       "EnvPool's and ale-py's: not an option"),
+                                                       "EnvPool's: not an option"),
     (dict(frameskip=4), TypeError, "frameskip is ale-py's spelling"),
     (dict(stack_size=4), TypeError, "stack_size is Gymnasium's FrameStackObservation's: "
                                     "use stack_num"),

@@ -386,8 +386,8 @@ def _parser() -> argparse.ArgumentParser:
                         "DQN, SB3's AtariWrapper and EnvPool's default (default: 0.25, ALE v5)")
     p.add_argument("--seed", type=_cli.nonnegative_int, default=0,
                    help="seed of every backend's envs (shmatari's pool seed, EnvPool's and "
-                        "Gymnasium's seed); the random actions are one fixed table whatever "
-                        "the seed")
+                        "Gymnasium's seed; below 2**31); the random actions are one fixed "
+                        "table whatever the seed")
     p.add_argument("--backends", default=None,
                    help=f"comma-separated subset of {','.join(BACKENDS + CEILINGS)} (with "
                         f"--policy: of {','.join(POLICY_BACKENDS)}) (default: all)")
@@ -418,6 +418,9 @@ def _check_args(parser, args) -> None:
         parser.error("--sweep does not apply to --env null, which times one round trip")
     if args.max_envs is not None and not args.sweep:
         parser.error("--max-envs goes with --sweep")
+    if args.seed >= 2**31:  # EnvPool takes an int32, ale-py's vector env reset() an int
+        parser.error(f"--seed must be below 2**31 = {2**31}, as EnvPool's and ale-py's "
+                     f"seeds are (got {args.seed})")
     if args.sweep and args.max_envs is None:
         args.max_envs = SWEEP_MAX_ENVS
     if args.env == "null" and args.backends is not None:

@@ -14,21 +14,23 @@ observations, rewards, ``terminated``/``truncated`` flags and info
 - ``pipe``: through shmatari and through the pipe baseline;
 - ``seed``: the other way round, that the streams do depend on the pool
   seed: two runs, pool seeds S and S + 1, every env given env 0's actions,
-  must share no stream (:func:`seed_pairing_verdict`). It catches the
-  classic seeding bugs: a seed the envs ignore (env *i* plays one stream
-  under both seeds), ``seed + i`` (env *i* + 1 under S plays env *i*'s under
-  S + 1) and a random state the workers inherit from the parent (every env
-  of a run plays one stream).
+  must show no pattern of alike streams (:func:`seed_pairing_verdict`). It
+  catches the classic seeding bugs: a seed the envs ignore (env *i* plays
+  one stream under both seeds), ``seed + i`` (env *i* + 1 under S plays env
+  *i*'s under S + 1), an env index that does not reach the seeds, and a
+  random state the workers inherit from the parent (envs of the same rank
+  in different workers alike).
 
 Every other variant is compared with the reference run (shmatari,
 synchronous, N workers, the default start method), one verdict line per
 pairing. Each run makes its pool with the parent's global ``random`` and
 ``numpy.random`` state set differently (and put back after), so a stream
 that depended on it would differ. On a difference the line names the first
-agent step, env and field that diverge (step 0 is the reset observation). The summary counts the reference run's
-episode ends: only with some do the streams cover autoreset, the resets
-after the first and the episode statistics, and a ``NOTE`` line says so
-when there are none. The exit status is 0 only when every pairing agrees;
+agent step, env and field that diverge (step 0 is the reset observation).
+The summary counts the reference run's episode ends: only with some do the
+streams cover autoreset, the resets after the first and the episode
+statistics, and a ``NOTE`` line says so when there are none. The exit
+status is 0 only when every pairing holds (agrees, or is not applicable);
 ``--json FILE`` writes the report.
 
 The policy: env *i*'s *k*-th action is the *k*-th draw of
@@ -158,7 +160,7 @@ class PairingResult:
         title: the pairing in words.
         runs: the two runs' names (reference first).
         verdict: ``"agree"``, ``"differ"`` or ``"error"``; the ``seed``
-            pairing's: ``"agree"`` (no two streams alike), ``"shared"`` or
+            pairing's: ``"agree"`` (no pattern of alike streams), ``"shared"`` or
             ``"n/a"`` (:func:`seed_pairing_verdict`).
         first_divergence: ``{"step", "env", "field"}`` when they differ (step
             0 is the reset observation, step *k* follows the *k*-th action).
@@ -450,40 +452,48 @@ def _judge(key: str, title: str, ref: RunResult, other: RunResult) -> PairingRes
     return PairingResult(key, title, runs, "differ", first_divergence=where, differing_envs=envs)
 
 
-#: The seed pairing's bound on a false alarm: where no-op counts are all a
-#: seed draws (no sticky actions), a pattern of shared streams is a failure
-#: only if chance would make it at most this often.
+#: The seed pairing's bound on a false alarm: a pattern of alike streams
+#: fails it only if chance makes that pattern at most this often (six
+#: patterns: at most 6e-4 a check in all).
 SEED_FALSE_ALARM = 1e-4
 
 
 def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds: tuple,
                          repeat_action_probability: float, noop_max: int,
-                         random: bool = True) -> tuple[str, str, list]:
+                         random: bool = True,
+                         groups: Sequence[range] | None = None) -> tuple[str, str, list]:
     """The ``seed`` pairing's verdict on two runs with pool seeds ``seeds``
     whose every env was given the same actions.
 
     Args:
         hashes_a, hashes_b: each env's stream SHA-256, one list per run.
         seeds: the two runs' pool seeds.
-        repeat_action_probability, noop_max: the pool's options: with sticky
-            actions every frame draws from the seed, so any two envs' streams
-            differ (ALE's 31-bit seeds aside: 2**-31 a pair,
-            docs/reproducibility.md); without, the seed draws only each game's
-            no-op count (1..``noop_max``), and two envs start their first
-            game alike about once in ``noop_max`` pairs.
+        repeat_action_probability, noop_max: the pool's options. Two envs'
+            streams can be alike only if their games start with the same
+            no-op count (1..``noop_max``, about once in ``noop_max`` pairs),
+            and, with sticky actions, only while no repeat drawn from the
+            seed has shown (a short stream: a few steps). So a pair is alike
+            by chance at most once in ``noop_max`` (once in 2 with no no-op
+            starts and sticky actions; with neither, nothing is random).
         random: False for an env with nothing random (the null env).
+        groups: the runs' worker groups (``EnvConfig.worker_groups``), for
+            the pattern of a random state the workers inherit.
 
     Returns:
-        ``(verdict, text, shared)``: ``"agree"`` (no pattern of shared
-        streams), ``"shared"`` or ``"n/a"`` (nothing random, or too few envs
-        to tell a pattern from chance), what the line says, and the shared
-        pairs ``[[seed, env, seed, env], ...]``.
+        ``(verdict, text, shared)``: ``"agree"`` (no pattern of a seeding
+        bug), ``"shared"`` or ``"n/a"`` (nothing random, or fewer envs than
+        a pattern needs to be told from chance), what the line says, and the
+        alike pairs ``[[seed, env, seed, env], ...]``.
 
-    With sticky actions any two alike streams fail. Without, only a pattern
-    that chance makes at most :data:`SEED_FALSE_ALARM` of the time fails:
-    every env of a run alike (a random state inherited from the parent),
-    env *i* alike under both seeds (the seed ignored), or env *i* + 1 under
-    one seed alike env *i* under the other (an env seed of ``seed + i``).
+    A pattern fails only if chance makes it at most
+    :data:`SEED_FALSE_ALARM` of the time (each of its pairs alike at most
+    once in ``noop_max``, independently): every stream of both runs alike
+    (neither the seed nor the env index reaches the envs); under each seed
+    every env alike (the index does not); env *i* alike under both seeds (the seed
+    ignored); env *i* + 1 under one seed alike env *i* under the other (an
+    env seed of ``seed + i``); envs of the same rank in different workers
+    alike (the workers start from one random state, as a parent's forked
+    into them). One alike pair in no such pattern passes, as chance makes it.
     """
     n = len(hashes_a)
     (sa, sb), h = seeds, {"a": list(hashes_a), "b": list(hashes_b)}
@@ -494,44 +504,46 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
                f"with repeat_action_probability 0 and noop_max {noop_max} nothing in a "
                f"stream is random, so no seed can change it")
         return "n/a", why, []
-    # the fewest alike pairs chance makes at most SEED_FALSE_ALARM of the time
-    need = 1 if sticky else math.ceil(math.log(SEED_FALSE_ALARM) / math.log(1 / noop_max))
+    chance = 1 / noop_max if noop_max > 1 else 0.5  # a pair alike at most this often
+    need = math.ceil(math.log(SEED_FALSE_ALARM) / math.log(chance) - 1e-9)
+    if n < need:
+        return "n/a", (f"a pair of streams may be alike by chance once in "
+                       f"{round(1 / chance)} (games that start with the same no-op count"
+                       + (", before a sticky repeat shows" if sticky else "")
+                       + f"), and {_plural(n, 'env')} are too few to tell a seed ignored "
+                         f"from chance: {need} or more"), []
+    ranks = []
+    if groups is not None and len(groups) > 1:
+        first = groups[0]
+        ranks = [(r, first.start + k, r, g.start + k) for g in groups[1:]
+                 for k in range(min(len(first), len(g))) for r in "ab"]
     patterns = [
-        ([("a", 0, "a", i) for i in range(1, n)], f"every env under seed {sa} plays one "
-         f"stream: a random state the workers inherit from the parent?"),
-        ([("b", 0, "b", i) for i in range(1, n)], f"every env under seed {sb} plays one "
-         f"stream: a random state the workers inherit from the parent?"),
+        ([("a", 0, "a", i) for i in range(1, n)] + [("a", 0, "b", i) for i in range(n)],
+         "every env under both seeds plays one stream: neither the pool seed nor the env "
+         "index reaches the envs"),
+        ([(r, 0, r, i) for r in "ab" for i in range(1, n)], "under each seed every env "
+         "plays one stream: the env index does not reach the envs' seeds"),
         ([("a", i, "b", i) for i in range(n)], "each env plays the same stream under both "
          "seeds: the pool seed is ignored"),
         ([("a", i + 1, "b", i) for i in range(n - 1)], f"env i + 1 under seed {sa} plays env "
          f"i's stream under seed {sb}: an env seed of seed + i?"),
         ([("a", i, "b", i + 1) for i in range(n - 1)], f"env i under seed {sa} plays env "
          f"i + 1's stream under seed {sb}: an env seed of seed + i?"),
+        (ranks, "envs of the same rank in different workers play one stream: the workers "
+         "start from one random state (a parent's, forked into them?)"),
     ]
     shared = [[seed_of[r], e, seed_of[q], f] for r, e, q, f in
               [("a", e, "a", f) for e in range(n) for f in range(e + 1, n)]
               + [("b", e, "b", f) for e in range(n) for f in range(e + 1, n)]
               + [("a", e, "b", f) for e in range(n) for f in range(n)]
               if h[r][e] == h[q][f]]
-    if sticky and shared:
-        a, e, b, f = shared[0]
-        found = [why for pairs, why in patterns if pairs and all(
-            h[r][x] == h[q][y] for r, x, q, y in pairs)]
-        return "shared", (f"env {e} under seed {a} and env {f} under seed {b} play one "
-                          f"stream ({_plural(len(shared), 'pair')} alike)"
-                          + (f"; {found[0]}" if found else "")), shared
     for pairs, why in patterns:
         if len(pairs) >= need and all(h[r][x] == h[q][y] for r, x, q, y in pairs):
             return "shared", f"{why} ({_plural(len(shared), 'pair')} alike)", shared
-    if not sticky and max(n, 1) < need:
-        return "n/a", (f"with repeat_action_probability 0 a seed draws only the no-op counts "
-                       f"(1 to noop_max {noop_max}), and {_plural(n, 'env')} are too few "
-                       f"to tell a shared seed from chance: {need} or more, or sticky "
-                       f"actions"), shared
     return "agree", (f"all {2 * n} env streams distinct" if not shared else
-                     f"{_plural(len(shared), 'pair')} of env streams alike, as chance "
-                     f"makes them when a seed draws only no-op counts; no pattern of a "
-                     f"seeding bug"), shared
+                     f"{_plural(len(shared), 'pair')} of env streams alike, in no pattern "
+                     f"of a seeding bug (a pair may be alike by chance once in "
+                     f"{round(1 / chance)})"), shared
 
 
 def _plural(n: int, word: str) -> str:
@@ -547,7 +559,7 @@ def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,
         return PairingResult("seed", title, runs, "error", error=why)
     verdict, text, shared = seed_pairing_verdict(
         a.env_hashes, b.env_hashes, seeds, cfg.repeat_action_probability, cfg.noop_max,
-        random=cfg.game != _config.NULL_ENV)
+        random=cfg.game != _config.NULL_ENV, groups=cfg.worker_groups())
     return PairingResult("seed", title, runs, verdict, shared=shared, note=text)
 
 
@@ -592,7 +604,7 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
 
     Returns:
         CheckReport: ``report.ok`` is True when every pairing holds
-        (agrees; for ``seed``, no two streams alike, or not applicable);
+        (agrees; for ``seed``, no pattern of alike streams, or not applicable);
         ``report.episode_ends`` counts the reference run's steps that ended
         an episode (0: ``steps`` too few to compare any reset after the first).
 
@@ -699,7 +711,7 @@ def _parser() -> argparse.ArgumentParser:
                "130 after Ctrl-C, 143 after SIGTERM (the pairings that finished are "
                "printed). The pairings but seed check that the stream does not depend on "
                "how it is run; seed, that it depends on the pool seed (seeds S and S + 1, "
-               "the same actions in every env: no two streams alike). That it depends on "
+               "the same actions in every env: no pattern of alike streams). That it depends on "
                "the options, compare the env_hashes of two --json reports (the default and "
                "-o repeat_action_probability=0: every env's differs).")
     _cli.add_version(p)

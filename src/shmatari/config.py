@@ -273,8 +273,8 @@ _NOT_OPTIONS = {
     # none (a newcomer's pass, 2026-12-06)
     "reward_clipping": "reward_clipping is ale-py's AtariVectorEnv's: use reward_clip (its "
                        "default is False here, True there)",
-    "zero_discount_on_life_loss": "zero_discount_on_life_loss is EnvPool's and ale-py's: not "
-                                  "an option (it sets dm_env's discount only); "
+    "zero_discount_on_life_loss": "zero_discount_on_life_loss is EnvPool's: not an option "
+                                  "(it sets dm_env's discount only); "
                                   "info['lives'] tells a lost life, and episodic_life=True "
                                   "ends the episode there",
     "fire_reset": "fire_reset is not an option: use use_fire_reset",
