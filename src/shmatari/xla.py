@@ -86,6 +86,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 
 import numpy as np
 
@@ -382,8 +383,21 @@ def make(pool, *, convert=None, timeout: float | None = None):
     # The handlers find the client by this serial, which the pool's close
     # takes out of their table (unregister): a compiled program that outlives
     # the pool then fails as on a closed pool, never reaching freed memory.
-    serial = names["lib"].shmatari_xla_register(address)
-    pool._res.xla_serials.append((names["lib"], serial))
+    # One serial a pool, so that every xla() of it returns the same handle,
+    # as EnvPool's does (a handle of one call passed to another's functions
+    # was refused as "another pool's": a client-code pass, 2026-12-06).
+    serials = [s for lib, s in pool._res.xla_serials if lib is names["lib"]]
+    if serials:
+        serial = serials[0]
+    else:
+        serial = names["lib"].shmatari_xla_register(address)
+        pool._res.xla_serials.append((names["lib"], serial))
+    if getattr(getattr(pool._client.supervisor, "config", None), "restart_workers", False):
+        warnings.warn(
+            "xla() on a pool made with restart_workers=True: inside jitted code a dead "
+            "worker is not replaced; it fails the jitted call and breaks the pool, as a "
+            "WorkerError does (replacing a worker is the Python supervisor's job: step the "
+            "pool from Python where restarts matter)", UserWarning, stacklevel=3)
     timeout_ns = np.int64(-1 if timeout is None else _core.timeout_to_ns(timeout))
     num_envs, batch_size = client.num_envs, client.batch_size
     batch_obs_shape = client._batch_obs_shape

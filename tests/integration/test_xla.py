@@ -369,6 +369,29 @@ def test_a_program_compiled_ahead_of_time_outlives_its_pool_safely():
         new.close()
 
 
+def test_every_xla_of_a_pool_returns_one_handle_and_restart_workers_warns():
+    """Each xla() call registered its own serial: two calls' handles
+    differed, and one's handle passed to the other's functions was refused
+    as "another pool's" (EnvPool returns one handle: a client-code pass,
+    2026-12-06). And xla() on a restart_workers pool now says that a dead
+    worker is not replaced inside jitted code."""
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    try:
+        env.reset()
+        h1, recv1, send1, step1 = env.xla()
+        h2, recv2, send2, step2 = env.xla()
+        assert bytes(np.asarray(h1)) == bytes(np.asarray(h2))
+        h, (*_, info) = jax.block_until_ready(jax.jit(step2)(h1, jnp.zeros(2, jnp.int32)))
+        h, (*_, info) = jax.block_until_ready(jax.jit(step1)(h, jnp.zeros(2, jnp.int32)))
+        assert np.asarray(info["elapsed_step"]).tolist() == [2, 2]
+    finally:
+        env.close()
+    with shmatari.make("null", num_envs=2, num_workers=1, seed=0, restart_workers=True) as env:
+        with pytest.warns(UserWarning, match="restart_workers=True: inside jitted code a "
+                                             "dead worker is not replaced"):
+            env.xla()
+
+
 def test_xla_refuses_same_step_pools_with_the_reason():
     env = shmatari.make("null", num_envs=2, num_workers=1, autoreset_mode="same_step")
     try:
