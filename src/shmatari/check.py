@@ -76,9 +76,9 @@ __all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_di
 #: The pairings, by key: each compares the reference run with one variant.
 PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "pipe", "seed")
 
-#: Verdicts of a pairing that holds: its streams agree (for ``seed``: no two
-#: are alike), or (``"n/a"``) the options leave nothing random for a seed to
-#: change.
+#: Verdicts of a pairing that holds: its streams agree (for ``seed``: no
+#: pattern of them is alike), or (``"n/a"``) the options leave nothing random
+#: for a seed to change, or too few envs to tell chance from a pattern.
 PASSING = ("agree", "n/a")
 
 
@@ -489,11 +489,12 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
     :data:`SEED_FALSE_ALARM` of the time (each of its pairs alike at most
     once in ``noop_max``, independently): every stream of both runs alike
     (neither the seed nor the env index reaches the envs); under each seed
-    every env alike (the index does not); env *i* alike under both seeds (the seed
-    ignored); env *i* + 1 under one seed alike env *i* under the other (an
-    env seed of ``seed + i``); envs of the same rank in different workers
-    alike (the workers start from one random state, as a parent's forked
-    into them). One alike pair in no such pattern passes, as chance makes it.
+    every env alike (the index does not); env *i* alike under both seeds
+    (the seed ignored); env *i* + 1 under one seed alike env *i* under the
+    other (an env seed of ``seed + i``); envs of the same rank in different
+    workers alike (the workers start from one random state, as a parent's
+    forked into them). One alike pair in no such pattern passes, as chance
+    makes it.
     """
     n = len(hashes_a)
     (sa, sb), h = seeds, {"a": list(hashes_a), "b": list(hashes_b)}
