@@ -1754,6 +1754,42 @@ def test_a_rewritten_alloc_pos_during_a_restart_breaks_the_pool_with_a_worker_er
         env.close()
 
 
+_REWRITTEN_ACTION_SET = """
+import os, sys, time
+import shmatari
+from shmatari import _core
+orig = _core.set_num_actions
+# The segment's action set differs from worker 0's own, as after another
+# process's write between the worker's and the owner's (workers forked
+# from this process carry the change).
+_core.set_num_actions = lambda seg, ids: orig(seg, list(reversed(ids)))
+before = set(os.listdir("/dev/shm"))
+try:
+    shmatari.make("Breakout", 2, num_workers=1, start_method="fork")
+    print("made")
+except ValueError as exc:
+    print("ValueError:", exc)
+time.sleep(0.5)
+print("left:", sorted(n for n in set(os.listdir("/dev/shm")) - before if n.startswith("shmatari")))
+"""
+
+
+def test_an_action_set_rewritten_while_the_pool_starts_is_refused():
+    """Worker 0 writes the action set before the pool runs and the owner
+    read it once from the segment, with nothing private to compare: a write
+    in that window changed the trainer's action space (Discrete(18), or the
+    set reordered: wrong get_action_meanings(); an attacker's pass,
+    2026-12-06). Worker 0 now also sends its set through its own pipe, and
+    make() refuses a segment whose set differs, leaving nothing behind."""
+    proc = subprocess.run([sys.executable, "-c", _REWRITTEN_ACTION_SET], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("ValueError: the segment's action set [4, 3, 1, 0] is not the one worker 0 built "
+            "([0, 1, 3, 4]): another process rewrote it while the pool started"
+            in proc.stdout), proc.stdout + proc.stderr
+    assert "left: []" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("call", ["step", "recv"])
 def test_a_claim_word_another_process_rewrote_is_named_at_the_next_call(no_leaks, call):
     """Zeroing the header's client_pid let a second process attach and step

@@ -241,6 +241,13 @@ class Client:
                 f"the segment's action set {list(self.action_set)} is not 1 to "
                 f"{_core.MAX_ACTIONS} distinct ALE action ids (0..{_core.MAX_ACTIONS - 1}): it "
                 f"was written by something other than the pool's workers")
+        private = None if supervisor is None else supervisor.action_set
+        if private is not None and list(self.action_set) != private:
+            # worker 0's own, from its pipe: the segment's was rewritten
+            # between its write and this read (an attacker's pass, 2026-12-06)
+            raise ValueError(
+                f"the segment's action set {list(self.action_set)} is not the one worker 0 "
+                f"built ({private}): another process rewrote it while the pool started")
         B = hdr["batch_size"]
         # Same-step pools: each slot also holds the final records (layout.h).
         self._has_final = hdr["slot_final_offset"] != 0

@@ -503,6 +503,9 @@ class Supervisor:
         self._dead_state: dict[int, int] = {}
         #: why the pool cannot go on after a worker's start was cut short, or None
         self.interrupted_start: str | None = None
+        #: worker 0's action set from its fault pipe (start), or None
+        self.action_set: list | None = None
+        self._fault_kept = b""  # worker 0's pipe read past that line
 
     def start(self, segment_name: str) -> "_core.Segment":
         """Creates the segment, starts the workers, waits until all are
@@ -592,8 +595,30 @@ class Supervisor:
                 raise WorkerError(self._slow_start_message(now - begin), worker=-1,
                                   env_ids=range(cfg.num_envs), exitcode=None)
         self.check()
+        self.action_set = self._private_action_set()
         seg.set_pool_state(_core.POOL_RUNNING)
         return seg
+
+    def _private_action_set(self) -> list | None:
+        """Worker 0's action set as it wrote it into its fault pipe before it
+        was ready (``worker.ACTIONS_TAG``): the owner's private copy, which
+        the client compares with the segment's. None where the worker has
+        no fault pipe."""
+        from .worker import ACTIONS_TAG
+
+        try:
+            data = os.read(self.res.fault_pipes[0].fileno(), 4096)
+        except (BlockingIOError, OSError, IndexError):
+            return None
+        line, _, rest = data.partition(b"\n")
+        if rest:  # not a fault's text: nothing else is written before a fault
+            self._fault_kept = rest
+        if not line.startswith(ACTIONS_TAG):
+            return None
+        try:
+            return [int(a) for a in line[len(ACTIONS_TAG):].split(b",")]
+        except ValueError:
+            return None
 
     def _progress(self) -> str:
         states = [self.seg.worker_state(w) for w in range(self.config.num_workers)]
@@ -818,14 +843,21 @@ class Supervisor:
         return False
 
     def fault_text(self, w: int) -> str:
-        """What faulthandler wrote for worker ``w`` (a fatal signal), or ""."""
-        chunks = []
+        """What faulthandler wrote for worker ``w`` (a fatal signal), or ""
+        (worker 0's action-set line, ``worker.ACTIONS_TAG``, left out)."""
+        from .worker import ACTIONS_TAG
+
+        chunks = [self._fault_kept] if w == 0 and self._fault_kept else []
+        self._fault_kept = b"" if w == 0 else self._fault_kept
         try:
             while chunk := os.read(self.res.fault_pipes[w].fileno(), 65536):
                 chunks.append(chunk)
         except (BlockingIOError, OSError):
             pass
-        return b"".join(chunks).decode("utf-8", "replace")
+        text = b"".join(chunks)
+        if text.startswith(ACTIONS_TAG):  # died before start() read it
+            text = text.partition(b"\n")[2]
+        return text.decode("utf-8", "replace")
 
     def worker_error(self, w: int, during: str = "") -> WorkerError:
         seg, p, group = self.seg, self.res.processes[w], self.groups[w]

@@ -275,6 +275,11 @@ def _report_unattached(fault_pipe, text: str) -> None:
         pass
 
 
+#: The first line worker 0 writes into its fault pipe: its action set, for
+#: the owner's private copy (``Supervisor.start``), never a fault's text.
+ACTIONS_TAG = b"shmatari-action-set "
+
+
 def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
          parent_alive, cores, holder, segment_id=None, group=None) -> str:
     """The worker's life inside worker_main's try: returns how it ended;
@@ -328,7 +333,15 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
     cores.extend(atari.build_core(config, i, palette, restart=restart)
                  for i in range(begin, end))
     if worker == 0:
-        _core.set_num_actions(seg, cores[0].action_ids())
+        ids = cores[0].action_ids()
+        if fault_pipe is not None and not restart:
+            # The owner's private copy, read once every worker is ready
+            # (Supervisor.start), against which it checks the segment's:
+            # another process that rewrote the set during start-up changed
+            # the trainer's action space (an attacker's pass, 2026-12-06).
+            fd = fault_pipe if isinstance(fault_pipe, int) else fault_pipe.fileno()
+            os.write(fd, ACTIONS_TAG + ",".join(map(str, ids)).encode() + b"\n")
+        _core.set_num_actions(seg, ids)
     _check_terminated()
 
     def alive() -> bool:
