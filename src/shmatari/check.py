@@ -66,6 +66,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import _cli, config as _config, seeding
+from ._bench_backends import plural
 from ._check_rollout import (FIELDS, _rollout_async, _rollout_sync, _Streams, policy_actions,
                              stream_hashes)
 from ._progress import Progress
@@ -511,7 +512,7 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
         return "n/a", (f"a pair of streams may be alike by chance once in "
                        f"{round(1 / chance)} (games that start with the same no-op count"
                        + (", before a sticky repeat shows" if sticky else "")
-                       + f"), and {_plural(n, 'env')} are too few to tell a seed ignored "
+                       + f"), and {plural(n, 'env')} are too few to tell a seed ignored "
                          f"from chance: {need} or more"), []
     ranks = []
     if groups is not None and len(groups) > 1:
@@ -540,15 +541,11 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
               if h[r][e] == h[q][f]]
     for pairs, why in patterns:
         if len(pairs) >= need and all(h[r][x] == h[q][y] for r, x, q, y in pairs):
-            return "shared", f"{why} ({_plural(len(shared), 'pair')} alike)", shared
+            return "shared", f"{why} ({plural(len(shared), 'pair')} alike)", shared
     return "agree", (f"all {2 * n} env streams distinct" if not shared else
-                     f"{_plural(len(shared), 'pair')} of env streams alike, in no pattern "
+                     f"{plural(len(shared), 'pair')} of env streams alike, in no pattern "
                      f"of a seeding bug (a pair may be alike by chance once in "
                      f"{round(1 / chance)})"), shared
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,

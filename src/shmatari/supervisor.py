@@ -847,8 +847,9 @@ class Supervisor:
         (worker 0's action-set line, ``worker.ACTIONS_TAG``, left out)."""
         from .worker import ACTIONS_TAG
 
-        chunks = [self._fault_kept] if w == 0 and self._fault_kept else []
-        self._fault_kept = b"" if w == 0 else self._fault_kept
+        chunks = []
+        if w == 0:  # what _private_action_set read past its line
+            chunks, self._fault_kept = [self._fault_kept], b""
         try:
             while chunk := os.read(self.res.fault_pipes[w].fileno(), 65536):
                 chunks.append(chunk)

@@ -284,11 +284,12 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
          parent_alive, cores, holder, segment_id=None, group=None) -> str:
     """The worker's life inside worker_main's try: returns how it ended;
     ``holder`` gets (segment, Segment) once attached, ``cores`` the envs."""
-    if fault_pipe is not None:
+    fault_fd = (None if fault_pipe is None else
+                fault_pipe if isinstance(fault_pipe, int) else fault_pipe.fileno())
+    if fault_fd is not None:
         import faulthandler
 
-        fd = fault_pipe if isinstance(fault_pipe, int) else fault_pipe.fileno()
-        faulthandler.enable(file=fd, all_threads=False)
+        faulthandler.enable(file=fault_fd, all_threads=False)
 
     from . import _worker_ale  # noqa: F401  (first: ale_py without Gymnasium)
     from . import _core, atari, shm
@@ -334,13 +335,12 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
                  for i in range(begin, end))
     if worker == 0:
         ids = cores[0].action_ids()
-        if fault_pipe is not None and not restart:
+        if fault_fd is not None and not restart:
             # The owner's private copy, read once every worker is ready
             # (Supervisor.start), against which it checks the segment's:
             # another process that rewrote the set during start-up changed
             # the trainer's action space (an attacker's pass, 2026-12-06).
-            fd = fault_pipe if isinstance(fault_pipe, int) else fault_pipe.fileno()
-            os.write(fd, ACTIONS_TAG + ",".join(map(str, ids)).encode() + b"\n")
+            os.write(fault_fd, ACTIONS_TAG + ",".join(map(str, ids)).encode() + b"\n")
         _core.set_num_actions(seg, ids)
     _check_terminated()
 

@@ -379,6 +379,8 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   /* The first row no worker wrote, and why, in the private copy. */
   uint32_t bad = h->batch_size;
   char why[160] = "";
+  /* the row's flags do not answer its env's command (shmatari_row_mismatch) */
+  const char *mismatch = NULL;
   if (shmatari_ordered(h)) {
     /* An ordered pool's batch k is group k % G, its row i env
      * k % G + i * G (shmatari_env_rank; env i in a synchronous pool): a row
@@ -411,35 +413,31 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
     if (bad < h->batch_size) {
       int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
       /* a skipped row left its env's bits as they were */
-      const char *mismatch =
-          e < 0 || (uint32_t)e >= h->num_envs ||
-                  !(c->env_flags[e] & SHMATARI_ENV_RUNNING)
-              ? NULL
-              : shmatari_row_mismatch(
-                    c->env_flags[e],
-                    __atomic_load_n((const uint32_t *)shmatari_batch_fields(
-                                        c, SHMATARI_FIELD_FLAGS) + bad,
-                                    __ATOMIC_RELAXED),
-                    h->autoreset_mode);
+      if (e >= 0 && (uint32_t)e < h->num_envs &&
+          (c->env_flags[e] & SHMATARI_ENV_RUNNING))
+        mismatch = shmatari_row_mismatch(
+            c->env_flags[e],
+            __atomic_load_n((const uint32_t *)shmatari_batch_fields(
+                                c, SHMATARI_FIELD_FLAGS) + bad,
+                            __ATOMIC_RELAXED),
+            h->autoreset_mode);
       snprintf(why, sizeof why, "%s",
                e < 0 || (uint32_t)e >= h->num_envs
                    ? "outside the pool"
-                   : mismatch != NULL
-                         ? mismatch
-                         : "which had no command in flight (or one named by an "
-                           "earlier row; a worker answers each command once)");
+                   : "which had no command in flight (or one named by an "
+                     "earlier row; a worker answers each command once)");
     }
   }
   if (bad < h->batch_size) {
     int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
     shmatari_client_break(c);
-    if (strncmp(why, "whose command", 13) == 0)
+    if (mismatch != NULL)
       return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
                            "batch %llu's row %u, env %d's, %s: the worker ran "
                            "another command than this client posted (another "
                            "process rewrote the env's command word or the "
                            "row)",
-                           (unsigned long long)c->taken, bad, (int)e, why);
+                           (unsigned long long)c->taken, bad, (int)e, mismatch);
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
                          "batch %llu's row %u names env %d, %s: no worker "
                          "wrote it (another process rewrote the batch's env "
