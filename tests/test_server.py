@@ -1661,7 +1661,11 @@ def _kill_the_whole_pool(s: Server) -> None:
     pids = [s.proc.pid, *s.worker_pids]
     for pid in pids:  # stopped first, so that none sees another die and cleans up
         os.kill(pid, signal.SIGSTOP)
-    for pid in pids:
+    # The workers killed first: killing the server first killed its zygote
+    # (PR_SET_PDEATHSIG), whose death sends its workers SIGCONT, and a worker
+    # resumed before its own SIGKILL saw its owner gone and removed the
+    # segment (twice in 2026-12-06's runs under the suite's load).
+    for pid in reversed(pids):
         os.kill(pid, signal.SIGKILL)
     s.proc.wait(10)
     _wait_until(lambda: not any(map(pid_alive, pids)), 10.0, "the pool's processes died")
