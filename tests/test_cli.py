@@ -546,6 +546,29 @@ def test_check_runs_with_typed_options_and_one_env_for_rerun(tmp_path):
     assert options["grayscale"] is False and options["frame_skip"] == 2
 
 
+@pytest.mark.parametrize("command,args", [
+    ("shmatari-check", ["--num-envs", "1", "--pairings", "rerun", "--steps", "10"]),
+    ("shmatari-bench", ["--env", "null", "--num-workers", "1", "--seconds", "0.1",
+                        "--warmup", "0.02"]),
+])
+def test_a_reader_that_went_away_loses_nothing_and_prints_no_traceback(command, args,
+                                                                        tmp_path):
+    """``shmatari-check | head -1``: the reader gone, the next print raised
+    BrokenPipeError, the command ended in a traceback with status 1 and its
+    --json was never written (a newcomer's pass). Here the pipe is closed
+    before the first line: the command runs to its end, writes its JSON and
+    exits with its own status."""
+    out = tmp_path / "out.json"
+    proc = subprocess.Popen([*COMMANDS[command], *args, "--quiet", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the only reader: every write to it now fails
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert json.loads(out.read_text())["results" if command == "shmatari-bench"
+                                       else "pairings"]
+
+
 @pytest.mark.parametrize("args,needles", [
     (["-o", "grayscale=maybe"], ["grayscale must be a bool", "true/false"]),
     (["-o", "frame_skip=two"], ["frame_skip must be an int, got 'two'"]),

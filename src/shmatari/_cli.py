@@ -23,7 +23,8 @@ import tempfile
 __all__ = ["ArgumentParser", "unknown_arguments_text", "given", "game_word_hint",
            "HelpFormatter", "plain", "add_version", "integer", "positive_int",
            "nonnegative_int", "positive_float", "nonnegative_float", "check_output_path",
-           "write_json", "EXIT_INTERRUPTED", "stop_on_sigterm", "interrupted_status"]
+           "write_json", "EXIT_INTERRUPTED", "stop_on_sigterm", "interrupted_status",
+           "survive_closed_stdout"]
 
 #: Exit status after Ctrl-C, as a shell reports a process ended by SIGINT.
 EXIT_INTERRUPTED = 130
@@ -63,6 +64,63 @@ def stop_on_sigterm():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class _ClosedPipeTolerant:
+    """``sys.stdout`` for :func:`survive_closed_stdout`: the real stream, except
+    that a write or flush into a pipe whose reader went away sends fd 1 to
+    /dev/null instead of raising."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def _guard(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            self.closed_by_reader = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+            # what the stream still buffers now goes to /dev/null
+            return call(*args)
+
+    def write(self, text):
+        return self._guard(self._stream.write, text)
+
+    def flush(self):
+        return self._guard(self._stream.flush)
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ... for rich and print
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def survive_closed_stdout():
+    """For the block: standard output whose reader went away
+    (``shmatari-check | head -1``) is dropped from then on, where Python
+    raised BrokenPipeError at the next print and the command stopped with a
+    traceback, its ``--json`` or plot not written. The command runs to its
+    end and exits with its own status (a check's verdict, not SIGPIPE's 141),
+    as if its output had been read. Yields the stand-in, whose
+    ``closed_by_reader`` tells whether that happened."""
+    real = sys.stdout
+    if real is None:  # pythonw, or stdout closed: nothing to guard
+        yield None
+        return
+    stand_in = _ClosedPipeTolerant(real)
+    sys.stdout = stand_in
+    try:
+        yield stand_in
+    finally:
+        sys.stdout = real
+        try:
+            real.flush()
+        except BrokenPipeError:  # what was buffered after the block
+            stand_in._guard(real.flush)
 
 
 def interrupted_status() -> int:

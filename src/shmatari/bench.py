@@ -495,6 +495,11 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _check_args(parser, args)
+    with _cli.survive_closed_stdout():
+        return _main(args)
+
+
+def _main(args) -> int:
     try:
         with _cli.stop_on_sigterm():
             report = run(args)

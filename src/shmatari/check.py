@@ -758,7 +758,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _cli.check_output_path(parser, "--json", args.json)
-    with _cli.stop_on_sigterm():
+    with _cli.stop_on_sigterm(), _cli.survive_closed_stdout():
         return _main(parser, args)
 
 

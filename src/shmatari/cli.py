@@ -383,6 +383,7 @@ class _Clients:
                  + (f"refused while pid {holder} held it (one client at a time), or pid "
                     f"{holder} detached and attached again between two looks"
                     if holder and self.client == holder else
+                    "refused as busy (a client this log has not seen held the pool), "
                     "failed, or detached within microseconds"))
             self.balance = 0
 
@@ -578,7 +579,7 @@ def _segment_changed(segment, total: int, ident) -> str | None:
     return None
 
 
-def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
+def serve(cfg: _config.EnvConfig, name: str | None, out=None,
           preset: str | None = None) -> int:
     """Serves a pool until SIGINT / SIGTERM (returns 0) or a worker failure
     (returns 1). Prints one line ``ready name=... segment=... pid=...`` to
@@ -588,7 +589,8 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
     Args:
         cfg: the pool (see :func:`shmatari.config.build_config`).
         name: the pool name, or None for an automatic one.
-        out: where the ready line goes.
+        out: where the ready line goes (default: standard output; a
+            reader that went away before it does not stop the server).
         preset: the preset ``cfg`` was built with, for the start line.
     """
     from .env import ShmVectorEnv
@@ -625,8 +627,9 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=sys.stdout,
              f"seed {cfg.seed}")
         watch = _OpenWatch(f"{shm.SHM_DIR}/{segment}")  # before any client can come
         attach_name = name or segment
-        print(f"ready name={attach_name} segment={segment} pid={os.getpid()}", file=out,
-              flush=True)
+        with _cli.survive_closed_stdout() as stdout:
+            print(f"ready name={attach_name} segment={segment} pid={os.getpid()}",
+                  file=out or stdout, flush=True)
         _log(f'attach with shmatari.attach("{attach_name}") or '
              f'shmatari_attach(&client, "{attach_name}", timeout_ns); Ctrl-C stops')
 
