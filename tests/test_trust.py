@@ -1792,6 +1792,59 @@ def test_an_action_set_rewritten_while_the_pool_starts_is_refused():
     assert "left: []" in proc.stdout, proc.stdout
 
 
+_READY_WORKERS_REWRITTEN = """
+import glob, mmap, os, sys, time
+import numpy as np
+import shmatari
+from shmatari import _core
+orig = _core.mark_worker
+at = _core.MEMBERS["shmatari_header"]["ready_workers"][0]
+begin = time.monotonic()
+
+def mark(seg, worker, state, *args, **kwargs):
+    # In the forked workers: as worker 0 gets ready, another process writes
+    # ready_workers = 2 (every worker) while worker 1 still builds its envs.
+    if state == _core.WORKER_READY:
+        if worker == 0:
+            path, = glob.glob(f"/dev/shm/shmatari_{os.getppid()}_*")
+            with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+                mm[at:at + 4] = np.uint32(2).tobytes()
+        else:
+            time.sleep(1.5)
+    return orig(seg, worker, state, *args, **kwargs)
+
+_core.mark_worker = mark
+try:
+    shmatari.make("Breakout", 2, num_workers=2, start_method="fork")
+    print("made after", round(time.monotonic() - begin, 1))
+except shmatari.WorkerError as exc:
+    print("WorkerError after", round(time.monotonic() - begin, 1), exc)
+time.sleep(0.5)
+print("left:", sorted(n for n in os.listdir("/dev/shm")
+                      if n.startswith(f"shmatari_{os.getpid()}_")))
+"""
+
+
+def test_a_ready_workers_word_rewritten_while_the_pool_starts_is_refused():
+    """The owner waited for ``ready_workers`` to reach ``num_workers``, a
+    word any mapping process can write: written early, ``make()`` returned
+    and ``serve`` printed "ready" while workers still built their envs, and
+    the server then stopped on the word (an attacker's pass, 2026-12-06).
+    Each worker now also writes a line into its own pipe once it is ready;
+    the owner waits for those, then finds the word wrong (2 written, plus
+    each worker's count: 4) and refuses the pool, leaving nothing behind."""
+    proc = subprocess.run([sys.executable, "-c", _READY_WORKERS_REWRITTEN],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "WorkerError after" in proc.stdout, proc.stdout + proc.stderr
+    # it waited for worker 1, which was ready 1.5 s after worker 0
+    assert float(proc.stdout.split("WorkerError after ")[1].split()[0]) >= 1.5, proc.stdout
+    assert ("the segment's ready_workers word is 4 with all 2 workers ready (each said so "
+            "through its own pipe): another process wrote it while the pool started"
+            in proc.stdout), proc.stdout
+    assert "left: []" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("call", ["step", "recv"])
 def test_a_claim_word_another_process_rewrote_is_named_at_the_next_call(no_leaks, call):
     """Zeroing the header's client_pid let a second process attach and step

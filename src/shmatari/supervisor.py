@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import select
 import signal
 import threading
 import time
@@ -257,12 +258,20 @@ class _Resources:
             shm.unlink_own(segment.name, self.ident or shm.identity(segment))
         if self.xla and seg is not None:
             self._wait_for_jitted_calls(seg)
-        for lib, serial in self.xla_serials:  # before the client goes
-            lib.shmatari_xla_unregister(serial)
+        # Before the client goes: a jitted call another thread dispatched may
+        # be inside a handler (an owner's CLOSING ends its wait within
+        # SHMATARI_POLL_NS); unregister waits for it to leave. One still
+        # inside after the bound keeps the client and the mapping for as
+        # long as this process lives (a close() from another thread freed
+        # them under it: a reviewer's pass, 2026-12-06).
+        wait_ns = int((0.0 if attempt else OTHER_THREAD_TIMEOUT) * 1e9)
+        jitted_inside = False
+        for lib, serial in self.xla_serials:
+            jitted_inside |= not lib.shmatari_xla_unregister(serial, wait_ns)
         self.xla_serials = []
         if seg is not None:
             try:
-                if self.client_pid and left:
+                if self.client_pid and left and not jitted_inside:
                     seg.release_client(self.client_pid)
             except ValueError:
                 pass
@@ -291,7 +300,9 @@ class _Resources:
         # Released (or left to the thread inside) before the references go,
         # so that a retry after an exception here releases them again (each
         # release may run twice) rather than finding nothing to release.
-        if left:
+        if jitted_inside:
+            _KEPT_FOR_JITTED_CALLS.append((seg, segment))
+        elif left:
             _release_mapping(seg, segment, 0)
         elif seg is not None or segment is not None:
             # The thread still inside releases the claim and the mapping as
@@ -309,6 +320,12 @@ class _Resources:
             if not self.guard.defer(release):
                 _release_mapping(seg, segment, client_pid)  # it left meanwhile
         self.seg = self.segment = None
+
+
+#: (segment access, mapping) of pools closed while another thread's jitted
+#: xla() call was still inside a handler after the bound: its client and
+#: the ring it reads stay valid for as long as this process lives.
+_KEPT_FOR_JITTED_CALLS: list = []
 
 
 def _release_mapping(seg, segment, client_pid: int) -> None:
@@ -480,6 +497,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
+def _action_set_of(lines: list) -> list | None:
+    """Worker 0's action set from its start-up lines (``worker.ACTIONS_TAG``:
+    the owner's private copy, which the client compares with the
+    segment's), or None where it wrote none."""
+    from .worker import ACTIONS_TAG
+
+    for line in lines:
+        if line.startswith(ACTIONS_TAG):
+            try:
+                return [int(a) for a in line[len(ACTIONS_TAG):].split(b",")]
+            except ValueError:
+                return None
+    return None
+
+
 class Supervisor:
     """Starts and watches a pool's workers; the owner's side only.
 
@@ -505,7 +537,8 @@ class Supervisor:
         self.interrupted_start: str | None = None
         #: worker 0's action set from its fault pipe (start), or None
         self.action_set: list | None = None
-        self._fault_kept = b""  # worker 0's pipe read past that line
+        #: per worker: its fault pipe's bytes read past its start-up lines
+        self._fault_kept: dict[int, bytes] = {}
 
     def start(self, segment_name: str) -> "_core.Segment":
         """Creates the segment, starts the workers, waits until all are
@@ -583,8 +616,68 @@ class Supervisor:
         begin = _now()
         for w in range(cfg.num_workers):
             self.spawn(w)
+        lines = self._start_lines(begin)
+        self.check()
+        self.action_set = _action_set_of(lines.get(0, []))
+        ready, failed = seg.counts()  # each read once, every worker ready
+        if ready != cfg.num_workers or failed != 0:
+            word, value = (("ready_workers", ready) if ready != cfg.num_workers
+                           else ("failed_workers", failed))
+            raise WorkerError(
+                f"make({cfg.game!r}, num_envs={cfg.num_envs}): the segment's {word} word "
+                f"is {value} with all {cfg.num_workers} workers ready (each said so "
+                f"through its own pipe): another process wrote it while the pool "
+                f"started", worker=-1, env_ids=range(cfg.num_envs), exitcode=None)
+        seg.set_pool_state(_core.POOL_RUNNING)
+        return seg
+
+    def _start_lines(self, begin: float) -> dict:
+        """Waits until every worker has written its ready line
+        (``worker.READY_TAG``, right after it counted itself in
+        ``ready_workers``) into its fault pipe, and returns each worker's
+        lines before it (worker 0's action set, ``worker.ACTIONS_TAG``).
+        ``ready_workers`` is any mapping process's to rewrite: these lines
+        are the owner's own record (the word rewritten to ``num_workers``
+        while the workers built their envs made ``serve`` print "ready"
+        with none ready; rewritten lower, the wait ran into its time limit).
+
+        Raises:
+            WorkerError: a worker died or failed, or not all were ready
+                within ``start_timeout`` s.
+        """
+        from .worker import READY_TAG
+
+        cfg, tag = self.config, READY_TAG + b"\n"
         deadline, report = begin + self.start_timeout, begin + PROGRESS_EVERY
-        while not seg.wait_ready(cfg.num_workers, POLL):
+        pending = {w: b"" for w in range(cfg.num_workers)}
+        lines: dict[int, list] = {}
+        gone: set = set()
+        poller = select.poll()
+        for w in pending:
+            poller.register(self.res.fault_pipes[w].fileno(), select.POLLIN)
+        while True:
+            for w in list(pending):
+                fd, ended = self.res.fault_pipes[w].fileno(), False
+                try:
+                    while tag not in pending[w] and (chunk := os.read(fd, 4096)):
+                        pending[w] += chunk
+                    ended = tag not in pending[w]  # read b"": its process closed it
+                except (BlockingIOError, InterruptedError):
+                    pass
+                head, found, rest = pending[w].partition(tag)
+                if found:
+                    lines[w] = head.split(b"\n")[:-1]
+                    if rest:  # a fault's text after it: fault_text's
+                        self._fault_kept[w] = rest
+                    del pending[w]
+                    poller.unregister(fd)
+                elif ended:  # closed before its ready line: gone; check() names it
+                    self._fault_kept[w] = head
+                    del pending[w]
+                    poller.unregister(fd)
+                    gone.add(w)
+            if not pending and not gone:
+                return lines
             self.check()
             now = _now()
             if now > report:
@@ -594,31 +687,7 @@ class Supervisor:
             if now > deadline:
                 raise WorkerError(self._slow_start_message(now - begin), worker=-1,
                                   env_ids=range(cfg.num_envs), exitcode=None)
-        self.check()
-        self.action_set = self._private_action_set()
-        seg.set_pool_state(_core.POOL_RUNNING)
-        return seg
-
-    def _private_action_set(self) -> list | None:
-        """Worker 0's action set as it wrote it into its fault pipe before it
-        was ready (``worker.ACTIONS_TAG``): the owner's private copy, which
-        the client compares with the segment's. None where the worker has
-        no fault pipe."""
-        from .worker import ACTIONS_TAG
-
-        try:
-            data = os.read(self.res.fault_pipes[0].fileno(), 4096)
-        except (BlockingIOError, OSError, IndexError):
-            return None
-        line, _, rest = data.partition(b"\n")
-        if rest:  # not a fault's text: nothing else is written before a fault
-            self._fault_kept = rest
-        if not line.startswith(ACTIONS_TAG):
-            return None
-        try:
-            return [int(a) for a in line[len(ACTIONS_TAG):].split(b",")]
-        except ValueError:
-            return None
+            poller.poll(POLL * 1000)
 
     def _progress(self) -> str:
         states = [self.seg.worker_state(w) for w in range(self.config.num_workers)]
@@ -844,20 +913,20 @@ class Supervisor:
 
     def fault_text(self, w: int) -> str:
         """What faulthandler wrote for worker ``w`` (a fatal signal), or ""
-        (worker 0's action-set line, ``worker.ACTIONS_TAG``, left out)."""
-        from .worker import ACTIONS_TAG
+        (the start-up lines, ``worker.ACTIONS_TAG`` and ``worker.READY_TAG``,
+        left out)."""
+        from .worker import ACTIONS_TAG, READY_TAG
 
-        chunks = []
-        if w == 0:  # what _private_action_set read past its line
-            chunks, self._fault_kept = [self._fault_kept], b""
+        chunks = [self._fault_kept.pop(w, b"")]  # what _start_lines read past them
         try:
             while chunk := os.read(self.res.fault_pipes[w].fileno(), 65536):
                 chunks.append(chunk)
         except (BlockingIOError, OSError):
             pass
         text = b"".join(chunks)
-        if text.startswith(ACTIONS_TAG):  # died before start() read it
-            text = text.partition(b"\n")[2]
+        for tag in (ACTIONS_TAG, READY_TAG):  # died before start() read them
+            if text.startswith(tag):
+                text = text.partition(b"\n")[2]
         return text.decode("utf-8", "replace")
 
     def worker_error(self, w: int, during: str = "") -> WorkerError:

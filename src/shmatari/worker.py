@@ -278,6 +278,10 @@ def _report_unattached(fault_pipe, text: str) -> None:
 #: The first line worker 0 writes into its fault pipe: its action set, for
 #: the owner's private copy (``Supervisor.start``), never a fault's text.
 ACTIONS_TAG = b"shmatari-action-set "
+#: The line every worker writes into its fault pipe right before it counts
+#: itself ready (its first start): the owner's private record that it is,
+#: where ``ready_workers`` is any mapping process's to rewrite.
+READY_TAG = b"shmatari-ready"
 
 
 def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
@@ -349,6 +353,12 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
         return parent_alive()
 
     _core.mark_worker(seg, worker, _core.WORKER_READY)
+    if fault_fd is not None and not restart:
+        # Counted in ready_workers, then this line, after which the owner
+        # trusts the worker ready (Supervisor._start_lines): ready_workers
+        # rewritten to num_workers while the workers built their envs made
+        # serve print "ready" with none ready (an attacker's pass, 2026-12-06).
+        os.write(fault_fd, READY_TAG + b"\n")
     return _core.worker_loop(seg, worker, cores, reseed, alive, begin,
                              spin_ns=spin[0], spin_mode=spin[1],
                              restarted=restart > 0, positions=positions,
