@@ -9,8 +9,8 @@
 // shmatari/shmatari.h (the same state machine the Python pool drives).
 //
 // Every op takes the handle first (uint8[8]: the pool's serial number in
-// this library's table of clients, shmatari_xla_register, in native byte
-// order) and returns it as its first result, aliased to the input
+// this library's table of clients, shmatari_xla_register, unique in the
+// process and random-looking across processes, in native byte order) and returns it as its first result, aliased to the input
 // (input_output_aliases={0: 0}): threading the handle through the calls is
 // the data dependence that orders them, as EnvPool's. The ops are also
 // marked as having side effects (has_side_effect=True), so XLA neither drops
@@ -23,7 +23,10 @@
 // collected pool, or drove a new pool whose client took the same address
 // (an attacker's pass, 2026-12-06). A serial is never reused; the pool's
 // close removes its serials (shmatari_xla_unregister), and an unknown one
-// is a closed pool.
+// is a closed pool. The table also counts the handlers inside each pool's
+// client, and unregister waits for them to leave before the pool releases
+// the client (another thread's jitted call may be inside one: a close()
+// on one thread zeroed the client under a handler another thread ran).
 //
 // Rules the caller keeps (shmatari.xla documents them):
 //   - One thread drives a pool at a time: the Python methods of a pool MUST
@@ -37,9 +40,12 @@
 //     when jax_enable_x64 is off).
 
 #include <dlfcn.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -56,15 +62,43 @@ namespace {
 
 constexpr int64_t kPollNs = SHMATARI_POLL_NS;  // between liveness checks
 
-// The live pools' clients, by serial (shmatari_xla_register).
+// The live pools' clients, by serial (shmatari_xla_register), each with
+// the number of handlers using it now: shmatari_xla_unregister waits for
+// them to leave before the pool frees the client (a close() from another
+// thread while a handler ran freed the client under it).
+struct TableEntry {
+  shmatari_client *client;  // nullptr: being unregistered
+  uint64_t users;
+};
 std::mutex table_mutex;
-std::unordered_map<uint64_t, shmatari_client *> table;
+std::condition_variable table_left;  // a handler left an entry being removed
+std::unordered_map<uint64_t, TableEntry> table;
 uint64_t next_serial = 1;
 
-// The pool's client, found through the handle; nullptr with *err set when
-// the handle is not this op's pool, or its pool is closed.
+// A handler's use of a table entry, from FindClient to the handler's end.
+class Lease {
+ public:
+  Lease() = default;
+  Lease(const Lease &) = delete;
+  Lease &operator=(const Lease &) = delete;
+  ~Lease() {
+    if (serial_ == 0) return;
+    std::lock_guard<std::mutex> lock(table_mutex);
+    auto it = table.find(serial_);
+    if (it == table.end()) return;
+    if (--it->second.users == 0 && it->second.client == nullptr) {
+      table.erase(it);  // its unregister gave up waiting, or waits: wake it
+      table_left.notify_all();
+    }
+  }
+  uint64_t serial_ = 0;
+};
+
+// The pool's client, found through the handle and held by *lease until the
+// handler ends; nullptr with *err set when the handle is not this op's
+// pool, or its pool is closed (or closing).
 shmatari_client *FindClient(const ffi::AnyBuffer &handle, uint64_t client,
-                            ffi::Error *err) {
+                            Lease *lease, ffi::Error *err) {
   uint64_t from_handle = 0;
   if (handle.size_bytes() != sizeof from_handle || client == 0) {
     *err = ffi::Error::InvalidArgument(
@@ -83,7 +117,11 @@ shmatari_client *FindClient(const ffi::AnyBuffer &handle, uint64_t client,
   {
     std::lock_guard<std::mutex> lock(table_mutex);
     auto it = table.find(client);
-    if (it != table.end()) c = it->second;
+    if (it != table.end() && it->second.client != nullptr) {
+      c = it->second.client;
+      it->second.users++;
+      lease->serial_ = client;
+    }
   }
   if (c == nullptr || c->hdr == nullptr) {
     *err = ffi::Error(ffi::ErrorCode::kFailedPrecondition,
@@ -378,7 +416,8 @@ ffi::Error SendImpl(ffi::AnyBuffer handle, ffi::Buffer<ffi::S32> action,
                     ffi::Buffer<ffi::S32> env_id, ffi::RemainingRets rets,
                     uint64_t client) {
   ffi::Error err = ffi::Error::Success();
-  shmatari_client *c = FindClient(handle, client, &err);
+  Lease lease;
+  shmatari_client *c = FindClient(handle, client, &lease, &err);
   if (c == nullptr) return err;
   err = Send(c, action, env_id, false);
   return err.success() ? PassHandle(handle, rets) : err;
@@ -387,7 +426,8 @@ ffi::Error SendImpl(ffi::AnyBuffer handle, ffi::Buffer<ffi::S32> action,
 ffi::Error RecvImpl(ffi::AnyBuffer handle, ffi::RemainingRets rets,
                     uint64_t client, int64_t timeout_ns) {
   ffi::Error err = ffi::Error::Success();
-  shmatari_client *c = FindClient(handle, client, &err);
+  Lease lease;
+  shmatari_client *c = FindClient(handle, client, &lease, &err);
   if (c == nullptr) return err;
   err = CheckOutputs(&c->geom, rets);
   if (err.success()) err = TakeBatch(c, rets, timeout_ns);
@@ -398,7 +438,8 @@ ffi::Error StepImpl(ffi::AnyBuffer handle, ffi::Buffer<ffi::S32> action,
                     ffi::Buffer<ffi::S32> env_id, ffi::RemainingRets rets,
                     uint64_t client, int64_t timeout_ns) {
   ffi::Error err = ffi::Error::Success();
-  shmatari_client *c = FindClient(handle, client, &err);
+  Lease lease;
+  shmatari_client *c = FindClient(handle, client, &lease, &err);
   if (c == nullptr) return err;
   err = CheckOutputs(&c->geom, rets);
   if (err.success()) err = Send(c, action, env_id, true);
@@ -443,14 +484,48 @@ extern "C" uint64_t shmatari_xla_client_bytes(void) {
 // never reused.
 extern "C" uint64_t shmatari_xla_register(void *client) {
   std::lock_guard<std::mutex> lock(table_mutex);
-  uint64_t serial = next_serial++;
-  table[serial] = static_cast<shmatari_client *>(client);
+  // The count's image under an affine map modulo 2**63 with this process's
+  // random key: one-to-one (the multiplier is odd), so never reused here,
+  // and unlike in another process (serials counted 1, 2, ... in every
+  // process: a program exported with jax.export and loaded elsewhere drove
+  // whichever pool held its serial there; a reviewer's pass, 2026-12-06).
+  // Below 2**63: jax turns the `client` attribute into an MLIR integer
+  // through int64 (a larger one failed to lower with std::bad_cast).
+  static uint64_t key[2] = {0, 0};
+  if (key[0] == 0) {
+    if (getrandom(key, sizeof key, 0) != static_cast<ssize_t>(sizeof key)) {
+      key[0] = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ull ^
+               static_cast<uint64_t>(
+                   std::chrono::steady_clock::now().time_since_epoch().count());
+      key[1] = key[0] * 0xBF58476D1CE4E5B9ull;
+    }
+    key[0] |= 1;
+  }
+  uint64_t serial;
+  do {
+    serial = (next_serial++ * key[0] + key[1]) & 0x7FFFFFFFFFFFFFFFull;
+  } while (serial == 0);
+  table[serial] = TableEntry{static_cast<shmatari_client *>(client), 0};
   return serial;
 }
 
-// Removes a serial from the table (the pool is closing: its client is
-// released): later calls through it fail as on a closed pool.
-extern "C" void shmatari_xla_unregister(uint64_t serial) {
-  std::lock_guard<std::mutex> lock(table_mutex);
-  table.erase(serial);
+// Takes a serial out of the table (the pool is closing: its client is about
+// to be released): calls that start from now on fail as on a closed pool,
+// and those already inside a handler (another thread's jitted call) are
+// waited for, up to timeout_ns. Returns 1 when none is inside any more (the
+// client may be released), 0 when one still is after timeout_ns (the caller
+// must leave the client and its mapping be: the handler still uses them).
+extern "C" int shmatari_xla_unregister(uint64_t serial, int64_t timeout_ns) {
+  std::unique_lock<std::mutex> lock(table_mutex);
+  auto it = table.find(serial);
+  if (it == table.end()) return 1;
+  it->second.client = nullptr;
+  auto gone = [serial] {
+    auto j = table.find(serial);
+    return j == table.end() || j->second.users == 0;
+  };
+  bool idle = table_left.wait_for(
+      lock, std::chrono::nanoseconds(timeout_ns > 0 ? timeout_ns : 0), gone);
+  if (idle) table.erase(serial);
+  return idle ? 1 : 0;
 }

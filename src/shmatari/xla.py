@@ -8,8 +8,11 @@ XLA custom calls that run inside ``jax.jit`` and ``jax.lax.scan`` (CPU).
 
 - ``handle``: uint8 array, shape ``(8,)``, the pool's serial number in the
   handlers' table of C clients (``shmatari_client`` in
-  ``shmatari/shmatari.h``), never reused: a program compiled ahead of time
-  that outlives its pool fails as on a closed pool.
+  ``shmatari/shmatari.h``), never reused in the process and unlike any of
+  another process (a random key maps the count): a program compiled ahead
+  of time that outlives its pool, or one exported and loaded elsewhere,
+  fails as on a closed pool. ``close()`` waits for the jitted calls still
+  inside a handler (another thread's too) before the client is released.
 - ``send(handle, action, env_id=None) -> handle``
 - ``recv(handle) -> (handle, result)``
 - ``step(handle, action, env_id=None) -> (handle, result)``: one custom call
@@ -296,8 +299,8 @@ def _load(client_bytes: int) -> dict:
                 lib.shmatari_xla_client_bytes.restype = ctypes.c_uint64
                 lib.shmatari_xla_register.restype = ctypes.c_uint64
                 lib.shmatari_xla_register.argtypes = [ctypes.c_void_p]
-                lib.shmatari_xla_unregister.restype = None
-                lib.shmatari_xla_unregister.argtypes = [ctypes.c_uint64]
+                lib.shmatari_xla_unregister.restype = ctypes.c_int
+                lib.shmatari_xla_unregister.argtypes = [ctypes.c_uint64, ctypes.c_int64]
                 loaded = {"client_bytes": lib.shmatari_xla_client_bytes(), "lib": lib}
                 handlers = {op: getattr(lib, f"ShmatariXla{op.title()}") for op in _TARGETS}
             except AttributeError as exc:

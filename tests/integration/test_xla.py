@@ -392,6 +392,37 @@ def test_every_xla_of_a_pool_returns_one_handle_and_restart_workers_warns():
             env.xla()
 
 
+_FIRST_HANDLE = r"""
+import numpy as np, shmatari
+with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+    env.reset()
+    a = bytes(np.asarray(env.xla()[0])).hex()
+with shmatari.make("null", num_envs=2, num_workers=1, seed=0) as env:
+    env.reset()
+    print(a, bytes(np.asarray(env.xla()[0])).hex())
+"""
+
+
+def test_xla_serials_differ_between_processes():
+    """Serials were counted 1, 2, ... in every process: a program exported
+    (jax.export) by one process and loaded by another drove whichever pool
+    of that process held the same serial (a reviewer's pass, 2026-12-06).
+    Two fresh processes' first pools now get different handles, and one
+    process's two pools too."""
+    import subprocess
+    import sys
+
+    runs = [subprocess.run([sys.executable, "-c", _FIRST_HANDLE], capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    (a1, b1), (a2, b2) = (proc.stdout.split() for proc in runs)
+    assert len({a1, b1, a2, b2}) == 4, (a1, b1, a2, b2)
+    # never 0, and below 2**63 (jax lowers the attribute through int64)
+    assert all(0 < int.from_bytes(bytes.fromhex(h), sys.byteorder) < 2**63
+               for h in (a1, b1, a2, b2)), (a1, b1, a2, b2)
+
+
 def test_xla_refuses_same_step_pools_with_the_reason():
     env = shmatari.make("null", num_envs=2, num_workers=1, autoreset_mode="same_step")
     try:
@@ -833,6 +864,59 @@ def test_a_ctrl_c_while_a_jitted_scan_runs_exits_without_jaxs_exit_tracebacks(tm
     assert "JaxRuntimeError" not in proc.stderr, proc.stderr[-3000:]
     name = proc.stdout.split()[0]
     assert not os.path.exists(f"/dev/shm/{name}")
+
+
+_CLOSE_FROM_ANOTHER_THREAD = r"""
+import threading, time, jax, shmatari
+env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0)
+env.reset()
+handle, recv, send, step = env.xla()
+
+def body(handle, key):
+    handle, (obs, reward, term, trunc, info) = step(handle, jax.random.randint(key, (4,), 0, 4))
+    return handle, reward
+
+roll = jax.jit(lambda h, k: jax.lax.scan(body, h, jax.random.split(k, 5000)))
+result = []
+
+def train():  # another thread's jitted call: the closing thread's barrier is not its
+    try:
+        jax.block_until_ready(roll(handle, jax.random.PRNGKey(0)))
+        result.append("finished")
+    except jax.errors.JaxRuntimeError as exc:
+        result.append("failed: %s" % exc)
+
+t = threading.Thread(target=train)
+t.start()
+time.sleep(1.0)
+t0 = time.monotonic()
+env.close()
+print("closed in %.2f s" % (time.monotonic() - t0), flush=True)
+t.join(60)
+print(result[0] if result else "no result", flush=True)
+"""
+
+
+def test_xla_close_from_another_thread_while_its_jitted_call_runs_does_not_crash(tmp_path):
+    """close() on one thread while a jitted scan another thread dispatched
+    is inside a handler: the closing thread's jax.effects_barrier does not
+    wait for the other thread's calls, and the handlers' table only kept
+    calls that started after the close out: the client was zeroed under
+    the running handler (a reviewer's pass, 2026-12-06). Now the table
+    counts the handlers inside each pool and close() waits for them to
+    leave (the pool's CLOSING ends their waits) before releasing the
+    client: the scan fails with the pool's words and the process lives."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "close_from_thread.py"
+    script.write_text(_CLOSE_FROM_ANOTHER_THREAD)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    seconds = float(proc.stdout.split("closed in ")[1].split()[0])
+    assert seconds < 5.0, proc.stdout
+    assert "failed:" in proc.stdout and "clos" in proc.stdout, proc.stdout
 
 
 def test_xla_wrong_handle_is_refused_in_our_words():
