@@ -336,9 +336,13 @@ def test_ray_pool_answers_every_call_sequence_as_the_local_client(cluster):
         make_pool = staticmethod(ray_pool)
         INTERRUPTIBLE = False
 
+    # Derandomized unless asked (SHMATARI_RAY_MACHINE_RANDOM=1): 8 random
+    # sequences once compared no step at all and failed the coverage check
+    # below; a fixed set of sequences covers the same rules every run.
     RayMachine.TestCase.settings = settings(
         max_examples=int(os.environ.get("SHMATARI_RAY_MACHINE_EXAMPLES", 8)),
-        stateful_step_count=15, deadline=None, suppress_health_check=list(HealthCheck))
+        stateful_step_count=15, deadline=None, suppress_health_check=list(HealthCheck),
+        derandomize=os.environ.get("SHMATARI_RAY_MACHINE_RANDOM") != "1")
     tcm._COMPARED.clear()
     try:
         RayMachine.TestCase().runTest()
