@@ -649,31 +649,34 @@ class Supervisor:
 
         cfg, tag = self.config, READY_TAG + b"\n"
         deadline, report = begin + self.start_timeout, begin + PROGRESS_EVERY
-        pending = {w: b"" for w in range(cfg.num_workers)}
+        # What each pipe gave so far is kept where fault_text finds it: a
+        # worker that dies before its ready line wrote its traceback there
+        # (an import that failed), and check() below names it with that text.
+        kept = self._fault_kept
+        pending = set(range(cfg.num_workers))
         lines: dict[int, list] = {}
         gone: set = set()
         poller = select.poll()
         for w in pending:
+            kept[w] = b""
             poller.register(self.res.fault_pipes[w].fileno(), select.POLLIN)
         while True:
-            for w in list(pending):
+            for w in sorted(pending):
                 fd, ended = self.res.fault_pipes[w].fileno(), False
                 try:
-                    while tag not in pending[w] and (chunk := os.read(fd, 4096)):
-                        pending[w] += chunk
-                    ended = tag not in pending[w]  # read b"": its process closed it
+                    while tag not in kept[w] and (chunk := os.read(fd, 4096)):
+                        kept[w] += chunk
+                    ended = tag not in kept[w]  # read b"": its process closed it
                 except (BlockingIOError, InterruptedError):
                     pass
-                head, found, rest = pending[w].partition(tag)
+                head, found, rest = kept[w].partition(tag)
                 if found:
                     lines[w] = head.split(b"\n")[:-1]
-                    if rest:  # a fault's text after it: fault_text's
-                        self._fault_kept[w] = rest
-                    del pending[w]
+                    kept[w] = rest  # a fault's text after it: fault_text's
+                    pending.discard(w)
                     poller.unregister(fd)
                 elif ended:  # closed before its ready line: gone; check() names it
-                    self._fault_kept[w] = head
-                    del pending[w]
+                    pending.discard(w)
                     poller.unregister(fd)
                     gone.add(w)
             if not pending and not gone:
