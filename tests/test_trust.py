@@ -1792,6 +1792,57 @@ def test_an_action_set_rewritten_while_the_pool_starts_is_refused():
     assert "left: []" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("write", ["raised and served", "raised, not yet served",
+                                   "lowered and served"])
+def test_a_req_seq_another_process_moved_is_named_at_the_next_post(no_leaks, write):
+    """The client posted ``req_seq + 1`` read back from the segment: another
+    process that added 1 to an idle env's req_seq (and woke its worker) made
+    the worker run a command nobody posted, and from then on every result of
+    that env came one command late, with no error (an attacker's pass,
+    2026-12-06: 90 steps of env 0 off the unattacked run's). The client now
+    posts its own count and, before each post, reads req_seq and ack_seq
+    once: a value other than its own count breaks the pool, naming it."""
+    import mmap
+    import time
+
+    env = shmatari.make("null", num_envs=4, num_workers=2, seed=0)
+    try:
+        env.reset()
+        for _ in range(3):
+            env.step(np.zeros(4, np.int64))
+        layout = _core.struct_layout()
+        at = _core.MEMBERS["shmatari_header"]
+        with open(f"/dev/shm/{env.segment_name}", "r+b") as f,                 mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
+            word = lambda name: np.frombuffer(mm, np.uint64, 1, at[name][0])  # noqa: E731
+            env0 = int(word("env_ctrl_offset")[0])
+            wake0 = int(word("worker_ctrl_offset")[0]) + \
+                layout["shmatari_worker_ctrl"]["wake_seq"]
+            req = np.frombuffer(mm, np.uint32, 1,
+                                env0 + layout["shmatari_env_ctrl"]["req_seq"])
+            ack = np.frombuffer(mm, np.uint32, 1,
+                                env0 + layout["shmatari_env_ctrl"]["ack_seq"])
+            wake = np.frombuffer(mm, np.uint32, 1, wake0)
+            mine = int(req[0])
+            assert int(ack[0]) == mine
+            req[0] = mine - 1 if write.startswith("lowered") else mine + 1
+            if "not yet" not in write:
+                wake[0] += 1  # its worker looks, and runs the command nobody posted
+                deadline = time.monotonic() + 10
+                while int(ack[0]) == mine and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert int(ack[0]) != mine, "the worker did not serve the write"
+            del req, ack, wake, word
+        with pytest.raises(shmatari.PoolClosedError,
+                           match=rf"env 0's req_seq reads \d+, but this client's last "
+                                 rf"command to it was number {mine}: another process wrote "
+                                 rf"the env's command words"):
+            env.step(np.zeros(4, np.int64))
+        with pytest.raises(shmatari.PoolClosedError, match="broken"):
+            env.step(np.zeros(4, np.int64))
+    finally:
+        env.close()
+
+
 _READY_WORKERS_REWRITTEN = """
 import glob, mmap, os, sys, time
 import numpy as np

@@ -176,8 +176,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
                          char *msg, size_t len)
     void shmatari_unclaim(shmatari_header *h, int32_t pid)
     void shmatari_post(const shmatari_geom *g, const uint32_t *env_worker,
-                       uint8_t *touched, const uint32_t *env_ids, uint32_t n,
-                       const int32_t *actions, uint32_t cmd)
+                       uint8_t *touched, uint32_t *posted, const uint32_t *env_ids,
+                       uint32_t n, const int32_t *actions, uint32_t cmd)
     int shmatari_wait_batch(const shmatari_geom *g, uint64_t batch, int64_t spin_ns,
                             int spin_mode, int64_t timeout_ns, int64_t *next_check_ns,
                             char *msg, size_t len)

@@ -32,10 +32,11 @@ static void exercise(const shmatari_geom *g) {
   char msg[SHMATARI_MESSAGE_BYTES];
   uint32_t *env_worker = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   uint8_t *touched = (uint8_t *)calloc(g->num_workers, 1);
-  if (env_worker == NULL || touched == NULL) abort();
+  uint32_t *posted = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
+  if (env_worker == NULL || touched == NULL || posted == NULL) abort();
   if (shmatari_env_workers(g, env_worker, msg, sizeof msg) == SHMATARI_OK) {
     uint32_t n = g->num_envs < 64 ? g->num_envs : 64;
-    shmatari_post(g, env_worker, touched, NULL, n, NULL, SHMATARI_CMD_RESET);
+    shmatari_post(g, env_worker, touched, posted, NULL, n, NULL, SHMATARI_CMD_RESET);
   }
   (void)shmatari_pool_check(g, 0, msg, sizeof msg);
   for (uint32_t w = 0; w < g->num_workers && w < 8; w++)
@@ -62,6 +63,7 @@ static void exercise(const shmatari_geom *g) {
   for (uint64_t s = 0; s < g->ring_depth && s < 64; s++) shmatari_clear_rows(g, s);
   free(env_worker);
   free(touched);
+  free(posted);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

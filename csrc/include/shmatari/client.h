@@ -72,6 +72,49 @@ static inline int shmatari_check_claim(shmatari_client *c) {
                        holder != 0 ? " or attached in this client's place" : "");
 }
 
+/* Before posting to n envs (env_ids, or envs 0..n-1 when NULL; none with a
+ * command in flight): each env's req_seq, read once, is the value this
+ * client last wrote there (its own count, env_posted). Only a client writes
+ * req_seq, so another value is another process's write: its worker would
+ * run, or has run, a command nobody posted, and the env's results could no
+ * longer be matched to this client's commands (until 2026-12-06 the client
+ * posted req_seq + 1 read back, and one write of it made every later result
+ * of the env come one command late, with no error: an attacker's pass).
+ * Breaks the client then. (ack_seq is not judged: it may lag the last
+ * result handed out, by more than one command where a worker died between
+ * its row and its ack and was replaced; a write that moves req_seq and puts
+ * it back after the worker ran it costs one result, whose command was not
+ * this client's, and no more: the next post realigns on the client's
+ * count.) An env whose worker's state (read once) is not READY is not
+ * judged: a worker that failed on a command another process wrote (a bad
+ * action) is named by the pool's liveness check, with its traceback, and
+ * its replacement answers what is in flight once; the post then writes the
+ * client's own count over whatever the word held. Returns SHMATARI_OK or
+ * _ERR_NOT_SHMATARI. */
+static inline int shmatari_check_posted(shmatari_client *c,
+                                        const uint32_t *env_ids, uint32_t n) {
+  const shmatari_geom *g = &c->geom;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t e = env_ids != NULL ? env_ids[i] : i;
+    if (e >= g->num_envs) continue;
+    uint32_t req = shmatari_load_acquire(&shmatari_env(g, e)->req_seq); /* once */
+    if (req == c->env_posted[e]) continue;
+    if (shmatari_load_acquire(&shmatari_worker(g, c->env_worker[e])->state) !=
+        SHMATARI_WORKER_READY)
+      continue; /* (the worker stopped: see above) */
+    shmatari_client_break(c);
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                         "env %u's req_seq reads %u, but this client's last "
+                         "command to it was number %u: another process wrote "
+                         "the env's command words (its worker may have run a "
+                         "command this client never posted), and the env's "
+                         "results can no longer be matched to this client's "
+                         "commands",
+                         e, req, c->env_posted[e]);
+  }
+  return SHMATARI_OK;
+}
+
 /* shmatari_send as the call `call` names it in refusals: with
  * SHMATARI_CALL_STEP, also refused (nothing posted) unless the envs running
  * afterwards make a batch to wait for (shmatari_check_step), as a step that
@@ -111,8 +154,10 @@ static inline int shmatari_send_call(shmatari_client *c, int call,
     acts = c->call_actions;
   }
   int r = shmatari_accept_send(c, call, acts, ids, n);
+  if (r == SHMATARI_OK && c->env_posted != NULL)
+    r = shmatari_check_posted(c, (const uint32_t *)ids, n);
   if (r == SHMATARI_OK)
-    shmatari_post(&c->geom, c->env_worker, c->touched,
+    shmatari_post(&c->geom, c->env_worker, c->touched, c->env_posted,
                   (const uint32_t *)ids, n, acts, SHMATARI_CMD_STEP);
   return r;
 }
@@ -233,12 +278,20 @@ static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
       if (r != SHMATARI_OK) return r;
       c->taken = shmatari_drop_results(h);
     }
+    r = shmatari_check_posted(c, NULL, h->num_envs);
+    if (r != SHMATARI_OK) return r;
     if (cmd == SHMATARI_CMD_RESEED && words != NULL) /* published by the posts' release */
       for (uint32_t i = 0; i < SHMATARI_SEED_WORDS; i++)
         h->hdr->seed_words[i] = words[i];
-    shmatari_post(h, c->env_worker, c->touched, NULL, h->num_envs, NULL, cmd);
+    shmatari_post(h, c->env_worker, c->touched, c->env_posted, NULL, h->num_envs,
+                  NULL, cmd);
     shmatari_accept_reset(c, NULL);
     return SHMATARI_OK;
+  }
+  for (uint32_t e = 0; e < h->num_envs; e++) {
+    if (c->env_flags[e] & SHMATARI_ENV_RUNNING) continue;
+    r = shmatari_check_posted(c, &e, 1);
+    if (r != SHMATARI_OK) return r;
   }
   for (int pass = 0; pass < 2; pass++) {
     /* pass 0: the masked envs reset; pass 1: the others republish. */
@@ -247,7 +300,7 @@ static inline int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd,
           (c->env_flags[e] & SHMATARI_ENV_RUNNING))
         continue;
       uint32_t id = e;
-      shmatari_post(h, c->env_worker, c->touched, &id, 1, NULL,
+      shmatari_post(h, c->env_worker, c->touched, c->env_posted, &id, 1, NULL,
                     pass == 0 ? cmd : (uint32_t)SHMATARI_CMD_OBSERVE);
     }
   }

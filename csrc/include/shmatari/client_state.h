@@ -154,6 +154,9 @@ typedef struct shmatari_client {
   int holding;          /* 1 while the last batch returned is not consumed */
   uint32_t pending;     /* envs with SHMATARI_ENV_RUNNING */
   uint8_t *env_flags;   /* per env: SHMATARI_ENV_* bits */
+  uint32_t *env_posted; /* per env: the req_seq this client last wrote (its
+                           own count of commands posted; read from the
+                           segment once, at open) */
   uint32_t *env_worker; /* per env: the worker that owns it */
   uint8_t *touched;     /* scratch: one byte per worker */
   /* Private copies of a call's arguments, num_envs entries each: env ids,
@@ -387,6 +390,7 @@ static inline void shmatari_client_break(shmatari_client *c) {
  * shmatari_detach); c is DETACHED afterwards. Safe to call twice. */
 static inline void shmatari_client_close(shmatari_client *c) {
   free(c->env_flags);
+  free(c->env_posted);
   free(c->env_worker);
   free(c->touched);
   free(c->call_env_ids);
@@ -397,6 +401,7 @@ static inline void shmatari_client_close(shmatari_client *c) {
   memset(&c->geom, 0, sizeof c->geom);
   c->num_actions = 0;
   c->env_flags = NULL;
+  c->env_posted = NULL;
   c->env_worker = NULL;
   c->touched = NULL;
   c->call_env_ids = NULL;
@@ -437,6 +442,7 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->hdr = h;
   c->num_actions = num_actions;
   c->env_flags = (uint8_t *)calloc(g->num_envs, 1);
+  c->env_posted = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->env_worker = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->touched = (uint8_t *)calloc(g->num_workers, 1);
   c->call_env_ids = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
@@ -445,9 +451,9 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->batch_fields = (uint8_t *)calloc(
       g->slot_obs_offset - g->slot_field_offset[0], g->slot_final_offset ? 2 : 1);
   int r = SHMATARI_OK;
-  if (c->env_flags == NULL || c->env_worker == NULL || c->touched == NULL ||
-      c->call_env_ids == NULL || c->call_actions == NULL || c->call_mask == NULL ||
-      c->batch_fields == NULL)
+  if (c->env_flags == NULL || c->env_posted == NULL || c->env_worker == NULL ||
+      c->touched == NULL || c->call_env_ids == NULL || c->call_actions == NULL ||
+      c->call_mask == NULL || c->batch_fields == NULL)
     r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
                       "out of memory");
   else
@@ -457,6 +463,10 @@ static inline int shmatari_client_open(shmatari_client *c,
     shmatari_client_close(c);
     return r;
   }
+  /* The count each env's commands go on from: its req_seq, read once here
+   * (the pool recovered: nothing in flight), never again. */
+  for (uint32_t e = 0; e < g->num_envs; e++)
+    c->env_posted[e] = shmatari_load_acquire(&shmatari_env(g, e)->req_seq);
   c->taken = next_batch;
   c->pending = 0;
   c->holding = 0;

@@ -255,8 +255,12 @@ static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
 }
 
 /* Posts command `cmd` (enum shmatari_cmd) to n envs and wakes the workers
- * that own them: for each env, cmd and action first, then req_seq + 1
- * (release); then each touched worker's wake_seq (shmatari_notify).
+ * that own them: for each env, cmd and action first, then req_seq (release)
+ * set to ++posted[env], the poster's own count of its commands to the env,
+ * never the segment's word read back (another process that added 1 to it
+ * made a worker run a command nobody posted, and every later result of that
+ * env came one command late; an attacker's pass, 2026-12-06); then each
+ * touched worker's wake_seq (shmatari_notify).
  * env_ids: n env indices, or NULL for envs 0..n-1; actions: n action indices
  * (STEP), or NULL for 0. Both MUST be private memory (never the segment:
  * shmatari_send copies them first), which the caller has checked: every env
@@ -266,16 +270,16 @@ static inline int shmatari_open_pool(const shmatari_geom *g, int32_t pid,
  * (left zero). */
 static inline void shmatari_post(const shmatari_geom *g,
                                  const uint32_t *env_worker,
-                                 uint8_t *touched, const uint32_t *env_ids,
-                                 uint32_t n, const int32_t *actions,
-                                 uint32_t cmd) {
+                                 uint8_t *touched, uint32_t *posted,
+                                 const uint32_t *env_ids, uint32_t n,
+                                 const int32_t *actions, uint32_t cmd) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t e = env_ids != NULL ? env_ids[i] : i;
     if (e >= g->num_envs) continue;
     shmatari_env_ctrl *ec = shmatari_env(g, e);
     ec->cmd = cmd;
     ec->action = actions != NULL ? actions[i] : 0;
-    shmatari_store_release(&ec->req_seq, ec->req_seq + 1);
+    shmatari_store_release(&ec->req_seq, ++posted[e]);
     touched[env_worker[e]] = 1;
   }
   for (uint32_t w = 0; w < g->num_workers; w++) {
