@@ -1843,6 +1843,40 @@ def test_a_req_seq_another_process_moved_is_named_at_the_next_post(no_leaks, wri
         env.close()
 
 
+_STANDARD_FDS = """
+import os, sys, shmatari
+env = shmatari.make("Breakout", num_envs=2, num_workers=2, seed=0)
+env.reset()
+fds = {pid: [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (0, 1, 2)]
+       for pid in env.worker_pids + [os.getpid()]}
+with open(sys.argv[1], "w") as f:
+    f.write(repr(("/dev/shm/" + env.segment_name, fds)))
+env.close()
+"""
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2])
+def test_a_trainer_started_with_a_standard_fd_closed_keeps_it_off_the_segment(closed,
+                                                                              tmp_path):
+    """A trainer started with ``>&-`` had its first opens take fd 1: the
+    zygote socket in the trainer, the segment in every worker, so a C-level
+    write to standard output (a library's message) would have gone into the
+    pool's header (an attacker's pass, 2026-12-06). Each closed standard
+    descriptor is now /dev/null before a socket or segment is opened."""
+    import ast
+
+    out = tmp_path / "fds.txt"
+    proc = subprocess.run([sys.executable, "-c", _STANDARD_FDS, str(out)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, preexec_fn=lambda: os.close(closed))
+    assert proc.returncode == 0, proc.stderr
+    segment, fds = ast.literal_eval(out.read_text())
+    assert len(fds) == 3
+    for pid, targets in fds.items():
+        assert targets[closed] == "/dev/null", (pid, targets)
+        assert segment not in targets and not any(t.startswith("socket:") for t in targets)
+
+
 _READY_WORKERS_REWRITTEN = """
 import glob, mmap, os, sys, time
 import numpy as np

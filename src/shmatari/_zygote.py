@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     import shmatari.worker  # noqa: F401
 
     shmatari.atari.quiet_process()
+    shmatari.shm.standard_fds_open()  # before its pipes and the workers' segments
     with sock:  # closed when the zygote ends (python -X dev warns of it otherwise)
         _serve(sock, owner)
 
@@ -206,6 +207,9 @@ class _Zygote:
         #: forks for one later is killed as its answer is read (_pump)
         self.abandoned: set[int] = set()
         self.dead = False
+        from .shm import standard_fds_open
+
+        standard_fds_open()  # the socket must not take a closed fd 0, 1 or 2
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         pdeath = int(threading.current_thread() is threading.main_thread())

@@ -186,6 +186,26 @@ def _refuse(code: int, msg: str, exc: BaseException | None = None) -> None:
         raise exc if exc is not None else OSError(msg)
 
 
+def standard_fds_open() -> None:
+    """Opens ``/dev/null`` on each of descriptors 0, 1 and 2 that is closed,
+    before this process opens a segment or a socket: a process started with
+    ``>&-`` (or ``2>&-``) had its first open take that number, so a worker's
+    segment became its fd 1 and the server's zygote socket its fd 1, and any
+    C-level write to standard output (a library's message) would have gone
+    into the pool's header or the zygote's requests (an attacker's pass,
+    2026-12-06)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: fd
+            if null != fd:
+                os.dup2(null, fd, inheritable=True)
+                os.close(null)
+            else:
+                os.set_inheritable(fd, True)
+
+
 def _open_trusted(name: str, readonly: bool = False) -> tuple[int, int]:
     """Opens segment ``name`` read-write without following a symbolic link and
     checks it with the C client's policy (``shmatari_trust_fd`` in
@@ -209,6 +229,7 @@ def _open_trusted(name: str, readonly: bool = False) -> tuple[int, int]:
             owner and the mode and says what to do).
         OSError: another failure to open it.
     """
+    standard_fds_open()
     if sys.platform.startswith("linux"):
         path = os.path.join(SHM_DIR, name)
         flags = (os.O_RDONLY if readonly else os.O_RDWR) | os.O_NOFOLLOW | os.O_CLOEXEC | \
@@ -299,6 +320,7 @@ class _Created(_Mapped):
     """
 
     def __init__(self, name: str, size: int):
+        standard_fds_open()
         fd = _posixshmem.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
         self._fd, self._mmap, self.buf, ident = fd, None, None, None
         try:
