@@ -567,7 +567,16 @@ def test_a_reader_that_went_away_loses_nothing_and_prints_no_traceback(command, 
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert json.loads(out.read_text())["results" if command == "shmatari-bench"
                                        else "pairings"]
-
+    if not os.path.exists("/dev/full"):
+        return
+    out.unlink()
+    with open("/dev/full", "w") as full:  # a full device: ENOSPC, said once on stderr
+        proc = subprocess.run([*COMMANDS[command], *args, "--quiet", "--json", str(out)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "standard output could not be written (No space left on device)" in proc.stderr
+    assert json.loads(out.read_text())
 
 @pytest.mark.parametrize("args,needles", [
     (["-o", "grayscale=maybe"], ["grayscale must be a bool", "true/false"]),

@@ -68,8 +68,9 @@ def stop_on_sigterm():
 
 class _ClosedPipeTolerant:
     """``sys.stdout`` for :func:`survive_closed_stdout`: the real stream, except
-    that a write or flush into a pipe whose reader went away sends fd 1 to
-    /dev/null instead of raising."""
+    that a write or flush into a pipe whose reader went away (or onto a full
+    device: ``> /dev/full``, said once on stderr) sends fd 1 to /dev/null
+    instead of raising."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -78,8 +79,15 @@ class _ClosedPipeTolerant:
     def _guard(self, call, *args):
         try:
             return call(*args)
-        except BrokenPipeError:
+        except OSError as exc:  # EPIPE: the reader went away; ENOSPC (/dev/full), EIO
             self.closed_by_reader = True
+            if not isinstance(exc, BrokenPipeError):
+                try:
+                    print(f"{os.path.basename(sys.argv[0]) or 'shmatari'}: standard output "
+                          f"could not be written ({exc.strerror or exc}); the rest of it is "
+                          f"dropped", file=sys.stderr, flush=True)
+                except (OSError, ValueError):
+                    pass
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
                 os.dup2(devnull, self._stream.fileno())
@@ -119,7 +127,7 @@ def survive_closed_stdout():
         sys.stdout = real
         try:
             real.flush()
-        except BrokenPipeError:  # what was buffered after the block
+        except OSError:  # what was buffered after the block
             stand_in._guard(real.flush)
 
 
