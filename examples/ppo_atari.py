@@ -411,6 +411,15 @@ def plot_curve(episodes, path, title):
 LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
+def _last20_text(last20) -> str:
+    """The log's mean return of the last 20 games, rounded, and over how many
+    games while fewer than 20 have ended."""
+    if not last20:
+        return "mean_return_last20=None (no game ended yet)"
+    mean = f"mean_return_last20={float(np.mean(last20)):.2f}"
+    return mean if len(last20) >= 20 else f"{mean} (over {len(last20)} games)"
+
+
 def write_outputs(args, episodes, last20, global_step, elapsed, agent=None, losses=()) -> dict:
     """Writes summary.json and curve.png (also during the run, so a stopped run leaves them)."""
     summary = {"env_id": args.env_id, "num_envs": args.num_envs,
@@ -507,8 +516,7 @@ def main(argv=None):
             print(f"update {update}/{num_updates} global_step={global_step} SPS={row['sps']:.0f} "
                   f"pg_loss={stats['policy_loss']:.4f} v_loss={stats['value_loss']:.4f} "
                   f"entropy={stats['entropy']:.3f} collect={stats['collect_s']}s update={stats['update_s']}s "
-                  f"mean_return_last20={row['mean_return_last20']}",
-                  flush=True)
+                  f"{_last20_text(last20)}", flush=True)
     except KeyboardInterrupt:   # stop early, keep what was learnt so far
         print(f"interrupted at global_step={global_step}", flush=True)
     finally:

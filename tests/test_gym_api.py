@@ -100,6 +100,45 @@ def test_gymnasium_make_gives_one_env_with_the_pools_per_env_semantics():
     assert env.unwrapped.pool.closed
 
 
+def test_one_env_with_episode_statistics_gives_each_games_totals():
+    """gymnasium.make("shmatari/<Game>-v5", episode_statistics=True) was
+    accepted and silently gave no statistics (the one env's info kept only
+    arrays; a client-code pass, 2026-12-06): a CleanRL DQN port then logged
+    Gymnasium's per-life clipped returns. The game's totals now come on the
+    step that ends the game, as scalars, and only there: not at the lives
+    lost under episodic_life."""
+    import gymnasium
+
+    import shmatari.registration  # noqa: F401
+
+    seen = {True: [], False: []}
+    for stats in (True, False):
+        env = gymnasium.make("shmatari/Breakout-v5", preset="dqn", episode_statistics=stats,
+                             max_episode_frames=400)
+        try:
+            env.reset(seed=3)
+            score = steps = 0
+            for t in range(600):
+                obs, reward, terminated, truncated, info = env.step(t % 4)
+                score, steps = score + info["raw_reward"], steps + 1
+                game_end = bool(info["game_over"]) or truncated
+                if "episode" in info:
+                    seen[stats].append((game_end, info["episode"], score, steps))
+                else:
+                    assert not (stats and game_end), (t, info)
+                if game_end:
+                    score = steps = 0
+                if terminated or truncated:
+                    env.reset()
+        finally:
+            env.close()
+    assert seen[False] == [] and len(seen[True]) >= 1
+    for game_end, episode, score, steps in seen[True]:
+        assert game_end and set(episode) == {"r", "l", "t", "frames"}
+        assert episode["r"] == score and episode["l"] == steps, (episode, score, steps)
+        assert isinstance(episode["r"], float) and isinstance(episode["l"], int)
+
+
 def test_ale_py_argument_names_are_aliases_where_they_mean_the_same():
     from shmatari.registration import ale_kwargs
 

@@ -200,7 +200,14 @@ class ShmAtariEnv(gym.Env):
     ``raw_reward``, ``game_over``, ``elapsed_step``, ...). There is no
     autoreset, as with Gymnasium's single envs: after a done step call
     ``reset()`` (stepping first raises CallOrderError). Episode statistics
-    are left to ``gymnasium.wrappers.RecordEpisodeStatistics``.
+    are left to ``gymnasium.wrappers.RecordEpisodeStatistics``, which counts
+    *episodes*: under ``episodic_life`` (``preset="dqn"``) each life, with
+    clipped rewards. With ``episode_statistics=True`` the env gives the
+    game's own totals instead, ``info["episode"] = {"r", "l", "t",
+    "frames"}`` (raw score, agent steps, seconds, frames) on the step that
+    ended the game, CleanRL's ``episodic_return`` (do not add
+    ``RecordEpisodeStatistics`` then: it refuses an ``info`` that has
+    ``episode`` already).
     ``reset(seed=s)`` seeds the env as env 0 of a pool seeded with ``s``
     (``SeedSequence(s, spawn_key=(0,))``, :mod:`shmatari.seeding`).
 
@@ -256,6 +263,14 @@ class ShmAtariEnv(gym.Env):
     def _out(self, obs: np.ndarray, info: dict) -> tuple:
         one = {k: v[0] for k, v in info.items() if isinstance(v, np.ndarray)}
         one.pop("env_id", None)
+        one.pop("_episode", None)
+        episode = info.get("episode")
+        if isinstance(episode, dict) and bool(info.get("_episode", [False])[0]):
+            # episode_statistics=True: the game's totals on the step that
+            # ended it, as scalars, where Gymnasium's single-env
+            # RecordEpisodeStatistics puts them (they were dropped, and
+            # the option was silently ignored: a client-code pass, 2026-12-06)
+            one["episode"] = {k: v[0].item() for k, v in episode.items()}
         return (one["ram"] if self._ram_obs else obs[0]), one
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
