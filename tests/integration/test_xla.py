@@ -787,8 +787,8 @@ def test_xla_handlers_loaded_are_the_file_that_was_checked(tmp_path, monkeypatch
     assert "belongs to uid 65534" in load_after(to_others_dir)
 
 
-_CLOSE_IN_FLIGHT = r"""
-import sys, time, jax, shmatari
+#: A pool and a jitted 5000-step scan over it (``roll``), for the scripts below.
+_SCAN_POOL = r"""
 env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0)
 env.reset()
 handle, recv, send, step = env.xla()
@@ -798,6 +798,11 @@ def body(handle, key):
     return handle, reward
 
 roll = jax.jit(lambda h, k: jax.lax.scan(body, h, jax.random.split(k, 5000)))
+"""
+
+_CLOSE_IN_FLIGHT = r"""
+import sys, time, jax, shmatari
+""" + _SCAN_POOL + r"""
 out = roll(handle, jax.random.PRNGKey(0))  # dispatched: runs while Python goes on
 time.sleep(float(sys.argv[1]))
 if sys.argv[2] == "interrupt":  # a Ctrl-C while the scan runs: the pool's exit finalizer closes it
@@ -868,15 +873,7 @@ def test_a_ctrl_c_while_a_jitted_scan_runs_exits_without_jaxs_exit_tracebacks(tm
 
 _CLOSE_FROM_ANOTHER_THREAD = r"""
 import threading, time, jax, shmatari
-env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0)
-env.reset()
-handle, recv, send, step = env.xla()
-
-def body(handle, key):
-    handle, (obs, reward, term, trunc, info) = step(handle, jax.random.randint(key, (4,), 0, 4))
-    return handle, reward
-
-roll = jax.jit(lambda h, k: jax.lax.scan(body, h, jax.random.split(k, 5000)))
+""" + _SCAN_POOL + r"""
 result = []
 
 def train():  # another thread's jitted call: the closing thread's barrier is not its
