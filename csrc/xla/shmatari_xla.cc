@@ -74,6 +74,9 @@ std::mutex table_mutex;
 std::condition_variable table_left;  // a handler left an entry being removed
 std::unordered_map<uint64_t, TableEntry> table;
 uint64_t next_serial = 1;
+// The leases this thread holds, by serial: a close() that a signal handler
+// runs inside this thread's own handler wait must not wait for itself.
+thread_local std::unordered_map<uint64_t, uint64_t> held_here;
 
 // A handler's use of a table entry, from FindClient to the handler's end.
 class Lease {
@@ -83,6 +86,7 @@ class Lease {
   Lease &operator=(const Lease &) = delete;
   ~Lease() {
     if (serial_ == 0) return;
+    if (--held_here[serial_] == 0) held_here.erase(serial_);
     std::lock_guard<std::mutex> lock(table_mutex);
     auto it = table.find(serial_);
     if (it == table.end()) return;
@@ -123,6 +127,7 @@ shmatari_client *FindClient(const ffi::AnyBuffer &handle, uint64_t client,
       lease->serial_ = client;
     }
   }
+  if (lease->serial_ != 0) held_here[client]++;
   if (c == nullptr || c->hdr == nullptr) {
     *err = ffi::Error(ffi::ErrorCode::kFailedPrecondition,
                       "shmatari xla: the pool is closed (its client is "
@@ -492,7 +497,10 @@ extern "C" uint64_t shmatari_xla_register(void *client) {
   // Below 2**63: jax turns the `client` attribute into an MLIR integer
   // through int64 (a larger one failed to lower with std::bad_cast).
   static uint64_t key[2] = {0, 0};
-  if (key[0] == 0) {
+  static pid_t key_pid = 0;
+  if (key[0] == 0 || key_pid != getpid()) {  // a forked child draws its own
+    key_pid = getpid();
+    key[0] = 0;
     if (getrandom(key, sizeof key, 0) != static_cast<ssize_t>(sizeof key)) {
       key[0] = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ull ^
                static_cast<uint64_t>(
@@ -513,19 +521,25 @@ extern "C" uint64_t shmatari_xla_register(void *client) {
 // to be released): calls that start from now on fail as on a closed pool,
 // and those already inside a handler (another thread's jitted call) are
 // waited for, up to timeout_ns. Returns 1 when none is inside any more (the
-// client may be released), 0 when one still is after timeout_ns (the caller
-// must leave the client and its mapping be: the handler still uses them).
+// client may be released), 0 when one still is after timeout_ns, or when
+// this very thread is inside one (a close() run by a signal handler inside
+// the handler's wait: it would wait for itself): the caller must leave the
+// client and its mapping be, and call again (timeout 0) later. Calling it
+// for a serial no longer in the table returns 1.
 extern "C" int shmatari_xla_unregister(uint64_t serial, int64_t timeout_ns) {
   std::unique_lock<std::mutex> lock(table_mutex);
   auto it = table.find(serial);
   if (it == table.end()) return 1;
   it->second.client = nullptr;
-  auto gone = [serial] {
+  auto mine = held_here.find(serial);
+  uint64_t own = mine == held_here.end() ? 0 : mine->second;
+  auto others_gone = [serial, own] {
     auto j = table.find(serial);
-    return j == table.end() || j->second.users == 0;
+    return j == table.end() || j->second.users <= own;
   };
   bool idle = table_left.wait_for(
-      lock, std::chrono::nanoseconds(timeout_ns > 0 ? timeout_ns : 0), gone);
-  if (idle) table.erase(serial);
-  return idle ? 1 : 0;
+      lock, std::chrono::nanoseconds(timeout_ns > 0 ? timeout_ns : 0), others_gone);
+  if (!idle || own != 0) return 0;
+  table.erase(serial);
+  return 1;
 }

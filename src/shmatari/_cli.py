@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import re
@@ -66,6 +67,13 @@ def stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+#: Write errors after which standard output is dropped: its reader went
+#: away, or the device cannot take more.
+_DROPPED_OUTPUT_ERRNOS = frozenset(getattr(errno, name) for name in
+                                   ("EPIPE", "ENOSPC", "EIO", "EDQUOT", "EFBIG")
+                                   if hasattr(errno, name))
+
+
 class _ClosedPipeTolerant:
     """``sys.stdout`` for :func:`survive_closed_stdout`: the real stream, except
     that a write or flush into a pipe whose reader went away (or onto a full
@@ -80,6 +88,8 @@ class _ClosedPipeTolerant:
         try:
             return call(*args)
         except OSError as exc:  # EPIPE: the reader went away; ENOSPC (/dev/full), EIO
+            if exc.errno not in _DROPPED_OUTPUT_ERRNOS:
+                raise  # EAGAIN (a non-blocking stdout), EBADF, ...: as before
             self.closed_by_reader = True
             if not isinstance(exc, BrokenPipeError):
                 try:

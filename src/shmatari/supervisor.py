@@ -72,6 +72,7 @@ class _Resources:
     so that a ``weakref.finalize`` can release it without keeping it alive."""
 
     def __init__(self, owner: bool):
+        _release_kept()  # a pool closed under a jitted call that has left since
         self.owner = owner   # the creator: stops the workers and unlinks
         self.pid = os.getpid()  # the process these resources belong to
         self.segment = None  # SharedMemory
@@ -246,6 +247,7 @@ class _Resources:
         handler's exception): SIGTERM, then SIGKILL, and no wait for another
         thread inside a call; 2 or more: SIGKILL at once."""
         seg, segment = self.seg, self.segment
+        _release_kept()
         # Another thread still inside after the bound: its client and mapping
         # are left to it (it releases them as it leaves: CallGuard.defer);
         # the rest is done.
@@ -265,9 +267,9 @@ class _Resources:
         # long as this process lives (a close() from another thread freed
         # them under it: a reviewer's pass, 2026-12-06).
         wait_ns = int((0.0 if attempt else OTHER_THREAD_TIMEOUT) * 1e9)
-        jitted_inside = False
-        for lib, serial in self.xla_serials:
-            jitted_inside |= not lib.shmatari_xla_unregister(serial, wait_ns)
+        inside = [(lib, serial) for lib, serial in self.xla_serials
+                  if not lib.shmatari_xla_unregister(serial, wait_ns)]
+        jitted_inside = bool(inside)
         self.xla_serials = []
         if seg is not None:
             try:
@@ -301,7 +303,10 @@ class _Resources:
         # so that a retry after an exception here releases them again (each
         # release may run twice) rather than finding nothing to release.
         if jitted_inside:
-            _KEPT_FOR_JITTED_CALLS.append((seg, segment))
+            # released by the next pool made or attached in this process (or
+            # close()d) once the handlers have left (_release_kept)
+            _KEPT_FOR_JITTED_CALLS.append((inside, seg, segment,
+                                           self.client_pid if left else 0))
         elif left:
             _release_mapping(seg, segment, 0)
         elif seg is not None or segment is not None:
@@ -322,10 +327,25 @@ class _Resources:
         self.seg = self.segment = None
 
 
-#: (segment access, mapping) of pools closed while another thread's jitted
-#: xla() call was still inside a handler after the bound: its client and
-#: the ring it reads stay valid for as long as this process lives.
+#: ([(library, serial)], segment access, mapping, client pid) of pools
+#: closed while a jitted xla() call was still inside a handler after the
+#: bound (another thread's, or the closing thread's own, where a signal
+#: handler ran close() inside the handler's wait): its client and the ring it
+#: reads stay valid until :func:`_release_kept` finds the handlers gone.
 _KEPT_FOR_JITTED_CALLS: list = []
+
+
+def _release_kept() -> None:
+    """Releases the claim and mapping of each pool in
+    :data:`_KEPT_FOR_JITTED_CALLS` whose handlers have all left (an
+    attached pool's claim was kept until the process ended, and no client
+    could attach again, this process included: a reviewer's pass,
+    2026-12-06). Called as a pool is made or attached, and by close()."""
+    for entry in list(_KEPT_FOR_JITTED_CALLS):
+        serials, seg, segment, client_pid = entry
+        if all(lib.shmatari_xla_unregister(serial, 0) for lib, serial in serials):
+            _KEPT_FOR_JITTED_CALLS.remove(entry)
+            _release_mapping(seg, segment, client_pid)
 
 
 def _release_mapping(seg, segment, client_pid: int) -> None:

@@ -423,6 +423,35 @@ def test_xla_serials_differ_between_processes():
                for h in (a1, b1, a2, b2)), (a1, b1, a2, b2)
 
 
+def test_xla_serials_of_a_forked_child_are_its_own():
+    """The random key that maps the count to serials was drawn once per
+    library load, so a child forked after it went on with the parent's next
+    serials (a reviewer's pass, 2026-12-06). A child draws its own key."""
+    import ctypes
+
+    from shmatari import xla as shxla
+
+    lib = ctypes.CDLL(str(shxla.build()))
+    lib.shmatari_xla_register.restype = ctypes.c_uint64
+    lib.shmatari_xla_register.argtypes = [ctypes.c_void_p]
+    lib.shmatari_xla_unregister.restype = ctypes.c_int
+    lib.shmatari_xla_unregister.argtypes = [ctypes.c_uint64, ctypes.c_int64]
+    first = lib.shmatari_xla_register(1)  # the key drawn in this process
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next serial, then out at once
+        os.write(write, str(lib.shmatari_xla_register(1)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = int(os.read(read, 64))
+    os.close(read)
+    parent = lib.shmatari_xla_register(1)
+    for serial in (first, parent):
+        assert lib.shmatari_xla_unregister(serial, 0) == 1
+    assert child not in (first, parent) and 0 < child < 2**63
+
+
 def test_xla_refuses_same_step_pools_with_the_reason():
     env = shmatari.make("null", num_envs=2, num_workers=1, autoreset_mode="same_step")
     try:
@@ -914,6 +943,123 @@ def test_xla_close_from_another_thread_while_its_jitted_call_runs_does_not_crash
     seconds = float(proc.stdout.split("closed in ")[1].split()[0])
     assert seconds < 5.0, proc.stdout
     assert "failed:" in proc.stdout and "clos" in proc.stdout, proc.stdout
+
+
+_CLOSE_IN_A_SIGNAL_HANDLER = r"""
+import os, signal, time, numpy as np, jax, shmatari
+from shmatari import supervisor
+env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0)
+env.reset()
+handle, recv, send, step = env.xla()
+jstep = jax.jit(step)
+handle, _ = jax.block_until_ready(jstep(handle, np.zeros(2, np.int32)))
+pid = env.worker_pids[0]
+took = []
+
+def on_alarm(signum, frame):  # runs inside the handler's wait (PyErr_CheckSignals)
+    os.kill(pid, signal.SIGCONT)
+    t0 = time.monotonic()
+    env.close()
+    took.append(time.monotonic() - t0)
+
+signal.signal(signal.SIGALRM, on_alarm)
+os.kill(pid, signal.SIGSTOP)
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+try:
+    jax.block_until_ready(jstep(handle, np.zeros(2, np.int32)))
+    print("step returned")
+except jax.errors.JaxRuntimeError as exc:
+    print("step failed:", str(exc).splitlines()[0])
+kept = len(supervisor._KEPT_FOR_JITTED_CALLS)
+with shmatari.make("null", num_envs=1, num_workers=1) as other:  # releases what was kept
+    pass
+print("close took %.2f kept %d then %d" % (took[0], kept, len(supervisor._KEPT_FOR_JITTED_CALLS)))
+"""
+
+
+def test_xla_close_in_a_signal_handler_inside_the_wait_does_not_wait_for_itself(tmp_path):
+    """A close() that a Python signal handler runs inside a jitted call's
+    wait (the handler runs signal handlers there) waited the whole bound
+    for the lease its own thread held (a reviewer's pass, 2026-12-06). It
+    returns at once now, keeps the client and mapping while the handler is
+    inside, and the next pool made releases them."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "close_in_handler.py"
+    script.write_text(_CLOSE_IN_A_SIGNAL_HANDLER)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-2000:])
+    assert "step failed:" in proc.stdout and "clos" in proc.stdout, proc.stdout
+    took = float(proc.stdout.split("close took ")[1].split()[0])
+    assert took < 1.5, proc.stdout  # the bound is 2 s; the workers' stop is quick
+    assert proc.stdout.rstrip().endswith("kept 1 then 0"), proc.stdout
+
+
+_ATTACHED_CLOSE_UNDER_A_THREAD = r"""
+import os, signal, subprocess, sys, threading, time, jax, shmatari
+name = sys.argv[1]
+server = subprocess.Popen([sys.executable, "-m", "shmatari", "serve", "Breakout", "--num-envs",
+                           "4", "--num-workers", "2", "--name", name],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+try:
+    server.stdout.readline()  # ready
+    env = shmatari.attach(name)
+    workers = list(env.worker_pids)
+    env.reset()
+    handle, recv, send, step = env.xla()
+
+    def body(h, key):
+        h, (o, r, te, tr, info) = step(h, jax.random.randint(key, (4,), 0, 4))
+        return h, r
+
+    roll = jax.jit(lambda h, k: jax.lax.scan(body, h, jax.random.split(k, 20000)))
+    result = []
+
+    def train():
+        try:
+            jax.block_until_ready(roll(handle, jax.random.PRNGKey(0)))
+            result.append("finished")
+        except jax.errors.JaxRuntimeError as exc:
+            result.append("failed")
+
+    t = threading.Thread(target=train)
+    t.start()
+    time.sleep(1.0)
+    for w in workers:
+        os.kill(w, signal.SIGSTOP)  # the jitted call waits inside its handler
+    time.sleep(0.2)
+    env.close()  # an attached pool: no CLOSING ends that wait
+    for w in workers:
+        os.kill(w, signal.SIGCONT)
+    t.join(60)
+    again = shmatari.attach(name, timeout=5)  # this process's claim is given back
+    again.reset()
+    again.close()
+    print("result", result, "re-attached")
+finally:
+    server.send_signal(signal.SIGINT)
+    server.wait(30)
+"""
+
+
+def test_xla_attached_pool_closed_under_another_threads_call_can_be_attached_again(tmp_path):
+    """close() of an attached pool while another thread's jitted call was
+    inside a handler kept the client and mapping (right), and the claim
+    with them for as long as the process lived: no client could attach
+    again, this process included ("the pool already has a client: pid P
+    (this process)"; a reviewer's pass, 2026-12-06). Once the handler has
+    left, the next attach gives back what was kept."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "attached_close.py"
+    script.write_text(_ATTACHED_CLOSE_UNDER_A_THREAD)
+    proc = subprocess.run([sys.executable, str(script), f"xa{os.getpid()}"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-3000:])
+    assert "re-attached" in proc.stdout, proc.stdout
 
 
 def test_xla_wrong_handle_is_refused_in_our_words():
