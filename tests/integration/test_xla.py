@@ -423,32 +423,42 @@ def test_xla_serials_differ_between_processes():
                for h in (a1, b1, a2, b2)), (a1, b1, a2, b2)
 
 
+_FORKED_SERIALS = r"""
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.shmatari_xla_register.restype = ctypes.c_uint64
+lib.shmatari_xla_register.argtypes = [ctypes.c_void_p]
+lib.shmatari_xla_unregister.restype = ctypes.c_int
+lib.shmatari_xla_unregister.argtypes = [ctypes.c_uint64, ctypes.c_int64]
+first = lib.shmatari_xla_register(1)  # the key drawn in this process
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:  # the child: its next serial, then out at once
+    os.write(write, str(lib.shmatari_xla_register(1)).encode())
+    os._exit(0)
+os.close(write)
+os.waitpid(pid, 0)
+child = int(os.read(read, 64))
+parent = lib.shmatari_xla_register(1)
+assert all(lib.shmatari_xla_unregister(s, 0) == 1 for s in (first, parent))
+print(first, parent, child)
+"""
+
+
 def test_xla_serials_of_a_forked_child_are_its_own():
     """The random key that maps the count to serials was drawn once per
     library load, so a child forked after it went on with the parent's next
-    serials (a reviewer's pass, 2026-12-06). A child draws its own key."""
-    import ctypes
+    serials (a reviewer's pass, 2026-12-06). A child draws its own key. (In
+    a process without jax: forking a multithreaded one risks a deadlock.)"""
+    import subprocess
+    import sys
 
     from shmatari import xla as shxla
 
-    lib = ctypes.CDLL(str(shxla.build()))
-    lib.shmatari_xla_register.restype = ctypes.c_uint64
-    lib.shmatari_xla_register.argtypes = [ctypes.c_void_p]
-    lib.shmatari_xla_unregister.restype = ctypes.c_int
-    lib.shmatari_xla_unregister.argtypes = [ctypes.c_uint64, ctypes.c_int64]
-    first = lib.shmatari_xla_register(1)  # the key drawn in this process
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: its next serial, then out at once
-        os.write(write, str(lib.shmatari_xla_register(1)).encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    child = int(os.read(read, 64))
-    os.close(read)
-    parent = lib.shmatari_xla_register(1)
-    for serial in (first, parent):
-        assert lib.shmatari_xla_unregister(serial, 0) == 1
+    proc = subprocess.run([sys.executable, "-c", _FORKED_SERIALS, str(shxla.build())],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, parent, child = map(int, proc.stdout.split())
     assert child not in (first, parent) and 0 < child < 2**63
 
 
