@@ -1792,16 +1792,28 @@ def test_an_action_set_rewritten_while_the_pool_starts_is_refused():
     assert "left: []" in proc.stdout, proc.stdout
 
 
-@pytest.mark.parametrize("write", ["raised and served", "raised, not yet served",
-                                   "lowered and served"])
-def test_a_req_seq_another_process_moved_is_named_at_the_next_post(no_leaks, write):
-    """The client posted ``req_seq + 1`` read back from the segment: another
-    process that added 1 to an idle env's req_seq (and woke its worker) made
-    the worker run a command nobody posted, and from then on every result of
+#: (write, who names it): the client, at its next post (a word it finds
+#: moved), or the worker, as it notices the word (a value no client posts).
+REQ_SEQ_WRITES = [("raised by one and served", "client"), ("raised by one, not yet served",
+                                                              "client"),
+                  ("raised by two", "worker"), ("lowered", "worker"),
+                  ("raised by one, served, put back", "worker"),
+                  ("raised by two, the worker's state written STARTING", "worker")]
+
+
+@pytest.mark.parametrize("write,named_by", REQ_SEQ_WRITES)
+def test_a_req_seq_another_process_moved_is_named(no_leaks, write, named_by):
+    """The client posted ``req_seq + 1`` read back from the segment, and the
+    worker ran any value that was not the last it answered: another process
+    that added 1 to an idle env's req_seq (and woke its worker) made the
+    worker run a command nobody posted, and from then on every result of
     that env came one command late, with no error (an attacker's pass,
-    2026-12-06: 90 steps of env 0 off the unattacked run's). The client now
-    posts its own count and, before each post, reads req_seq and ack_seq
-    once: a value other than its own count breaks the pool, naming it."""
+    2026-12-06: 90 steps of env 0 off the unattacked run's; a second pass
+    did it with +2 while the worker's state word read STARTING, which the
+    client's check leaves to the liveness check, and with +1 put back after
+    the worker ran it). The client now posts its own count and refuses a
+    word that is not it; the worker runs only the next command of its own
+    count and fails on any other value, naming the word."""
     import mmap
     import time
 
@@ -1812,31 +1824,53 @@ def test_a_req_seq_another_process_moved_is_named_at_the_next_post(no_leaks, wri
             env.step(np.zeros(4, np.int64))
         layout = _core.struct_layout()
         at = _core.MEMBERS["shmatari_header"]
-        with open(f"/dev/shm/{env.segment_name}", "r+b") as f,                 mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
+        with open(f"/dev/shm/{env.segment_name}", "r+b") as f, \
+                mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
             word = lambda name: np.frombuffer(mm, np.uint64, 1, at[name][0])  # noqa: E731
             env0 = int(word("env_ctrl_offset")[0])
-            wake0 = int(word("worker_ctrl_offset")[0]) + \
-                layout["shmatari_worker_ctrl"]["wake_seq"]
-            req = np.frombuffer(mm, np.uint32, 1,
-                                env0 + layout["shmatari_env_ctrl"]["req_seq"])
-            ack = np.frombuffer(mm, np.uint32, 1,
-                                env0 + layout["shmatari_env_ctrl"]["ack_seq"])
-            wake = np.frombuffer(mm, np.uint32, 1, wake0)
+            worker0 = int(word("worker_ctrl_offset")[0])
+            ctrl = layout["shmatari_env_ctrl"]
+            req = np.frombuffer(mm, np.uint32, 1, env0 + ctrl["req_seq"])
+            ack = np.frombuffer(mm, np.uint32, 1, env0 + ctrl["ack_seq"])
+            wake = np.frombuffer(mm, np.uint32, 1,
+                                 worker0 + layout["shmatari_worker_ctrl"]["wake_seq"])
+            state = np.frombuffer(mm, np.uint32, 1,
+                                  worker0 + layout["shmatari_worker_ctrl"]["state"])
             mine = int(req[0])
             assert int(ack[0]) == mine
-            req[0] = mine - 1 if write.startswith("lowered") else mine + 1
-            if "not yet" not in write:
-                wake[0] += 1  # its worker looks, and runs the command nobody posted
+
+            def looked_at() -> None:  # wakes worker 0, and waits until it ran or failed
+                wake[0] += 1
                 deadline = time.monotonic() + 10
-                while int(ack[0]) == mine and time.monotonic() < deadline:
+                before = int(ack[0])
+                while int(ack[0]) == before and int(state[0]) != _core.WORKER_FAILED and \
+                        time.monotonic() < deadline:
                     time.sleep(0.01)
-                assert int(ack[0]) != mine, "the worker did not serve the write"
-            del req, ack, wake, word
-        with pytest.raises(shmatari.PoolClosedError,
-                           match=rf"env 0's req_seq reads \d+, but this client's last "
-                                 rf"command to it was number {mine}: another process wrote "
-                                 rf"the env's command words"):
-            env.step(np.zeros(4, np.int64))
+
+            if "STARTING" in write:
+                state[0] = _core.WORKER_STARTING
+            req[0] = {"raised by one": mine + 1, "raised by two": mine + 2,
+                      "lowered": mine - 1}[write.split(",")[0].split(" and")[0]]
+            if "not yet" not in write:
+                looked_at()
+            if "put back" in write:
+                assert int(ack[0]) == mine + 1  # it ran the command nobody posted
+                req[0] = mine
+                looked_at()
+            del req, ack, wake, state, word
+        if named_by == "client":
+            with pytest.raises(shmatari.PoolClosedError,
+                               match=rf"env 0's req_seq reads \d+, but this client's last "
+                                     rf"command to it was number {mine}: another process "
+                                     rf"wrote the env's command words"):
+                env.step(np.zeros(4, np.int64))
+        else:
+            with pytest.raises(shmatari.WorkerError,
+                               match=r"env 0's req_seq reads \d+, but the last command worker "
+                                     r"0 answered for it was number \d+: a client posts one "
+                                     r"command at a time"):
+                for _ in range(3):  # the worker fails as it notices the word
+                    env.step(np.zeros(4, np.int64))
         with pytest.raises(shmatari.PoolClosedError, match="broken"):
             env.step(np.zeros(4, np.int64))
     finally:

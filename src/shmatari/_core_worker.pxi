@@ -209,7 +209,16 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
     positions = positions or {}
     try:
         for e in range(begin, end):
-            seen[e - begin] = shmatari_load_acquire(&shmatari_env(g, e).ack_seq)
+            ack = shmatari_load_acquire(&shmatari_env(g, e).ack_seq)
+            seen[e - begin] = ack
+            if restarted:
+                # A command in flight is answered once, whatever ack_seq
+                # its dead predecessor left (one behind, or two where it
+                # died between a row the client took and that row's ack,
+                # the client having posted again meanwhile).
+                req = shmatari_load_acquire(&shmatari_env(g, e).req_seq)
+                if req != ack:
+                    seen[e - begin] = req - 1
             first[e - begin] = positions.get(e, -1) if restarted else -2
         while True:
             wake = shmatari_load_acquire(&wc.wake_seq)
@@ -220,8 +229,23 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
             # turns at the head of the queue.
             for k in range(n):
                 i = (scan + k) % n
-                if not queued[i] and \
-                        shmatari_load_acquire(&shmatari_env(g, begin + i).req_seq) != seen[i]:
+                if queued[i]:
+                    continue
+                req = shmatari_load_acquire(&shmatari_env(g, begin + i).req_seq)  # once
+                if req != seen[i]:
+                    if req != seen[i] + 1:
+                        # A client posts one command at a time: another
+                        # process wrote the word. Served, the jump (or a
+                        # moved word put back) made the worker run a
+                        # command nobody posted, and every later result
+                        # of the env came one command late, with no error
+                        # (an attacker's pass, 2026-12-06).
+                        raise ValueError(
+                            f"env {begin + i}'s req_seq reads {req}, but the last command "
+                            f"worker {worker} answered for it was number {seen[i]}: a client "
+                            f"posts one command at a time (number {seen[i] + 1} next), so "
+                            f"the segment was written by something other than its client "
+                            f"(a process that writes it unchecked)")
                     queue[(qhead + qlen) % n] = i
                     qlen += 1
                     queued[i] = 1
@@ -237,7 +261,7 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                 scan = (i + 1) % n
                 e = begin + i
                 ec = shmatari_env(g, e)
-                req = shmatari_load_acquire(&ec.req_seq)
+                req = seen[i] + 1  # the command noticed (the word is not read again)
                 core = <EnvCore>cores[i]
                 _serve(ec, e, core, seg, reseed, first[i] != -2)
                 if g.render_offset != 0:
