@@ -82,10 +82,10 @@ static inline int shmatari_check_claim(shmatari_client *c) {
  * of the env come one command late, with no error: an attacker's pass).
  * Breaks the client then. (ack_seq is not judged: it may lag the last
  * result handed out, by more than one command where a worker died between
- * its row and its ack and was replaced; a write that moves req_seq and puts
- * it back after the worker ran it costs one result, whose command was not
- * this client's, and no more: the next post realigns on the client's
- * count.) An env whose worker's state (read once) is not READY is not
+ * its row and its ack and was replaced. A write that moves req_seq and puts
+ * it back, or jumps it, is the worker's to refuse: it runs only the next
+ * number of its own count, docs/layout.md "A step".) An env whose worker's
+ * state (read once) is not READY is not
  * judged: a worker that failed on a command another process wrote (a bad
  * action) is named by the pool's liveness check, with its traceback, and
  * its replacement answers what is in flight once; the post then writes the
