@@ -1877,6 +1877,43 @@ def test_a_req_seq_another_process_moved_is_named(no_leaks, write, named_by):
         env.close()
 
 
+def _restarted_stream(write_seed: bool) -> list:
+    """Env 1's observations over 20 steps after its worker is killed and
+    replaced (restart_workers), with the segment's seed_words written by
+    another process first or not."""
+    import mmap
+
+    env = shmatari.make("Breakout", num_envs=2, num_workers=2, seed=11, restart_workers=True,
+                        repeat_action_probability=0.25)
+    try:
+        env.reset()
+        env.reset(seed=12)  # the owner's record follows the reseed
+        for _ in range(5):
+            env.step(np.ones(2, np.int64))
+        if write_seed:
+            at = _core.MEMBERS["shmatari_header"]["seed_words"][0]
+            with open(f"/dev/shm/{env.segment_name}", "r+b") as f, \
+                    mmap.mmap(f.fileno(), 0) as mm:
+                mm[at:at + 8] = np.uint64(999).tobytes()
+        os.kill(env.worker_pids[1], signal.SIGKILL)
+        out = []
+        for k in range(20):
+            obs, *_ = env.step(np.full(2, k % 4))
+            out.append(obs[1].tobytes())
+        return out
+    finally:
+        env.close()
+
+
+def test_a_replacement_worker_seeds_from_the_owners_record_not_the_segment(no_leaks):
+    """A replacement worker rebuilt its envs from the segment's seed_words,
+    which another process could write before killing a worker: the
+    replaced envs then played the stream of a seed the attacker chose (an
+    attacker's pass, 2026-12-06). The owner now passes the pool's current
+    seed (the config's, then each reseed's) to the replacement itself."""
+    assert _restarted_stream(True) == _restarted_stream(False)
+
+
 _STANDARD_FDS = """
 import os, sys, shmatari
 env = shmatari.make("Breakout", num_envs=2, num_workers=2, seed=0)

@@ -461,6 +461,8 @@ class Client:
             self._refused(code)
         if seed is not None:
             self.seed_entropy = seed
+            if self.supervisor is not None:  # what a replacement worker seeds with
+                self.supervisor.pool_seed = seed
         if mask is None:
             self._interrupted = None  # what was in flight is dropped
 

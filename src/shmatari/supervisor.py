@@ -631,6 +631,10 @@ class Supervisor:
         seg.spin_ns, seg.spin_mode = policy["client"]
         self.worker_spin = policy["worker"]
         self.restarts = [0] * cfg.num_workers
+        #: the pool seed a replacement worker builds its envs with: the
+        #: config's, then each reseed's (the client sets it as it writes the
+        #: seed words); the owner's own record, never the segment's words
+        self.pool_seed = cfg.seed
         #: per worker, when its last restarts happened (within RESTART_WINDOW)
         self.restart_times = [[] for _ in range(cfg.num_workers)]
         begin = _now()
@@ -760,6 +764,11 @@ class Supervisor:
 
         cfg = self.config
         fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+        if restart:
+            # the pool's current seed from the owner's record: a replacement
+            # read the segment's seed_words, which another process could
+            # write before killing a worker (an attacker's pass, 2026-12-06)
+            fields["seed"] = getattr(self, "pool_seed", cfg.seed)
         if cfg.start_method == "zygote":
             self._spawn_from_zygote(w, fields, restart, positions, deliver)
             return

@@ -102,7 +102,9 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         fault_pipe: where ``faulthandler`` reports a fatal signal: a writable
             ``multiprocessing`` connection, an fd, or None.
         restart: 0, or how many times this worker has been replaced: its envs
-            are then rebuilt from the pool's current seed and ``restart``
+            are then rebuilt from the pool's current seed (``config_fields``'
+            seed: the owner's record of the last reseed, not the segment's
+            words) and ``restart``
             (:mod:`shmatari.seeding`), and report the restart.
         positions: from ``Segment.recover``: where to write the first result
             of each env with a command in flight.
@@ -320,10 +322,6 @@ def _run(shm_name, worker, config_fields, spin, fault_pipe, restart, positions,
     _core.mark_worker(seg, worker, _core.WORKER_STARTING, pid=os.getpid())
     if not parent_alive():
         return "orphaned"
-    if restart:
-        import dataclasses
-
-        config = dataclasses.replace(config, seed=_segment_seed(seg.seed_words()))
     palette = atari.build_palette(config)
     words = seg.worker_group(worker)  # segment words: read once, checked, then used
     begin, end = words if group is None else tuple(group)
