@@ -317,6 +317,52 @@ def test_envpool_gym_api_async_recv_reports_truncation():
         assert truncated.all()
 
 
+def _envpool_streams(first_reset, env_type="gymnasium", steps=30) -> list:
+    """Each env's observations (hashed) over ``steps`` steps after
+    ``first_reset(env)`` and a full reset."""
+    import hashlib
+
+    env = envpool.make("Breakout-v5", env_type=env_type, num_envs=4, seed=3,
+                       repeat_action_probability=0.25, gym_reset_return_info=True)
+    try:
+        first_reset(env)
+        env.reset()
+        digests = [hashlib.sha256() for _ in range(4)]
+        for t in range(steps):
+            obs = env.step(np.full(4, t % 4))[0]
+            for i, d in enumerate(digests):
+                d.update(obs[i].tobytes())
+        return [d.hexdigest() for d in digests]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_type", ["gymnasium", "gym"])
+def test_envpool_partial_first_reset_leaves_the_other_envs_streams_as_a_plain_reset(env_type):
+    """A first reset(env_id) must reset the whole pool; the envs it did not
+    name then got a second game at the next reset(), so their streams
+    differed from a plain reset()'s (a reproducibility pass, 2026-12-06:
+    env i's stream must depend only on the seed, i, the options and its own
+    actions). Their next reset now only observes the game the pool began."""
+    plain = _envpool_streams(lambda env: None, env_type)
+    partial = _envpool_streams(lambda env: env.reset(np.array([1])), env_type)
+    assert partial[0] == plain[0] and partial[2:] == plain[2:]
+    assert partial[1] != plain[1]  # reset twice, as in EnvPool
+    # naming only fresh envs in the next partial reset returns their rows as they were
+    env = envpool.make("Breakout-v5", env_type="gymnasium", num_envs=4, seed=3)
+    try:
+        env.reset(np.array([1]))
+        obs, info = env.reset(np.array([2, 0]))
+        other = envpool.make("Breakout-v5", env_type="gymnasium", num_envs=4, seed=3)
+        try:
+            again, _ = other.reset()
+        finally:
+            other.close()
+        assert np.array_equal(obs, again[[2, 0]]) and info["env_id"].tolist() == [2, 0]
+    finally:
+        env.close()
+
+
 def test_envpool_adapter_declares_next_step_autoreset():
     # What TorchRL's GymWrapper reads to refuse it with its own clear error.
     with envpool.make("Pong-v5", num_envs=1) as env:

@@ -109,6 +109,15 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         self.autoreset_mode = AutoresetMode.NEXT_STEP
         self.all_env_ids = np.arange(self.num_envs, dtype=np.int32)
         self._was_reset = False
+        # Envs whose first game the pool began without being asked: a first
+        # reset(env_id) must reset every env of the pool, and the envs it did
+        # not name are left in that game, untouched, until they are reset or
+        # stepped; their next reset only observes them, so that their streams
+        # are those of a plain reset() (they began a second game, and a
+        # partial first reset changed the streams of envs it never named: a
+        # reproducibility pass, 2026-12-06). With their rows of that reset.
+        self._fresh = np.zeros(self.num_envs, bool)
+        self._fresh_rows = None
         if thread_affinity_offset >= 0:
             self._pin(thread_affinity_offset)
 
@@ -193,7 +202,9 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
                     raise ValueError("pass either env_id or options['reset_mask'], not both")
                 env_id = np.flatnonzero(mask)
         if env_id is None:
-            obs, info = self.pool.reset()
+            fresh = self._fresh.copy()
+            obs, info = self.pool.reset(options={"reset_mask": ~fresh} if fresh.any() else None)
+            self._fresh[:] = False
             self._was_reset = True
             return obs, self._info(info)
         ids = np.atleast_1d(np.asarray(env_id))
@@ -208,10 +219,21 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
                                  "async_reset() once, then send()/recv()")
         mask = np.zeros(self.num_envs, bool)
         mask[ids] = True
-        # The pool's first reset must reset every env.
-        obs, info = self.pool.reset(options={"reset_mask": mask} if self._was_reset else None)
-        self._was_reset = True
         rows = ids  # a synchronous pool returns rows in env order
+        if not self._was_reset:
+            # The pool's first reset must reset every env: those not named
+            # are fresh (above), their rows kept for their own first reset.
+            obs, info = self.pool.reset()
+            self._fresh = ~mask
+            info = {k: v for k, v in info.items()
+                    if isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,)}
+            self._fresh_rows = (obs.copy(), {k: v.copy() for k, v in info.items()})
+        elif (mask & ~self._fresh).any():
+            obs, info = self.pool.reset(options={"reset_mask": mask & ~self._fresh})
+        else:  # only fresh envs named: their game is as its reset left it
+            obs, info = self._fresh_rows
+        self._fresh &= ~mask
+        self._was_reset = True
         obs = obs[rows]
         info = {k: v[rows] for k, v in info.items()
                 if isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,)}
@@ -220,11 +242,19 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     def step(self, action, env_id=None):
         """``send(action, env_id)`` then ``recv()``: ``(obs, reward,
         terminated, truncated, info)``, shapes ``(batch_size, ...)``."""
-        return self._result(self.pool.step(action, env_id))
+        out = self._result(self.pool.step(action, env_id))
+        self._played(env_id)
+        return out
 
     def send(self, action, env_id=None) -> None:
         """Sends actions (int, shape ``(n,)``) to envs ``env_id`` (default all)."""
         self.pool.send(action, env_id)
+        self._played(env_id)
+
+    def _played(self, env_id) -> None:
+        """Envs stepped are no longer fresh (their first game goes on)."""
+        if self._fresh.any():
+            self._fresh[slice(None) if env_id is None else np.asarray(env_id)] = False
 
     def recv(self, reset: bool = False, return_info: bool = True):
         """The next ``batch_size`` results: a 5-tuple, or ``(obs, info)`` with
@@ -236,7 +266,9 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
 
     def async_reset(self) -> None:
         """Resets every env without waiting; collect with :meth:`recv`."""
-        self.pool.async_reset()
+        fresh = self._fresh.copy()
+        self.pool.async_reset(options={"reset_mask": ~fresh} if fresh.any() else None)
+        self._fresh[:] = False
         self._was_reset = True
 
     def seed(self, seed=None) -> None:
@@ -371,7 +403,9 @@ class GymEnvPoolAdapter(EnvPoolAdapter):
         Raises:
             As :meth:`shmatari.ShmVectorEnv.step`.
         """
-        return self._gym_result(self.pool.step(action, env_id))
+        out = self._gym_result(self.pool.step(action, env_id))
+        self._played(env_id)
+        return out
 
     def recv(self, reset: bool = False, return_info: bool = True):
         """The next ``batch_size`` results: ``(obs, reward, done, info)``;
