@@ -1914,6 +1914,54 @@ def test_a_replacement_worker_seeds_from_the_owners_record_not_the_segment(no_le
     assert _restarted_stream(True) == _restarted_stream(False)
 
 
+_CLOSING_WHILE_STARTING = """
+import glob, mmap, os, threading, time, numpy as np, shmatari
+from shmatari import _core
+at = _core.MEMBERS["shmatari_header"]["pool_state"][0]
+stop = False
+
+def writer():  # another process's writes, while the workers build their envs
+    while not stop:
+        for path in glob.glob(f"/dev/shm/shmatari_{os.getpid()}_*"):
+            try:
+                with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+                    mm[at:at + 4] = np.uint32(_core.POOL_CLOSING).tobytes()
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.001)
+
+t = threading.Thread(target=writer, daemon=True)
+t.start()
+env = None
+try:
+    env = shmatari.make("Breakout", 2, num_workers=2)
+    env.reset()  # (where both workers were ready before they read the word)
+    print("made")
+except shmatari.WorkerError as exc:
+    print("WorkerError:", exc)
+stop = True
+t.join()
+if env is not None:
+    env.close()
+time.sleep(0.3)
+print("left:", sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"shmatari_{os.getpid()}_")))
+"""
+
+
+def test_pool_state_written_closing_while_the_pool_starts_is_named():
+    """pool_state written CLOSING while the workers built their envs made
+    them exit with status 0, and make() said "worker 0 died: exit code 0",
+    naming the worker (an attacker's pass, 2026-12-06). The error now says
+    that the owner, not closing the pool, did not write the word."""
+    proc = subprocess.run([sys.executable, "-c", _CLOSING_WHILE_STARTING],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("died: exit code 0: a worker ends so when it reads the pool's state as CLOSING, "
+            "which its owner, not closing the pool, did not write: another process wrote "
+            "pool_state" in proc.stdout), proc.stdout
+    assert "left: []" in proc.stdout, proc.stdout
+
+
 _STANDARD_FDS = """
 import os, sys, shmatari
 env = shmatari.make("Breakout", num_envs=2, num_workers=2, seed=0)

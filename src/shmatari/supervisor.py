@@ -1000,6 +1000,15 @@ class Supervisor:
                 how = f"killed by signal {-code}"
         else:
             how = f"exit code {code}"
+            if code == 0 and not self.res.shutting_down_in and \
+                    seg.pool_state() == _core.POOL_CLOSING:  # read once
+                # A worker ends with status 0 when it reads the pool as
+                # CLOSING; its owner, not closing it, did not write that (a
+                # write during start-up read "died: exit code 0", naming the
+                # worker: an attacker's pass, 2026-12-06).
+                how += (": a worker ends so when it reads the pool's state as CLOSING, "
+                        "which its owner, not closing the pool, did not write: another "
+                        "process wrote pool_state")
         what = f"{'failed' if failed else 'died'}{during}: {how}"
         if not text and code is not None and code > 0 and not lost:
             if seg.worker_pid(w) == 0 and self.config.start_method in ("spawn", "forkserver"):
