@@ -82,7 +82,6 @@ class _ClosedPipeTolerant:
 
     def __init__(self, stream):
         self._stream = stream
-        self.closed_by_reader = False
 
     def _guard(self, call, *args):
         try:
@@ -90,7 +89,6 @@ class _ClosedPipeTolerant:
         except OSError as exc:  # EPIPE: the reader went away; ENOSPC (/dev/full), EIO
             if exc.errno not in _DROPPED_OUTPUT_ERRNOS:
                 raise  # EAGAIN (a non-blocking stdout), EBADF, ...: as before
-            self.closed_by_reader = True
             if not isinstance(exc, BrokenPipeError):
                 try:
                     print(f"{os.path.basename(sys.argv[0]) or 'shmatari'}: standard output "
@@ -123,8 +121,8 @@ def survive_closed_stdout():
     raised BrokenPipeError at the next print and the command stopped with a
     traceback, its ``--json`` or plot not written. The command runs to its
     end and exits with its own status (a check's verdict, not SIGPIPE's 141),
-    as if its output had been read. Yields the stand-in, whose
-    ``closed_by_reader`` tells whether that happened."""
+    as if its output had been read. Yields the stand-in (None where there
+    is no standard output)."""
     real = sys.stdout
     if real is None:  # pythonw, or stdout closed: nothing to guard
         yield None
