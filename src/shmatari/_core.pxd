@@ -236,6 +236,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     void shmatari_accept_reset(shmatari_client *c, const uint8_t *mask)
     uint32_t shmatari_accept_rows(shmatari_client *c, const int32_t *env_id, const uint32_t *flags,
                               const uint8_t *term, const uint8_t *trunc, uint32_t n)
+    const char *shmatari_row_mismatch(uint8_t fl, uint32_t flags, uint32_t autoreset)
     int shmatari_obs_shape(const shmatari_client *c, uint32_t shape[4])
     int shmatari_send_call(shmatari_client *c, int call, const int32_t *actions,
                            const int32_t *env_ids, uint32_t n)

@@ -326,6 +326,23 @@ cdef class ClientMachine:
                                         &truncated[0], n)
         return 0
 
+    def row_problem(self, int32_t env, uint32_t flags):
+        """Why a row of ``env`` with ``flags`` (``FLAG_*``) cannot be that env's
+        result now, in words (str), or None if it can: the env is outside the
+        pool, has no command in flight, or its command was another
+        (``shmatari_row_mismatch``). Changes nothing: for the row that
+        :meth:`accept_rows` skipped, whose env's bits it left as they were."""
+        cdef const char *why
+        if self.cl.env_flags == NULL:
+            raise ValueError("no client open")
+        if env < 0 or <uint32_t>env >= self.cl.geom.num_envs:
+            return "outside the pool"
+        if not (self.cl.env_flags[env] & SHMATARI_ENV_RUNNING):
+            return ("which had no command in flight (or one named by an earlier row; "
+                    "each command is answered once)")
+        why = shmatari_row_mismatch(self.cl.env_flags[env], flags, self.cl.geom.autoreset_mode)
+        return None if why == NULL else why.decode("ascii")
+
 
 # --------------------------------------------------------------------------
 # The per-pool thread guard of the client's public calls

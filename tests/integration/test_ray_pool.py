@@ -409,7 +409,8 @@ def test_ctrl_c_in_resets_drain_leaves_the_call_in_flight_as_a_local_pool(cluste
 
 
 @pytest.mark.parametrize("tamper", ["negative_id", "other_nodes_ids", "duplicate_rows",
-                                    "frame_shape", "frame_dtype", "short_column"])
+                                    "frame_shape", "frame_dtype", "short_column",
+                                    "reset_flag", "observed_flag"])
 def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, monkeypatch):
     """A node's reply that does not answer its call, row for row, with the
     frames' shape and dtype (a node of another version or options, or a
@@ -417,7 +418,9 @@ def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, m
     env -1 or of another node's envs were returned and written into other
     envs' stacks (a negative id indexes from the end), and a reply whose
     frames did not fit raised a bare ValueError that left the pool open with
-    the node's rows lost, so that the next recv() waited forever."""
+    the node's rows lost, so that the next recv() waited forever. Rows of
+    the right envs whose flags answer another command (a reset's row for a
+    step) were handed out as the step's results."""
     import shmatari.ray.vector as vector
     from shmatari.ray.node import Node
 
@@ -438,6 +441,10 @@ def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, m
                 p["~frames"] = p["~frames"].astype(np.float64) + 0.5
             elif tamper == "short_column":
                 p["~reward"] = p["~reward"][:1]
+            elif tamper == "reset_flag":  # a reset's row for a step whose game goes on
+                p["reset"] = np.ones_like(p["reset"])
+            elif tamper == "observed_flag":  # an observation's row for a step
+                p["~observed"] = np.ones(len(p["env_id"]), bool)
             return p
 
     monkeypatch.setattr(vector, "Node", Tampered)
@@ -446,7 +453,13 @@ def test_malformed_node_reply_breaks_the_pool_naming_the_node(cluster, tamper, m
         with pytest.raises(shmatari.WorkerError) as exc:
             env.step(np.zeros(4, np.int64))
         assert exc.value.worker == 0 and exc.value.env_ids == range(0, 2)
-        assert "node 0" in str(exc.value) and "malformed reply to step()" in str(exc.value)
+        if tamper.endswith("_flag"):
+            # rows of the call's envs whose flags answer another command:
+            # until 2026-12-06 they went to the trainer as the step's results
+            assert "node 0" in str(exc.value) and "for env 0 whose command was a step" \
+                in str(exc.value), str(exc.value)
+        else:
+            assert "node 0" in str(exc.value) and "malformed reply to step()" in str(exc.value)
         t0 = time.monotonic()
         with pytest.raises(shmatari.PoolClosedError):
             env.recv()

@@ -513,6 +513,19 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         for seq, kind, args in sorted(calls, key=lambda c: c[0]):
             self._submit(k, kind, args, seq)
 
+    def _row_not_an_answer(self, e: int, flags: int, row: int) -> None:
+        """Raises WorkerError naming the node of env ``e``, whose row ``row``
+        (its ``flags``) does not answer the command this client sent it."""
+        why = self._machine.row_problem(e, flags)
+        # e is one of the call's envs (_malformed checked the reply's ids)
+        k = min(max(int(np.searchsorted(self._bounds, e, side="right")) - 1, 0),
+                len(self.nodes) - 1)
+        raise self._break(WorkerError.of(
+            f"node {k}", self.nodes[k]["pid"],
+            range(int(self._bounds[k]), int(self._bounds[k + 1])),
+            f"sent a row (row {row} of the batch) for env {e} {why}; the pool is broken (its envs' results are "
+            f"lost): close() it", worker=k, label="node")) from None
+
     def _decode(self, packet: dict, kind: str, args: tuple) -> None:
         ids = packet.pop("env_id").astype(np.int64)
         if not ids.size:
@@ -575,8 +588,15 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                  | cols["worker_restarted"].astype(np.uint32) * _core.FLAG_RESTARTED)
         if "_final_obs" in cols:  # a same-step pool's rows with a final record
             flags |= cols["_final_obs"].astype(np.uint32) * _core.FLAG_FINAL
-        self._machine.accept_rows(env_id, flags, terminated.view(np.uint8),
-                                  truncated.view(np.uint8))
+        bad = self._machine.accept_rows(env_id, flags, terminated.view(np.uint8),
+                                        truncated.view(np.uint8))
+        if bad < B:
+            # A row whose flags do not answer the command sent (a reset's
+            # flag on a step whose episode had not ended, an observation for
+            # a step): handed out, the trainer would take it for the env's
+            # result, and the env would stay "in flight" in the client's
+            # state (until 2026-12-06 the return was ignored).
+            self._row_not_an_answer(int(env_id[bad]), int(flags[bad]), bad)
         self._last_ids = env_id
         if "_episode" in cols and not cols["_episode"].any():
             cols = {k: v for k, v in cols.items()
