@@ -43,6 +43,19 @@ class Ring:
         self.hdr = self.seg.header()
         self.batch_size = batch_size
 
+    def recover(self, groups) -> dict:
+        """``Segment.recover``, with the client's record (a command in flight:
+        req_seq != ack_seq; its count: req_seq) as the words set up by hand
+        say, in the old form: ``{env: position}`` of the envs whose
+        replacement answers first. Each env's ``seen`` is checked against
+        the ack_seq the recovery leaves."""
+        req = np.array([self.env(e, "req_seq")[0] for e in range(self.seg.num_envs)], np.uint32)
+        ack = np.array([self.env(e, "ack_seq")[0] for e in range(self.seg.num_envs)], np.uint32)
+        plan = self.seg.recover(groups, running=req != ack, posted=req)
+        for e, (_, seen) in plan.items():
+            assert self.env(e, "ack_seq")[0] == seen, (e, seen)
+        return {e: pos for e, (pos, _) in plan.items() if pos >= -1}
+
     def group(self, w: int) -> range:
         """Worker ``w``'s envs, as set above."""
         b, e = self.seg.worker_group(w)
@@ -95,7 +108,7 @@ def test_async_hole_goes_to_the_dead_env_with_a_command_in_flight(ring):
         ring.env(e, "req_seq")[0] = 1
     ring.env(0, "ack_seq")[0] = 1
     ring.row(0)[0], ring.row(2)[0] = 2, 0
-    plan = ring.seg.recover([ring.group(1)])
+    plan = ring.recover([ring.group(1)])
     assert plan == {3: 1}             # the replacement fills the hole
     assert ring.env(2, "ack_seq")[0] == 1  # answered: its row is there
     assert ring.env(3, "ack_seq")[0] == 0  # still in flight
@@ -113,7 +126,7 @@ def test_sync_row_is_rewritten_at_the_same_position(ring):
         ring.env(e, "ack_seq")[0] = 6 if e < 2 else 5
     for e in range(3):
         ring.row(5 * 4 + e)[0] = e
-    plan = ring.seg.recover([ring.group(1)])
+    plan = ring.recover([ring.group(1)])
     assert plan == {3: -1}
     assert ring.env(3, "results")[0] == 5  # publishes at 5 * 4 + 3 again
     assert ring.env(2, "results")[0] == 6 and ring.env(2, "ack_seq")[0] == 6
@@ -126,7 +139,7 @@ def test_idle_dead_worker_needs_nothing_and_counts_are_recounted(ring):
     for e in range(4):
         ring.env(e, "req_seq")[0] = ring.env(e, "ack_seq")[0] = 2
     ring.row(2)[0], ring.row(3)[0] = 3, 1
-    assert ring.seg.recover([ring.group(1)]) == {}
+    assert ring.recover([ring.group(1)]) == {}
     assert ring.done_count(1) == 2
 
 
@@ -135,7 +148,7 @@ def test_a_hole_no_dead_env_explains_is_an_error(ring):
     ring.set(consumed=0, alloc_pos=2)
     ring.row(0)[0] = 0  # position 1 is a hole, but every env is idle
     with pytest.raises(RuntimeError, match="never written"):
-        ring.seg.recover([ring.group(1)])
+        ring.recover([ring.group(1)])
 
 
 _FLIPPER = """
@@ -179,7 +192,7 @@ def test_a_row_rewritten_during_recovery_is_judged_from_one_read(ring, tmp_path)
                 ring.env(e, "req_seq")[0] = 1
                 ring.env(e, "ack_seq")[0] = 1 if e >= 2 else 0
             ring.row(0)[0], ring.row(1)[0], ring.row(3)[0] = 2, 3, -1
-            plan = ring.seg.recover([ring.group(0)])
+            plan = ring.recover([ring.group(0)])
             answered, count = int(ring.env(0, "ack_seq")[0]), ring.done_count(1)
             if plan == {1: 3}:  # read complete: env 0 answered, counted in slot 1
                 assert (answered, count) == (1, 1), (plan, answered, count)
@@ -204,7 +217,7 @@ try:
     # position, inside the ring's bound, so the recovery must scan it and stop
     ring.set(consumed=2 ** 63 - 1, alloc_pos=2 ** 64 - 1)
     try:
-        print("plan", ring.seg.recover([ring.group(0)]), flush=True)
+        print("plan", ring.recover([ring.group(0)]), flush=True)
     except RuntimeError as exc:
         print("refused", exc, flush=True)
 finally:

@@ -1792,6 +1792,49 @@ def test_an_action_set_rewritten_while_the_pool_starts_is_refused():
     assert "left: []" in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("start_method", ["zygote", "spawn"])
+def test_a_workers_fault_channel_cannot_be_opened_again_through_proc(no_leaks, start_method):
+    """The start-up lines (worker 0's action set, each worker's ready line)
+    came through a pipe, whose end any process of the same user could open
+    again through /proc/<owner>/fd/<n>: a forged action-set line written
+    there before worker 0's own, with the segment's set rewritten to match,
+    made make() give the trainer actions in the wrong order (an attacker's
+    pass, 2026-12-06). The channel is now a socket pair, which /proc does
+    not open."""
+    import errno
+
+    env = shmatari.make("null", num_envs=2, num_workers=2, seed=0, start_method=start_method)
+    try:
+        fds = [pipe.fileno() for pipe in env._res.fault_pipes]
+        assert len(fds) == 2
+        for fd in fds:
+            with pytest.raises(OSError) as err:
+                os.close(os.open(f"/proc/{os.getpid()}/fd/{fd}", os.O_WRONLY))
+            assert err.value.errno == errno.ENXIO
+        env.reset()
+        env.step(np.zeros(2, np.int64))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("lines,why", [
+    ({0: [b"shmatari-action-set 0,1,4,3", b"shmatari-action-set 0,1,3,4"]}, "2 line(s)"),
+    ({0: [b"shmatari-action-set 0,1,x"]}, "1 line(s)"),
+    ({0: []}, "0 line(s)"),
+    ({0: [b"shmatari-action-set 0,1,3,4"], 1: [b"shmatari-action-set 0,1"]}, "worker 1's"),
+])
+def test_start_up_lines_other_than_the_workers_own_are_refused(lines, why):
+    """The first action-set line was taken and a line that did not parse
+    skipped the comparison with the segment's set; any lines but worker 0's
+    one action-set line now refuse the pool."""
+    from shmatari.supervisor import _action_set_of
+
+    assert _action_set_of({0: [b"shmatari-action-set 0,1,3,4"]}, 2) == [0, 1, 3, 4]
+    with pytest.raises(shmatari.WorkerError, match="another process wrote into it") as err:
+        _action_set_of(lines, 2)
+    assert why in str(err.value)
+
+
 #: (write, who names it): the client, at its next post (a word it finds
 #: moved), or the worker, as it notices the word (a value no client posts).
 REQ_SEQ_WRITES = [("raised by one and served", "client"), ("raised by one, not yet served",
@@ -1873,6 +1916,151 @@ def test_a_req_seq_another_process_moved_is_named(no_leaks, write, named_by):
                     env.step(np.zeros(4, np.int64))
         with pytest.raises(shmatari.PoolClosedError, match="broken"):
             env.step(np.zeros(4, np.int64))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("batch_size", [2, 4], ids=["first_ready", "synchronous"])
+def test_a_req_seq_put_back_before_its_worker_saw_it_is_named(no_leaks, batch_size):
+    """A req_seq put back to ack_seq before the worker noticed the command
+    left it unrun for good: the worker sees no new command, and in a
+    first-ready pool the other envs kept filling batches, so the env was
+    lost from training, with no error, until the next full reset (an
+    attacker's pass, 2026-12-06: 4,000 steps with env 2 answering none); a
+    synchronous pool named the wrong words ("where results go"). The waits
+    now check the commands in flight against the client's count at each
+    liveness check, and before a stall is named."""
+    import mmap
+    import time
+
+    env = shmatari.make("null", num_envs=4, num_workers=2, batch_size=batch_size, seed=0)
+    try:
+        worker0 = env.worker_pids[0]
+        env.async_reset()
+        ids = env.recv()[4]["env_id"]
+        while 0 not in ids:  # env 0 idle: its result in hand
+            env.send(np.zeros(len(ids), np.int64), ids)
+            ids = env.recv()[4]["env_id"]
+        layout = _core.struct_layout()
+        at = _core.MEMBERS["shmatari_header"]
+        with open(f"/dev/shm/{env.segment_name}", "r+b") as f, \
+                mmap.mmap(f.fileno(), 0) as mm:  # another process's mapping
+            env0 = int(np.frombuffer(mm, np.uint64, 1, at["env_ctrl_offset"][0])[0])
+            ctrl = layout["shmatari_env_ctrl"]
+            req = np.frombuffer(mm, np.uint32, 1, env0 + ctrl["req_seq"])
+            ack = np.frombuffer(mm, np.uint32, 1, env0 + ctrl["ack_seq"])
+            os.kill(worker0, signal.SIGSTOP)
+            try:
+                env.send(np.zeros(len(ids), np.int64), ids)
+                posted = int(req[0])
+                assert posted == int(ack[0]) + 1
+                req[0] = posted - 1  # put back before worker 0 saw it
+            finally:
+                os.kill(worker0, signal.SIGCONT)
+            del req, ack
+        deadline = time.monotonic() + 5
+        with pytest.raises(shmatari.PoolClosedError,
+                           match=rf"env 0's req_seq reads {posted - 1} while this client "
+                                 rf"waited for its result, but this client's last command to "
+                                 rf"it was number {posted}: another process wrote the env's "
+                                 rf"command words"):
+            while time.monotonic() < deadline:  # the other envs go on meanwhile
+                ids = env.recv(timeout=2)[4]["env_id"]
+                assert 0 not in ids
+                env.send(np.zeros(len(ids), np.int64), ids)
+    finally:
+        env.close()
+
+
+def _env_words(env, e: int):
+    """(mapping, req_seq, ack_seq) of env ``e``, as another process maps them."""
+    import mmap
+
+    layout = _core.struct_layout()
+    at = _core.MEMBERS["shmatari_header"]
+    with open(f"/dev/shm/{env.segment_name}", "r+b") as f:
+        mm = mmap.mmap(f.fileno(), 0)
+    env0 = int(np.frombuffer(mm, np.uint64, 1, at["env_ctrl_offset"][0])[0])
+    ctrl = layout["shmatari_env_ctrl"]
+    base = env0 + e * ctrl["sizeof"]
+    return (mm, np.frombuffer(mm, np.uint32, 1, base + ctrl["req_seq"]),
+            np.frombuffer(mm, np.uint32, 1, base + ctrl["ack_seq"]))
+
+
+def test_an_ack_seq_written_before_a_restart_does_not_drop_the_command_in_flight(no_leaks):
+    """Which of a dead worker's envs had a command in flight was read from
+    the segment (req_seq != ack_seq): another process that set a dead
+    worker's env's ack_seq to its req_seq before the owner noticed the
+    death made the replacement skip the command, and the env answered
+    nothing again (an attacker's pass, 2026-12-06: 107 rows of env 2 in 300
+    steps, no error; a synchronous pool stalled). The owner's recovery now
+    takes it from its client's own record, and the replacement answers."""
+    env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0, restart_workers=True)
+    try:
+        env.reset()
+        worker1 = env.worker_pids[1]
+        mm, req, ack = _env_words(env, 2)
+        os.kill(worker1, signal.SIGSTOP)
+        env.send(np.zeros(4, np.int64))
+        ack[0] = int(req[0])  # "answered", while worker 1 never ran it
+        os.kill(worker1, signal.SIGKILL)
+        del req, ack
+        mm.close()
+        _, _, _, truncated, info = env.recv(timeout=120)
+        assert info["env_id"].tolist() == [0, 1, 2, 3]
+        assert info["worker_restarted"].tolist() == [False, False, True, True]
+        assert truncated.tolist() == [False, False, True, True]
+        for _ in range(5):  # and the pool goes on
+            info = env.step(np.zeros(4, np.int64))[4]
+            assert info["env_id"].tolist() == [0, 1, 2, 3]
+    finally:
+        env.close()
+
+
+def test_an_ack_seq_written_after_the_recovery_fails_the_replacement(no_leaks, monkeypatch,
+                                                                    caplog):
+    """A replacement worker decided from the segment's req_seq and ack_seq
+    (again, after the owner's recovery had) which command to answer first:
+    an ack_seq set one lower once the owner had recovered the ring made the
+    replacement run the env's last command again, and every later result of
+    that env came one command late, with no error (an attacker's pass,
+    2026-12-06: caught only by a masked reset 21 steps later); one set to
+    req_seq made it skip the command in flight. It now starts from the
+    owner's plan and fails on an ack_seq that is not what the recovery left,
+    naming it; the next replacement, recovered again, answers in step."""
+    from shmatari import supervisor
+
+    env = shmatari.make("Breakout", num_envs=4, num_workers=2, seed=0, restart_workers=True)
+    try:
+        env.reset()
+        env.step(np.zeros(4, np.int64))
+        spawn, writes = supervisor.Supervisor.spawn, []
+
+        def spawn_after_a_write(self, w, restart=0, positions=None):
+            if restart and not writes:  # the recovery is done: another process writes now
+                mm, req, ack = _env_words(env, 2)
+                ack[0] = int(req[0])  # "answered": the command in flight skipped
+                writes.append(int(ack[0]))
+                del req, ack
+                mm.close()
+            return spawn(self, w, restart, positions)
+
+        monkeypatch.setattr(supervisor.Supervisor, "spawn", spawn_after_a_write)
+        os.kill(env.worker_pids[1], signal.SIGKILL)
+        with caplog.at_level("WARNING", logger="shmatari"):
+            info = env.step(np.zeros(4, np.int64))[4]
+        assert writes
+        assert (f"env 2's ack_seq reads {writes[0]}, but the owner's recovery left it at "
+                f"{writes[0] - 1} before this replacement started: another process wrote it"
+                in caplog.text), caplog.text
+        assert info["worker_restarted"].tolist() == [False, False, True, True]
+        for _ in range(3):
+            env.step(np.zeros(4, np.int64))
+        # a result one command late would answer this masked reset with a step's row
+        mask = np.array([False, False, True, False])
+        _, info = env.reset(options={"reset_mask": mask})
+        assert info["reset"].tolist() == mask.tolist()
+        env.step(np.zeros(4, np.int64))
     finally:
         env.close()
 
@@ -1960,6 +2148,39 @@ def test_pool_state_written_closing_while_the_pool_starts_is_named():
             "which its owner, not closing the pool, did not write: another process wrote "
             "pool_state" in proc.stdout), proc.stdout
     assert "left: []" in proc.stdout, proc.stdout
+
+
+def test_pool_state_written_closing_under_restart_workers_is_named(no_leaks):
+    """Under restart_workers, pool_state written CLOSING while the pool ran
+    gave "the pool's owner (pid N: ...) is closing the pool", N the trainer
+    itself, which was closing nothing, or restarted the workers it ended six
+    times before it gave up (an attacker's pass, 2026-12-06). The owner now
+    says that another process wrote the word, and restarts nothing."""
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0, restart_workers=True)
+    try:
+        env.reset()
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            at = _core.MEMBERS["shmatari_header"]["pool_state"][0]
+            state = np.ndarray((1,), np.uint32, other.buf, at)
+            state[0] = _core.POOL_CLOSING
+            del state
+        finally:
+            other.close()
+        with pytest.raises((shmatari.PoolClosedError, shmatari.WorkerError)) as err:
+            for _ in range(20):
+                env.step(np.zeros(2, np.int64), timeout=10)
+        # the wait sees the word (the owner says it is not closing) or the
+        # workers' exit first (their status 0 named): either way, the word
+        text = str(err.value)
+        assert re.search(rf"pool_state, reads CLOSING, but its owner \(this process, pid "
+                         rf"{os.getpid()}\) is not closing it: another process wrote "
+                         rf"pool_state|exit code 0: a worker ends so when it reads the pool's "
+                         rf"state as CLOSING, which its owner, not closing the pool, did not "
+                         rf"write: another process wrote pool_state$", text), text
+        assert env._supervisor.restarts == [0], "restarted workers that end at once"
+    finally:
+        env.close()
 
 
 _STANDARD_FDS = """

@@ -213,6 +213,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
         int holding
         uint32_t pending
         uint8_t *env_flags
+        uint32_t *env_posted
         uint8_t *batch_fields
         const char *const *names
         char error[512]
@@ -244,7 +245,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
                             int64_t timeout_ns)
     int shmatari_reset_seeded(shmatari_client *c, uint32_t cmd, const uint8_t *mask,
                               const uint64_t *words, int64_t timeout_ns)
-    int shmatari_recover_workers(const shmatari_geom *g, const uint8_t *dead_env, int64_t *plan,
+    int shmatari_recover_workers(const shmatari_geom *g, const uint8_t *dead_env,
+                                 const uint8_t *running, const uint32_t *posted, int64_t *plan,
                                  int32_t *row_env, char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
     void shmatari_release_batch(shmatari_client *c)

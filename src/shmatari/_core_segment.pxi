@@ -574,7 +574,7 @@ cdef class Segment(ClientMachine):
             o[e] = shmatari_load_acquire(&ec.req_seq) != shmatari_load_acquire(&ec.ack_seq)
         return out
 
-    def recover(self, groups):
+    def recover(self, groups, running=None, posted=None):
         """Makes the ring consistent after the workers of ``groups`` died, and says what
         their replacements must publish (``shmatari_recover_workers``, beside
         the write order it relies on in ``shmatari/shmatari.h``).
@@ -583,37 +583,70 @@ cdef class Segment(ClientMachine):
         flight) and before the replacements start; the client must not post
         meanwhile.
 
+        Which env has a command in flight, and how many commands it was
+        sent, come from this process's client (its ``SHMATARI_ENV_RUNNING``
+        bits and its own counts, ``env_posted``), never from the segment's
+        req_seq and ack_seq: another process that wrote ack_seq between the
+        worker's death and its replacement's start made the replacement skip
+        a command in flight (the env answered nothing again) or run one
+        twice (every later result of the env one command late), with no
+        error (an attacker's pass, 2026-12-06).
+
         Args:
             groups: the dead workers' env ranges (``range``s), from the
                 caller's own record of the groups, not the segment's words
                 (which any process that maps the segment can rewrite).
+            running, posted: the client's record, where this process has no
+                client open (a test of a ring set up by hand): per env, a
+                command whose result the client has not taken (bool), and the
+                client's count of commands to it (uint32). With a client
+                open, its own (these must then be None).
 
         Returns:
-            dict: ``{env: position}`` for each env of those workers with a
-            command in flight and no complete row, which its replacement
-            answers first: position >= 0 is the reserved row to write (an
-            asynchronous pool's hole), -1 the usual position.
+            dict: ``{env: (position, seen)}`` for every env of those
+            workers. ``position``: for an env with a command in flight and
+            no complete row, which its replacement answers first, the
+            reserved row to write (>= 0: an asynchronous pool's hole) or -1
+            (the usual position); -2 for every other env. ``seen``: the
+            last command its replacement counts as answered (the client's
+            count, less one where it answers the command in flight), which
+            is also the env's ack_seq as this call leaves it.
 
         Raises:
             RuntimeError: the ring holds holes that no dead env can explain
-                (a bug, or a segment written by something else).
+                (a bug, or a segment written by something else), or no
+                client is open in this process.
         """
         self._check()
         cdef uint32_t N = self.geo.num_envs
+        own = self.cl.env_flags != NULL and self.cl.env_posted != NULL
+        if own == (running is not None or posted is not None):
+            raise RuntimeError("recover() takes running and posted only where this process "
+                               "has no client open, and then needs both")
         dead = np.zeros(N, np.uint8)
         for group in groups:
             dead[group.start:group.stop] = 1
+        if own:
+            running = np.asarray(<uint8_t[:N]>self.cl.env_flags) & SHMATARI_ENV_RUNNING
+            posted = np.asarray(<uint32_t[:N]>self.cl.env_posted).copy()
+        running = np.ascontiguousarray(np.asarray(running) != 0, np.uint8)
+        posted = np.ascontiguousarray(posted, np.uint32)
+        if running.shape != (N,) or posted.shape != (N,):
+            raise ValueError("running and posted need one entry per env")
         plan = np.empty(N, np.int64)
         rows = np.empty(<size_t>self.geo.ring_depth * self.geo.batch_size, np.int32)
         cdef uint8_t[::1] d = dead
+        cdef uint8_t[::1] rn = running
+        cdef uint32_t[::1] po = posted
         cdef int64_t[::1] pl = plan
         cdef int32_t[::1] rw = rows
         cdef char msg[512]
         msg[0] = 0
-        if shmatari_recover_workers(&self.geo, &d[0], &pl[0], &rw[0], msg,
+        if shmatari_recover_workers(&self.geo, &d[0], &rn[0], &po[0], &pl[0], &rw[0], msg,
                                     sizeof(msg)) != SHMATARI_OK:
             raise RuntimeError(msg.decode("utf-8", "replace"))
-        return {e: int(plan[e]) for e in np.flatnonzero(plan >= -1).tolist()}
+        return {e: (int(plan[e]), (int(posted[e]) - (1 if plan[e] >= -1 else 0)) % 2**32)
+                for e in np.flatnonzero(dead).tolist()}
 
     def reset_worker(self, uint32_t worker):
         """Readies a dead worker's record for its replacement: state

@@ -149,8 +149,11 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         restarted: this worker replaces one that died: each env's first
             result is ``EnvCore.restart_result()`` (a STEP or OBSERVE), or its
             reset flagged ``FLAG_RESTARTED`` (a RESET or RESEED).
-        positions: ``{env: position}`` from ``Segment.recover``: where to
-            write each env's first result (-1: the usual position).
+        positions: with ``restarted``, ``{env: (position, seen)}`` for
+            every env of the group, from ``Segment.recover``: where to write
+            each env's first result (-1: the usual position; -2: no command
+            in flight, taken as -1) and the last command counted as answered
+            (the env's ack_seq, as the recovery left it).
 
     Returns:
         str: ``"closed"`` or ``"orphaned"``.
@@ -206,20 +209,30 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
         free(queued)
         free(ended)
         raise MemoryError()
-    positions = positions or {}
     try:
         for e in range(begin, end):
-            ack = shmatari_load_acquire(&shmatari_env(g, e).ack_seq)
+            ack = shmatari_load_acquire(&shmatari_env(g, e).ack_seq)  # once
             seen[e - begin] = ack
+            first[e - begin] = -2
             if restarted:
-                # A command in flight is answered once, whatever ack_seq
-                # its dead predecessor left (one behind, or two where it
-                # died between a row the client took and that row's ack,
-                # the client having posted again meanwhile).
-                req = shmatari_load_acquire(&shmatari_env(g, e).req_seq)
-                if req != ack:
-                    seen[e - begin] = req - 1
-            first[e - begin] = positions.get(e, -1) if restarted else -2
+                # Where to start from is the owner's recovery plan (its
+                # client's own record: Segment.recover), which also set
+                # ack_seq to it; the words read again here decided it until
+                # 2026-12-06, and another process that wrote ack_seq after
+                # the recovery made this worker skip a command in flight or
+                # run one twice, with no error (an attacker's pass).
+                plan = positions.get(e) if positions is not None else None
+                if plan is None:
+                    raise ValueError(f"worker {worker} was restarted with no recovery plan "
+                                     f"for env {e}")
+                position, mine = plan
+                if ack != mine:
+                    raise ValueError(
+                        f"env {e}'s ack_seq reads {ack}, but the owner's recovery left it "
+                        f"at {mine} before this replacement started: another process "
+                        f"wrote it (a client that writes it unchecked)")
+                seen[e - begin] = mine
+                first[e - begin] = max(position, -1)
         while True:
             wake = shmatari_load_acquire(&wc.wake_seq)
             if shmatari_load_acquire(&h.pool_state) == SHMATARI_POOL_CLOSING:

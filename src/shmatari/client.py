@@ -371,6 +371,14 @@ class Client:
                 return
         if code in (_core.ERR_TIMEOUT, _core.ERR_INTERRUPTED):
             return
+        if code == _core.STATUS["closed"] and self.supervisor is not None and \
+                not self._closing:
+            # The owner is this process, and it is not closing: the C text
+            # named this process as the one closing the pool (an attacker's
+            # pass, 2026-12-06, under restart_workers).
+            self._raise_for(code, f"the pool's state word, pool_state, reads CLOSING, but its "
+                                  f"owner (this process, pid {os.getpid()}) is not closing it: "
+                                  f"another process wrote pool_state")
         self._raise_for(code)
 
     def _usable(self) -> None:

@@ -18,6 +18,7 @@ import logging
 import multiprocessing as mp
 import os
 import select
+import socket
 import signal
 import threading
 import time
@@ -517,19 +518,48 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
-def _action_set_of(lines: list) -> list | None:
-    """Worker 0's action set from its start-up lines (``worker.ACTIONS_TAG``:
+def _action_set_of(lines: dict, num_workers: int) -> list:
+    """Worker 0's action set from every worker's start-up lines (the lines
+    before its ready line, ``worker.READY_TAG``: ``{worker: [line, ...]}``),
     the owner's private copy, which the client compares with the
-    segment's), or None where it wrote none."""
+    segment's. Worker 0 writes one line, ``worker.ACTIONS_TAG`` and the
+    set; every other worker, none.
+
+    Raises:
+        WorkerError: any other lines (a line another process wrote into a
+            worker's pipe: until 2026-12-06 the first action-set line was
+            taken, and one that did not parse skipped the comparison).
+    """
     from .worker import ACTIONS_TAG
 
-    for line in lines:
-        if line.startswith(ACTIONS_TAG):
+    for w in range(num_workers):
+        got = lines.get(w, [])
+        ok = not got if w else (len(got) == 1 and got[0].startswith(ACTIONS_TAG))
+        if ok and w == 0:
             try:
-                return [int(a) for a in line[len(ACTIONS_TAG):].split(b",")]
+                actions = [int(a) for a in got[0][len(ACTIONS_TAG):].split(b",")]
             except ValueError:
-                return None
-    return None
+                ok = False
+        if not ok:
+            raise WorkerError(
+                f"worker {w}'s start-up channel held {len(got)} line(s) before its ready "
+                f"line ({_core.printable(repr(b''.join(got[:2])[:120]))}), where it writes "
+                f"{'its action set alone' if w == 0 else 'none'}: another process wrote "
+                f"into it", worker=w, env_ids=range(0), exitcode=None)
+    return actions
+
+
+def _fault_channel() -> tuple[int, int]:
+    """(read end, write end) of a worker's fault channel: a connected pair
+    of ``AF_UNIX`` stream sockets (close-on-exec), not a pipe. A pipe's end
+    can be opened again through ``/proc/<pid>/fd/<n>`` by any process of
+    the same user, which wrote a forged action-set line into it before
+    worker 0's own, and make() then gave the trainer that set (an attacker's
+    pass, 2026-12-06); a socket's cannot (``ENXIO``)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.shutdown(socket.SHUT_WR)  # the owner only reads
+    b.shutdown(socket.SHUT_RD)  # the worker only writes
+    return a.detach(), b.detach()
 
 
 class Supervisor:
@@ -642,7 +672,7 @@ class Supervisor:
             self.spawn(w)
         lines = self._start_lines(begin)
         self.check()
-        self.action_set = _action_set_of(lines.get(0, []))
+        self.action_set = _action_set_of(lines, cfg.num_workers)
         ready, failed = seg.counts()  # each read once, every worker ready
         if ready != cfg.num_workers or failed != 0:
             word, value = (("ready_workers", ready) if ready != cfg.num_workers
@@ -773,7 +803,8 @@ class Supervisor:
             self._spawn_from_zygote(w, fields, restart, positions, deliver)
             return
         _check_can_start_children(cfg.start_method)
-        reader, writer = self.ctx.Pipe(duplex=False)
+        # a socket pair (duplex), not a pipe, whose ends /proc cannot reopen (_fault_channel)
+        reader, writer = self.ctx.Pipe(duplex=True)
         os.set_blocking(reader.fileno(), False)
         p = self.ctx.Process(target=worker_main, name=f"shmatari-worker-{w}",
                               args=(self.res.segment.name, w, fields, os.getpid(),
@@ -880,7 +911,7 @@ class Supervisor:
                       group=(self.groups[w].start, self.groups[w].stop),
                       spin=self.worker_spin, restart=restart, positions=positions)
         zygote = _zygote.get()  # started outside the block below: it can take a second
-        read_fd, write_fd = os.pipe()
+        read_fd, write_fd = _fault_channel()
         os.set_blocking(read_fd, False)
         reader = open(read_fd, "rb", buffering=0)  # noqa: SIM115 - closed with the pool
         # SIGINT is not blocked here (the zygote, which ignores it, forks the
@@ -1031,7 +1062,12 @@ class Supervisor:
         dead = self.dead_workers()
         if not dead:
             return
-        if not restart:
+        if not restart or (not self.res.shutting_down_in and
+                           self.seg.pool_state() == _core.POOL_CLOSING):
+            # A pool that reads CLOSING while its owner is not closing it:
+            # a replacement would read it too and end at once (six restarts
+            # in a row, then "gives up"; an attacker's pass, 2026-12-06).
+            # The error names the word (worker_error).
             raise self.worker_error(dead[0])
         self.restart(dead)
 
@@ -1113,7 +1149,7 @@ class Supervisor:
             group = self.groups[w]
             seg.reset_worker(w)
             self.restarts[w] += 1
-            self.spawn(w, self.restarts[w], {e: plan[e] for e in group if e in plan})
+            self.spawn(w, self.restarts[w], {e: plan[e] for e in group})
             head, _, traceback = reasons[w]
             _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
                          self.res.processes[w].pid, self.restarts[w],

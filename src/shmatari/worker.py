@@ -106,8 +106,8 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
             seed: the owner's record of the last reseed, not the segment's
             words) and ``restart``
             (:mod:`shmatari.seeding`), and report the restart.
-        positions: from ``Segment.recover``: where to write the first result
-            of each env with a command in flight.
+        positions: from ``Segment.recover``: per env of the group, where to
+            write its first result and the last command counted as answered.
         parent_is_zygote: the parent is the owner's zygote, which dies with
             the owner: it gets ``PR_SET_PDEATHSIG`` as an owner would.
         owner_start: the owner's start time (``_core.process_start``), from

@@ -72,45 +72,80 @@ static inline int shmatari_check_claim(shmatari_client *c) {
                        holder != 0 ? " or attached in this client's place" : "");
 }
 
+/* Whether env e's req_seq, read once, is the value this client last wrote
+ * there (its own count, env_posted). Only a client writes req_seq, so
+ * another value is another process's write: its worker would run, or has
+ * run, a command nobody posted, or (a word put back) never runs the one
+ * posted, and the env's results could no longer be matched to this
+ * client's commands. An env whose worker's state (read once) is not READY
+ * is not judged: a worker that failed on a command another process wrote (a
+ * bad action) is named by the pool's liveness check, with its traceback,
+ * and its replacement answers what is in flight once; the next post writes
+ * the client's own count over whatever the word held. Returns 1 if judged
+ * wrong, with the value read in *req. */
+static inline int shmatari_posted_wrong(const shmatari_client *c, uint32_t e,
+                                        uint32_t *req) {
+  const shmatari_geom *g = &c->geom;
+  *req = shmatari_load_acquire(&shmatari_env(g, e)->req_seq); /* once */
+  if (*req == c->env_posted[e]) return 0;
+  return shmatari_load_acquire(&shmatari_worker(g, c->env_worker[e])->state) ==
+         SHMATARI_WORKER_READY;
+}
+
+/* Breaks the client for env e's req_seq `req` (shmatari_posted_wrong);
+ * `when` says when it was read. Returns _ERR_NOT_SHMATARI. */
+static inline int shmatari_posted_fail(shmatari_client *c, uint32_t e,
+                                       uint32_t req, const char *when) {
+  shmatari_client_break(c);
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                       "env %u's req_seq reads %u%s, but this client's last "
+                       "command to it was number %u: another process wrote "
+                       "the env's command words (its worker may have run a "
+                       "command this client never posted, or never run the "
+                       "one it posted), and the env's results can no longer "
+                       "be matched to this client's commands",
+                       e, req, when, c->env_posted[e]);
+}
+
 /* Before posting to n envs (env_ids, or envs 0..n-1 when NULL; none with a
- * command in flight): each env's req_seq, read once, is the value this
- * client last wrote there (its own count, env_posted). Only a client writes
- * req_seq, so another value is another process's write: its worker would
- * run, or has run, a command nobody posted, and the env's results could no
- * longer be matched to this client's commands (until 2026-12-06 the client
- * posted req_seq + 1 read back, and one write of it made every later result
- * of the env come one command late, with no error: an attacker's pass).
- * Breaks the client then. (ack_seq is not judged: it may lag the last
- * result handed out, by more than one command where a worker died between
- * its row and its ack and was replaced. A write that moves req_seq and puts
- * it back, or jumps it, is the worker's to refuse: it runs only the next
- * number of its own count, docs/layout.md "A step".) An env whose worker's
- * state (read once) is not READY is not
- * judged: a worker that failed on a command another process wrote (a bad
- * action) is named by the pool's liveness check, with its traceback, and
- * its replacement answers what is in flight once; the post then writes the
- * client's own count over whatever the word held. Returns SHMATARI_OK or
+ * command in flight): each env's req_seq is this client's own count
+ * (shmatari_posted_wrong), else the client breaks (until 2026-12-06 the
+ * client posted req_seq + 1 read back, and one write of it made every later
+ * result of the env come one command late, with no error: an attacker's
+ * pass). (ack_seq is not judged: it may lag the last result handed out, by
+ * more than one command where a worker died between its row and its ack and
+ * was replaced. A write that moves req_seq and puts it back, or jumps it, is
+ * the worker's to refuse: it runs only the next number of its own count,
+ * docs/layout.md "A step"; one put back before the worker saw it, the
+ * waits catch: shmatari_check_running.) Returns SHMATARI_OK or
  * _ERR_NOT_SHMATARI. */
 static inline int shmatari_check_posted(shmatari_client *c,
                                         const uint32_t *env_ids, uint32_t n) {
   const shmatari_geom *g = &c->geom;
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t e = env_ids != NULL ? env_ids[i] : i;
+    uint32_t e = env_ids != NULL ? env_ids[i] : i, req;
     if (e >= g->num_envs) continue;
-    uint32_t req = shmatari_load_acquire(&shmatari_env(g, e)->req_seq); /* once */
-    if (req == c->env_posted[e]) continue;
-    if (shmatari_load_acquire(&shmatari_worker(g, c->env_worker[e])->state) !=
-        SHMATARI_WORKER_READY)
-      continue; /* (the worker stopped: see above) */
-    shmatari_client_break(c);
-    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
-                         "env %u's req_seq reads %u, but this client's last "
-                         "command to it was number %u: another process wrote "
-                         "the env's command words (its worker may have run a "
-                         "command this client never posted), and the env's "
-                         "results can no longer be matched to this client's "
-                         "commands",
-                         e, req, c->env_posted[e]);
+    if (shmatari_posted_wrong(c, e, &req)) return shmatari_posted_fail(c, e, req, "");
+  }
+  return SHMATARI_OK;
+}
+
+/* While the client waits: every env with a command in flight
+ * (SHMATARI_ENV_RUNNING) still has req_seq == the client's count
+ * (shmatari_posted_wrong). A word put back to ack_seq before the worker saw
+ * the command left it unrun for good; in a first-ready pool the other envs
+ * kept filling batches, so no stall was ever seen, and the env was lost
+ * from training with no error until the next full reset (an attacker's
+ * pass, 2026-12-06). Run after each wait slice that found no batch and at
+ * each of the waits' liveness checks (every SHMATARI_POLL_NS, even while
+ * batches keep coming). Returns SHMATARI_OK or _ERR_NOT_SHMATARI (the
+ * client broken). */
+static inline int shmatari_check_running(shmatari_client *c) {
+  const shmatari_geom *g = &c->geom;
+  for (uint32_t e = 0; e < g->num_envs; e++) {
+    uint32_t req;
+    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) && shmatari_posted_wrong(c, e, &req))
+      return shmatari_posted_fail(c, e, req, " while this client waited for its result");
   }
   return SHMATARI_OK;
 }
@@ -402,10 +437,21 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
       int64_t left = deadline - shmatari_now_ns();
       slice = left < 0 ? 0 : (left < slice ? left : slice);
     }
+    const int64_t checked = c->next_check_ns;
     r = shmatari_wait_batch(h, c->taken, c->spin_ns, c->spin_mode, slice,
                             &c->next_check_ns, c->error, sizeof c->error);
+    /* The wait ran its liveness check (every SHMATARI_POLL_NS, even while
+     * batches keep coming): the commands in flight with it, with no clock
+     * read of their own. */
+    const int ran = (r == SHMATARI_OK || r == SHMATARI_ERR_TIMEOUT) &&
+                    c->next_check_ns != checked;
+    if (ran) {
+      int bad = shmatari_check_running(c);
+      if (bad != SHMATARI_OK) return bad;
+    }
     if (r != SHMATARI_ERR_TIMEOUT) break;
-    r = shmatari_check_stall(c);
+    r = ran ? SHMATARI_OK : shmatari_check_running(c);
+    if (r == SHMATARI_OK) r = shmatari_check_stall(c);
     if (r != SHMATARI_OK) {
       shmatari_client_break(c);
       return r;

@@ -168,7 +168,8 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
   }
   if (shmatari_load_acquire(&hw->pool_state) == SHMATARI_POOL_CLOSING)
     return shmatari_fail(msg, len, SHMATARI_ERR_CLOSED,
-                         "the pool's owner (pid %d: the server, or the process that made it) is closing the pool",
+                         "the pool's owner (pid %d: the server, or the process that made it) is closing the pool "
+                         "(or another process wrote its pool_state word)",
                          (int)g->owner_pid);
   if (!check_pids) return SHMATARI_OK;
   int r = shmatari_owner_check(g, msg, len);

@@ -38,8 +38,20 @@ extern "C" {
  * client's wait).
  *  - Every slot not yet taken gets done_count = its complete rows (a lost
  *    bump is restored).
- *  - A dead env with a command in flight whose row is complete gets its
- *    ack_seq (and, synchronous pools, its `results`): it was answered.
+ *  - Which dead env has a command in flight is the client's own record:
+ *    running[e] != 0 (a command whose result it has not taken:
+ *    SHMATARI_ENV_RUNNING), and posted[e] its count of commands to the env
+ *    (shmatari_client.env_posted), never the segment's req_seq and ack_seq,
+ *    which another process could write between the dead worker's end and
+ *    its replacement's start (an ack_seq set to req_seq made the
+ *    replacement skip a command in flight, and the env answered nothing
+ *    again; one set lower made it run a command twice, and every later
+ *    result of the env came one command late: an attacker's pass,
+ *    2026-12-06).
+ *  - Every dead env's ack_seq is set to what its replacement starts from:
+ *    posted[e] where it was answered (its row is complete: and, in ordered
+ *    pools, its `results` counts it) or had no command in flight, else
+ *    posted[e] - 1.
  *  - plan[e] (num_envs entries), for a dead env with a command in flight and
  *    no row: the position its replacement writes (>= 0: a hole, reserved in
  *    an asynchronous pool; -1: the usual position, with a synchronous pool's
@@ -55,6 +67,8 @@ extern "C" {
  * else. */
 static inline int shmatari_recover_workers(const shmatari_geom *g,
                                            const uint8_t *dead_env,
+                                           const uint8_t *running,
+                                           const uint32_t *posted,
                                            int64_t *plan, int32_t *row_env,
                                            char *msg, size_t len) {
   shmatari_header *h = g->hdr;
@@ -101,19 +115,22 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
   for (uint64_t e = 0; e < N; e++) {
     if (!dead_env[e]) continue;
     shmatari_env_ctrl *ec = shmatari_env(g, (uint32_t)e);
-    uint32_t req = shmatari_load_acquire(&ec->req_seq);
     int was_answered = plan[e] == answered;
     plan[e] = -2;
-    if (req == shmatari_load_acquire(&ec->ack_seq))
-      continue; /* no command in flight */
+    if (!running[e]) { /* no command in flight: the last was answered */
+      shmatari_store_release(&ec->ack_seq, posted[e]);
+      continue;
+    }
     /* Ordered: the batch of env e's group among the G from `consumed`; its
      * result r has position r * num_envs + rank, i.e. batch r * G + group. */
     const uint64_t round =
         ordered ? (consumed + (e % G + G - consumed % G) % G) / G : 0;
     if (was_answered) {
       if (ordered) shmatari_store_release64(&ec->results, round + 1);
-      shmatari_store_release(&ec->ack_seq, req);
-    } else if (ordered) {
+      shmatari_store_release(&ec->ack_seq, posted[e]);
+      continue;
+    }
+    if (ordered) {
       /* The replacement rewrites this round's row. */
       shmatari_store_release64(&ec->results, round);
       plan[e] = -1;
@@ -121,6 +138,7 @@ static inline int shmatari_recover_workers(const shmatari_geom *g,
       while (hole < end && row_env[hole - begin] >= 0) hole++;
       plan[e] = hole < end ? (int64_t)hole++ : -1;
     }
+    shmatari_store_release(&ec->ack_seq, posted[e] - 1);
   }
   while (!ordered && hole < end && row_env[hole - begin] >= 0) hole++;
   if (!ordered && hole < end)
