@@ -38,7 +38,7 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
     reference = report["runs"]["reference"]["env_hashes"]
     assert len(set(reference)) == 4  # the envs themselves differ
     assert set(report["runs"]) == {"reference", "rerun", "one_worker", "fork", "spawn",
-                                   "async", "pipe", "seed_a", "seed_b"}
+                                   "async", "fixed", "reseed", "pipe", "seed_a", "seed_b"}
     seed_runs = [report["runs"].pop(r)["env_hashes"] for r in ("seed_a", "seed_b")]
     for run in report["runs"].values():
         assert run["error"] is None and run["env_hashes"] == reference
@@ -96,7 +96,7 @@ def test_unseeded_policy_takes_the_pairings_key(capsys):
         main(["--unseeded-policy", "bogus"])
     assert exit_.value.code == 2
     assert ("--unseeded-policy) must name a pairing run here (rerun, workers, fork, spawn, "
-            "async, pipe)") in capsys.readouterr().err
+            "async, fixed, reseed, pipe)") in capsys.readouterr().err
 
 
 #: A short check whose episodes end: lost lives (terminated) and a 200-frame
@@ -376,8 +376,8 @@ def test_without_opencv_the_pipe_pairing_is_refused_before_any_run():
 _SEEDING_BUG = """
 import sys
 import numpy as np
-from shmatari import check, config, seeding
-ale, noop = seeding.ale_seed, seeding.noop_rng
+from shmatari import atari, check, config, seeding
+ale, noop, reseed_core = seeding.ale_seed, seeding.noop_rng, atari.reseed_core
 config.default_start_method = lambda: "fork"
 for bug in sys.argv[1:]:
     name, sticky = bug.split(":")
@@ -385,6 +385,9 @@ for bug in sys.argv[1:]:
         seeding.noop_rng = lambda s, i, r=0, g=0: np.random.default_rng(
             np.random.randint(2**31))
         pairings = ["rerun"]
+    elif name == "reseed":  # reset(seed=S) re-derives every env as env 0
+        atari.reseed_core = lambda core, index, seed: reseed_core(core, 0, seed)
+        pairings = ["reseed"]
     else:
         remap = {"ignored": lambda s, i: (0, i), "plus_i": lambda s, i: (s + i, 0),
                  "same": lambda s, i: (0, 0), "none": lambda s, i: (s, i)}[name]
@@ -395,7 +398,7 @@ for bug in sys.argv[1:]:
                                          pairings=pairings,
                                          repeat_action_probability=float(sticky))
     print(bug, report.ok, report.lines()[0], flush=True)
-    seeding.ale_seed, seeding.noop_rng = ale, noop
+    seeding.ale_seed, seeding.noop_rng, atari.reseed_core = ale, noop, reseed_core
 """
 
 
@@ -407,9 +410,11 @@ def test_the_check_catches_the_classic_seeding_bugs():
     classic bug, with sticky actions and without (where a seed draws only
     no-op counts), and passes the real seeding; a worker that draws from a
     random state forked from the parent fails the rerun, whose pool starts
-    from another parent state."""
+    from another parent state. A reseed that gives every env env 0's
+    streams fails the reseed pairing (the check ran no reset(seed=...) until
+    2026-12-06, and passed it: a reproducibility audit)."""
     bugs = ["none:0.25", "none:0", "ignored:0.25", "ignored:0", "plus_i:0.25", "plus_i:0",
-            "same:0.25", "same:0", "global:0.25"]
+            "same:0.25", "same:0", "global:0.25", "reseed:0.25"]
     proc = subprocess.run([sys.executable, "-c", _SEEDING_BUG, *bugs], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -419,6 +424,7 @@ def test_the_check_catches_the_classic_seeding_bugs():
         name = bug.split(":")[0]
         assert (ok == "True") == (name == "none"), (bug, line)
         expect = {"none": "agree   pool seeds 5 and 6", "global": "DIFFER  twice as is",
+                  "reseed": "DIFFER  make(seed=5) vs make(seed=6), 200 steps, reset(seed=5)",
                   "ignored": "the pool seed is ignored", "plus_i": "an env seed of seed + i",
                   "same": "every env under both seeds plays one stream"}[name]
         assert expect in line, (bug, line)

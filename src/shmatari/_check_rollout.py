@@ -130,15 +130,17 @@ def _final_info(info: dict, j: int, env: int) -> dict:
     return info["final_info"]
 
 
-def _rollout_sync(env, actions: np.ndarray, streams: _Streams, tick) -> None:
-    """``reset``, then ``step`` with every env's next action, ``steps`` times.
+def _rollout_sync(env, actions: np.ndarray, streams: _Streams, tick,
+                  reset_seed: int | None = None) -> None:
+    """``reset`` (``reset(seed=reset_seed)`` if given), then ``step`` with
+    every env's next action, ``steps`` times.
     The autoreset mode is the env's (``env.metadata["autoreset_mode"]``):
     next-step's reset result is the step after the done step; same-step's
     done step adds its ``final_obs``; disabled resets the done envs with a
     mask (``reset(options={"reset_mask": done})``) before the next step."""
     mode = env.metadata["autoreset_mode"]
     row = streams.row
-    obs, info = env.reset()
+    obs, info = env.reset() if reset_seed is None else env.reset(seed=reset_seed)
     for e in range(env.num_envs):
         streams.add_reset(e, obs[e], row(info, e))
     for k in range(actions.shape[1]):

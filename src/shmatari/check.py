@@ -11,6 +11,13 @@ observations, rewards, ``terminated``/``truncated`` flags and info
 - ``fork``, ``spawn``: with those start methods against the default one;
 - ``async``: synchronously and through the async API (``batch_size`` <
   ``num_envs``, results in completion order, reassembled by ``env_id``);
+- ``fixed``: the same async run with ``batch_order="fixed"`` (the order a
+  training run replays in; left out by default where ``batch_size`` does
+  not divide ``num_envs``);
+- ``reseed``: a pool made with seed S + 1 that plays ``RESEED_WARMUP``
+  steps (an episode ends in most, so a next game is prepared), then
+  ``reset(seed=S)``, against the pool made with seed S: the path of
+  Stable-Baselines3's and PufferLib's seeded resets;
 - ``pipe``: through shmatari and through the pipe baseline;
 - ``seed``: the other way round, that the streams do depend on the pool
   seed: two runs, pool seeds S and S + 1, every env given env 0's actions,
@@ -64,6 +71,7 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from . import _cli, config as _config, seeding
 from ._bench_backends import plural
@@ -75,12 +83,16 @@ __all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_di
            "CheckReport", "RunResult", "PairingResult", "PAIRINGS", "FIELDS", "main"]
 
 #: The pairings, by key: each compares the reference run with one variant.
-PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "pipe", "seed")
+PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "fixed", "reseed", "pipe", "seed")
 
 #: Verdicts of a pairing that holds: its streams agree (for ``seed``: no
 #: pattern of them is alike), or (``"n/a"``) the options leave nothing random
 #: for a seed to change, or too few envs to tell chance from a pattern.
 PASSING = ("agree", "n/a")
+
+#: Steps the reseed pairing's pool plays under its first seed before
+#: ``reset(seed=S)``: random play ends a Breakout game in about 170.
+RESEED_WARMUP = 200
 
 
 # -- comparing ------------------------------------------------------------------------
@@ -117,6 +129,8 @@ class _Plan:
     drop: tuple = ()  # env options this run leaves out
     seed: int | None = None  # the pool seed, where not the check's
     same_actions: bool = False  # every env given env 0's actions
+    batch_order: str | None = None  # make()'s, where not its default
+    reseed_from: int | None = None  # made with this seed, played, then reset(seed=the check's)
 
 
 @dataclasses.dataclass
@@ -336,6 +350,17 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
                   _Plan("async", f"shmatari, async, batch_size {batch_size}, "
                                  f"{num_workers} workers, {default}",
                         num_workers=num_workers, start_method=default, batch_size=batch_size)),
+        "fixed": (f"sync vs async in fixed order (batch_size {batch_size})",
+                  _Plan("fixed", f"shmatari, async, batch_size {batch_size}, batch_order "
+                                 f"fixed, {num_workers} workers, {default}",
+                        num_workers=num_workers, start_method=default, batch_size=batch_size,
+                        batch_order="fixed")),
+        "reseed": (f"make(seed={seeds[0]}) vs make(seed={seeds[1]}), {RESEED_WARMUP} steps, "
+                   f"reset(seed={seeds[0]})",
+                   dataclasses.replace(ref, name="reseed", reseed_from=seeds[1],
+                                       label=f"shmatari, sync, {num_workers} workers, seed "
+                                             f"{seeds[1]}, {RESEED_WARMUP} steps, then "
+                                             f"reset(seed={seeds[0]})")),
         "pipe": ("shmatari vs pipe baseline",
                  _Plan("pipe", f"pipe baseline, 1 process per env, {default}"
                                + (", without render_mode (it does not render)" * no_render),
@@ -419,25 +444,44 @@ def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
                 env = make_pipe(game, num_envs, seed=seed, start_method=plan.start_method,
                                 **options)
             else:
+                order = {} if plan.batch_order is None else {"batch_order": plan.batch_order}
                 with _no_group_warning():
-                    env = make(game, num_envs, seed=seed, num_workers=plan.num_workers,
-                               batch_size=plan.batch_size, start_method=plan.start_method,
-                               **options)
+                    env = make(game, num_envs,
+                               seed=seed if plan.reseed_from is None else plan.reseed_from,
+                               num_workers=plan.num_workers, batch_size=plan.batch_size,
+                               start_method=plan.start_method, **order, **options)
         with env:
             actions = policy(int(env.single_action_space.n))
             if plan.same_actions:
                 actions = np.repeat(actions[:1], num_envs, axis=0)
             streams = _Streams(num_envs, steps)
+            reset_seed = None
+            if plan.reseed_from is not None:
+                # games under the other seed first, with actions of their own
+                _play(env, np.random.default_rng(plan.reseed_from).integers(
+                    0, int(env.single_action_space.n), (num_envs, RESEED_WARMUP)))
+                reset_seed = seed
             if plan.batch_size is not None and plan.batch_size < num_envs:
                 _rollout_async(env, actions, streams, tick)
             else:
-                _rollout_sync(env, actions, streams, tick)
+                _rollout_sync(env, actions, streams, tick, reset_seed=reset_seed)
         result.env_hashes, result.digests = streams.hexdigests(), streams.digests
         result.episode_ends = streams.ends.tolist()
     except Exception as exc:  # noqa: BLE001 - a failed run is a verdict, not a crash
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _play(env, actions: np.ndarray) -> None:
+    """Resets a synchronous pool and steps it with ``actions`` (shape
+    ``(num_envs, steps)``), in any autoreset mode; nothing is recorded."""
+    env.reset()
+    disabled = env.metadata["autoreset_mode"] is AutoresetMode.DISABLED
+    for k in range(actions.shape[1]):
+        _, _, terminated, truncated, _ = env.step(actions[:, k])
+        if disabled and (terminated | truncated).any():
+            env.reset(options={"reset_mask": terminated | truncated})
 
 
 def _judge(key: str, title: str, ref: RunResult, other: RunResult) -> PairingResult:
@@ -613,11 +657,12 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         ModuleNotFoundError: the ``pipe`` pairing without OpenCV (``cv2``),
             before any process starts.
     """
+    asked = pairings is not None
     pairings = PAIRINGS if pairings is None else tuple(pairings)
     unknown = [p for p in pairings if p not in PAIRINGS]
     if unknown:
         raise ValueError(f"unknown pairing(s) {unknown}; choose from {', '.join(PAIRINGS)}")
-    varying = [p for p in ("workers", "async") if p in pairings]
+    varying = [p for p in ("workers", "async", "fixed") if p in pairings]
     # The minimum depends on the pairings: checked here, once, so that the
     # message gives the minimum that applies (2 with workers or async).
     num_envs = _config._int("num_envs", num_envs, 1 - 2**63)
@@ -639,6 +684,12 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     if cfg.batch_size >= cfg.num_envs and "async" in pairings:
         raise ValueError(f"batch_size must be < num_envs ({cfg.num_envs}) for the async run, "
                          f"got {cfg.batch_size}")
+    if "fixed" in pairings and (cfg.batch_size >= cfg.num_envs or cfg.num_envs % cfg.batch_size):
+        if not asked:  # by default, where it cannot run
+            pairings = tuple(p for p in pairings if p != "fixed")
+        else:
+            raise ValueError(f"the fixed pairing needs a batch_size < num_envs that divides "
+                             f"it ({cfg.num_envs}), got {cfg.batch_size}")
     steps = _config._int("steps", steps, 1)
     if "pipe" in pairings and cfg.game != _config.NULL_ENV:
         try:
@@ -650,7 +701,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
                 "the pipe pairing needs OpenCV, which the pipe baseline's classic workers "
                 "resize with: python3 -m pip install opencv-python-headless (or shmatari's "
                 "check extra; any one OpenCV package will do), or leave the pairing out "
-                "(--pairings rerun,workers,fork,spawn,async)", name="cv2") from None
+                "(--pairings rerun,workers,fork,spawn,async,fixed,reseed,seed)",
+                name="cv2") from None
     if policy_seed is None:
         policy_seed = cfg.seed
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
