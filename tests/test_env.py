@@ -298,6 +298,24 @@ def _mapped(name: str) -> tuple[int, bool]:
         return fds, f"{SHM_DIR}/{name}" in maps.read()
 
 
+def test_a_close_at_interpreter_exit_needs_no_module_globals(monkeypatch):
+    """Gymnasium's ``VectorEnv.__del__`` calls close() at interpreter exit,
+    after module teardown set the modules' globals to None: close() waited
+    for the shutdown with ``os.getpid()`` and printed "AttributeError:
+    'NoneType' object has no attribute 'getpid'" after a JAX script's own
+    traceback (a client-code pass, 2026-12-06). A shutdown that is over
+    needs none of them."""
+    from shmatari import supervisor
+
+    env = shmatari.make("null", num_envs=2, num_workers=1, seed=0)
+    env.reset()
+    env.close()
+    monkeypatch.setattr(supervisor, "os", None)  # as module teardown leaves them
+    monkeypatch.setattr(supervisor, "threading", None)
+    env._res.wait_shutdown()
+    env.close()
+
+
 @pytest.mark.parametrize("ram_info", [False, True])
 def test_close_lets_the_mapping_go_while_the_env_object_lives(ram_info):
     """close() unmaps the segment and closes its file at once, not when the

@@ -200,6 +200,28 @@ def test_one_env_passes_gymnasiums_env_checker():
         env.close()
 
 
+def test_wrappers_that_drive_the_emulator_are_told_what_to_use_instead():
+    """Wrappers that drive the emulator (SB3's AtariWrapper, whose
+    NoopResetEnv reads ``env.unwrapped.ale``; Gymnasium's AtariPreprocessing
+    with ``frame_skip=1``) failed at reset with a bare "'ShmAtariEnv' object
+    has no attribute 'ale'" (a client-code pass, 2026-12-06). The error now
+    says why and what to use."""
+    from gymnasium.wrappers import AtariPreprocessing
+
+    import shmatari.registration  # noqa: F401
+
+    env = gym.make("shmatari/Breakout-v5")
+    try:
+        assert not hasattr(env.unwrapped, "ale")
+        wrapped = AtariPreprocessing(env, frame_skip=1, noop_max=30)
+        with pytest.raises(AttributeError, match=r"this env has no ale \(ALEInterface\): the "
+                                                 r"emulator runs in the env's worker process.*"
+                                                 r"preset='dqn'.*shmatari\.sb3\.make_atari_env"):
+            wrapped.reset(seed=0)
+    finally:
+        env.close()
+
+
 def test_single_spaces_are_read_only_and_say_what_to_do():
     """CleanRL's EnvPool scripts set ``envs.single_action_space =
     envs.action_space`` (one env's space in EnvPool, batched in Gymnasium):

@@ -222,6 +222,26 @@ class ShmAtariEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
 
+    @property
+    def ale(self):
+        """Refused, naming what to use instead: the emulator runs in the
+        env's worker process. Wrappers that drive it (SB3's ``AtariWrapper``,
+        whose ``NoopResetEnv`` read ``env.unwrapped.ale`` at the first
+        ``reset()``, Gymnasium's ``AtariPreprocessing``) failed with a bare
+        "object has no attribute 'ale'" (a client-code pass, 2026-12-06).
+
+        Raises:
+            AttributeError: always.
+        """
+        raise AttributeError(
+            "this env has no ale (ALEInterface): the emulator runs in the env's worker "
+            "process, which preprocesses the frames itself (frame skip, max-pool, resize, "
+            "stack). Wrappers that drive the emulator, such as Stable-Baselines3's "
+            "AtariWrapper (NoopResetEnv, MaxAndSkipEnv, EpisodicLifeEnv, FireResetEnv, "
+            "ClipRewardEnv) or Gymnasium's AtariPreprocessing, do not apply: pass "
+            "preset='dqn' (no-op starts, episodic life, FIRE reset, clipped rewards) or "
+            "the options themselves, or use shmatari.sb3.make_atari_env")
+
     def __init__(self, game: str, *, seed: int | None = None, start_method: str | None = None,
                  **options):
         """Makes the env's pool of one.

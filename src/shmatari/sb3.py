@@ -103,6 +103,14 @@ def _step_info(rows: tuple, i: int, time_limit_truncated: bool) -> dict:
             "raw_reward": float(raw[i]), "game_over": bool(over[i])}
 
 
+def _reset_info(rows: tuple, i: int) -> dict:
+    """Row ``i``'s ``reset_infos`` entry (ale-py's reset info) from the info
+    arrays ``rows`` (lives, raw_reward, game_over, episode_frame_number,
+    frame_number)."""
+    return {"lives": int(rows[0][i]), "episode_frame_number": int(rows[3][i]),
+            "frame_number": int(rows[4][i])}
+
+
 class ShmatariVecEnv(VecEnv):
     """A shmatari pool as an SB3 ``VecEnv``.
 
@@ -257,6 +265,9 @@ class ShmatariVecEnv(VecEnv):
                 d = infos[i]
                 d.update(_step_info(ended, i, d["TimeLimit.truncated"]))
                 d["terminal_observation"] = self._obs(info["final_obs"][i][None])[0]
+                # the new game's, as DummyVecEnv keeps each autoreset's
+                # (until 2026-12-06 only reset() set them: a client-code pass)
+                self.reset_infos[i] = _reset_info(rows, i)
         if "_episode" in info:
             ep, t = info["episode"], round(time.time() - self._t_start, 6)
             for i in np.flatnonzero(info["_episode"]):
@@ -297,10 +308,8 @@ class ShmatariVecEnv(VecEnv):
         obs, info = self.pool.reset(seed=seed)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos = [{"lives": int(v), "episode_frame_number": int(e),
-                             "frame_number": int(f)}
-                            for v, e, f in zip(info["lives"], info["episode_frame_number"],
-                                               info["frame_number"])]
+        rows = (info["lives"], None, None, info["episode_frame_number"], info["frame_number"])
+        self.reset_infos = [_reset_info(rows, i) for i in range(self.num_envs)]
         return self._obs(obs)
 
     def step_async(self, actions: np.ndarray) -> None:

@@ -131,6 +131,12 @@ class _Resources:
         (a daemon thread stopped at exit never ends it); nothing in that
         thread itself (a signal handler's close() inside close()), in a
         forked child, or if none has begun."""
+        if self.shut_down.is_set():
+            # over (the usual case): no module global needed, since a close()
+            # at interpreter exit (Gymnasium's __del__) runs after module
+            # teardown set them to None, and os.getpid below raised
+            # AttributeError under JAX (a client-code pass, 2026-12-06)
+            return
         running = self.shutting_down_in
         if os.getpid() != self.pid or running in (0, threading.get_ident()):
             return

@@ -73,6 +73,10 @@ def test_done_steps_carry_terminal_observation_truncation_and_monitor_episode():
             # frames, as SB3's Monitor around the NoFrameskip env counts them
             assert info["episode"]["l"] == 120 and "t" in info["episode"]
         assert not np.array_equal(infos[0]["terminal_observation"], obs[0])
+        # the new games' reset info, as DummyVecEnv refreshes it at each
+        # autoreset (it stayed the first reset's: a client-code pass)
+        assert [r["episode_frame_number"] for r in env.reset_infos] == [0, 0]
+        assert [r["frame_number"] for r in env.reset_infos] == [120, 120]  # was [0, 0]
         env.seed(7)
         assert np.array_equal(env.reset(), first)             # seed() replays at reset()
     finally:
