@@ -229,6 +229,22 @@ def test_output_path_that_is_empty_or_not_a_regular_file_is_refused(command, arg
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+@pytest.mark.parametrize("command,args", [
+    ("shmatari-bench", ["--backends", "shmatari"]),
+    ("shmatari-check", ["--pairings", "rerun"]),
+])
+def test_an_output_folder_that_takes_no_new_file_is_refused_before_the_run(command, args):
+    """/proc passes os.access for root, but takes no new file: the run went
+    to its end, then lost its results in a traceback (exit 1; a newcomer's
+    pass, 2026-12-06). The folder is now tried with a file, as the run's end
+    writes one."""
+    t = time.monotonic()
+    proc = run(command, *args, "--json", "/proc/shmatari-report.json", timeout=60)
+    assert_usage_error(proc, "--json", "cannot create a file in the directory /proc")
+    assert time.monotonic() - t < 30  # refused at once, not after the run
+
+
 def test_json_through_a_symbolic_link_writes_its_target(tmp_path):
     """The link stays a link (it was replaced by a regular file)."""
     target, link = tmp_path / "target.json", tmp_path / "link.json"

@@ -441,6 +441,16 @@ def check_output_path(parser: argparse.ArgumentParser, flag: str, path: str | No
         parser.error(f"{flag} {shown}: the directory {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         parser.error(f"{flag} {shown}: the directory {folder} is not writable")
+    # Tried, as the run's end will (write_output: a new file, then renamed):
+    # os.access says yes to root for /proc and /sys, and the run went to its
+    # end and lost its results in a traceback (a newcomer's pass, 2026-12-06).
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".shmatari-", suffix=".probe", dir=folder)
+    except OSError as exc:
+        parser.error(f"{flag} {shown}: cannot create a file in the directory {folder} "
+                     f"({exc.strerror or exc})")
+    os.close(fd)
+    os.unlink(probe)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         parser.error(f"{flag} {shown}: the file exists and is not writable")
     owner = _unreplaceable_owner(path)
