@@ -209,11 +209,20 @@ class PPO:
                 "entropy": entropy.mean().item()}
 
 
+def _bool(text: str) -> bool:
+    """A bool flag's value: anything but these is refused (a typo such as
+    ``--anneal-lr ture`` read as False until 2026-12-06: a newcomer's pass)."""
+    value = {"1": True, "true": True, "yes": True, "0": False, "false": False,
+             "no": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true/false, 1/0 or yes/no, got {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, default in vars(Args()).items():
-        kind = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(default, bool) \
-            else type(default)
+        kind = _bool if isinstance(default, bool) else type(default)
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default)
     args = Args(**vars(parser.parse_args()))
     np.random.seed(args.seed)
