@@ -308,6 +308,23 @@ def test_the_summary_tells_a_pairing_that_could_not_run_from_one_that_differs():
     assert lines[-1].startswith("shmatari-check: 2 of 2 pairings do not agree (pong, ")
 
 
+def test_a_default_pairing_that_cannot_run_is_named_in_a_note():
+    """The fixed pairing needs a batch_size that divides num_envs; left out
+    of the default pairings where it does not, the summary still said "all
+    N pairings agree" (a reviewer's pass, 2026-12-06). A NOTE line says
+    what was not run; asked for by name, it is refused."""
+    from shmatari.check import check_reproducibility
+
+    report = check_reproducibility("null", num_envs=3, batch_size=2, steps=20)
+    assert "fixed" not in [p.key for p in report.pairings]
+    assert report.config["left_out"].startswith("the fixed pairing")
+    assert "NOTE    not run: the fixed pairing (batch_order 'fixed' needs a batch_size < " \
+           "num_envs that divides it: 2 and 3)" in report.lines()
+    with pytest.raises(ValueError, match="the fixed pairing needs a batch_size"):
+        check_reproducibility("null", num_envs=3, batch_size=2, steps=20,
+                              pairings=["rerun", "fixed"])
+
+
 def test_a_script_without_a_main_guard_runs_the_check_once(tmp_path):
     """The spawn run's workers and the pipe run's processes are started by
     multiprocessing, whose spawn and forkserver children run the parent's

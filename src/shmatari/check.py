@@ -253,8 +253,8 @@ class CheckReport:
         return None if ref is None or ref.episode_ends is None else int(sum(ref.episode_ends))
 
     def lines(self) -> list[str]:
-        """One verdict line per pairing, a note if no episode ended, then a
-        summary line."""
+        """One verdict line per pairing, a note for a default pairing left
+        out and one if no episode ended, then a summary line."""
         n = self.config["num_envs"]
         out = [p.line(n) for p in self.pairings]
         agree = sum(p.verdict == "agree" for p in self.pairings)
@@ -262,6 +262,9 @@ class CheckReport:
         failed = sum(p.verdict == "error" for p in self.pairings)
         c = self.config
         ends = self.episode_ends
+        left_out = c.get("left_out")
+        if left_out:
+            out.append(f"NOTE    not run: {left_out}")
         if ends == 0:
             out.append(f"NOTE    no env ended an episode in {c['steps']} step"
                        f"{'s' * (c['steps'] != 1)}: no autoreset, no later reset and no "
@@ -684,13 +687,20 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     if cfg.batch_size >= cfg.num_envs and "async" in pairings:
         raise ValueError(f"batch_size must be < num_envs ({cfg.num_envs}) for the async run, "
                          f"got {cfg.batch_size}")
+    left_out = None
     if "fixed" in pairings and (cfg.batch_size >= cfg.num_envs or cfg.num_envs % cfg.batch_size):
-        if not asked:  # by default, where it cannot run
+        if not asked:  # by default, where it cannot run: said in a NOTE line
             pairings = tuple(p for p in pairings if p != "fixed")
+            left_out = (f"the fixed pairing (batch_order 'fixed' needs a batch_size < "
+                        f"num_envs that divides it: {cfg.batch_size} and {cfg.num_envs})")
         else:
             raise ValueError(f"the fixed pairing needs a batch_size < num_envs that divides "
                              f"it ({cfg.num_envs}), got {cfg.batch_size}")
     steps = _config._int("steps", steps, 1)
+    # the pairings that can run without OpenCV, as a way out (fixed only where it can run)
+    fixed_runs = cfg.batch_size < cfg.num_envs and cfg.num_envs % cfg.batch_size == 0
+    rest = ([p for p in pairings if p != "pipe"] or
+            [p for p in PAIRINGS if p != "pipe" and (p != "fixed" or fixed_runs)])
     if "pipe" in pairings and cfg.game != _config.NULL_ENV:
         try:
             import cv2  # noqa: F401 - the pipe baseline's classic preprocessing
@@ -701,8 +711,7 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
                 "the pipe pairing needs OpenCV, which the pipe baseline's classic workers "
                 "resize with: python3 -m pip install opencv-python-headless (or shmatari's "
                 "check extra; any one OpenCV package will do), or leave the pairing out "
-                "(--pairings rerun,workers,fork,spawn,async,fixed,reseed,seed)",
-                name="cv2") from None
+                f"(--pairings {','.join(rest)})", name="cv2") from None
     if policy_seed is None:
         policy_seed = cfg.seed
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
@@ -743,7 +752,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
               "policy_seed": policy_seed, "num_workers": cfg.num_workers,
               "batch_size": cfg.batch_size, "start_method": _config.default_start_method(),
-              "options": cfg.env_options(), "pairings": list(pairings)}
+              "options": cfg.env_options(), "pairings": list(pairings),
+              "left_out": left_out}
     return CheckReport(config, runs, verdicts, time.perf_counter() - t0, interrupted,
                        len(pairs))
 
