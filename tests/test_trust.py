@@ -1920,8 +1920,10 @@ def test_a_req_seq_another_process_moved_is_named(no_leaks, write, named_by):
         env.close()
 
 
+@pytest.mark.parametrize("state_written", [False, True], ids=["as_is", "state_starting"])
 @pytest.mark.parametrize("batch_size", [2, 4], ids=["first_ready", "synchronous"])
-def test_a_req_seq_put_back_before_its_worker_saw_it_is_named(no_leaks, batch_size):
+def test_a_req_seq_put_back_before_its_worker_saw_it_is_named(no_leaks, batch_size,
+                                                              state_written):
     """A req_seq put back to ack_seq before the worker noticed the command
     left it unrun for good: the worker sees no new command, and in a
     first-ready pool the other envs kept filling batches, so the env was
@@ -1929,7 +1931,9 @@ def test_a_req_seq_put_back_before_its_worker_saw_it_is_named(no_leaks, batch_si
     attacker's pass, 2026-12-06: 4,000 steps with env 2 answering none); a
     synchronous pool named the wrong words ("where results go"). The waits
     now check the commands in flight against the client's count at each
-    liveness check, and before a stall is named."""
+    liveness check, and before a stall is named, whatever the worker's
+    state word says (a second pass wrote it STARTING, which the first
+    version of the check left out, and the env was lost again)."""
     import mmap
     import time
 
@@ -1949,15 +1953,20 @@ def test_a_req_seq_put_back_before_its_worker_saw_it_is_named(no_leaks, batch_si
             ctrl = layout["shmatari_env_ctrl"]
             req = np.frombuffer(mm, np.uint32, 1, env0 + ctrl["req_seq"])
             ack = np.frombuffer(mm, np.uint32, 1, env0 + ctrl["ack_seq"])
+            state = np.frombuffer(mm, np.uint32, 1, int(np.frombuffer(
+                mm, np.uint64, 1, at["worker_ctrl_offset"][0])[0])
+                + layout["shmatari_worker_ctrl"]["state"])
             os.kill(worker0, signal.SIGSTOP)
             try:
                 env.send(np.zeros(len(ids), np.int64), ids)
                 posted = int(req[0])
                 assert posted == int(ack[0]) + 1
+                if state_written:
+                    state[0] = _core.WORKER_STARTING
                 req[0] = posted - 1  # put back before worker 0 saw it
             finally:
                 os.kill(worker0, signal.SIGCONT)
-            del req, ack
+            del req, ack, state
         deadline = time.monotonic() + 5
         with pytest.raises(shmatari.PoolClosedError,
                            match=rf"env 0's req_seq reads {posted - 1} while this client "
@@ -1968,6 +1977,44 @@ def test_a_req_seq_put_back_before_its_worker_saw_it_is_named(no_leaks, batch_si
                 ids = env.recv(timeout=2)[4]["env_id"]
                 assert 0 not in ids
                 env.send(np.zeros(len(ids), np.int64), ids)
+    finally:
+        env.close()
+
+
+def test_alloc_pos_moved_back_in_a_first_ready_pool_is_named(no_leaks):
+    """alloc_pos moved back by one made the next answer go to a position
+    whose row was written and not yet taken: that env's result was written
+    over, it stayed "in flight" with its command answered, and the other
+    envs kept filling batches, so it was lost from training with no error
+    (an attacker's pass, 2026-12-06: 5 of 5 runs lost an env; moved back by
+    4, all of a worker's envs). The client now looks for the row of every
+    env whose worker answered, at each liveness check, and a worker whose
+    slot was full already fails, naming alloc_pos."""
+    import time
+
+    env = shmatari.make("null", num_envs=8, num_workers=2, batch_size=4, seed=0)
+    try:
+        env.async_reset()
+        other = shm.attach(env.segment_name)  # as any process of this user may
+        try:
+            alloc = np.ndarray((1,), np.uint64, other.buf,
+                               _core.MEMBERS["shmatari_header"]["alloc_pos"][0])
+            deadline = time.monotonic() + 10
+            with pytest.raises((shmatari.PoolClosedError, shmatari.WorkerError),
+                               match="alloc_pos") as err:
+                moved = False
+                while time.monotonic() < deadline:
+                    ids = env.recv(timeout=5)[4]["env_id"]
+                    if not moved:
+                        # the other batch's rows are written, not taken yet
+                        time.sleep(0.05)
+                        alloc[0] = int(alloc[0]) - 1
+                        moved = True
+                    env.send(np.zeros(len(ids), np.int64), ids)
+            assert moved, str(err.value)
+            del alloc
+        finally:
+            other.close()
     finally:
         env.close()
 

@@ -39,7 +39,8 @@ cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     at that position, taken by a worker that died; see Segment.recover).
     Returns 0, or -1 with nothing written and ``bad[0]`` the ``results``
     count read when it is at or past ``_RESULTS_LIMIT``, or -2 with the
-    position when it is at or past ``_POSITION_LIMIT``.
+    position when it is at or past ``_POSITION_LIMIT``, or -3 with the
+    position when its slot was full already (the row written over another).
 
     The order is part of the contract that lets a dead worker be replaced:
     row, ``results``, ``env_id`` (release: the row is complete),
@@ -47,6 +48,7 @@ cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
     cdef shmatari_header *h = g.hdr
     cdef shmatari_env_ctrl *ec = shmatari_env(g, env)
     cdef uint64_t pos, batch
+    cdef uint32_t done
     # Read once: the position written and the count published come from the
     # same value (another process may change the word in between).
     cdef uint64_t results = shmatari_load_acquire64(&ec.results)
@@ -80,7 +82,15 @@ cdef inline int _publish(const shmatari_geom *g, uint32_t env, EnvCore core,
                g.obs_env_bytes)
     shmatari_store_release64(&ec.results, results + 1)
     shmatari_store_release(<uint32_t *>shmatari_row_env_id(g, pos), env)
-    if shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1) + 1 == g.batch_size:
+    done = shmatari_fetch_add(&(<shmatari_slot_header *>slot).done_count, 1)
+    if done >= g.batch_size:
+        # The slot held its batch_size rows already: this position was handed
+        # out twice (another process moved alloc_pos back), and the row just
+        # written replaced another env's result, which is lost (an
+        # attacker's pass, 2026-12-06: silent in a first-ready pool).
+        bad[0] = pos
+        return -3
+    if done + 1 == g.batch_size:
         shmatari_notify(&h.main_seq, &h.main_sleeping)
     return 0
 
@@ -292,6 +302,13 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                         if (core.res.terminated or core.res.truncated) and not ended[i]:
                             ended[i] = 1
                             npending += 1
+                if r == -3:
+                    raise ValueError(
+                        f"env {e}'s result went to position {bad}, in batch "
+                        f"{bad // g.batch_size}, whose slot held all its {g.batch_size} "
+                        f"results already: the position was handed out twice (another "
+                        f"process moved the header's alloc_pos back), and another env's "
+                        f"result there was written over")
                 if r != 0:
                     raise ValueError(
                         (f"env {e}'s results count is {bad}, at or past 2**47"

@@ -413,7 +413,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             timeout: seconds to wait at most (None: as long as the workers
                 are alive). A dead worker is always reported within about
                 0.1 s; a timeout also catches one that is alive but stuck
-                (stopped, or looping inside the emulator).
+                (stopped, or looping inside the emulator). Under
+                ``restart_workers`` the replacement of a dead worker is not
+                counted in it: a restart may add up to ``start_timeout``
+                (:func:`make`'s) to the wait, which then goes on.
 
         Raises:
             StepTimeoutError: ``timeout`` passed; nothing was taken and the

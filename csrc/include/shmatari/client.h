@@ -77,19 +77,22 @@ static inline int shmatari_check_claim(shmatari_client *c) {
  * another value is another process's write: its worker would run, or has
  * run, a command nobody posted, or (a word put back) never runs the one
  * posted, and the env's results could no longer be matched to this
- * client's commands. An env whose worker's state (read once) is not READY
- * is not judged: a worker that failed on a command another process wrote (a
- * bad action) is named by the pool's liveness check, with its traceback,
- * and its replacement answers what is in flight once; the next post writes
- * the client's own count over whatever the word held. Returns 1 if judged
+ * client's commands. With `all_states` 0, an env whose worker's state (read
+ * once) is FAILED or EXITED is not judged: a worker that failed on a
+ * command another process wrote (a bad action, a req_seq it refused) is
+ * named by the pool's liveness check, with its traceback, and its
+ * replacement answers what is in flight once. (Until 2026-12-06 every state
+ * but READY was left out, and a state word written STARTING let a put-back
+ * req_seq lose the env silently: an attacker's pass.) Returns 1 if judged
  * wrong, with the value read in *req. */
 static inline int shmatari_posted_wrong(const shmatari_client *c, uint32_t e,
-                                        uint32_t *req) {
+                                        int all_states, uint32_t *req) {
   const shmatari_geom *g = &c->geom;
   *req = shmatari_load_acquire(&shmatari_env(g, e)->req_seq); /* once */
   if (*req == c->env_posted[e]) return 0;
-  return shmatari_load_acquire(&shmatari_worker(g, c->env_worker[e])->state) ==
-         SHMATARI_WORKER_READY;
+  if (all_states) return 1;
+  uint32_t state = shmatari_load_acquire(&shmatari_worker(g, c->env_worker[e])->state);
+  return state != SHMATARI_WORKER_FAILED && state != SHMATARI_WORKER_EXITED;
 }
 
 /* Breaks the client for env e's req_seq `req` (shmatari_posted_wrong);
@@ -125,29 +128,72 @@ static inline int shmatari_check_posted(shmatari_client *c,
   for (uint32_t i = 0; i < n; i++) {
     uint32_t e = env_ids != NULL ? env_ids[i] : i, req;
     if (e >= g->num_envs) continue;
-    if (shmatari_posted_wrong(c, e, &req)) return shmatari_posted_fail(c, e, req, "");
+    if (shmatari_posted_wrong(c, e, 0, &req)) return shmatari_posted_fail(c, e, req, "");
   }
   return SHMATARI_OK;
 }
 
 /* While the client waits: every env with a command in flight
  * (SHMATARI_ENV_RUNNING) still has req_seq == the client's count
- * (shmatari_posted_wrong). A word put back to ack_seq before the worker saw
- * the command left it unrun for good; in a first-ready pool the other envs
- * kept filling batches, so no stall was ever seen, and the env was lost
- * from training with no error until the next full reset (an attacker's
- * pass, 2026-12-06). Run after each wait slice that found no batch and at
- * each of the waits' liveness checks (every SHMATARI_POLL_NS, even while
- * batches keep coming). Returns SHMATARI_OK or _ERR_NOT_SHMATARI (the
- * client broken). */
+ * (shmatari_posted_wrong, whatever its worker's state: the waits' liveness
+ * check names a failed worker first). A word put back to ack_seq before
+ * the worker saw the command left it unrun for good; in a first-ready pool
+ * the other envs kept filling batches, so no stall was ever seen, and the
+ * env was lost from training with no error until the next full reset (an
+ * attacker's pass, 2026-12-06). And, in a first-ready pool, every such env
+ * whose worker says it answered (ack_seq, read once, is the client's count)
+ * has its row among the positions not yet taken (this client's next batch
+ * on, up to alloc_pos, read once after the acks: a row is complete before
+ * its ack): alloc_pos moved back by another process made a worker write
+ * over a row not yet taken, and that env's result was lost, silently (the
+ * same pass). Run after each wait slice that found no batch and at each of
+ * the waits' liveness checks (every SHMATARI_POLL_NS, even while batches
+ * keep coming). Returns SHMATARI_OK or _ERR_NOT_SHMATARI (the client
+ * broken). */
 static inline int shmatari_check_running(shmatari_client *c) {
   const shmatari_geom *g = &c->geom;
+  const int ordered = shmatari_ordered(g);
+  uint8_t *answered = c->call_mask; /* scratch, num_envs bytes: no call runs now */
+  uint32_t waiting = 0;
   for (uint32_t e = 0; e < g->num_envs; e++) {
     uint32_t req;
-    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) && shmatari_posted_wrong(c, e, &req))
+    answered[e] = 0;
+    if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING)) continue;
+    if (shmatari_posted_wrong(c, e, 1, &req))
       return shmatari_posted_fail(c, e, req, " while this client waited for its result");
+    if (!ordered &&
+        shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) == c->env_posted[e]) {
+      answered[e] = 1;
+      waiting++;
+    }
   }
-  return SHMATARI_OK;
+  if (waiting == 0) return SHMATARI_OK;
+  const uint64_t B = g->batch_size, begin = c->taken * B;
+  const uint64_t end = shmatari_load_acquire64(&g->hdr->alloc_pos); /* once */
+  const uint64_t span = end - begin; /* bounded before it is scanned */
+  if (end >= begin && span <= (uint64_t)g->ring_depth * B) {
+    for (uint64_t k = 0; k < span && waiting; k++) {
+      int32_t e = (int32_t)shmatari_load_acquire(
+          (const uint32_t *)shmatari_row_env_id(g, begin + k)); /* once */
+      if (e >= 0 && (uint32_t)e < g->num_envs && answered[e]) {
+        answered[e] = 0;
+        waiting--;
+      }
+    }
+  }
+  if (waiting == 0) return SHMATARI_OK;
+  uint32_t lost = 0;
+  while (!answered[lost]) lost++;
+  for (uint32_t e = 0; e < g->num_envs; e++) answered[e] = 0;
+  shmatari_client_break(c);
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                       "env %u's worker answered its command %u, but no row of "
+                       "it is among the results not yet taken (positions %llu "
+                       "to %llu): another process moved the header's alloc_pos "
+                       "(or rewrote the rows), and the env's result was written "
+                       "over",
+                       lost, c->env_posted[lost], (unsigned long long)begin,
+                       (unsigned long long)end);
 }
 
 /* shmatari_send as the call `call` names it in refusals: with
@@ -530,18 +576,21 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
   if (bad < h->batch_size) {
     int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
     shmatari_client_break(c);
+    /* In a first-ready pool a row written over (alloc_pos moved back: the
+     * attacker's pass of 2026-12-06) shows as either. */
+    const char *also = shmatari_ordered(h) ? "" : ", or moved the header's alloc_pos back";
     if (mismatch != NULL)
       return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
                            "batch %llu's row %u, env %d's, %s: the worker ran "
                            "another command than this client posted (another "
                            "process rewrote the env's command word or the "
-                           "row)",
-                           (unsigned long long)c->taken, bad, (int)e, mismatch);
+                           "row%s)",
+                           (unsigned long long)c->taken, bad, (int)e, mismatch, also);
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
                          "batch %llu's row %u names env %d, %s: no worker "
                          "wrote it (another process rewrote the batch's env "
-                         "ids)",
-                         (unsigned long long)c->taken, bad, (int)e, why);
+                         "ids%s)",
+                         (unsigned long long)c->taken, bad, (int)e, why, also);
   }
   return SHMATARI_OK;
 }
