@@ -599,7 +599,7 @@ def test_a_reader_that_went_away_loses_nothing_and_prints_no_traceback(command, 
     (["-o", "frame_skip=two"], ["frame_skip must be an int, got 'two'"]),
     (["-o", "noop_max=-1"], ["noop_max must be >= 0"]),
     (["-o", "render_mode=human"], ["render_mode must be one of", "'rgb_array'", "'human'"]),
-    (["--num-envs", "1"], ["num_envs must be >= 2 for the workers and async pairings"]),
+    (["--num-envs", "1"], ["num_envs must be >= 2 for the workers, async and fixed pairings"]),
     (["--game", "Breakout-ram-v5"], ["observations are pixels", "ram_info=True"]),
     # the pool's own arguments name their flags (they said "unknown option")
     (["-o", "seed=3"], ["seed is the pool's own argument, not an env option: use --seed"]),

@@ -684,9 +684,14 @@ for method in ("zygote", "spawn", "forkserver", "fork"):
     env.reset()
     out[method] = [bits(pid) for pid in env.worker_pids]
     if method == "zygote":
-        zygotes = [int(p) for p in os.listdir("/proc") if p.isdigit() and
-                   b"shmatari._zygote" in open(f"/proc/{p}/cmdline", "rb").read() and
-                   open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+        def ours(p):  # a process that ends while /proc is read is not ours
+            try:
+                return (b"shmatari._zygote" in open(f"/proc/{p}/cmdline", "rb").read() and
+                        open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1]
+                        == str(os.getpid()))
+            except OSError:
+                return False
+        zygotes = [int(p) for p in os.listdir("/proc") if p.isdigit() and ours(p)]
         out["the zygote"] = [bits(pid) for pid in zygotes]
     env.close()
 print("RESULT " + json.dumps(out), flush=True)

@@ -672,7 +672,9 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     if num_envs < 1 and not varying:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if num_envs < 2 and varying:
-        raise ValueError(f"num_envs must be >= 2 for the {' and '.join(varying)} pairing"
+        named = (" and ".join(varying) if len(varying) < 3
+                 else f"{', '.join(varying[:-1])} and {varying[-1]}")
+        raise ValueError(f"num_envs must be >= 2 for the {named} pairing"
                          f"{'s' * (len(varying) > 1)} (so that num_workers and batch_size can "
                          f"vary), got {num_envs}; the other pairings "
                          f"({', '.join(p for p in PAIRINGS if p not in varying)}) take 1")
