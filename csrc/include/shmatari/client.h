@@ -152,16 +152,17 @@ static inline int shmatari_check_posted(shmatari_client *c,
  * broken). */
 static inline int shmatari_check_running(shmatari_client *c) {
   const shmatari_geom *g = &c->geom;
-  const int ordered = shmatari_ordered(g);
   uint8_t *answered = c->call_mask; /* scratch, num_envs bytes: no call runs now */
+  /* ordered pools' rows have fixed places (the stall and row checks) */
+  const int skip_rows = shmatari_ordered(g) || answered == NULL;
   uint32_t waiting = 0;
   for (uint32_t e = 0; e < g->num_envs; e++) {
     uint32_t req;
-    answered[e] = 0;
+    if (!skip_rows) answered[e] = 0;
     if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING)) continue;
     if (shmatari_posted_wrong(c, e, 1, &req))
       return shmatari_posted_fail(c, e, req, " while this client waited for its result");
-    if (!ordered &&
+    if (!skip_rows &&
         shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) == c->env_posted[e]) {
       answered[e] = 1;
       waiting++;
