@@ -306,9 +306,12 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                     raise ValueError(
                         f"env {e}'s result went to position {bad}, in batch "
                         f"{bad // g.batch_size}, whose slot held all its {g.batch_size} "
-                        f"results already: the position was handed out twice (another "
-                        f"process moved the header's alloc_pos back), and another env's "
-                        f"result there was written over")
+                        f"results already: " +
+                        ("another process moved the env's results count, and its row "
+                         "went to a slot whose batch was not taken yet" if ordered else
+                         "the position was handed out twice (another process moved the "
+                         "header's alloc_pos back), and another env's result there was "
+                         "written over"))
                 if r != 0:
                     raise ValueError(
                         (f"env {e}'s results count is {bad}, at or past 2**47"
