@@ -550,7 +550,16 @@ def test_a_c_wait_without_limit_ends_when_no_worker_will_fill_the_batch(server, 
         waiter.stdin.write("go\n")
         waiter.stdin.flush()
         assert waiter.stdout.readline() == "posted\n"
-        out, err = waiter.communicate(timeout=30)
+        # read through the text stream: its readline() may hold the status
+        # line already (a worker's refusal comes at once), which
+        # communicate(), reading the raw pipe, would not see
+        timer = threading.Timer(30, waiter.kill)
+        timer.start()
+        try:
+            out, err = waiter.stdout.read(), waiter.stderr.read()
+            waiter.wait(30)
+        finally:
+            timer.cancel()
         # Or, where the client still held its last batch when the worker
         # wrote (the moved row then lands in that full slot), the worker
         # refuses the position and fails (since 2026-12-06): named either way.
