@@ -2034,3 +2034,54 @@ def test_make_with_a_stopped_fork_server_fails_within_start_timeout(tmp_path):
         assert "a new pool steps" in text and "left []" in text, text[-2000:]
     finally:
         _kill_script_and_fork_server(proc, server)
+
+
+def test_a_stopped_worker_of_a_first_ready_pool_ends_a_recv_with_a_timeout():
+    """In a first-ready pool the other workers' results keep filling batches
+    while one worker is stopped (SIGSTOP, or an emulator stuck in a loop):
+    until 2026-12-06 its envs were dropped from training with no error,
+    whatever recv()'s timeout (an attacker's pass: 12,671 results each for
+    envs 0 and 1 in 10 s, none for 2 and 3). A worker that holds commands
+    and publishes nothing for the timeout now ends the wait
+    (shmatari_check_progress), nothing taken; after SIGCONT every env's
+    results go on where they stopped."""
+    import numpy as np
+
+    import shmatari
+
+    with shmatari.make("Pong", num_envs=4, num_workers=2, batch_size=2, seed=0) as env:
+        env.async_reset()
+        last = {}  # env -> elapsed_step of its last result
+
+        def take(timeout):
+            obs, reward, terminated, truncated, info = env.recv(timeout=timeout)
+            for e, k, t, u in zip(info["env_id"], info["elapsed_step"], terminated, truncated):
+                e = int(e)
+                assert e not in last or k == last[e] + 1 or k == 0, (e, last.get(e), k)
+                last[e] = -1 if (t or u) else int(k)
+            env.send(np.zeros(2, np.int64), info["env_id"])
+            return info["env_id"]
+
+        for _ in range(20):
+            take(10)
+        pid = env.worker_pids[1]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            seen = set()
+            with pytest.raises(shmatari.StepTimeoutError) as e:
+                for _ in range(100_000):
+                    seen.update(int(i) for i in take(1.0))
+            spent = time.monotonic() - t0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert 0.9 < spent < 4.0, spent
+        assert seen <= {0, 1, 2, 3} and {0, 1} <= seen  # worker 0's kept coming
+        text = str(e.value)
+        assert f"worker 1 (pid {pid}) has published no result for" in text, text
+        assert "has not answered env" in text and "nothing was taken" in text, text
+        counts = dict.fromkeys(range(4), 0)
+        for _ in range(40):
+            for i in take(10):
+                counts[int(i)] += 1
+        assert counts[2] > 0 and counts[3] > 0, counts

@@ -1352,8 +1352,8 @@ class _ScribblingSegment:
     def __getattr__(self, name):
         return getattr(self._seg, name)
 
-    def client_next_batch(self, timeout):
-        code = self._seg.client_next_batch(timeout)
+    def client_next_batch(self, timeout, stall=-1.0):
+        code = self._seg.client_next_batch(timeout, stall)
         if code == _core.OK:
             row0 = np.ndarray((1,), np.int32, self._buf,
                               self._seg.slot_offset(self._seg.taken) + self._env_id)

@@ -240,10 +240,15 @@ ffi::Error TimeoutError(shmatari_client *c, int64_t timeout_ns) {
   std::snprintf(seconds, sizeof seconds, "%g",
                 (double)timeout_ns / SHMATARI_SECOND);
   shmatari_unanswered_text(c, stuck, sizeof stuck);
-  std::string why = "no batch of " + std::to_string(c->geom.batch_size) +
-                    " result(s) within " + seconds +
-                    " s (xla()'s timeout) with every worker alive: " + stuck +
-                    "; nothing was taken: call recv again to go on waiting";
+  // c->stalled: a first-ready pool's worker published nothing for the
+  // timeout while others filled batches (shmatari_check_progress)
+  std::string why = c->stalled
+      ? std::string(c->error) + " (xla()'s timeout, " + seconds + " s): " + stuck +
+            "; nothing was taken: call recv again to go on waiting"
+      : "no batch of " + std::to_string(c->geom.batch_size) +
+            " result(s) within " + seconds +
+            " s (xla()'s timeout) with every worker alive: " + stuck +
+            "; nothing was taken: call recv again to go on waiting";
   return ffi::Error(ffi::ErrorCode::kDeadlineExceeded,
                     "shmatari xla: timed out: " + why);
 }
@@ -347,8 +352,10 @@ ffi::Error TakeBatch(shmatari_client *c, ffi::RemainingRets &rets,
       int64_t left = deadline - shmatari_now_ns();
       wait = left < 0 ? 0 : (left < kPollNs ? left : kPollNs);
     }
-    int r = shmatari_next_batch(c, wait);
+    // the whole wait's limit for a stalled worker, the slice for the batch
+    int r = shmatari_next_batch_within(c, wait, timeout_ns > 0 ? timeout_ns : -1);
     if (r == SHMATARI_OK) break;
+    if (r == SHMATARI_ERR_TIMEOUT && c->stalled) return TimeoutError(c, timeout_ns);
     bool again = r == SHMATARI_ERR_TIMEOUT || r == SHMATARI_ERR_INTERRUPTED;
     // After every slice, not only after EINTR: a signal that the kernel
     // handed to another thread (jax runs many), or that landed between two

@@ -214,6 +214,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
         uint32_t pending
         uint8_t *env_flags
         uint32_t *env_posted
+        uint32_t stalled
         uint8_t *batch_fields
         const char *const *names
         char error[512]
@@ -249,6 +250,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
                                  const uint8_t *running, const uint32_t *posted, int64_t *plan,
                                  int32_t *row_env, char *msg, size_t len)
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
+    int shmatari_next_batch_within(shmatari_client *c, int64_t timeout_ns,
+                                   int64_t stall_ns)
     void shmatari_release_batch(shmatari_client *c)
     void shmatari_release_held(shmatari_client *c)
 

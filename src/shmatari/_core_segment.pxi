@@ -483,10 +483,14 @@ cdef class Segment(ClientMachine):
         return _sliced(WAIT_RESET, NULL, &self.cl, cmd, m, deadline, NULL, NULL, 0, w,
                        &self.stopping)
 
-    def client_next_batch(self, double timeout):
-        """``shmatari_next_batch``: waits up to ``timeout`` seconds for the
-        next batch and holds it (index :attr:`taken`) until
-        :meth:`client_release`. Returns the status code.
+    def client_next_batch(self, double timeout, double stall=-1.0):
+        """``shmatari_next_batch_within``: waits up to ``timeout`` seconds
+        for the next batch and holds it (index :attr:`taken`) until
+        :meth:`client_release`. In a first-ready pool, ``stall`` seconds
+        (< 0: no limit) without a result from a worker that holds commands
+        of this client end the wait with ``ERR_TIMEOUT`` and
+        :attr:`client_stalled` set, even while other workers fill batches.
+        Returns the status code.
 
         Raises:
             KeyboardInterrupt (or any signal handler's exception): a signal
@@ -494,11 +498,19 @@ cdef class Segment(ClientMachine):
         """
         cdef int r
         cdef int64_t timeout_ns = timeout_to_ns(timeout)
+        cdef int64_t stall_ns = -1 if stall < 0 else timeout_to_ns(stall)
         with nogil:
-            r = shmatari_next_batch(&self.cl, timeout_ns)
+            r = shmatari_next_batch_within(&self.cl, timeout_ns, stall_ns)
         if r == SHMATARI_ERR_INTERRUPTED:
             PyErr_CheckSignals()
         return r
+
+    @property
+    def client_stalled(self):
+        """Whether the last :meth:`client_next_batch` ended with
+        ``ERR_TIMEOUT`` because a worker stalled (its ``stall`` limit), not
+        because its own ``timeout`` passed."""
+        return self.cl.stalled != 0
 
     def client_release(self):
         """Consumes the batch held. Called right after the

@@ -311,7 +311,8 @@ def worker_loop(Segment seg, uint32_t worker, list cores, reseed, parent_alive,
                          "went to a slot whose batch was not taken yet" if ordered else
                          "the position was handed out twice (another process moved the "
                          "header's alloc_pos back), and another env's result there was "
-                         "written over"))
+                         "written over") +
+                        " (or another process raised the slot's done_count)")
                 if r != 0:
                     raise ValueError(
                         (f"env {e}'s results count is {bad}, at or past 2**47"

@@ -420,7 +420,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
 
         Raises:
             StepTimeoutError: ``timeout`` passed; nothing was taken and the
-                pool is unchanged.
+                pool is unchanged. In a first-ready pool, also when a worker
+                that holds commands has published nothing for ``timeout``
+                seconds while the others fill batches (the message names it).
             CallOrderError: fewer than ``batch_size`` envs are running, or no
                 reset yet (the message names the state and the way out).
             TypeError, ValueError: ``timeout`` is not None or a number >= 0.

@@ -490,15 +490,30 @@ class Client:
     def _recv(self, timeout: float | None, caller: str = "recv"):
         seg = self._seg
         deadline = None if timeout is None else _now() + timeout
+        # In a first-ready pool, a worker that holds commands and publishes
+        # nothing for `timeout` ends the wait too (shmatari_check_progress):
+        # the other workers' results kept filling batches, and a stopped
+        # worker's envs were dropped from training with no error until
+        # 2026-12-06 (an attacker's pass). timeout=0 polls: no such limit.
+        stall = timeout if timeout else -1.0
         while True:
             try:
                 code = seg.client_next_batch(_POLL if deadline is None
-                                             else max(0.0, min(_POLL, deadline - _now())))
+                                             else max(0.0, min(_POLL, deadline - _now())),
+                                             stall)
             except BaseException:  # a signal handler's: nothing taken, commands in flight
                 self._interrupted = (caller, seg.taken)
                 raise
             if code == _core.OK:
                 break
+            if code == _core.ERR_TIMEOUT and seg.client_stalled:
+                again = "again " if caller == "recv" else ""
+                raise StepTimeoutError(
+                    f"{caller}(timeout={timeout:g}): {seg.client_error}: "
+                    f"{self._stuck()}; nothing was taken and the pool is unchanged: "
+                    f"recv() {again}to go on waiting (a first-ready pool hands out the "
+                    f"other workers' results meanwhile), or reset() to drop the commands "
+                    f"in flight")
             self._closed_under(f"{caller}() waited")
             if code == _core.ERR_STATE:
                 self._refused(code)  # the refusal, in the C client's words

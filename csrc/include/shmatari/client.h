@@ -197,6 +197,51 @@ static inline int shmatari_check_running(shmatari_client *c) {
                        (unsigned long long)end);
 }
 
+/* A first-ready pool's wait, at each of its liveness checks (`now`: the
+ * check's time): whether a worker that holds commands of this client (an
+ * env SHMATARI_ENV_RUNNING whose ack_seq, read once, is not the client's
+ * count) has published nothing (its `steps` word, read once per check, has
+ * not moved) for stall_ns or more (< 0: no limit). In an ordered pool a
+ * worker that stops stops the batches, and the wait's timeout names it;
+ * in a first-ready pool the other workers' results kept filling batches,
+ * and a stopped worker's envs (SIGSTOP, an emulator stuck in a loop) were
+ * dropped from training with no error, whatever the timeout (an attacker's
+ * pass, 2026-12-06). Returns SHMATARI_OK, or _ERR_TIMEOUT with words in
+ * c->error and c->stalled = 1 + the worker (nothing changed: a wait may
+ * go on). Detection comes between stall_ns and stall_ns plus two
+ * SHMATARI_POLL_NS after the worker's last result. */
+static inline int shmatari_check_progress(shmatari_client *c, int64_t now,
+                                          int64_t stall_ns) {
+  const shmatari_geom *g = &c->geom;
+  if (shmatari_ordered(g) || c->worker_since == NULL) return SHMATARI_OK;
+  uint8_t *busy = c->touched; /* scratch, zeros between calls (shmatari_post) */
+  for (uint32_t e = 0; e < g->num_envs; e++)
+    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) &&
+        shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) != c->env_posted[e])
+      busy[c->env_worker[e]] = 1;
+  uint32_t stalled = 0;
+  for (uint32_t w = 0; w < g->num_workers; w++) {
+    const uint64_t steps = shmatari_load_acquire64(&shmatari_worker(g, w)->steps);
+    if (!busy[w] || steps != c->worker_steps[w] || c->worker_since[w] < 0) {
+      c->worker_steps[w] = steps;
+      c->worker_since[w] = busy[w] ? now : -1;
+    } else if (stall_ns >= 0 && now - c->worker_since[w] >= stall_ns && !stalled) {
+      stalled = w + 1;
+    }
+    busy[w] = 0;
+  }
+  if (!stalled) return SHMATARI_OK;
+  const uint32_t w = stalled - 1;
+  c->stalled = stalled;
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_TIMEOUT,
+                       "worker %u (pid %d) has published no result for %.3f s "
+                       "while it holds commands of this client (the other "
+                       "workers' results kept coming)",
+                       w, (int)(int32_t)shmatari_load_acquire(
+                              (const uint32_t *)&shmatari_worker(g, w)->pid),
+                       (double)(now - c->worker_since[w]) / SHMATARI_SECOND);
+}
+
 /* shmatari_send as the call `call` names it in refusals: with
  * SHMATARI_CALL_STEP, also refused (nothing posted) unless the envs running
  * afterwards make a batch to wait for (shmatari_check_step), as a step that
@@ -462,8 +507,17 @@ static inline const void *shmatari_batch_final_fields(const shmatari_client *c,
  * (shmatari_check_stall), or at once for a batch with a row no worker wrote
  * (an env_id outside the pool or with no command in flight:
  * shmatari_accept_rows; in an ordered pool, shmatari_ordered, any env but
- * the row's own): the client is then BROKEN. */
-static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
+ * the row's own): the client is then BROKEN. In a first-ready pool, also
+ * _ERR_TIMEOUT (nothing changed, c->stalled set) when a worker that holds
+ * commands of this client has published nothing for stall_ns (< 0: no
+ * limit; shmatari_check_progress), even while other workers' results fill
+ * batches. Callers that wait in slices (Python's client, xla()) pass each
+ * slice as timeout_ns and their whole wait's limit as stall_ns;
+ * shmatari_next_batch passes timeout_ns as both. */
+static inline int shmatari_next_batch_within(shmatari_client *c,
+                                             int64_t timeout_ns,
+                                             int64_t stall_ns) {
+  c->stalled = 0;
   int r = shmatari_check_process(c);
   if (r != SHMATARI_OK) return r;
   shmatari_release_held(c);
@@ -494,6 +548,9 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
                     c->next_check_ns != checked;
     if (ran) {
       int bad = shmatari_check_running(c);
+      if (bad == SHMATARI_OK) /* the check's time: no clock read here */
+        bad = shmatari_check_progress(c, c->next_check_ns - SHMATARI_POLL_NS,
+                                      stall_ns);
       if (bad != SHMATARI_OK) return bad;
     }
     if (r != SHMATARI_ERR_TIMEOUT) break;
@@ -580,6 +637,11 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
     /* In a first-ready pool a row written over (alloc_pos moved back: the
      * attacker's pass of 2026-12-06) shows as either. */
     const char *also = shmatari_ordered(h) ? "" : ", or moved the header's alloc_pos back";
+    /* -1: a row cleared for its next use and not written yet, taken because
+     * the slot's count said it was full (an attacker's pass, 2026-12-06,
+     * found the words blaming only the env ids) */
+    const char *early = e == -1 ? ", or raised the slot's done_count before its rows "
+                                  "were written" : "";
     if (mismatch != NULL)
       return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
                            "batch %llu's row %u, env %d's, %s: the worker ran "
@@ -590,10 +652,18 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
     return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
                          "batch %llu's row %u names env %d, %s: no worker "
                          "wrote it (another process rewrote the batch's env "
-                         "ids%s)",
-                         (unsigned long long)c->taken, bad, (int)e, why, also);
+                         "ids%s%s)",
+                         (unsigned long long)c->taken, bad, (int)e, why, early,
+                         also);
   }
   return SHMATARI_OK;
+}
+
+/* shmatari_next_batch_within with stall_ns = timeout_ns where it is
+ * positive (a wait with a limit: a stalled worker of a first-ready pool
+ * ends it as the batch's timeout would), else none (a poll, or no limit). */
+static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
+  return shmatari_next_batch_within(c, timeout_ns, timeout_ns > 0 ? timeout_ns : -1);
 }
 
 /* Consumes the batch the last call returned, then waits up to timeout_ns
