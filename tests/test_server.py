@@ -2023,3 +2023,37 @@ def test_a_second_stop_signal_during_a_stopped_starts_cleanup_leaves_nothing():
     if left:
         shm.unlink(segment)
     assert not left
+
+
+def test_a_failed_c_wait_leaves_its_batch_cleared_and_absent_areas_are_null(server, tmp_path):
+    """``shmatari_wait`` clears its batch first, so a caller that reads it
+    after a failed wait reads size 0 and NULL arrays, not what its stack
+    held (a C++ user's pass, 2026-12-06: the README's unchecked first wait
+    timed out and the next send read stack memory as env ids); the build
+    at -O2 -Werror checks that gcc no longer warns that the fields read
+    after a checked wait may be uninitialized. ``shmatari_render_area`` and
+    ``shmatari_ram_area`` are NULL where the pool has no such area (they
+    pointed into the header)."""
+    exe = tmp_path / "wait_cleared"
+    build_sanitized([*c_compiler("c"), "-O2", f"-I{INCLUDE}",
+                     str(ROOT / "tests" / "c" / "wait_cleared.c"), "-o", str(exe)])
+    s = server()
+    r = subprocess.run([str(exe), s.name], capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"first {_core.OK} 4 "), lines
+    assert lines[1] == f"refused {_core.ERR_STATE} 0 1 1 1", lines
+    assert lines[2] == "areas 1 1", lines
+
+
+def test_cpp_trainer_refuses_a_pool_with_autoreset_disabled(server, trainer):
+    """The example steps pools that reset ended games; on one with
+    autoreset_mode 'disabled' it failed at the first game's end with exit
+    4, documented as the server or a worker dying (a C++ user's pass). It
+    now refuses at attach, exit 5, saying how to serve the pool."""
+    s = server("--autoreset-mode", "disabled")
+    r = run_trainer(trainer, s.name, "--steps", "10")
+    assert r.returncode == 5, r.stderr
+    assert "autoreset_mode is 'disabled'" in r.stderr and "--autoreset-mode next_step" in r.stderr
+    r = run_trainer(trainer, s.name, "--steps", "10")  # detached cleanly: the pool is free
+    assert r.returncode == 5, r.stderr

@@ -109,6 +109,18 @@ int main(int argc, char **argv) {
     return 1;
   }
   const shmatari_geom *h = &c.geom;  // the checked geometry, copied at attach
+  if (h->autoreset_mode == SHMATARI_AUTORESET_DISABLED) {
+    // Its ended envs would need a masked reset (shmatari_reset_envs) before
+    // their next send, which this loop does not make: refused here, not at
+    // the first game's end (a C++ user's pass, 2026-12-06: exit 4, "the
+    // server or a worker died", for the trainer's own refused call).
+    std::fprintf(stderr, "trainer: this example steps pools that reset ended "
+                         "games themselves; the pool's autoreset_mode is "
+                         "'disabled' (serve it with --autoreset-mode next_step "
+                         "or same_step)\n");
+    shmatari_detach(&c);
+    return 5;
+  }
   uint32_t shape[4];
   int ndim = shmatari_obs_shape(&c, shape);
   std::string shape_text;
@@ -180,7 +192,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "trainer: stepping failed (%s): %s\n",
                  shmatari_strerror(r), c.error);
     shmatari_detach(&c);
-    return 4;
+    // a call the client refused (the trainer's own fault), or the pool failed
+    return r == SHMATARI_ERR_STATE || r == SHMATARI_ERR_INVALID ? 5 : 4;
   }
   shmatari_detach(&c);
   if (status != 0) return status;

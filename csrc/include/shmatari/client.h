@@ -673,9 +673,14 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
  * checks each flagged row's (SHMATARI_FLAG_FINAL) env_id against its row's:
  * _ERR_NOT_SHMATARI, the client BROKEN, where one differs.
  * Returns what shmatari_next_batch does; after a liveness error the client
- * is BROKEN. */
+ * is BROKEN. *out is cleared first (size 0, every pointer NULL) and stays
+ * so unless SHMATARI_OK: a caller that reads it after a failed wait reads
+ * no garbage (a C++ user's pass, 2026-12-06: an unchecked first wait that
+ * timed out had the next shmatari_send read stack memory as env ids; and
+ * gcc's -Wmaybe-uninitialized refused callers built with -Werror). */
 static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
                                 int64_t timeout_ns) {
+  memset(out, 0, sizeof *out);
   int r = shmatari_next_batch(c, timeout_ns);
   if (r == SHMATARI_ERR_SERVER_DEAD || r == SHMATARI_ERR_WORKER ||
       r == SHMATARI_ERR_CLOSED)

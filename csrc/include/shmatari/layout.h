@@ -730,9 +730,11 @@ static inline char *shmatari_slot(const shmatari_geom *g, uint64_t slot) {
  * worker writes both before it publishes each result of the env, so a client
  * that has taken the env's latest result, and posted it nothing since, reads
  * the screen of that result; the palette holds the colour of every index the
- * screen uses. Only when render_offset is not 0. */
+ * screen uses. Only when render_offset is not 0 (else NULL). */
 static inline uint8_t *shmatari_render_area(const shmatari_geom *g,
                                             uint32_t env) {
+  /* NULL without the area (it pointed into the header: a C++ user's pass) */
+  if (g->render_offset == 0) return NULL;
   return (uint8_t *)g->hdr + g->render_offset +
          (uint64_t)env * g->render_env_bytes;
 }
@@ -741,9 +743,12 @@ static inline uint8_t *shmatari_render_area(const shmatari_geom *g,
  * The worker writes it before it publishes each result of the env (with the
  * render area), so a client that has taken the env's latest result, and
  * posted it nothing since, reads the RAM of that result's state (after the
- * reset, in a same-step pool's done row). Only when ram_offset is not 0. */
+ * reset, in a same-step pool's done row). Only when ram_offset is not 0
+ * (else NULL). */
 static inline uint8_t *shmatari_ram_area(const shmatari_geom *g,
                                          uint32_t env) {
+  /* NULL without the area (it pointed into the header: a C++ user's pass) */
+  if (g->ram_offset == 0) return NULL;
   return (uint8_t *)g->hdr + g->ram_offset + (uint64_t)env * g->ram_bytes;
 }
 

@@ -22,10 +22,15 @@
  *   }
  *   shmatari_reset(&c);                   // every env; results come as a batch
  *   shmatari_batch b;
- *   while (shmatari_wait(&c, &b, SHMATARI_SECOND) == SHMATARI_OK) {
+ *   int r;
+ *   do r = shmatari_wait(&c, &b, 10 * SHMATARI_SECOND);  // first observations
+ *   while (r == SHMATARI_ERR_TIMEOUT || r == SHMATARI_ERR_INTERRUPTED);
+ *   while (r == SHMATARI_OK) {
  *     // b.obs, b.reward, ... stay valid until the next wait or reset
  *     shmatari_send(&c, actions, b.env_id, b.size);  // the batch's envs again
+ *     r = shmatari_wait(&c, &b, 10 * SHMATARI_SECOND);
  *   }
+ *   // a failed wait leaves b cleared (size 0, NULL arrays); c.error says why
  *   shmatari_detach(&c);
  *
  * Rules (MUST / SHOULD / MAY as in RFC 2119):
