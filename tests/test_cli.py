@@ -719,3 +719,33 @@ def test_fast_reset_module_help_runs_nothing():
     proc = subprocess.run([sys.executable, "-m", "shmatari.fast_reset", "--help"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "--recheck [RUN]" in proc.stdout and not proc.stderr
+
+
+def test_bench_skips_an_envpool_too_old_to_run_and_says_which(tmp_path):
+    """EnvPool 0.8.4, what ``pip install envpool`` (the skipped row's hint)
+    gave on Python 3.10, crashed the bench with SIGSEGV in its async recv
+    (a newcomer's pass, 2026-12-06). An EnvPool older than 1.2 is now a
+    skipped row that names its version, and the hint asks for >= 1.2."""
+    pkg = tmp_path / "old" / "envpool"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '0.8.4'\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "old"),
+                                         env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    out = tmp_path / "bench.json"
+    proc = run("shmatari-bench", *FAST_BENCH, "--quiet", "--backends", "shmatari,envpool-async",
+               "--json", str(out), timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["backend"]: r for r in json.loads(out.read_text())["results"]}
+    assert "skipped" not in rows["shmatari"]
+    why = rows["envpool-async"]["skipped"]
+    assert why.startswith("EnvPool 0.8.4 is installed; the bench runs EnvPool 1.2 or newer"), why
+    assert "envpool>=1.2" in _bench_backends.ENVPOOL_HINT or sys.version_info < (3, 11)
+
+
+def test_shmatari_help_names_the_other_commands():
+    """``shmatari --help`` listed serve alone; a newcomer looking for the
+    bench and the check found no word of them there (2026-12-06)."""
+    proc = run("shmatari", "--help", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "shmatari-bench" in proc.stdout and "shmatari-check" in proc.stdout

@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import os
+import re
 import signal
+import sys
 import threading
 import time
 
@@ -70,8 +72,21 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count} {word if count == 1 else many or word + 's'}"
 
 
-#: How to install EnvPool, as a skipped row says it (the README says the same).
-ENVPOOL_HINT = " (python3 -m pip install envpool, or shmatari's peers extra)"
+#: The oldest EnvPool the bench runs: EnvPool 0.8.4, what ``pip install
+#: envpool`` gives on Python 3.10, crashes (SIGSEGV) in its async ``recv``,
+#: taking the whole bench with it (a newcomer's pass, 2026-12-06).
+ENVPOOL_MIN = (1, 2)
+#: How to install EnvPool, as a skipped row says it (the README says the
+#: same); its 1.2 wheels need Python 3.11 or newer on Linux x86-64, where
+#: the peers extra installs it too.
+ENVPOOL_HINT = (" (python3 -m pip install 'envpool>=1.2', or shmatari's peers extra)"
+                if sys.version_info >= (3, 11) else
+                " (EnvPool 1.2, the oldest the bench runs, needs Python 3.11 or newer)")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """``"1.2.5"`` -> ``(1, 2, 5)``: the leading numbers of a version string."""
+    return tuple(int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3])
 #: How to install OpenCV (the pipe baseline's and Gymnasium's preprocessing).
 OPENCV_HINT = (" (OpenCV: python3 -m pip install opencv-python-headless, or shmatari's "
                "bench extra; any one OpenCV package will do)")
@@ -83,6 +98,11 @@ def peer_available(name: str) -> str | None:
     try:
         if peer == "envpool":
             import envpool  # noqa: F401
+            version = str(getattr(envpool, "__version__", "0"))
+            if _version_tuple(version) < ENVPOOL_MIN:
+                return (f"EnvPool {version} is installed; the bench runs EnvPool "
+                        f"{'.'.join(map(str, ENVPOOL_MIN))} or newer (0.8's async recv "
+                        f"crashes the process)" + ENVPOOL_HINT)
         elif peer == "ale_vector":
             from ale_py.vector_env import AtariVectorEnv  # noqa: F401
         elif peer == "gymnasium":

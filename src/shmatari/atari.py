@@ -67,8 +67,9 @@ def quiet_process() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)
-    if "cv2" in sys.modules:
-        sys.modules["cv2"].setNumThreads(1)
+    cv2 = sys.modules.get("cv2")  # None where an import of it was blocked
+    if cv2 is not None:
+        cv2.setNumThreads(1)
     from ale_py import ALEInterface, LoggerMode
 
     ALEInterface.setLoggerMode(LoggerMode.Error)

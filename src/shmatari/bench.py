@@ -324,7 +324,9 @@ def run(args) -> dict:
                 series, interrupted, dropped = _run_point(args, progress, wanted, n,
                                                           f" @{n}")
                 for s in series:
-                    if s.skipped and s.skipped.startswith("not installed"):
+                    # a backend this machine cannot run (not installed, or an
+                    # EnvPool too old), not one that failed at a point
+                    if s.skipped and s.skipped == _b.peer_available(s.backend):
                         skipped[s.backend] = s.skipped
                 rows += [r for r in _rows(series, _b.OPTIONS["frame_skip"])
                          if r["backend"] not in skipped]

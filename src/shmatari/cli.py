@@ -736,7 +736,10 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     doc = _cli.doc_parts(__doc__)
     p = _cli.ArgumentParser(prog="shmatari", description=doc[0],
-                            formatter_class=_cli.HelpFormatter, allow_abbrev=False)
+                            formatter_class=_cli.HelpFormatter, allow_abbrev=False,
+                            epilog="The package's other commands: shmatari-bench (throughput "
+                                   "against peers and the no-IPC ceiling) and shmatari-check "
+                                   "(reproducibility); each takes --help.")
     _cli.add_version(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("serve", help="serve a pool of Atari envs to a client process",

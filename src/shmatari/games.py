@@ -150,14 +150,14 @@ def resolve_quietly(env_id: str) -> tuple[str, str]:
         hint = f"; did you mean {', '.join(repr(ids[c]) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown Atari game {env_id!r}: ale-py {_ale_version()} ships no such ROM{hint} "
-            f"(shmatari.games.list_games() lists all {len(playable)})")
+            f"(shmatari.list_games() lists all {len(playable)})")
     try:
         playable = _playable(rom)
     except OSError as exc:  # checked here, before any process starts
         raise ValueError(
             f"{env_id!r}: ale-py {_ale_version()} lists ROM {rom!r}, but its file cannot be "
             f"read ({exc}); reinstall ale-py (pip install --force-reinstall ale-py), or fix "
-            f"ALE_ROMS_DIR if you set it. shmatari.games.list_games() lists the games whose "
+            f"ALE_ROMS_DIR if you set it. shmatari.list_games() lists the games whose "
             f"ROMs are here") from exc
     if not playable:
         named = repr(rom) if env_id == rom else f"{env_id!r} (ROM {rom!r})"
@@ -165,7 +165,7 @@ def resolve_quietly(env_id: str) -> tuple[str, str]:
             f"{named} cannot be played: ale-py {_ale_version()} ships this ROM for its "
             f"multi-player modes only, and ALE has no single-player settings for it "
             f"(loading it would exit the process; Gymnasium registers no v5 env for it "
-            f"either). shmatari.games.list_games() lists the {len(list_games())} games "
+            f"either). shmatari.list_games() lists the {len(list_games())} games "
             f"that can be played")
     return rom, _legacy_conventions(suffix, version, rom)
 
