@@ -553,6 +553,11 @@ static inline int shmatari_next_batch_within(shmatari_client *c,
                                       stall_ns);
       if (bad != SHMATARI_OK) return bad;
     }
+    if (r != SHMATARI_OK && r != SHMATARI_ERR_TIMEOUT &&
+        r != SHMATARI_ERR_INTERRUPTED && c->worker_since != NULL)
+      /* a worker died (its owner may replace it): no stall is counted
+       * from before the replacement started */
+      for (uint32_t w = 0; w < h->num_workers; w++) c->worker_since[w] = -1;
     if (r != SHMATARI_ERR_TIMEOUT) break;
     r = ran ? SHMATARI_OK : shmatari_check_running(c);
     if (r == SHMATARI_OK) r = shmatari_check_stall(c);
