@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -2073,12 +2074,43 @@ def test_a_stopped_worker_of_a_first_ready_pool_ends_a_recv_with_a_timeout():
                 for _ in range(100_000):
                     seen.update(int(i) for i in take(1.0))
             spent = time.monotonic() - t0
+            # called again, the wait counts the silence afresh: a whole
+            # timeout more (it raised every 0.1 s: a review, 2026-12-06)
+            t1 = time.monotonic()
+            with pytest.raises(shmatari.StepTimeoutError):
+                for _ in range(100_000):
+                    take(1.0)
+            again = time.monotonic() - t1
+            # and a same-user process that bumps the stopped worker's `steps`
+            # word (worker_ctrl offset 24) no longer hides it (the next
+            # attacker's pass: 4,464 batches in 6 s and no error)
+            steps = np.ndarray((), np.uint64, env._res.segment.buf,
+                               env._client._seg.header()["worker_ctrl_offset"] + 64 + 24)
+            stop = threading.Event()
+
+            def bump():
+                while not stop.wait(0.02):
+                    steps[()] += 1
+
+            bumper = threading.Thread(target=bump)
+            bumper.start()
+            t2 = time.monotonic()
+            try:
+                with pytest.raises(shmatari.StepTimeoutError):
+                    for _ in range(100_000):
+                        take(1.0)
+            finally:
+                stop.set()
+                bumper.join()
+                del steps
+            bumped = time.monotonic() - t2
         finally:
             os.kill(pid, signal.SIGCONT)
         assert 0.9 < spent < 4.0, spent
+        assert 0.9 < again < 4.0 and 0.9 < bumped < 4.0, (again, bumped)
         assert seen <= {0, 1, 2, 3} and {0, 1} <= seen  # worker 0's kept coming
         text = str(e.value)
-        assert f"worker 1 (pid {pid}) has published no result for" in text, text
+        assert f"worker 1 (pid {pid}, as the segment names it) has answered none" in text, text
         assert "has not answered env" in text and "nothing was taken" in text, text
         counts = dict.fromkeys(range(4), 0)
         for _ in range(40):

@@ -470,7 +470,8 @@ def test_a_c_clients_final_records_are_its_own_copy_and_checked(server, tmp_path
     bad = subprocess.run([str(exe), s.name, "12", "rewrite"], capture_output=True, text=True,
                          timeout=120)
     assert re.fullmatch(r"rewrote row \d\nstatus -2: batch \d+'s row \d holds a final record "
-                        r"of env \d, not of its row's env \d: no worker wrote it \(.*\)\n",
+                        r"of env \d, not of its row's env \d: no worker wrote it \(.*\)\n"
+                        r"batch 0 1 1\n",
                         bad.stdout), bad.stdout + bad.stderr
 
 

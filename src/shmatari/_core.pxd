@@ -252,6 +252,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns)
     int shmatari_next_batch_within(shmatari_client *c, int64_t timeout_ns,
                                    int64_t stall_ns)
+    void shmatari_forget_progress(shmatari_client *c)
     void shmatari_release_batch(shmatari_client *c)
     void shmatari_release_held(shmatari_client *c)
 

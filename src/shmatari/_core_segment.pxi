@@ -657,6 +657,9 @@ cdef class Segment(ClientMachine):
         if shmatari_recover_workers(&self.geo, &d[0], &rn[0], &po[0], &pl[0], &rw[0], msg,
                                     sizeof(msg)) != SHMATARI_OK:
             raise RuntimeError(msg.decode("utf-8", "replace"))
+        # the replacements are not counted silent from before they started
+        # (however the deaths were noticed)
+        shmatari_forget_progress(&self.cl)
         return {e: (int(plan[e]), (int(posted[e]) - (1 if plan[e] >= -1 else 0)) % 2**32)
                 for e in np.flatnonzero(dead).tolist()}
 

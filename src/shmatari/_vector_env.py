@@ -540,8 +540,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                 env in ``env_id`` still running; or as :meth:`send` and
                 :meth:`recv` otherwise.
             WorkerError: a worker failed or died.
-            StepTimeoutError: ``timeout`` passed with every worker alive; the
-                actions were sent, and :meth:`recv` collects their results.
+            StepTimeoutError: ``timeout`` passed with every worker alive (in a
+                first-ready pool, also: a worker that holds commands answered
+                none for ``timeout`` seconds); the actions were sent, and
+                :meth:`recv` collects their results.
         """
         return self._client.step(actions, env_id, timeout)
 

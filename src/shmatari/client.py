@@ -508,12 +508,13 @@ class Client:
                 break
             if code == _core.ERR_TIMEOUT and seg.client_stalled:
                 again = "again " if caller == "recv" else ""
+                sent = "" if caller == "recv" else "its actions were sent, "
                 raise StepTimeoutError(
                     f"{caller}(timeout={timeout:g}): {seg.client_error}: "
-                    f"{self._stuck()}; nothing was taken and the pool is unchanged: "
-                    f"recv() {again}to go on waiting (a first-ready pool hands out the "
-                    f"other workers' results meanwhile), or reset() to drop the commands "
-                    f"in flight")
+                    f"{self._stuck()}; {sent}nothing was taken and the pool is unchanged: "
+                    f"recv() {again}to go on waiting (the worker's silence is counted "
+                    f"afresh, and a first-ready pool hands out the other workers' results "
+                    f"meanwhile), or reset() to drop the commands in flight")
             self._closed_under(f"{caller}() waited")
             if code == _core.ERR_STATE:
                 self._refused(code)  # the refusal, in the C client's words

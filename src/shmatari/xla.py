@@ -344,8 +344,10 @@ def make(pool, *, convert=None, timeout: float | None = None):
             adapter's conversion); it is traced, so it must use jax-traceable
             operations.
         timeout: seconds a ``recv`` / ``step`` waits for its batch before it
-            fails (None: no limit; dead workers or a dead server fail it
-            within 0.1 s either way). While it waits on the main thread,
+            fails, and, in a first-ready pool, for an answer from a worker
+            that holds commands while the others fill batches (None: no
+            limit; dead workers or a dead server fail it within 0.1 s either
+            way). While it waits on the main thread,
             Python's signal handlers run as in the pool's ``recv()``: one
             that returns lets the wait go on, one that raises (Ctrl-C's
             KeyboardInterrupt) ends it with nothing taken and its exception

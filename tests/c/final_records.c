@@ -64,6 +64,9 @@ int main(int argc, char **argv) {
         printf("rewrote row %u\n", i);
         r = shmatari_wait(&c, &b, 30 * SHMATARI_SECOND);
         printf("status %d: %s\n", r, r == SHMATARI_OK ? "" : c.error);
+        /* a failed wait leaves its batch cleared, this path too (a review,
+         * 2026-12-06: size and obs were set, env_id NULL) */
+        printf("batch %u %d %d\n", b.size, b.obs == NULL, b.env_id == NULL);
         shmatari_detach(&c);
         return 0;
       }

@@ -200,46 +200,72 @@ static inline int shmatari_check_running(shmatari_client *c) {
 /* A first-ready pool's wait, at each of its liveness checks (`now`: the
  * check's time): whether a worker that holds commands of this client (an
  * env SHMATARI_ENV_RUNNING whose ack_seq, read once, is not the client's
- * count) has published nothing (its `steps` word, read once per check, has
- * not moved) for stall_ns or more (< 0: no limit). In an ordered pool a
- * worker that stops stops the batches, and the wait's timeout names it;
- * in a first-ready pool the other workers' results kept filling batches,
- * and a stopped worker's envs (SIGSTOP, an emulator stuck in a loop) were
- * dropped from training with no error, whatever the timeout (an attacker's
- * pass, 2026-12-06). Returns SHMATARI_OK, or _ERR_TIMEOUT with words in
- * c->error and c->stalled = 1 + the worker (nothing changed: a wait may
- * go on). Detection comes between stall_ns and stall_ns plus two
- * SHMATARI_POLL_NS after the worker's last result. */
+ * count) has answered none of them for stall_ns or more (< 0: no limit).
+ * In an ordered pool a worker that stops stops the batches, and the
+ * wait's timeout names it; in a first-ready pool the other workers'
+ * results kept filling batches, and a stopped worker's envs (SIGSTOP, an
+ * emulator stuck in a loop) were dropped from training with no error,
+ * whatever the timeout (an attacker's pass, 2026-12-06). A worker answers
+ * when, between two checks, one of its envs was posted again (the
+ * client's own count moved: it posts to an env only after taking its
+ * result) or went from a command in flight to answered or taken. Not from
+ * the worker's `steps` word, which any process may bump (the next
+ * attacker's pass hid a stopped worker so); an ack_seq written to look
+ * answered is caught by shmatari_check_running (no row of it). Returns
+ * SHMATARI_OK, or _ERR_TIMEOUT with words in c->error and c->stalled = 1
+ * + the worker (nothing changed: a wait may go on). Detection comes
+ * between stall_ns and stall_ns plus two SHMATARI_POLL_NS after the
+ * worker's last answer. */
 static inline int shmatari_check_progress(shmatari_client *c, int64_t now,
                                           int64_t stall_ns) {
   const shmatari_geom *g = &c->geom;
   if (shmatari_ordered(g) || c->worker_since == NULL) return SHMATARI_OK;
-  uint8_t *busy = c->touched; /* scratch, zeros between calls (shmatari_post) */
-  for (uint32_t e = 0; e < g->num_envs; e++)
-    if ((c->env_flags[e] & SHMATARI_ENV_RUNNING) &&
-        shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) != c->env_posted[e])
-      busy[c->env_worker[e]] = 1;
+  /* scratch, zeros between calls (shmatari_post): bit 1 a command in
+   * flight, bit 2 an answer since the last check */
+  uint8_t *seen = c->touched;
+  for (uint32_t e = 0; e < g->num_envs; e++) {
+    const uint32_t w = c->env_worker[e];
+    const uint8_t inflight =
+        (c->env_flags[e] & SHMATARI_ENV_RUNNING) &&
+        shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) != c->env_posted[e];
+    if (c->env_posted[e] != c->check_posted[e] || (c->check_inflight[e] && !inflight))
+      seen[w] |= 2;
+    if (inflight) seen[w] |= 1;
+    c->check_posted[e] = c->env_posted[e];
+    c->check_inflight[e] = inflight;
+  }
   uint32_t stalled = 0;
   for (uint32_t w = 0; w < g->num_workers; w++) {
-    const uint64_t steps = shmatari_load_acquire64(&shmatari_worker(g, w)->steps);
-    if (!busy[w] || steps != c->worker_steps[w] || c->worker_since[w] < 0) {
-      c->worker_steps[w] = steps;
-      c->worker_since[w] = busy[w] ? now : -1;
-    } else if (stall_ns >= 0 && now - c->worker_since[w] >= stall_ns && !stalled) {
+    const int busy = seen[w] & 1, answered = seen[w] & 2;
+    if (!busy || answered || c->worker_since[w] < 0)
+      c->worker_since[w] = busy ? now : -1;
+    else if (stall_ns >= 0 && now - c->worker_since[w] >= stall_ns && !stalled)
       stalled = w + 1;
-    }
-    busy[w] = 0;
+    seen[w] = 0;
   }
   if (!stalled) return SHMATARI_OK;
   const uint32_t w = stalled - 1;
+  const int64_t silent = now - c->worker_since[w];
+  /* counted again from here: a wait called again after this error gets its
+   * whole limit, as after a timeout (the review of 2026-12-06: one every
+   * 0.1 s after the first) */
+  c->worker_since[w] = now;
   c->stalled = stalled;
   return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_TIMEOUT,
-                       "worker %u (pid %d) has published no result for %.3f s "
-                       "while it holds commands of this client (the other "
-                       "workers' results kept coming)",
+                       "worker %u (pid %d, as the segment names it) has "
+                       "answered none of this client's commands for %.3f s "
+                       "(the other workers' results kept coming)",
                        w, (int)(int32_t)shmatari_load_acquire(
                               (const uint32_t *)&shmatari_worker(g, w)->pid),
-                       (double)(now - c->worker_since[w]) / SHMATARI_SECOND);
+                       (double)silent / SHMATARI_SECOND);
+}
+
+/* Forgets the workers' silences counted so far (shmatari_check_progress):
+ * after a liveness error, or once dead workers were replaced, a
+ * replacement is not counted silent from before it started. */
+static inline void shmatari_forget_progress(shmatari_client *c) {
+  if (c->worker_since == NULL) return;
+  for (uint32_t w = 0; w < c->geom.num_workers; w++) c->worker_since[w] = -1;
 }
 
 /* shmatari_send as the call `call` names it in refusals: with
@@ -554,10 +580,8 @@ static inline int shmatari_next_batch_within(shmatari_client *c,
       if (bad != SHMATARI_OK) return bad;
     }
     if (r != SHMATARI_OK && r != SHMATARI_ERR_TIMEOUT &&
-        r != SHMATARI_ERR_INTERRUPTED && c->worker_since != NULL)
-      /* a worker died (its owner may replace it): no stall is counted
-       * from before the replacement started */
-      for (uint32_t w = 0; w < h->num_workers; w++) c->worker_since[w] = -1;
+        r != SHMATARI_ERR_INTERRUPTED)
+      shmatari_forget_progress(c); /* a worker died: its owner may replace it */
     if (r != SHMATARI_ERR_TIMEOUT) break;
     r = ran ? SHMATARI_OK : shmatari_check_running(c);
     if (r == SHMATARI_OK) r = shmatari_check_stall(c);
@@ -713,6 +737,7 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
         (const int32_t *)shmatari_batch_final_fields(c, SHMATARI_FIELD_ENV_ID);
     for (uint32_t i = 0; i < h->batch_size; i++) {
       if (!(flags[i] & SHMATARI_FLAG_FINAL) || final_ids[i] == ids[i]) continue;
+      memset(out, 0, sizeof *out); /* as every failed wait leaves it */
       shmatari_client_break(c);
       return shmatari_fail(
           c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,

@@ -159,11 +159,13 @@ typedef struct shmatari_client {
                            segment once, at open) */
   uint32_t *env_worker; /* per env: the worker that owns it */
   uint8_t *touched;     /* scratch: one byte per worker */
-  /* Per worker, for a first-ready pool's waits (shmatari_check_progress):
-   * its `steps` word at the last liveness check, and since when (that
-   * check's time, ns) it has held commands of this client and published
-   * nothing (-1: none in flight, or not yet seen). */
-  uint64_t *worker_steps;
+  /* For a first-ready pool's waits (shmatari_check_progress), from this
+   * client's own records: per env, its count of commands (env_posted) and
+   * whether a command was in flight, at the last liveness check; per
+   * worker, since when (that check's time, ns) it has held commands of
+   * this client and answered none (-1: none in flight, or not yet seen). */
+  uint32_t *check_posted;
+  uint8_t *check_inflight;
   int64_t *worker_since;
   uint32_t stalled;     /* 1 + the worker whose stall ended the last wait
                            with _ERR_TIMEOUT (shmatari_check_progress); 0:
@@ -402,7 +404,8 @@ static inline void shmatari_client_close(shmatari_client *c) {
   free(c->env_posted);
   free(c->env_worker);
   free(c->touched);
-  free(c->worker_steps);
+  free(c->check_posted);
+  free(c->check_inflight);
   free(c->worker_since);
   free(c->call_env_ids);
   free(c->call_actions);
@@ -415,7 +418,8 @@ static inline void shmatari_client_close(shmatari_client *c) {
   c->env_posted = NULL;
   c->env_worker = NULL;
   c->touched = NULL;
-  c->worker_steps = NULL;
+  c->check_posted = NULL;
+  c->check_inflight = NULL;
   c->worker_since = NULL;
   c->stalled = 0;
   c->call_env_ids = NULL;
@@ -459,7 +463,8 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->env_posted = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->env_worker = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->touched = (uint8_t *)calloc(g->num_workers, 1);
-  c->worker_steps = (uint64_t *)calloc(g->num_workers, sizeof(uint64_t));
+  c->check_posted = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
+  c->check_inflight = (uint8_t *)calloc(g->num_envs, 1);
   c->worker_since = (int64_t *)malloc(g->num_workers * sizeof(int64_t));
   c->call_env_ids = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
   c->call_actions = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
@@ -468,7 +473,8 @@ static inline int shmatari_client_open(shmatari_client *c,
       g->slot_obs_offset - g->slot_field_offset[0], g->slot_final_offset ? 2 : 1);
   int r = SHMATARI_OK;
   if (c->env_flags == NULL || c->env_posted == NULL || c->env_worker == NULL ||
-      c->touched == NULL || c->worker_steps == NULL || c->worker_since == NULL ||
+      c->touched == NULL || c->check_posted == NULL || c->check_inflight == NULL ||
+      c->worker_since == NULL ||
       c->call_env_ids == NULL || c->call_actions == NULL ||
       c->call_mask == NULL || c->batch_fields == NULL)
     r = shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_SYSTEM,
