@@ -2112,6 +2112,7 @@ def test_a_stopped_worker_of_a_first_ready_pool_ends_a_recv_with_a_timeout():
         text = str(e.value)
         assert f"worker 1 (pid {pid}, as the segment names it) has answered none" in text, text
         assert "has not answered env" in text and "nothing was taken" in text, text
+        assert "worker 0" not in text and "close() the pool" in text, text  # its worker alone
         counts = dict.fromkeys(range(4), 0)
         for _ in range(40):
             for i in take(10):

@@ -239,12 +239,15 @@ ffi::Error TimeoutError(shmatari_client *c, int64_t timeout_ns) {
   char seconds[32], stuck[SHMATARI_MESSAGE_BYTES];
   std::snprintf(seconds, sizeof seconds, "%g",
                 (double)timeout_ns / SHMATARI_SECOND);
-  shmatari_unanswered_text(c, stuck, sizeof stuck);
+  // a stall names its worker alone (the others' commands may be in flight)
+  shmatari_unanswered_worker_text(c, c->stalled ? (int64_t)c->stalled - 1 : -1, stuck,
+                                  sizeof stuck);
   // c->stalled: a first-ready pool's worker published nothing for the
   // timeout while others filled batches (shmatari_check_progress)
   std::string why = c->stalled
       ? std::string(c->error) + " (xla()'s timeout, " + seconds + " s): " + stuck +
-            "; nothing was taken: call recv again to go on waiting"
+            "; nothing was taken (a step's actions were sent): call recv again to "
+            "go on waiting"
       : "no batch of " + std::to_string(c->geom.batch_size) +
             " result(s) within " + seconds +
             " s (xla()'s timeout) with every worker alive: " + stuck +

@@ -220,6 +220,8 @@ cdef extern from "shmatari/shmatari.h" nogil:
         char error[512]
     const char *shmatari_client_state_name(int state)
     const char *shmatari_unanswered_text(const shmatari_client *c, char *out, size_t len)
+    const char *shmatari_unanswered_worker_text(const shmatari_client *c, int64_t worker,
+                                                char *out, size_t len)
     enum: SHMATARI_MESSAGE_BYTES
     int shmatari_client_open(shmatari_client *c, const shmatari_geom *g,
                              uint64_t next_batch)

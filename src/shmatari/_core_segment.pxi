@@ -201,7 +201,7 @@ cdef class Segment(ClientMachine):
         out["action_set"] = out["action_set"][:min(out["num_actions"], SHMATARI_MAX_ACTIONS)]
         return out
 
-    def unanswered(self):
+    def unanswered(self, worker=None):
         """Which workers have not answered this client's commands, in words
         (``shmatari_unanswered_text``: "worker 0 (pid 12) has not answered
         envs 0, 1 (alive, but stopped or busy: ...)", or "no env has a
@@ -211,7 +211,8 @@ cdef class Segment(ClientMachine):
         if self.cl.hdr == NULL:
             raise ValueError("no client open")
         cdef char text[SHMATARI_MESSAGE_BYTES]
-        shmatari_unanswered_text(&self.cl, text, sizeof(text))
+        cdef int64_t w = -1 if worker is None else <int64_t>worker
+        shmatari_unanswered_worker_text(&self.cl, w, text, sizeof(text))
         return text.decode("utf-8", "replace")
 
     def client_action_set(self):
@@ -489,7 +490,8 @@ cdef class Segment(ClientMachine):
         :meth:`client_release`. In a first-ready pool, ``stall`` seconds
         (< 0: no limit) without a result from a worker that holds commands
         of this client end the wait with ``ERR_TIMEOUT`` and
-        :attr:`client_stalled` set, even while other workers fill batches.
+        :attr:`client_stalled` set (the worker: :attr:`client_stalled_worker`),
+        even while other workers fill batches.
         Returns the status code.
 
         Raises:
@@ -511,6 +513,11 @@ cdef class Segment(ClientMachine):
         ``ERR_TIMEOUT`` because a worker stalled (its ``stall`` limit), not
         because its own ``timeout`` passed."""
         return self.cl.stalled != 0
+
+    @property
+    def client_stalled_worker(self):
+        """The worker that ended the last wait as stalled, or None."""
+        return None if self.cl.stalled == 0 else self.cl.stalled - 1
 
     def client_release(self):
         """Consumes the batch held. Called right after the

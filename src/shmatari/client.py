@@ -511,10 +511,11 @@ class Client:
                 sent = "" if caller == "recv" else "its actions were sent, "
                 raise StepTimeoutError(
                     f"{caller}(timeout={timeout:g}): {seg.client_error}: "
-                    f"{self._stuck()}; {sent}nothing was taken and the pool is unchanged: "
-                    f"recv() {again}to go on waiting (the worker's silence is counted "
-                    f"afresh, and a first-ready pool hands out the other workers' results "
-                    f"meanwhile), or reset() to drop the commands in flight")
+                    f"{seg.unanswered(seg.client_stalled_worker)}; {sent}nothing was taken "
+                    f"and the pool is unchanged: recv() {again}to go on waiting (the "
+                    f"worker's silence is counted afresh, and a first-ready pool hands out "
+                    f"the other workers' results meanwhile), or close() the pool (reset() "
+                    f"waits for the commands in flight first)")
             self._closed_under(f"{caller}() waited")
             if code == _core.ERR_STATE:
                 self._refused(code)  # the refusal, in the C client's words

@@ -156,16 +156,21 @@ static inline int shmatari_check_running(shmatari_client *c) {
   /* ordered pools' rows have fixed places (the stall and row checks) */
   const int skip_rows = shmatari_ordered(g) || answered == NULL;
   uint32_t waiting = 0;
+  /* what shmatari_check_progress judges, from the same reads */
+  uint8_t *inflight = skip_rows ? NULL : c->inflight_now;
   for (uint32_t e = 0; e < g->num_envs; e++) {
     uint32_t req;
     if (!skip_rows) answered[e] = 0;
+    if (inflight != NULL) inflight[e] = 0;
     if (!(c->env_flags[e] & SHMATARI_ENV_RUNNING)) continue;
     if (shmatari_posted_wrong(c, e, 1, &req))
       return shmatari_posted_fail(c, e, req, " while this client waited for its result");
-    if (!skip_rows &&
-        shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) == c->env_posted[e]) {
-      answered[e] = 1;
+    if (skip_rows) continue;
+    if (shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) == c->env_posted[e]) {
+      answered[e] = 1; /* once: this read decides the row check and progress */
       waiting++;
+    } else if (inflight != NULL) {
+      inflight[e] = 1;
     }
   }
   if (waiting == 0) return SHMATARI_OK;
@@ -198,23 +203,25 @@ static inline int shmatari_check_running(shmatari_client *c) {
 }
 
 /* A first-ready pool's wait, at each of its liveness checks (`now`: the
- * check's time): whether a worker that holds commands of this client (an
- * env SHMATARI_ENV_RUNNING whose ack_seq, read once, is not the client's
- * count) has answered none of them for stall_ns or more (< 0: no limit).
- * In an ordered pool a worker that stops stops the batches, and the
- * wait's timeout names it; in a first-ready pool the other workers'
- * results kept filling batches, and a stopped worker's envs (SIGSTOP, an
- * emulator stuck in a loop) were dropped from training with no error,
- * whatever the timeout (an attacker's pass, 2026-12-06). A worker answers
- * when, between two checks, one of its envs was posted again (the
- * client's own count moved: it posts to an env only after taking its
- * result) or went from a command in flight to answered or taken. Not from
- * the worker's `steps` word, which any process may bump (the next
- * attacker's pass hid a stopped worker so); an ack_seq written to look
- * answered is caught by shmatari_check_running (no row of it). Returns
- * SHMATARI_OK, or _ERR_TIMEOUT with words in c->error and c->stalled = 1
- * + the worker (nothing changed: a wait may go on). Detection comes
- * between stall_ns and stall_ns plus two SHMATARI_POLL_NS after the
+ * check's time), right after shmatari_check_running found nothing wrong:
+ * whether a worker that holds commands of this client (an env
+ * SHMATARI_ENV_RUNNING whose ack_seq is not the client's count, from the
+ * read shmatari_check_running made: c->inflight_now) has answered none of
+ * them for stall_ns or more (< 0: no limit). In an ordered pool a worker
+ * that stops stops the batches, and the wait's timeout names it; in a
+ * first-ready pool the other workers' results kept filling batches, and a
+ * stopped worker's envs (SIGSTOP, an emulator stuck in a loop) were
+ * dropped from training with no error, whatever the timeout (an
+ * attacker's pass, 2026-12-06). A worker has answered when an env of it
+ * that had a command in flight at the last check has none now, or has
+ * been posted again (the client's own count moved: it posts only after
+ * taking a result). Not from the worker's `steps` word, which any process
+ * may bump (the next attacker's pass hid a stopped worker so); an ack_seq
+ * written to look answered is caught by shmatari_check_running, from the
+ * same read (no row of it). Returns SHMATARI_OK, or _ERR_TIMEOUT with
+ * words in c->error and c->stalled = 1 + the worker (nothing changed: a
+ * wait may go on; the worker's silence is counted afresh). Detection
+ * comes between stall_ns and stall_ns plus two SHMATARI_POLL_NS after the
  * worker's last answer. */
 static inline int shmatari_check_progress(shmatari_client *c, int64_t now,
                                           int64_t stall_ns) {
@@ -225,10 +232,8 @@ static inline int shmatari_check_progress(shmatari_client *c, int64_t now,
   uint8_t *seen = c->touched;
   for (uint32_t e = 0; e < g->num_envs; e++) {
     const uint32_t w = c->env_worker[e];
-    const uint8_t inflight =
-        (c->env_flags[e] & SHMATARI_ENV_RUNNING) &&
-        shmatari_load_acquire(&shmatari_env(g, e)->ack_seq) != c->env_posted[e];
-    if (c->env_posted[e] != c->check_posted[e] || (c->check_inflight[e] && !inflight))
+    const uint8_t inflight = c->inflight_now[e];
+    if (c->check_inflight[e] && (!inflight || c->env_posted[e] != c->check_posted[e]))
       seen[w] |= 2;
     if (inflight) seen[w] |= 1;
     c->check_posted[e] = c->env_posted[e];
@@ -706,11 +711,15 @@ static inline int shmatari_next_batch(shmatari_client *c, int64_t timeout_ns) {
  * so unless SHMATARI_OK: a caller that reads it after a failed wait reads
  * no garbage (a C++ user's pass, 2026-12-06: an unchecked first wait that
  * timed out had the next shmatari_send read stack memory as env ids; and
- * gcc's -Wmaybe-uninitialized refused callers built with -Werror). */
-static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
-                                int64_t timeout_ns) {
+ * gcc's -Wmaybe-uninitialized refused callers built with -Werror).
+ * stall_ns: as shmatari_next_batch_within's (a trainer that waits in
+ * slices, to run its signal flags between them, passes each slice as
+ * timeout_ns and its whole limit as stall_ns; shmatari_wait passes
+ * timeout_ns as both). */
+static inline int shmatari_wait_within(shmatari_client *c, shmatari_batch *out,
+                                       int64_t timeout_ns, int64_t stall_ns) {
   memset(out, 0, sizeof *out);
-  int r = shmatari_next_batch(c, timeout_ns);
+  int r = shmatari_next_batch_within(c, timeout_ns, stall_ns);
   if (r == SHMATARI_ERR_SERVER_DEAD || r == SHMATARI_ERR_WORKER ||
       r == SHMATARI_ERR_CLOSED)
     shmatari_client_break(c);
@@ -757,6 +766,13 @@ static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
   out->terminated = (const uint8_t *)out->field[SHMATARI_FIELD_TERMINATED];
   out->truncated = (const uint8_t *)out->field[SHMATARI_FIELD_TRUNCATED];
   return SHMATARI_OK;
+}
+
+/* shmatari_wait_within with stall_ns = timeout_ns where it is positive
+ * (none for a poll or no limit), as shmatari_next_batch. */
+static inline int shmatari_wait(shmatari_client *c, shmatari_batch *out,
+                                int64_t timeout_ns) {
+  return shmatari_wait_within(c, out, timeout_ns, timeout_ns > 0 ? timeout_ns : -1);
 }
 
 #ifdef __cplusplus

@@ -166,6 +166,8 @@ typedef struct shmatari_client {
    * this client and answered none (-1: none in flight, or not yet seen). */
   uint32_t *check_posted;
   uint8_t *check_inflight;
+  uint8_t *inflight_now; /* per env, from the ack_seq shmatari_check_running
+                            read at this check (read once, for both) */
   int64_t *worker_since;
   uint32_t stalled;     /* 1 + the worker whose stall ended the last wait
                            with _ERR_TIMEOUT (shmatari_check_progress); 0:
@@ -293,13 +295,27 @@ static inline void shmatari_appendf(char *out, size_t len, size_t *used,
  * (env_worker); its pid is read once, for the words only. Python's recv()
  * and reset() and the xla() call give these words. Returns out, NUL
  * terminated when len > 0. */
+static inline const char *shmatari_unanswered_worker_text(const shmatari_client *c,
+                                                          int64_t worker, char *out,
+                                                          size_t len);
 static inline const char *shmatari_unanswered_text(const shmatari_client *c,
                                                    char *out, size_t len) {
+  return shmatari_unanswered_worker_text(c, -1, out, len);
+}
+
+/* shmatari_unanswered_text for worker `worker` alone (< 0: every worker):
+ * what a stalled worker's error names (the others' commands may be in
+ * flight and answered in time: an attacker's pass, 2026-12-06, found the
+ * healthy worker named "stopped or busy" beside the stopped one). */
+static inline const char *shmatari_unanswered_worker_text(const shmatari_client *c,
+                                                          int64_t worker, char *out,
+                                                          size_t len) {
   const shmatari_geom *g = &c->geom;
   size_t used = 0;
   if (len == 0) return out;
   out[0] = 0;
   for (uint32_t w = 0; w < g->num_workers; w++) {
+    if (worker >= 0 && (uint32_t)worker != w) continue;
     uint32_t ids[SHMATARI_UNANSWERED_LISTED], count = 0;
     for (uint32_t e = 0; e < g->num_envs; e++) {
       if (c->env_worker[e] != w || !(c->env_flags[e] & SHMATARI_ENV_RUNNING))
@@ -406,6 +422,7 @@ static inline void shmatari_client_close(shmatari_client *c) {
   free(c->touched);
   free(c->check_posted);
   free(c->check_inflight);
+  free(c->inflight_now);
   free(c->worker_since);
   free(c->call_env_ids);
   free(c->call_actions);
@@ -420,6 +437,7 @@ static inline void shmatari_client_close(shmatari_client *c) {
   c->touched = NULL;
   c->check_posted = NULL;
   c->check_inflight = NULL;
+  c->inflight_now = NULL;
   c->worker_since = NULL;
   c->stalled = 0;
   c->call_env_ids = NULL;
@@ -465,6 +483,7 @@ static inline int shmatari_client_open(shmatari_client *c,
   c->touched = (uint8_t *)calloc(g->num_workers, 1);
   c->check_posted = (uint32_t *)calloc(g->num_envs, sizeof(uint32_t));
   c->check_inflight = (uint8_t *)calloc(g->num_envs, 1);
+  c->inflight_now = (uint8_t *)calloc(g->num_envs, 1);
   c->worker_since = (int64_t *)malloc(g->num_workers * sizeof(int64_t));
   c->call_env_ids = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
   c->call_actions = (int32_t *)calloc(g->num_envs, sizeof(int32_t));
@@ -474,6 +493,7 @@ static inline int shmatari_client_open(shmatari_client *c,
   int r = SHMATARI_OK;
   if (c->env_flags == NULL || c->env_posted == NULL || c->env_worker == NULL ||
       c->touched == NULL || c->check_posted == NULL || c->check_inflight == NULL ||
+      c->inflight_now == NULL ||
       c->worker_since == NULL ||
       c->call_env_ids == NULL || c->call_actions == NULL ||
       c->call_mask == NULL || c->batch_fields == NULL)

@@ -52,7 +52,11 @@
  *     in flight first).
  *   - Every wait has a timeout and checks, at least every 100 ms, that the
  *     server and its workers are alive: a dead server gives
- *     SHMATARI_ERR_SERVER_DEAD within the wait's timeout, never a hang.
+ *     SHMATARI_ERR_SERVER_DEAD within the wait's timeout, never a hang. In
+ *     a first-ready pool a worker alive but silent (stopped, stuck) for the
+ *     timeout ends the wait with SHMATARI_ERR_TIMEOUT and c.stalled set,
+ *     while the others' results still fill batches (a trainer that waits
+ *     in slices passes its whole limit to shmatari_wait_within).
  *     Liveness is judged by process id (the server's with its start time,
  *     shmatari_owner_alive), so client and server MUST share a PID
  *     namespace (and /dev/shm).
