@@ -87,6 +87,8 @@ ENVPOOL_HINT = (" (python3 -m pip install 'envpool>=1.2', or shmatari's peers ex
 def _version_tuple(text: str) -> tuple[int, ...]:
     """``"1.2.5"`` -> ``(1, 2, 5)``: the leading numbers of a version string."""
     return tuple(int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
 #: How to install OpenCV (the pipe baseline's and Gymnasium's preprocessing).
 OPENCV_HINT = (" (OpenCV: python3 -m pip install opencv-python-headless, or shmatari's "
                "bench extra; any one OpenCV package will do)")
