@@ -490,8 +490,8 @@ class Client:
     def _recv(self, timeout: float | None, caller: str = "recv"):
         seg = self._seg
         deadline = None if timeout is None else _now() + timeout
-        # In a first-ready pool, a worker that holds commands and publishes
-        # nothing for `timeout` ends the wait too (shmatari_check_progress):
+        # In a first-ready pool, a worker that holds commands and answers
+        # none for `timeout` ends the wait too (shmatari_check_progress):
         # the other workers' results kept filling batches, and a stopped
         # worker's envs were dropped from training with no error until
         # 2026-12-06 (an attacker's pass). timeout=0 polls: no such limit.

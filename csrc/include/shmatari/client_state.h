@@ -280,6 +280,10 @@ static inline void shmatari_appendf(char *out, size_t len, size_t *used,
   *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
 }
 
+static inline const char *shmatari_unanswered_worker_text(const shmatari_client *c,
+                                                          int64_t worker, char *out,
+                                                          size_t len);
+
 /* Envs listed per worker in shmatari_unanswered_text, then "and N more". */
 #define SHMATARI_UNANSWERED_LISTED 8u
 
@@ -295,9 +299,6 @@ static inline void shmatari_appendf(char *out, size_t len, size_t *used,
  * (env_worker); its pid is read once, for the words only. Python's recv()
  * and reset() and the xla() call give these words. Returns out, NUL
  * terminated when len > 0. */
-static inline const char *shmatari_unanswered_worker_text(const shmatari_client *c,
-                                                          int64_t worker, char *out,
-                                                          size_t len);
 static inline const char *shmatari_unanswered_text(const shmatari_client *c,
                                                    char *out, size_t len) {
   return shmatari_unanswered_worker_text(c, -1, out, len);
