@@ -74,7 +74,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from . import _cli, config as _config, seeding
-from ._bench_backends import plural
+from ._bench_backends import peer_available, plural
 from ._check_rollout import (FIELDS, _rollout_async, _rollout_sync, _Streams, policy_actions,
                              stream_hashes)
 from ._progress import Progress
@@ -608,15 +608,6 @@ def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,
     return PairingResult("seed", title, runs, verdict, shared=shared, note=text)
 
 
-def _has_opencv() -> bool:
-    """Whether OpenCV imports (the pipe baseline's classic preprocessing)."""
-    try:
-        import cv2  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: int = 300,
                           seed: int = 0, policy_seed: int | None = None,
                           num_workers: int | None = None, batch_size: int | None = None,
@@ -713,7 +704,9 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     fixed_runs = cfg.batch_size < cfg.num_envs and cfg.num_envs % cfg.batch_size == 0
     rest = ([p for p in pairings if p != "pipe"] or
             [p for p in PAIRINGS if p != "pipe" and (p != "fixed" or fixed_runs)])
-    if "pipe" in pairings and cfg.game != _config.NULL_ENV and not _has_opencv():
+    # OpenCV, which the pipe baseline's classic workers resize with: the
+    # bench's own test of the pipe row
+    if "pipe" in pairings and cfg.game != _config.NULL_ENV and peer_available("pipe"):
         if not asked:
             # by default, left out and said in a NOTE line, as the bench skips
             # its pipe row: a plain install's shmatari-check exited 2, "bad
