@@ -523,41 +523,16 @@ static inline const void *shmatari_batch_final_fields(const shmatari_client *c,
          (h->slot_field_offset[f] - h->slot_field_offset[0]);
 }
 
-/* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
- * the next one (index c->taken, held until the next wait, reset or
- * shmatari_release_batch) and marks its envs no longer running (under
- * autoreset_mode DISABLED, an env whose step ended its episode ENDED).
- * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, a
- * fixed-order pool's next group not all running: shmatari_check_group, or
- * not IDLE/PARTIAL/WAITING, or a process forked from the client's:
- * shmatari_check_process, nothing released); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
- * go on waiting: nothing changed); _ERR_SERVER_DEAD / _ERR_WORKER /
- * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS; or
- * _ERR_NOT_SHMATARI within SHMATARI_POLL_NS, whatever timeout_ns, once every
- * env in flight has answered and the batch is still not full
- * (shmatari_check_stall), or at once for a batch with a row no worker wrote
- * (an env_id outside the pool or with no command in flight:
- * shmatari_accept_rows; in an ordered pool, shmatari_ordered, any env but
- * the row's own): the client is then BROKEN. In a first-ready pool, also
- * _ERR_TIMEOUT (nothing changed, c->stalled set) when a worker that holds
- * commands of this client has published nothing for stall_ns (< 0: no
- * limit; shmatari_check_progress), even while other workers' results fill
- * batches. Callers that wait in slices (Python's client, xla()) pass each
- * slice as timeout_ns and their whole wait's limit as stall_ns;
- * shmatari_next_batch passes timeout_ns as both. */
-static inline int shmatari_next_batch_within(shmatari_client *c,
-                                             int64_t timeout_ns,
-                                             int64_t stall_ns) {
-  c->stalled = 0;
-  int r = shmatari_check_process(c);
-  if (r != SHMATARI_OK) return r;
-  shmatari_release_held(c);
-  if (c->state == SHMATARI_CLIENT_PARTIAL && c->pending >= c->geom.batch_size)
-    r = shmatari_check_group(c); /* fixed order: the reason it is not WAITING */
-  if (r == SHMATARI_OK)
-    r = shmatari_check_state(c, SHMATARI_CALL_WAIT, 1u << SHMATARI_CLIENT_WAITING);
-  if (r != SHMATARI_OK) return r;
+/* shmatari_next_batch_within's wait for batch c->taken to fill: in slices
+ * of at most SHMATARI_POLL_NS, each followed, where the wait ran its
+ * liveness check, by the client's own checks of the envs in flight
+ * (shmatari_check_running, shmatari_check_progress) and, where no batch
+ * came, by whether one still can (shmatari_check_stall). Returns what
+ * shmatari_next_batch_within returns before it takes the batch. */
+static inline int shmatari_await_batch(shmatari_client *c, int64_t timeout_ns,
+                                       int64_t stall_ns) {
   const shmatari_geom *h = &c->geom;
+  int r;
   /* In slices of at most SHMATARI_POLL_NS: after each that found no batch,
    * whether one can still come (shmatari_check_stall). A timeout within one
    * slice (Python's and xla's waits slice themselves) reads no clock here. */
@@ -599,18 +574,50 @@ static inline int shmatari_next_batch_within(shmatari_client *c,
                            "no batch within %.3f s",
                            (double)timeout_ns / SHMATARI_SECOND);
   }
-  if (r != SHMATARI_OK) return r;
-  r = shmatari_check_claim(c); /* a batch taken while another client stepped */
-  if (r != SHMATARI_OK) return r;
-  /* Read once: the rows are copied to private memory, and the state
-   * machine and every caller read that copy (shmatari_batch_fields): a row
-   * another process changes after this copy changes nothing the client
-   * decides or hands out. */
-  const char *slot = shmatari_slot(h, c->taken);
-  memcpy(c->batch_fields, slot + h->slot_field_offset[0],
-         h->slot_obs_offset - h->slot_field_offset[0]);
-  c->holding = 1; /* before accept_rows: the state it settles on counts the
-                     batch held (a fixed-order pool's next group) */
+  return r;
+}
+
+/* Breaks the client at row `bad` of the batch held, which no worker wrote
+ * (`why`: how the row fails; `mismatch`: or the command its flags do not
+ * answer, shmatari_row_mismatch), and returns SHMATARI_ERR_NOT_SHMATARI
+ * with words that name what another process may have rewritten. */
+static inline int shmatari_refuse_row(shmatari_client *c, uint32_t bad,
+                                      const char *why, const char *mismatch) {
+  const shmatari_geom *h = &c->geom;
+  const int32_t *ids =
+      (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
+  int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
+  shmatari_client_break(c);
+  /* In a first-ready pool a row written over (alloc_pos moved back: the
+   * attacker's pass of 2026-12-06) shows as either. */
+  const char *also = shmatari_ordered(h) ? "" : ", or moved the header's alloc_pos back";
+  /* -1: a row cleared for its next use and not written yet, taken because
+   * the slot's count said it was full (an attacker's pass, 2026-12-06,
+   * found the words blaming only the env ids) */
+  const char *early = e == -1 ? ", or raised the slot's done_count before its rows "
+                                "were written" : "";
+  if (mismatch != NULL)
+    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                         "batch %llu's row %u, env %d's, %s: the worker ran "
+                         "another command than this client posted (another "
+                         "process rewrote the env's command word or the "
+                         "row%s)",
+                         (unsigned long long)c->taken, bad, (int)e, mismatch, also);
+  return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
+                       "batch %llu's row %u names env %d, %s: no worker "
+                       "wrote it (another process rewrote the batch's env "
+                       "ids%s%s)",
+                       (unsigned long long)c->taken, bad, (int)e, why, early,
+                       also);
+}
+
+/* Checks the rows of the batch just copied (c->batch_fields) against the
+ * commands this client has in flight, and settles the client's state on
+ * them (shmatari_accept_rows). Returns SHMATARI_OK, or
+ * SHMATARI_ERR_NOT_SHMATARI with the client BROKEN at the first row no
+ * worker wrote. */
+static inline int shmatari_accept_batch(shmatari_client *c) {
+  const shmatari_geom *h = &c->geom;
   const int32_t *ids =
       (const int32_t *)shmatari_batch_fields(c, SHMATARI_FIELD_ENV_ID);
   /* The first row no worker wrote, and why, in the private copy. */
@@ -665,32 +672,59 @@ static inline int shmatari_next_batch_within(shmatari_client *c,
                      "earlier row; a worker answers each command once)");
     }
   }
-  if (bad < h->batch_size) {
-    int32_t e = __atomic_load_n(&ids[bad], __ATOMIC_RELAXED);
-    shmatari_client_break(c);
-    /* In a first-ready pool a row written over (alloc_pos moved back: the
-     * attacker's pass of 2026-12-06) shows as either. */
-    const char *also = shmatari_ordered(h) ? "" : ", or moved the header's alloc_pos back";
-    /* -1: a row cleared for its next use and not written yet, taken because
-     * the slot's count said it was full (an attacker's pass, 2026-12-06,
-     * found the words blaming only the env ids) */
-    const char *early = e == -1 ? ", or raised the slot's done_count before its rows "
-                                  "were written" : "";
-    if (mismatch != NULL)
-      return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
-                           "batch %llu's row %u, env %d's, %s: the worker ran "
-                           "another command than this client posted (another "
-                           "process rewrote the env's command word or the "
-                           "row%s)",
-                           (unsigned long long)c->taken, bad, (int)e, mismatch, also);
-    return shmatari_fail(c->error, sizeof c->error, SHMATARI_ERR_NOT_SHMATARI,
-                         "batch %llu's row %u names env %d, %s: no worker "
-                         "wrote it (another process rewrote the batch's env "
-                         "ids%s%s)",
-                         (unsigned long long)c->taken, bad, (int)e, why, early,
-                         also);
-  }
-  return SHMATARI_OK;
+  return bad < h->batch_size ? shmatari_refuse_row(c, bad, why, mismatch)
+                             : SHMATARI_OK;
+}
+
+/* Consumes the batch held, then waits up to timeout_ns (< 0: no limit) for
+ * the next one (index c->taken, held until the next wait, reset or
+ * shmatari_release_batch) and marks its envs no longer running (under
+ * autoreset_mode DISABLED, an env whose step ended its episode ENDED).
+ * Returns SHMATARI_OK; _ERR_STATE (fewer than batch_size envs running, a
+ * fixed-order pool's next group not all running: shmatari_check_group, or
+ * not IDLE/PARTIAL/WAITING, or a process forked from the client's:
+ * shmatari_check_process, nothing released); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
+ * go on waiting: nothing changed); _ERR_SERVER_DEAD / _ERR_WORKER /
+ * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS; or
+ * _ERR_NOT_SHMATARI within SHMATARI_POLL_NS, whatever timeout_ns, once every
+ * env in flight has answered and the batch is still not full
+ * (shmatari_check_stall), or at once for a batch with a row no worker wrote
+ * (an env_id outside the pool or with no command in flight:
+ * shmatari_accept_rows; in an ordered pool, shmatari_ordered, any env but
+ * the row's own): the client is then BROKEN. In a first-ready pool, also
+ * _ERR_TIMEOUT (nothing changed, c->stalled set) when a worker that holds
+ * commands of this client has published nothing for stall_ns (< 0: no
+ * limit; shmatari_check_progress), even while other workers' results fill
+ * batches. Callers that wait in slices (Python's client, xla()) pass each
+ * slice as timeout_ns and their whole wait's limit as stall_ns;
+ * shmatari_next_batch passes timeout_ns as both. */
+static inline int shmatari_next_batch_within(shmatari_client *c,
+                                             int64_t timeout_ns,
+                                             int64_t stall_ns) {
+  c->stalled = 0;
+  int r = shmatari_check_process(c);
+  if (r != SHMATARI_OK) return r;
+  shmatari_release_held(c);
+  if (c->state == SHMATARI_CLIENT_PARTIAL && c->pending >= c->geom.batch_size)
+    r = shmatari_check_group(c); /* fixed order: the reason it is not WAITING */
+  if (r == SHMATARI_OK)
+    r = shmatari_check_state(c, SHMATARI_CALL_WAIT, 1u << SHMATARI_CLIENT_WAITING);
+  if (r != SHMATARI_OK) return r;
+  r = shmatari_await_batch(c, timeout_ns, stall_ns);
+  if (r != SHMATARI_OK) return r;
+  r = shmatari_check_claim(c); /* a batch taken while another client stepped */
+  if (r != SHMATARI_OK) return r;
+  /* Read once: the rows are copied to private memory, and the state
+   * machine and every caller read that copy (shmatari_batch_fields): a row
+   * another process changes after this copy changes nothing the client
+   * decides or hands out. */
+  const shmatari_geom *h = &c->geom;
+  const char *slot = shmatari_slot(h, c->taken);
+  memcpy(c->batch_fields, slot + h->slot_field_offset[0],
+         h->slot_obs_offset - h->slot_field_offset[0]);
+  c->holding = 1; /* before accept_rows: the state it settles on counts the
+                     batch held (a fixed-order pool's next group) */
+  return shmatari_accept_batch(c);
 }
 
 /* shmatari_next_batch_within with stall_ns = timeout_ns where it is
