@@ -197,3 +197,34 @@ def test_the_ppo_examples_help_lists_the_readmes_flags_without_torch():
                            str(ROOT / cmd[1])], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "needs torch" in proc.stderr, proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr
+
+
+def test_the_readmes_chaos_figures_are_those_of_the_committed_run():
+    """The README's chaos block quoted an earlier run's times (a trainer's
+    death cleaned up in 0.206 s where the committed file says 0.016 s) after
+    benchmarks/results/chaos.json was measured again (a docs review,
+    2026-12-06): its figures are read back from the file here."""
+    import json
+    import math
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- chaos-figures -->(.*?)<!-- /chaos-figures -->", text, re.S).group(1)
+    res = json.loads((ROOT / "benchmarks" / "results" / "chaos.json").read_text())
+    t = res["time_to_error"]
+    parent = [x["time_to_error_s"] for x in res["per_trial"] if x["killed"] == "parent"]
+    expected = [f"{res['config']['trials']} trials", f"{res['hangs']} hangs",
+                f"{res['leaked_segments']} leaked segments",
+                f"{res['orphaned_processes']}\norphaned processes",
+                f"{res['wrong_outcomes']} wrong outcomes",
+                f"{t['worker_killed']['p50_s']:.3f} s (median; p99 "
+                f"{t['worker_killed']['p99_s']:.3f} s)",
+                f"{t['parent_killed']['p50_s']:.3f} s (median; "
+                f"{sum(v < 0.1 for v in parent)} of the {len(parent)} such trials within "
+                f"{math.ceil(100 * max(v for v in parent if v < 0.1)) / 100:g} s, the other "
+                f"{sum(v >= 0.1 for v in parent)} at "
+                f"{min(v for v in parent if v >= 0.1):.2f}–{max(parent):.2f} s; "
+                f"p99 {t['parent_killed']['p99_s']:.3f} s)",
+                f"p99 over all\ntrials {t['all']['p99_s']:.3f} s"]
+    flat = " ".join(block.split())
+    for figure in expected:
+        assert " ".join(figure.split()) in flat, (figure, block)

@@ -91,6 +91,11 @@ def test_a_done_row_holds_the_next_episodes_first_observation():
 def test_what_puffer_cannot_store_is_refused_before_a_pool_starts():
     with pytest.raises(ValueError, match="batch_size must divide num_envs"):
         shmatari.puffer.make("Pong", num_envs=6, batch_size=4)
+    # a float was refused as a batch_size that does not divide it (a docs review)
+    with pytest.raises(TypeError, match="num_envs must be an int, got float 8.0"):
+        shmatari.puffer.make("Pong", num_envs=8.0)
+    with pytest.raises(TypeError, match="batch_size must be an int, got str"):
+        shmatari.puffer.make("Pong", num_envs=8, batch_size="4")
     with pytest.raises(ValueError, match="autoreset_mode='next_step': PuffeRL needs "
                                          "autoreset_mode='same_step'"):
         shmatari.puffer.make("Pong", num_envs=4, autoreset_mode="next_step")

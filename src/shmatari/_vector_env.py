@@ -71,10 +71,12 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
     Observations are uint8 of shape ``(num_envs, stack_num, img_height,
     img_width)`` (``(..., 3)`` with ``grayscale=False``; with
     ``obs_layout="channels_first"`` as well, ``(num_envs, 3 * stack_num,
-    img_height, img_width)``), oldest frame first.
-    Rewards are float32 and ``terminated`` / ``truncated`` bool, shape
-    ``(num_envs,)``. Arrays returned belong to the caller: later steps do not
-    change them.
+    img_height, img_width)``), oldest frame first; in an asynchronous pool
+    (``batch_size < num_envs``) ``recv()``'s have ``batch_size`` rows where
+    this says ``num_envs``. Rewards are float32 and ``terminated`` /
+    ``truncated`` bool, shape ``(num_envs,)`` (``(batch_size,)`` from
+    ``recv()`` there). Arrays returned belong to the caller: later steps do
+    not change them.
 
     The ``info`` dict holds, per env (shape ``(num_envs,)`` or ``(batch_size,)``):
     ``env_id`` (int32), ``lives`` (int32), ``raw_reward`` (float32, before

@@ -242,6 +242,14 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
               the installed ale-py and the sticky setting; the same streams
               bit for bit. ``"off"``: ALE's reset always.
 
+            Two seeding arguments for pools that are slices of a larger one
+            (``shmatari.ray`` gives each node its slice; docs/distributed.md):
+            ``env_index_offset=0`` (env j derives its streams as env
+            ``env_index_offset + j`` of a pool with the same seed) and
+            ``pool_generation=0`` (how many times a supervisor rebuilt the
+            pool; part of each env's ``SeedSequence`` spawn key). Both are
+            ints >= 0 (:func:`shmatari.config.build_config`).
+
     Returns:
         ShmVectorEnv: a ``gymnasium.vector.VectorEnv``; call ``reset()`` first.
 
@@ -321,12 +329,18 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
             too), another layout ABI major version (``"abi"``), another
             live client (``"busy"``, with its pid in ``client_pid``), a pool
             still starting, or a segment locked by another process, after
-            ``timeout`` (``"timeout"``), or a server or worker that died or
-            is closing.
+            ``timeout`` (``"timeout"``), a server or worker that died
+            (``"server_dead"``, ``"worker"``) or a pool that is closing
+            (``"closed"``), a segment this user should not trust
+            (``"untrusted"``: another user's, a symbolic link, open to other
+            users or sparse; docs/layout.md, "Trust"), or a system call that
+            failed (``"system"``).
         TypeError: ``name`` is not a str, or ``timeout`` not a number
             (None, bool and str are refused).
-        ValueError: an empty name, or one with ``/`` or NUL; a ``timeout``
-            that is negative, NaN or infinite.
+        ValueError: an empty name, one with ``/`` or NUL, or one longer
+            than 54 characters (a pool name; a segment name may have
+            ``shmatari_`` before it); a ``timeout`` that is negative, NaN or
+            infinite.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str such as 'demo', got {type(name).__name__}")

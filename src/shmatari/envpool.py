@@ -341,9 +341,12 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
               ``full_action_space=False``, ``repeat_action_probability=0.0``;
             - ``gray_scale=True``; False gives RGB channels first,
               ``(num_envs, 3 * stack_num, H, W)``, as EnvPool;
-            - ``noop_max=30``: EnvPool's count: with the FIRE reset, 0 to
-              noop_max - 1 no-op frames then FIRE (noop_max=1: no no-op);
-              without it, 1 to noop_max no-op frames;
+            - ``noop_max=30``: EnvPool draws U[0, noop_max - 1] no-op
+              frames then FIRE with the FIRE reset, U[1, noop_max] without
+              it; the adapter passes ``noop_max - 1`` (FIRE) or ``noop_max``
+              on, so shmatari draws U[1, noop_max - 1] with FIRE (a count of
+              0 never comes, noop_max=1: no no-op at all) and U[1, noop_max]
+              without (docs/migration.md);
             - ``use_fire_reset=True``: FIRE at each reset on games whose
               action set has it (shmatari presses it for one agent step);
             - ``zero_discount_on_life_loss``: accepted; it changes only

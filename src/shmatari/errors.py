@@ -17,6 +17,7 @@ __all__ = [
     "SharedMemorySpaceError",
     "ResourceLimitError",
     "AttachError",
+    "StepTimeoutError",
 ]
 
 
@@ -215,7 +216,9 @@ class AttachError(ShmatariError, RuntimeError):
             ``"not_found"`` (no such pool), ``"not_shmatari"``, ``"abi"``
             (another layout ABI major version), ``"busy"`` (another client is
             attached), ``"timeout"``, ``"server_dead"``, ``"worker"``,
-            ``"closed"``, ``"invalid"`` (a bad name), ``"untrusted"`` (the
+            ``"closed"``, ``"invalid"`` (C's attach, for a bad name:
+            Python's :func:`shmatari.attach` raises ``ValueError`` there
+            first), ``"untrusted"`` (the
             segment is another user's, a symbolic link, open to other users
             or sparse: docs/layout.md, "Trust") or ``"system"``.
         client_pid: with ``code == "busy"``, the current client's pid; else None.

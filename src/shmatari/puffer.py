@@ -87,6 +87,7 @@ class ShmatariPufferEnv:
         pool: the :class:`shmatari.ShmVectorEnv` underneath.
 
     Raises:
+        TypeError: ``num_envs`` or ``batch_size`` is not an int.
         ValueError: ``batch_size`` does not divide ``num_envs``, or
             ``autoreset_mode`` / ``batch_order`` other than the above.
         Whatever :func:`shmatari.make` raises.
@@ -97,8 +98,12 @@ class ShmatariPufferEnv:
     def __init__(self, env_id: str, num_envs: int = 8, batch_size: int | None = None,
                  seed: int | None = None, **kwargs):
         batch_size = num_envs if batch_size is None else batch_size
-        if not isinstance(num_envs, (int, np.integer)) or not isinstance(
-                batch_size, (int, np.integer)) or batch_size < 1 or num_envs % batch_size:
+        for name, value in (("num_envs", num_envs), ("batch_size", batch_size)):
+            # a float num_envs was refused as a batch_size that does not
+            # divide it (a docs review, 2026-12-06); make() says TypeError
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if batch_size < 1 or num_envs % batch_size:
             raise ValueError(f"batch_size must divide num_envs (PuffeRL stores each batch as "
                              f"a block of the same envs), got batch_size={batch_size!r}, "
                              f"num_envs={num_envs!r}")

@@ -63,7 +63,8 @@ What the FFI path does not do, and why:
   job; in jitted code a dead worker fails the call (``XlaRuntimeError``
   naming it) and the pool refuses later calls, as after a ``WorkerError``.
 - 64-bit fields (``episode_frame_number``, ``frame_number``,
-  ``episode["r"]``) come as int32 / float32 unless ``jax_enable_x64`` is on.
+  ``episode["frames"]``, ``episode["r"]``) come as int32 / float32 unless
+  ``jax_enable_x64`` is on.
 
 None of these needs a Python callback, so none is used.
 

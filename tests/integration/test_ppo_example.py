@@ -146,7 +146,10 @@ def replay_reference(tmp_path_factory):
     (["--num-workers", "2"], False),
     (["--num-workers", "4", "--start-method", "spawn"], True),
     (["--num-workers", "2", "--start-method", "forkserver"], True),
-], ids=["2-workers", "4-workers-spawn-with-hog", "2-workers-forkserver-with-hog"])
+    # the README says "any start method": fork was the one left out (a docs review)
+    (["--num-workers", "2", "--start-method", "fork"], False),
+], ids=["2-workers", "4-workers-spawn-with-hog", "2-workers-forkserver-with-hog",
+        "2-workers-fork"])
 def test_double_buffered_ppo_replays_bit_for_bit(tmp_path, replay_reference, extra, hog):
     """Same seed, other layout and load: identical per-update losses, final
     parameters and game returns (the batches come in a fixed order, so no
