@@ -1027,3 +1027,30 @@ def test_a_stopped_zygote_is_named_and_a_longer_timeout_is_not_advised():
         os.kill(pid, signal.SIGCONT)
     with shmatari.make("null", num_envs=1) as env:
         assert env.reset()[0].shape[0] == 1
+
+
+def test_a_stopped_zygote_fails_a_start_long_before_start_timeout():
+    """With the default start_timeout (122 s for a pool of two envs), every
+    make() after the zygote was stopped waited all of it before the error
+    (an attacker's pass, 2026-12-06). A zygote seen stopped for
+    STOPPED_SECONDS fails the start with the same words; the bound below
+    only tells "seconds" from "start_timeout", with margin for a loaded
+    machine."""
+    import signal
+    import time
+
+    import shmatari
+    from shmatari import _zygote
+
+    pid = _zygote.get().proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t = time.monotonic()
+        with pytest.raises(shmatari.WorkerError, match=rf"zygote process \(pid {pid}\) is "
+                                                       rf"stopped .*kill -CONT {pid}"):
+            shmatari.make("null", num_envs=2, start_timeout=300)
+        assert time.monotonic() - t < 150, "the start waited for start_timeout"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    with shmatari.make("null", num_envs=1) as env:
+        assert env.reset()[0].shape[0] == 1

@@ -47,6 +47,11 @@ __all__ = ["get", "WorkerProcess", "ZygoteError"]
 _MSG = 1 << 18
 #: Seconds between the zygote's checks that its trainer still lives.
 _POLL = 0.2
+#: Seconds a start waits for a zygote seen stopped (SIGSTOP, a debugger)
+#: all that time before it fails, whatever start_timeout: every make()
+#: waited its whole start_timeout, 122 s by default (an attacker's pass,
+#: 2026-12-06). An honest start is answered in milliseconds.
+STOPPED_SECONDS = 2.0
 
 
 class ZygoteError(RuntimeError):
@@ -308,15 +313,22 @@ class _Zygote:
             except OSError as exc:
                 self.dead = True
                 raise ZygoteError(f"shmatari's zygote process is gone ({exc})") from None
-            end = time.monotonic() + timeout
+            begin = time.monotonic()
+            end = begin + timeout
+            stopped_since = None  # when the zygote was first seen stopped, in a row
             try:
                 while rid not in self.replies:
-                    if self.dead or time.monotonic() > end:
+                    now = time.monotonic()
+                    if now - begin > 0.2:  # an honest start answers in milliseconds
+                        stopped_since = (now if stopped_since is None else stopped_since) \
+                            if self._stopped() else None
+                    if self.dead or now > end or (
+                            stopped_since is not None and now - stopped_since >= STOPPED_SECONDS):
                         code = self.proc.poll()
                         raise ZygoteError(
                             "shmatari's zygote process " + (
                                 f"ended (exit code {code}; its stderr may say why)" if self.dead
-                                else self._no_answer(timeout)))
+                                else self._no_answer(min(timeout, now - begin))))
                     self._pump(min(0.1, max(0.0, end - time.monotonic())))
                     if deliver is not None and rid not in self.replies:
                         deliver()
@@ -333,21 +345,27 @@ class _Zygote:
                 raise ZygoteError(f"shmatari's zygote could not start a worker: {text}", code)
             return WorkerProcess(self, value)
 
-    def _no_answer(self, timeout: float) -> str:
-        """Why the zygote did not answer, for the error: stopped (a SIGSTOP,
-        a debugger: a longer wait cannot help, and every later start would
-        wait as long; a helper's API pass, 2026-12-05), or busy."""
-        pid = self.proc.pid
+    def _stopped(self) -> bool:
+        """Whether the zygote is stopped (a SIGSTOP, or traced and stopped
+        by a debugger), from its ``/proc/<pid>/stat`` state (T or t)."""
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except (OSError, IndexError):
-            state = b"?"
-        if state in (b"T", b"t"):
-            return (f"(pid {pid}) is stopped and did not answer within {timeout:g} s: resume "
+            return False
+        return state in (b"T", b"t")
+
+    def _no_answer(self, timeout: float) -> str:
+        """Why the zygote did not answer within ``timeout`` s, for the
+        error: stopped (a SIGSTOP, a debugger: a longer wait cannot help, and
+        every later start would wait as long; a helper's API pass,
+        2026-12-05), or busy."""
+        pid = self.proc.pid
+        if self._stopped():
+            return (f"(pid {pid}) is stopped and did not answer within {timeout:.3g} s: resume "
                     f"it (kill -CONT {pid}), or end it (kill -KILL {pid}; the workers it "
                     f"started end with it) and the next make() starts a new one")
-        return f"(pid {pid}) did not answer within {timeout:g} s"
+        return f"(pid {pid}) did not answer within {timeout:.3g} s"
 
     def exitcode(self, pid: int, timeout: float = 0.0):
         with self.lock:
