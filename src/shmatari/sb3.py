@@ -39,6 +39,7 @@ except ModuleNotFoundError as exc:  # not a dependency of shmatari itself
         f"shmatari.sb3 needs Stable-Baselines3 ({exc}): python3 -m pip install "
         f"'stable-baselines3>=2.3' (or shmatari's integrations extra)", name=exc.name) from exc
 
+from .config import PRESETS
 from .env import ShmVectorEnv
 from .env import make as _make
 
@@ -466,7 +467,10 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
             names or shmatari's (:func:`shmatari.registration.ale_kwargs`):
             ``repeat_action_probability``, ``full_action_space``,
             ``render_mode`` (``"rgb_array"``: ``get_images()`` and
-            ``VecVideoRecorder`` work), ``max_num_frames_per_episode``, ...
+            ``VecVideoRecorder`` work), ``max_num_frames_per_episode``, ...;
+            ``max_episode_steps`` is ``gym.make``'s ``TimeLimit`` there, in
+            emulator frames (no-ops and FIRE included, across lives): it caps
+            ``max_episode_frames`` (the lower of the two).
         vec_env_cls: None, ``DummyVecEnv`` or ``SubprocVecEnv``: the pool is
             one VecEnv whose envs run in worker processes either way.
         vec_env_kwargs: ``SubprocVecEnv``'s ``start_method`` (the workers'
@@ -516,11 +520,26 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
                              f"AtariWrapper emulates one frame per step (frameskip=1) and "
                              f"AtariWrapper skips; set wrapper_kwargs={{'frame_skip': k}}")
         env_kwargs.pop(key, None)
+    # gym.make's max_episode_steps (SB3 passes env_kwargs to gym.make) is a
+    # TimeLimit on the one-frame-per-step env, under AtariWrapper: frames,
+    # no-op and FIRE frames included, counted across lives. It was taken as
+    # shmatari's max_episode_steps, agent steps, and episodes ran about 4x
+    # longer (a client pass, 2026-12-06): it is a frame cap, the lower of it
+    # and the pool's own (ALE's 108,000 under preset="dqn").
+    time_limit = env_kwargs.pop("max_episode_steps", None)
     env_opts, ram_obs = ale_kwargs(env_kwargs, single=True)
     if ram_obs:
         raise ValueError("env_kwargs obs_type='ram' is not supported by make_atari_env (its "
                          "wrappers take screens); pass ram_info=True for info['ram']")
     opts.update(env_opts)
+    if time_limit is not None:
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, np.integer)) \
+                or time_limit < 1:
+            raise ValueError(f"env_kwargs max_episode_steps must be an int >= 1 (gym.make's "
+                             f"TimeLimit, in emulator frames under AtariWrapper), got "
+                             f"{time_limit!r}")
+        cap = opts.get("max_episode_frames", PRESETS["dqn"]["max_episode_frames"])
+        opts["max_episode_frames"] = int(time_limit) if cap is None else min(int(time_limit), cap)
     opts.update(options)
     if skip_warning is not None:
         from .games import _caller_stacklevel

@@ -248,3 +248,42 @@ def test_step_infos_have_the_keys_of_sb3s_own_make_atari_env():
     finally:
         real.close()
         ours.close()
+
+
+def test_env_kwargs_max_episode_steps_is_gym_makes_time_limit_in_frames():
+    """SB3 passes env_kwargs to gym.make, whose max_episode_steps is a
+    TimeLimit on the one-frame-per-step NoFrameskip env: frames. It was
+    taken as shmatari's max_episode_steps (agent steps), and games ran about
+    four times longer, silently (a client pass, 2026-12-06: Monitor's l 805
+    where SB3's is 200)."""
+    from stable_baselines3.common.env_util import make_atari_env as sb3_make_atari_env
+
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+
+    def first_ends(env):
+        env.reset()
+        ends = {}
+        for step in range(1, 400):
+            _, _, dones, infos = env.step(np.zeros(env.num_envs, np.int64))
+            for i in np.flatnonzero(dones):
+                ends.setdefault(int(i), (infos[i]["TimeLimit.truncated"],
+                                         infos[i]["episode"]["l"], step))
+            if len(ends) == env.num_envs:
+                return ends
+        raise AssertionError(f"no end within 400 steps: {ends}")
+
+    kwargs = dict(n_envs=2, seed=0, env_kwargs={"max_episode_steps": 200})
+    real = sb3_make_atari_env("PongNoFrameskip-v4", **kwargs)
+    ours = make_atari_env("PongNoFrameskip-v4", **kwargs)
+    try:
+        want, got = first_ends(real), first_ends(ours)
+    finally:
+        real.close()
+        ours.close()
+    for ends in (want, got):  # truncated by the limit, at 200 frames, in ~50 agent steps
+        assert all(t and l == 200 and step < 60 for t, l, step in ends.values()), (want, got)
+    with pytest.raises(ValueError, match="max_episode_steps must be an int >= 1"):
+        make_atari_env("PongNoFrameskip-v4", n_envs=1, env_kwargs={"max_episode_steps": 0})
