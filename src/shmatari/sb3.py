@@ -23,6 +23,7 @@ not lives, and ``rollout/ep_len_mean`` reads as with SB3's own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
@@ -201,6 +202,13 @@ class ShmatariVecEnv(VecEnv):
             s, h, w = shape
             shape = (h, w, s)
         self._env_attrs: list[dict] = [{} for _ in range(pool.num_envs)]
+        self._spec = None  # get_attr("spec")
+        if isinstance(env, str):
+            import ale_py
+
+            gym.register_envs(ale_py)  # ale-py's ids; idempotent
+            with contextlib.suppress(gym.error.Error):
+                self._spec = gym.spec(env.strip())
         self._t_start = time.time()
         self._monitors: list[ResultsWriter] = []
         self._info_keywords: tuple = ()
@@ -363,7 +371,9 @@ class ShmatariVecEnv(VecEnv):
         return [int(i) for i in indices]
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
-        """An attribute per env: what :meth:`set_attr` stored, else the pool's
+        """An attribute per env: what :meth:`set_attr` stored, ``spec`` (the
+        id's ``gymnasium.EnvSpec`` where Gymnasium registers it, as SB3's
+        own VecEnvs give it; else None), else the pool's
         :meth:`shmatari.ShmVectorEnv.get_attr` (``render_mode``, the options
         such as ``frame_skip``, ``action_set``, the single-env spaces).
 
@@ -373,6 +383,12 @@ class ShmatariVecEnv(VecEnv):
         idx = self._indices(indices)
         if all(attr_name in self._env_attrs[i] for i in idx):
             return [self._env_attrs[i][attr_name] for i in idx]
+        if attr_name == "spec":
+            # what SubprocVecEnv / DummyVecEnv give: each env's EnvSpec (the
+            # id's registration in Gymnasium; None for a bare game name, as
+            # an env made without gym.make). It raised AttributeError (a
+            # client pass, 2026-12-06: env.get_attr("spec")[0].id).
+            return [self._spec] * len(idx)
         values = self.pool.get_attr(attr_name)
         return [values[i] for i in idx]
 

@@ -287,3 +287,28 @@ def test_env_kwargs_max_episode_steps_is_gym_makes_time_limit_in_frames():
         assert all(t and l == 200 and step < 60 for t, l, step in ends.values()), (want, got)
     with pytest.raises(ValueError, match="max_episode_steps must be an int >= 1"):
         make_atari_env("PongNoFrameskip-v4", n_envs=1, env_kwargs={"max_episode_steps": 0})
+
+
+def test_get_attr_spec_is_the_ids_envspec_as_sb3s_own():
+    """SubprocVecEnv / DummyVecEnv code reads env.get_attr("spec")[0].id;
+    it raised AttributeError (a client pass, 2026-12-06)."""
+    from stable_baselines3.common.env_util import make_atari_env as sb3_make_atari_env
+
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    real = sb3_make_atari_env("BreakoutNoFrameskip-v4", n_envs=2, seed=0)
+    ours = make_atari_env("BreakoutNoFrameskip-v4", n_envs=2, seed=0)
+    try:
+        assert [s.id for s in ours.get_attr("spec")] == [s.id for s in real.get_attr("spec")]
+        assert ours.env_method("get_wrapper_attr", "spec", indices=[1])[0].id == \
+            "BreakoutNoFrameskip-v4"
+    finally:
+        real.close()
+        ours.close()
+    bare = make_atari_env("Breakout", n_envs=1)  # no registration: None, as gym's
+    try:
+        assert bare.get_attr("spec") == [None]
+    finally:
+        bare.close()
