@@ -12,6 +12,10 @@ the envs use EnvPool's defaults plus ``episodic_life=True`` and
 ``reward_clip=True``.
 
     python examples/cleanrl_ppo_envpool.py --env-id Breakout-v5 --total-timesteps 100000
+
+It needs torch, even for ``--help``, as CleanRL's script it follows
+(``python3 -m pip install '.[integrations]'``);
+``examples/ppo_atari.py --help`` works without it.
 """
 
 import argparse

@@ -46,7 +46,11 @@ benchmarks/results/many-cores-16core/).
 
 Run::
 
-    python examples/ppo_atari.py --env-id Breakout --num-envs 8 --total-timesteps 500000
+    PYTHONHASHSEED=0 python examples/ppo_atari.py --env-id Breakout --num-envs 8 \\
+        --total-timesteps 500000 --seed 1 --torch-threads 1 --out-dir runs/breakout
+
+(the README's command: PYTHONHASHSEED=0 so that a rerun replays bit for bit,
+one torch thread beside the workers on a small machine)
 
 It prints each finished game and each update, and writes into ``--out-dir``:
 ``episodes.csv`` (agent step, return, length), ``updates.csv`` (losses, SPS),

@@ -13,6 +13,7 @@
 //   ale_seed N             the random_seed shmatari gives env INDEX's ALE
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -98,6 +99,10 @@ bool parse_decimal(const std::string &text, std::vector<uint32_t> &words) {
 
 int main(int argc, char **argv) {
   std::vector<uint32_t> seed_words, index_words;
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: %s SEED INDEX  (SEED < 2**128, INDEX < 2**32, decimal)\n", argv[0]);
+    return 0;  // asked for: status 0, on stdout (a newcomer's pass)
+  }
   if (argc != 3 || !parse_decimal(argv[1], seed_words) ||
       !parse_decimal(argv[2], index_words) || index_words.size() != 1) {
     std::fprintf(stderr, "usage: %s SEED INDEX  (SEED < 2**128, INDEX < 2**32, decimal)\n",

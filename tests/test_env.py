@@ -460,6 +460,8 @@ def _children() -> set[int]:
                                     "use stack_num"),
     (dict(frame_stack=4), TypeError, "use stack_num"),
     (dict(use_inter_area_resize=True), TypeError, "use_inter_area_resize is EnvPool's"),
+    (dict(env_type="gymnasium"), TypeError, r"env_type is EnvPool's: .*shmatari.envpool.make"),
+    (dict(render_mode="human"), ValueError, r"render_mode='rgb_array' and show"),
     (dict(repeat_action_probability=1.5), ValueError, "repeat_action_probability"),
     (dict(img_height=211), ValueError, "img_height"),
     (dict(grayscale="yes"), TypeError, "grayscale must be a bool"),

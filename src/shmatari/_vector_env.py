@@ -124,6 +124,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             start_timeout: as :func:`make`'s.
 
         Raises:
+            TypeError: ``config`` is not an ``EnvConfig`` (a game name: the
+                pool is made by :func:`shmatari.make` or
+                :func:`shmatari.attach`).
             FileExistsError: ``segment_name`` is taken.
             SharedMemorySpaceError, ResourceLimitError, WorkerError: as :func:`make`.
 
@@ -131,6 +134,13 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             UserWarning: first-ready batches would step worker groups of
                 different sizes unevenly (:func:`shmatari.config.uneven_groups`).
         """
+        if not isinstance(config, _config.EnvConfig):
+            # ShmVectorEnv("Breakout") ended in "'str' object has no
+            # attribute 'num_envs'" (a newcomer's pass, 2026-12-06)
+            raise TypeError(f"ShmVectorEnv takes an EnvConfig, got {type(config).__name__} "
+                            f"{config!r}: make a pool with shmatari.make({config!r}, "
+                            f"num_envs=...) or attach to a served one with "
+                            f"shmatari.attach(name)")
         self.config = config
         self.num_envs = config.num_envs
         self.batch_size = config.batch_size
@@ -578,7 +588,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
     def close(self, **kwargs) -> None:
         """Stops the workers and removes the segment; for an attached pool,
         detaches and leaves the pool running. Idempotent."""
-        if getattr(self, "closed", True) and not hasattr(self, "_finalizer"):
+        if not hasattr(self, "_finalizer"):
+            # __init__ refused before it made anything (Gymnasium's VectorEnv
+            # has a class attribute closed = False, so that is no sign)
             return
         try:
             self._finalizer()  # a Ctrl-C during it is raised once it is done

@@ -239,6 +239,9 @@ _NOT_OPTIONS = {
     "max_num_frames_per_episode": "max_num_frames_per_episode is ale-py's: use "
                                   "max_episode_frames",
     "num_threads": "num_threads is EnvPool's: use num_workers (worker processes)",
+    # a newcomer's pass, 2026-12-06: "unknown option" only
+    "env_type": "env_type is EnvPool's: shmatari.make is a Gymnasium vector env; for "
+                "EnvPool's API use shmatari.envpool.make(task_id, env_type=...)",
     "sticky_actions": "sticky_actions is not an option: use repeat_action_probability "
                       "(per-frame probability; 0.25 as in ALE v5, 0.0 for none)",
     "n_envs": "n_envs is Stable-Baselines3's spelling: use num_envs",
@@ -327,6 +330,9 @@ def _choice(name, value, choices):
         hint = ""
         if name == "fast_reset" and isinstance(value, bool):
             hint = f" (fast_reset={'auto' if value else 'off'!r} for {value})"
+        if name == "render_mode" and value == "human":  # a newcomer's pass, 2026-12-06
+            hint = (": no window is opened; to watch a game, make the pool with "
+                    "render_mode='rgb_array' and show the frames env.render() returns")
         raise ValueError(f"{name} must be one of {choices}, got {value!r}{hint}")
     return value
 
