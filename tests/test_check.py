@@ -4,8 +4,10 @@ run is caught and located."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,8 +40,12 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
     reference = report["runs"]["reference"]["env_hashes"]
     assert len(set(reference)) == 4  # the envs themselves differ
     assert set(report["runs"]) == {"reference", "rerun", "one_worker", "fork", "spawn",
-                                   "async", "fixed", "reseed", "pipe", "seed_a", "seed_b"}
+                                   "async", "fixed", "reseed", "fast_on", "fast_off", "pipe",
+                                   "seed_a", "seed_b"}
     seed_runs = [report["runs"].pop(r)["env_hashes"] for r in ("seed_a", "seed_b")]
+    # the fast_reset pairing's games are cut short: streams of their own
+    fast = [report["runs"].pop(r)["env_hashes"] for r in ("fast_on", "fast_off")]
+    assert fast[0] == fast[1] and fast[0] != reference
     for run in report["runs"].values():
         assert run["error"] is None and run["env_hashes"] == reference
     # the seed pairing: every env given env 0's actions, under seeds 0 and 1
@@ -96,7 +102,11 @@ def test_unseeded_policy_takes_the_pairings_key(capsys):
         main(["--unseeded-policy", "bogus"])
     assert exit_.value.code == 2
     assert ("--unseeded-policy) must name a pairing run here (rerun, workers, fork, spawn, "
-            "async, fixed, reseed, pipe)") in capsys.readouterr().err
+            "async, fixed, reseed, fast_reset, pipe)") in capsys.readouterr().err
+    # the fast_reset pairing's unseeded run is its second, fast resets off
+    code = main(["--num-envs", "2", "--steps", "20", "--quiet", "--pairings", "fast_reset",
+                 "--unseeded-policy", "fast_reset"])
+    assert code == 1 and capsys.readouterr().out.startswith("DIFFER  fast resets on vs off")
 
 
 #: A short check whose episodes end: lost lives (terminated) and a 200-frame
@@ -492,3 +502,63 @@ def test_the_seed_verdict_tells_chance_from_a_pattern():
     verdict, text, _ = seed_pairing_verdict(["p", "q", "p", "q"], ["r", "s", "r", "s"], (0, 1),
                                             0.25, 30, groups=[range(0, 2), range(2, 4)])
     assert verdict == "shared" and "same rank in different workers" in text
+
+
+FAST_RESET_PLANTS = {
+    # three one-line bugs of a reproducibility pass (2026-12-06), each
+    # let through by the default pairings' four episode ends
+    "generator advanced two draws too far": [
+        ("_advance(rng, 2 * noops)", "_advance(rng, 2 * noops + 2)")],
+    "generator one draw short across a block": [
+        ("mt.random_raw(draws)", "mt.random_raw(draws - 1)")],
+    "no primer: the old game's action stays remembered": [
+        ("        ale.restoreState(self._primer)\n"
+         "        ale.act(0)  # the draw passes the primer: the remembered action is NOOP\n", ""),
+        ("        if self.sticky:\n"
+         "            ale.restoreState(self._primer)\n"
+         "            ale.act(0)\n", "")],
+}
+
+
+@pytest.mark.parametrize("plant", sorted(FAST_RESET_PLANTS))
+def test_the_fast_reset_pairing_catches_a_planted_fast_reset_bug(plant, tmp_path):
+    """shmatari-check had no pairing of fast resets on and off: only the
+    pipe pairing reset as ALE does, left out without OpenCV, and too few
+    resets at its defaults to see a bug that shows now and then. A copy of
+    the package with one line of fast_reset.py broken must fail the
+    fast_reset pairing at the default settings (the real workers and
+    emulator, in a subprocess that imports the copy)."""
+    import shutil
+
+    root = tmp_path / "src"
+    shutil.copytree(Path(shmatari.__file__).parent, root / "shmatari",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    path = root / "shmatari" / "fast_reset.py"
+    text = path.read_text()
+    for old, new in FAST_RESET_PLANTS[plant]:
+        assert text.count(old) == 1, plant
+        text = text.replace(old, new)
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "shmatari.check", "--quiet",
+                           "--pairings", "fast_reset", "--seed", "1"],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("DIFFER  fast resets on vs off, games cut at 10 agent steps"), \
+        proc.stdout
+
+
+def test_the_fast_reset_pairing_is_not_applicable_where_no_reset_is_fast(capsys):
+    """Fast resets turned off by the options, or a game whose fast reset is
+    not proven (Boxing): the pairing says n/a, and why, with neither run."""
+    from shmatari.check import check_reproducibility
+
+    report = check_reproducibility("Breakout", num_envs=2, steps=5, pairings=["fast_reset"],
+                                   fast_reset="off")
+    (verdict,) = report.pairings
+    assert verdict.verdict == "n/a" and "fast_reset='off'" in verdict.note
+    assert set(report.runs) == {"reference"} and report.ok
+    report = check_reproducibility("Boxing", num_envs=2, steps=5, pairings=["fast_reset"])
+    assert report.pairings[0].verdict == "n/a"
+    assert "boxing resets as ALE does here" in report.pairings[0].note
+    assert report.lines()[0].startswith("n/a     fast resets on vs off")

@@ -18,7 +18,14 @@ observations, rewards, ``terminated``/``truncated`` flags and info
   steps (an episode ends in most, so a next game is prepared), then
   ``reset(seed=S)``, against the pool made with seed S: the path of
   Stable-Baselines3's and PufferLib's seeded resets;
-- ``pipe``: through shmatari and through the pipe baseline;
+- ``fast_reset``: fast resets (:mod:`shmatari.fast_reset`: a saved
+  post-reset state and saved no-op starts restored) on and off, with games
+  cut at :data:`FAST_RESET_EPISODE_STEPS` agent steps so that each env
+  starts many (two runs of their own, not the reference; ``n/a`` where no
+  reset would be fast: the game's fast reset not proven here, or
+  ``fast_reset="off"`` in the options);
+- ``pipe``: through shmatari and through the pipe baseline (which resets as
+  ALE does; it needs OpenCV);
 - ``seed``: the other way round, that the streams do depend on the pool
   seed: two runs, pool seeds S and S + 1, every env given env 0's actions,
   must show no pattern of alike streams (:func:`seed_pairing_verdict`). It
@@ -83,7 +90,8 @@ __all__ = ["check_reproducibility", "stream_hashes", "policy_actions", "first_di
            "CheckReport", "RunResult", "PairingResult", "PAIRINGS", "FIELDS", "main"]
 
 #: The pairings, by key: each compares the reference run with one variant.
-PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "fixed", "reseed", "pipe", "seed")
+PAIRINGS = ("rerun", "workers", "fork", "spawn", "async", "fixed", "reseed", "fast_reset", "pipe",
+            "seed")
 
 #: Verdicts of a pairing that holds: its streams agree (for ``seed``: no
 #: pattern of them is alike), or (``"n/a"``) the options leave nothing random
@@ -93,6 +101,14 @@ PASSING = ("agree", "n/a")
 #: Steps the reseed pairing's pool plays under its first seed before
 #: ``reset(seed=S)``: random play ends a Breakout game in about 170.
 RESEED_WARMUP = 200
+
+#: The fast_reset pairing's episode cap (``max_episode_steps``, or the
+#: options' own where lower): a game every 10 agent steps gives each env
+#: about 30 new games in the default 300 steps, each a fast reset and a
+#: restored no-op start (a reproducibility pass, 2026-12-06, planted three
+#: one-line bugs in fast_reset.py that the default run's four episode ends
+#: let through).
+FAST_RESET_EPISODE_STEPS = 10
 
 
 # -- comparing ------------------------------------------------------------------------
@@ -131,6 +147,7 @@ class _Plan:
     same_actions: bool = False  # every env given env 0's actions
     batch_order: str | None = None  # make()'s, where not its default
     reseed_from: int | None = None  # made with this seed, played, then reset(seed=the check's)
+    overrides: tuple = ()  # (option, value) pairs over the check's options
 
 
 @dataclasses.dataclass
@@ -176,14 +193,17 @@ class PairingResult:
         runs: the two runs' names (reference first).
         verdict: ``"agree"``, ``"differ"`` or ``"error"``; the ``seed``
             pairing's: ``"agree"`` (no pattern of alike streams), ``"shared"`` or
-            ``"n/a"`` (:func:`seed_pairing_verdict`).
+            ``"n/a"`` (:func:`seed_pairing_verdict`); the ``fast_reset``
+            pairing's ``"n/a"`` where no reset would be fast (``note`` says
+            why; neither run is made).
         first_divergence: ``{"step", "env", "field"}`` when they differ (step
             0 is the reset observation, step *k* follows the *k*-th action).
         differing_envs: the envs whose whole streams differ.
         error: why the pairing could not be judged.
         shared: the ``seed`` pairing's alike streams, ``[seed, env, seed,
             env]`` each.
-        note: the ``seed`` pairing's verdict in words.
+        note: the ``seed`` pairing's verdict in words; why a pairing is
+            ``"n/a"``.
     """
 
     key: str
@@ -201,6 +221,8 @@ class PairingResult:
         if self.key == "seed" and self.verdict != "error":
             label = {"agree": "agree", "n/a": "n/a", "shared": "SHARED"}[self.verdict]
             return f"{label:<8}{self.title}: {self.note}"
+        if self.verdict == "n/a":
+            return f"n/a     {self.title}: {self.note}"
         if self.verdict == "agree":
             return (f"agree   {self.title}: "
                     + ("the env stream is identical" if num_envs == 1 else
@@ -331,7 +353,8 @@ def _no_group_warning():
 def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: dict,
            seeds: tuple = (0, 1)):
     """The runs needed and the (key, title, variant) of each pairing (the
-    ``seed`` pairing's variant is the second of its two runs)."""
+    ``seed`` and ``fast_reset`` pairings' variant is the second of their
+    two runs)."""
     # The pipe baseline does not render; rendering changes no observation, so
     # its run leaves render_mode out and the pairing still compares the streams.
     no_render = options.get("render_mode") is not None
@@ -364,6 +387,7 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
                                        label=f"shmatari, sync, {num_workers} workers, seed "
                                              f"{seeds[1]}, {RESEED_WARMUP} steps, then "
                                              f"reset(seed={seeds[0]})")),
+        "fast_reset": _fast_reset_pair(ref, num_workers, options),
         "pipe": ("shmatari vs pipe baseline",
                  _Plan("pipe", f"pipe baseline, 1 process per env, {default}"
                                + (", without render_mode (it does not render)" * no_render),
@@ -377,12 +401,54 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
     pairs = [(key, variants[key][0], variants[key][1]) for key in PAIRINGS if key in pairings]
     runs = [ref]
     for key, _, plan in pairs:
+        if key == "fast_reset":
+            runs.append(dataclasses.replace(
+                plan, name="fast_on", label=plan.label.replace("fast_reset='off'",
+                                                               "fast_reset='auto'"),
+                overrides=(("fast_reset", "auto"),) + plan.overrides[1:]))
         if key == "seed":
             runs.append(dataclasses.replace(plan, name="seed_a", seed=seeds[0], label=(
                 f"shmatari, sync, {num_workers} workers, seed {seeds[0]}, env 0's actions "
                 f"in every env")))
         runs.append(plan)
     return runs, pairs
+
+
+def _fast_reset_episode_steps(options: dict) -> int:
+    """The fast_reset pairing's ``max_episode_steps``: the options' own
+    where lower than :data:`FAST_RESET_EPISODE_STEPS`."""
+    own = options.get("max_episode_steps")
+    return FAST_RESET_EPISODE_STEPS if own is None else min(int(own), FAST_RESET_EPISODE_STEPS)
+
+
+def _fast_reset_pair(ref: _Plan, num_workers: int, options: dict) -> tuple:
+    """The fast_reset pairing's title and second run (fast resets off; its
+    first, ``fast_on``, is the same with ``fast_reset="auto"``): games cut
+    short (:data:`FAST_RESET_EPISODE_STEPS`) so that each env makes many
+    new games from varied states."""
+    k = _fast_reset_episode_steps(options)
+    return (f"fast resets on vs off, games cut at {k} agent steps",
+            dataclasses.replace(ref, name="fast_off", overrides=(
+                ("fast_reset", "off"), ("max_episode_steps", k)),
+                label=f"shmatari, sync, {num_workers} workers, max_episode_steps {k}, "
+                      f"fast_reset='off'"))
+
+
+def _fast_reset_unused(cfg: _config.EnvConfig) -> str | None:
+    """Why no reset of the check's pools would be fast (the fast_reset
+    pairing is then n/a), or None."""
+    from . import fast_reset, games
+
+    if cfg.game == _config.NULL_ENV:
+        return "the null env emulates nothing: no reset to make fast"
+    if cfg.fast_reset == "off":
+        return "the options turn fast resets off (fast_reset='off')"
+    if not fast_reset.proven(cfg.game, str(games.rom_path(cfg.game)),
+                             cfg.repeat_action_probability):
+        return (f"{cfg.game} resets as ALE does here: its fast reset is not proven for this "
+                f"ROM, ale-py version and repeat_action_probability "
+                f"{cfg.repeat_action_probability:g} (shmatari.fast_reset)")
+    return None
 
 
 @contextlib.contextmanager
@@ -439,6 +505,7 @@ def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
 
     result = RunResult(plan.name, plan.label)
     options = {k: v for k, v in options.items() if k not in plan.drop}
+    options.update(plan.overrides)
     seed = seed if plan.seed is None else plan.seed
     t0 = time.perf_counter()
     try:
@@ -632,7 +699,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
         progress: show a progress bar on stderr.
         unseeded_policy: **test only**, to see a failure: the pairing key
             of a run (``"rerun"``, ``"workers"``, ``"fork"``, ``"spawn"``,
-            ``"async"``, ``"pipe"``; ``"one_worker"``, the run's name, too)
+            ``"async"``, ``"fixed"``, ``"reseed"``, ``"fast_reset"``,
+            ``"pipe"``; the run's name, ``"one_worker"`` or ``"fast_off"``, too)
             whose actions are drawn from NumPy's global RNG, the caller's
             state (the check seeds it only while a pool starts, and puts it
             back), so that run diverges from the reference.
@@ -730,11 +798,16 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     # the seed pairing's second seed: the next one (the one before, at the top)
     seeds = (cfg.seed, cfg.seed + 1 if cfg.seed + 1 < 1 << seeding.SEED_BITS else cfg.seed - 1)
     plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options, seeds)
-    names = [p.name for p in plans if p.name not in ("seed_a", "seed_b")]
+    fast_unused = _fast_reset_unused(cfg) if "fast_reset" in pairings else None
+    if fast_unused is not None:  # judged n/a, with neither run made
+        plans = [p for p in plans if p.name not in ("fast_on", "fast_off")]
+    names = [p.name for p in plans if p.name not in ("seed_a", "seed_b", "fast_on")]
     # the pairing's key names its variant run too (workers: the one-worker run)
-    unseeded_policy = {"workers": "one_worker"}.get(unseeded_policy, unseeded_policy)
+    run_of = {"workers": "one_worker", "fast_reset": "fast_off"}
+    unseeded_policy = run_of.get(unseeded_policy, unseeded_policy)
     if unseeded_policy is not None and unseeded_policy not in names[1:]:
-        keys = ", ".join("workers" if n == "one_worker" else n for n in names[1:])
+        key_of = {run: key for key, run in run_of.items()}
+        keys = ", ".join(key_of.get(n, n) for n in names[1:])
         raise ValueError(f"unseeded_policy (--unseeded-policy) must name a pairing run here "
                          f"({keys}), got {unseeded_policy!r}")
 
@@ -758,9 +831,16 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
                 runs[plan.name].unseeded_policy = plan.name == unseeded_policy
         except KeyboardInterrupt:  # the run's pool is closed; judge what finished
             interrupted = True
-    verdicts = [_judge_seed(title, runs["seed_a"], runs[plan.name], seeds, cfg)
-                if key == "seed" else _judge(key, title, runs["reference"], runs[plan.name])
-                for key, title, plan in pairs if "reference" in runs and plan.name in runs]
+    first = {"seed": "seed_a", "fast_reset": "fast_on"}
+    verdicts = []
+    for key, title, plan in pairs:
+        if key == "fast_reset" and fast_unused is not None:
+            verdicts.append(PairingResult(key, title, ("fast_on", "fast_off"), "n/a",
+                                          note=fast_unused))
+        elif first.get(key, "reference") in runs and plan.name in runs:
+            a = runs[first.get(key, "reference")]
+            verdicts.append(_judge_seed(title, a, runs[plan.name], seeds, cfg) if key == "seed"
+                            else _judge(key, title, a, runs[plan.name]))
     config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
               "policy_seed": policy_seed, "num_workers": cfg.num_workers,
               "batch_size": cfg.batch_size, "start_method": _config.default_start_method(),
@@ -776,7 +856,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _cli.ArgumentParser(
         prog="shmatari-check", formatter_class=_cli.HelpFormatter, allow_abbrev=False,
         description="Runs one seeded rollout several ways (twice, 1 and N workers, fork and "
-                    "spawn, sync and async, shmatari and the pipe baseline) and checks that "
+                    "spawn, sync and async, fast resets on and off, shmatari and the pipe "
+                    "baseline) and checks that "
                     "every env's stream of observations, rewards, flags and info is "
                     "identical; and under two pool seeds, that no two streams are alike.",
         epilog="Exit status: 0 when every pairing agrees, 1 otherwise, 2 on bad arguments, "
@@ -821,7 +902,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--torch-threads", type=_cli.positive_int, default=None,
                    help="--train: torch.set_num_threads in every run (default 1)")
     p.add_argument("--unseeded-policy", metavar="RUN", default=None,
-                   help="test only: RUN (rerun, workers, fork, spawn, async, pipe) draws "
+                   help="test only: RUN (a pairing: rerun, workers, fork, spawn, async, fixed, "
+                        "reseed, fast_reset, pipe) draws "
                         "its actions from the unseeded global NumPy RNG, to show a failure")
     p.word_hint = _cli.game_word_hint
     return p
