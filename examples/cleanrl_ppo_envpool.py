@@ -13,8 +13,9 @@ the envs use EnvPool's defaults plus ``episodic_life=True`` and
 
     python examples/cleanrl_ppo_envpool.py --env-id Breakout-v5 --total-timesteps 100000
 
-It needs torch, even for ``--help``, as CleanRL's script it follows
-(``python3 -m pip install '.[integrations]'``);
+It needs torch and EnvPool (or shmatari, after the one-line change), even
+for ``--help``, as CleanRL's script it follows (``python3 -m pip install
+'.[integrations]'``, and ``'.[peers]'`` for EnvPool);
 ``examples/ppo_atari.py --help`` works without it.
 """
 

@@ -482,6 +482,27 @@ def test_bad_make_arguments_fail_before_any_process_starts(kwargs, exc, match):
     assert shm_entries() == before_shm
 
 
+def test_shmvectorenv_made_from_a_game_name_points_to_make_and_leaves_nothing():
+    """ShmVectorEnv("Breakout") ended in "'str' object has no attribute
+    'num_envs'", and the half-made object's close() at collection printed an
+    AttributeError (a newcomer's pass, 2026-12-06)."""
+    import gc
+
+    before_shm, before = shm_entries(), _children()
+    unraisable, hook = [], sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        for config in ("Breakout", None):
+            with pytest.raises(TypeError, match=r"ShmVectorEnv takes an EnvConfig.*shmatari\."
+                                                r"make\('Breakout', num_envs=\.\.\.\)"):
+                shmatari.ShmVectorEnv(config)
+        gc.collect()  # the refused objects' __del__ (close()) runs, quietly
+    finally:
+        sys.unraisablehook = hook
+    assert not unraisable, [u.exc_value for u in unraisable]
+    assert shm_entries() == before_shm and _children() == before
+
+
 def test_numpy_bools_are_bools():
     """np.True_ (what a NumPy comparison or a config array gives) was refused
     as 'must be a bool, got bool np.True_': the check looked for a type

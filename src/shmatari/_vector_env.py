@@ -137,8 +137,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         if not isinstance(config, _config.EnvConfig):
             # ShmVectorEnv("Breakout") ended in "'str' object has no
             # attribute 'num_envs'" (a newcomer's pass, 2026-12-06)
+            game = repr(config) if isinstance(config, str) else "'Breakout'"
             raise TypeError(f"ShmVectorEnv takes an EnvConfig, got {type(config).__name__} "
-                            f"{config!r}: make a pool with shmatari.make({config!r}, "
+                            f"{config!r}: make a pool with shmatari.make({game}, "
                             f"num_envs=...) or attach to a served one with "
                             f"shmatari.attach(name)")
         self.config = config

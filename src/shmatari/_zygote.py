@@ -315,20 +315,27 @@ class _Zygote:
                 raise ZygoteError(f"shmatari's zygote process is gone ({exc})") from None
             begin = time.monotonic()
             end = begin + timeout
-            stopped_since = None  # when the zygote was first seen stopped, in a row
+            # when the zygote was first seen stopped, in samples at most 0.5 s
+            # apart (a trainer suspended itself, a whole job's SIGSTOP, does
+            # not count its own pause as the zygote's), and the last sample
+            stopped_since = seen = None
             try:
                 while rid not in self.replies:
                     now = time.monotonic()
+                    stopped = False
                     if now - begin > 0.2:  # an honest start answers in milliseconds
-                        stopped_since = (now if stopped_since is None else stopped_since) \
-                            if self._stopped() else None
+                        stopped = self._stopped()
+                        if not stopped or seen is None or now - seen > 0.5:
+                            stopped_since = now if stopped else None
+                        seen = now
                     if self.dead or now > end or (
                             stopped_since is not None and now - stopped_since >= STOPPED_SECONDS):
                         code = self.proc.poll()
                         raise ZygoteError(
                             "shmatari's zygote process " + (
                                 f"ended (exit code {code}; its stderr may say why)" if self.dead
-                                else self._no_answer(min(timeout, now - begin))))
+                                else self._no_answer(min(timeout, now - begin),
+                                                     stopped or self._stopped())))
                     self._pump(min(0.1, max(0.0, end - time.monotonic())))
                     if deliver is not None and rid not in self.replies:
                         deliver()
@@ -355,13 +362,13 @@ class _Zygote:
             return False
         return state in (b"T", b"t")
 
-    def _no_answer(self, timeout: float) -> str:
+    def _no_answer(self, timeout: float, stopped: bool) -> str:
         """Why the zygote did not answer within ``timeout`` s, for the
-        error: stopped (a SIGSTOP, a debugger: a longer wait cannot help, and
-        every later start would wait as long; a helper's API pass,
+        error: ``stopped`` (a SIGSTOP, a debugger: a longer wait cannot
+        help, and every later start would wait as long; a helper's API pass,
         2026-12-05), or busy."""
         pid = self.proc.pid
-        if self._stopped():
+        if stopped:
             return (f"(pid {pid}) is stopped and did not answer within {timeout:.3g} s: resume "
                     f"it (kill -CONT {pid}), or end it (kill -KILL {pid}; the workers it "
                     f"started end with it) and the next make() starts a new one")

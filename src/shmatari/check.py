@@ -269,9 +269,11 @@ class CheckReport:
     @property
     def episode_ends(self) -> int | None:
         """How many steps of the reference run ended an episode, all envs
-        together (None if it did not run): with 0, the streams compared hold
-        no autoreset, no reset after the first and no episode statistic."""
-        ref = self.runs.get("reference")
+        together (where only the fast_reset or seed pairing ran, of its
+        first run; None if none ran): with 0, the streams compared hold no
+        autoreset, no reset after the first and no episode statistic."""
+        ref = next((self.runs[n] for n in ("reference", "fast_on", "seed_a") if n in self.runs),
+                   None)
         return None if ref is None or ref.episode_ends is None else int(sum(ref.episode_ends))
 
     def lines(self) -> list[str]:
@@ -399,7 +401,10 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
                                            f"{seeds[1]}, env 0's actions in every env")),
     }
     pairs = [(key, variants[key][0], variants[key][1]) for key in PAIRINGS if key in pairings]
-    runs = [ref]
+    # the reference, where a pairing compares with it (seed and fast_reset
+    # have two runs of their own: alone, a reference run was made for
+    # nothing, and its episode ends were counted: a review, 2026-12-06)
+    runs = [ref] if any(key not in ("seed", "fast_reset") for key, _, _ in pairs) else []
     for key, _, plan in pairs:
         if key == "fast_reset":
             runs.append(dataclasses.replace(
@@ -801,15 +806,19 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     fast_unused = _fast_reset_unused(cfg) if "fast_reset" in pairings else None
     if fast_unused is not None:  # judged n/a, with neither run made
         plans = [p for p in plans if p.name not in ("fast_on", "fast_off")]
-    names = [p.name for p in plans if p.name not in ("seed_a", "seed_b", "fast_on")]
+    # the runs an unseeded policy may take (each the second of its pairing)
+    names = [p.name for p in plans
+             if p.name not in ("reference", "seed_a", "seed_b", "fast_on")]
     # the pairing's key names its variant run too (workers: the one-worker run)
     run_of = {"workers": "one_worker", "fast_reset": "fast_off"}
-    unseeded_policy = run_of.get(unseeded_policy, unseeded_policy)
-    if unseeded_policy is not None and unseeded_policy not in names[1:]:
+    asked_run, unseeded_policy = unseeded_policy, run_of.get(unseeded_policy, unseeded_policy)
+    if unseeded_policy is not None and unseeded_policy not in names:
         key_of = {run: key for key, run in run_of.items()}
-        keys = ", ".join(key_of.get(n, n) for n in names[1:])
+        keys = ", ".join(key_of.get(n, n) for n in names) or "none"
+        na = (f"; the fast_reset pairing is n/a here ({fast_unused})"
+              if unseeded_policy == "fast_off" and fast_unused is not None else "")
         raise ValueError(f"unseeded_policy (--unseeded-policy) must name a pairing run here "
-                         f"({keys}), got {unseeded_policy!r}")
+                         f"({keys}), got {asked_run!r}{na}")
 
     def seeded(n_actions):
         return policy_actions(cfg.num_envs, steps, n_actions, policy_seed)
@@ -835,8 +844,8 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     verdicts = []
     for key, title, plan in pairs:
         if key == "fast_reset" and fast_unused is not None:
-            verdicts.append(PairingResult(key, title, ("fast_on", "fast_off"), "n/a",
-                                          note=fast_unused))
+            if not interrupted:  # no run: none named
+                verdicts.append(PairingResult(key, title, (), "n/a", note=fast_unused))
         elif first.get(key, "reference") in runs and plan.name in runs:
             a = runs[first.get(key, "reference")]
             verdicts.append(_judge_seed(title, a, runs[plan.name], seeds, cfg) if key == "seed"

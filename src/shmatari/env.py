@@ -94,7 +94,9 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
         start_timeout: seconds the workers may take to build their envs
             before make() raises WorkerError (default: 120 plus 1 per env of
             the largest worker). Progress is logged every 5 s meanwhile
-            (logger ``"shmatari"``, level INFO).
+            (logger ``"shmatari"``, level INFO). A zygote seen stopped
+            (SIGSTOP, a debugger) for 2 s fails the start sooner, with words
+            that say so (``_zygote.STOPPED_SECONDS``).
         zero_copy: return observations as read-only views into the shared
             ring instead of copies. The ring holds ``ceil(num_envs /
             batch_size) + 1`` batches, so the view returned by a ``recv()``

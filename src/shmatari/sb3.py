@@ -24,6 +24,7 @@ not lives, and ``rollout/ep_len_mean`` reads as with SB3's own.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 import warnings
@@ -485,8 +486,12 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
             ``render_mode`` (``"rgb_array"``: ``get_images()`` and
             ``VecVideoRecorder`` work), ``max_num_frames_per_episode``, ...;
             ``max_episode_steps`` is ``gym.make``'s ``TimeLimit`` there, in
-            emulator frames (no-ops and FIRE included, across lives): it caps
-            ``max_episode_frames`` (the lower of the two).
+            emulator frames (no-ops and FIRE included, across lives; the env
+            under AtariWrapper steps one frame: a v5 id left at its own
+            frameskip, which SB3 steps 4 frames at a time, warns): it caps
+            ``max_episode_frames``, whatever else sets that (the lower).
+            ``get_attr("spec")`` has it and the other ``env_kwargs``, as
+            ``gym.make``'s spec.
         vec_env_cls: None, ``DummyVecEnv`` or ``SubprocVecEnv``: the pool is
             one VecEnv whose envs run in worker processes either way.
         vec_env_kwargs: ``SubprocVecEnv``'s ``start_method`` (the workers'
@@ -524,6 +529,7 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
         else:
             raise TypeError(f"unknown AtariWrapper keyword {key!r}; known: "
                             f"{sorted(_WRAPPER_KWARGS) + ['screen_size']}")
+    env_kwargs_given = {k: v for k, v in (env_kwargs or {}).items() if k != "max_episode_steps"}
     env_kwargs = dict(env_kwargs or {})
     for key in ("frameskip", "frame_skip"):
         # frameskip=1 (the usual way to put a v5 id under AtariWrapper) is
@@ -538,7 +544,9 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
         env_kwargs.pop(key, None)
     # gym.make's max_episode_steps (SB3 passes env_kwargs to gym.make) is a
     # TimeLimit on the one-frame-per-step env, under AtariWrapper: frames,
-    # no-op and FIRE frames included, counted across lives. It was taken as
+    # no-op and FIRE frames included, counted across lives (a v5 id left at
+    # its own frameskip: SB3's counts its 4-frame steps, but this pool plays
+    # one frame per step there too, and warns: frames). It was taken as
     # shmatari's max_episode_steps, agent steps, and episodes ran about 4x
     # longer (a client pass, 2026-12-06): it is a frame cap, the lower of it
     # and the pool's own (ALE's 108,000 under preset="dqn").
@@ -548,19 +556,27 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
         raise ValueError("env_kwargs obs_type='ram' is not supported by make_atari_env (its "
                          "wrappers take screens); pass ram_info=True for info['ram']")
     opts.update(env_opts)
+    opts.update(options)
     if time_limit is not None:
         if isinstance(time_limit, bool) or not isinstance(time_limit, (int, np.integer)) \
                 or time_limit < 1:
             raise ValueError(f"env_kwargs max_episode_steps must be an int >= 1 (gym.make's "
                              f"TimeLimit, in emulator frames under AtariWrapper), got "
                              f"{time_limit!r}")
+        # over every other frame cap, options' included: SB3's TimeLimit
+        # holds whatever ALE's cap is (a review, 2026-12-06)
         cap = opts.get("max_episode_frames", PRESETS["dqn"]["max_episode_frames"])
         opts["max_episode_frames"] = int(time_limit) if cap is None else min(int(time_limit), cap)
-    opts.update(options)
     if skip_warning is not None:
         from .games import _caller_stacklevel
 
         warnings.warn(skip_warning, UserWarning, stacklevel=_caller_stacklevel())
     # preset="dqn": no legacy-name warning (shmatari.config.build_config)
-    return ShmatariVecEnv(env_id, n_envs, seed=seed, monitor_dir=monitor_dir,
+    venv = ShmatariVecEnv(env_id, n_envs, seed=seed, monitor_dir=monitor_dir,
                           monitor_kwargs=monitor_kwargs, **opts)
+    if venv._spec is not None:  # the spec gym.make gives SB3's env: env_kwargs in it
+        venv._spec = dataclasses.replace(
+            venv._spec, kwargs={**venv._spec.kwargs, **(env_kwargs_given or {})},
+            max_episode_steps=(venv._spec.max_episode_steps if time_limit is None
+                               else int(time_limit)))
+    return venv

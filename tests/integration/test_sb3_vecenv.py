@@ -287,6 +287,16 @@ def test_env_kwargs_max_episode_steps_is_gym_makes_time_limit_in_frames():
         assert all(t and l == 200 and step < 60 for t, l, step in ends.values()), (want, got)
     with pytest.raises(ValueError, match="max_episode_steps must be an int >= 1"):
         make_atari_env("PongNoFrameskip-v4", n_envs=1, env_kwargs={"max_episode_steps": 0})
+    # a frame cap given as an option does not lift it (SB3's TimeLimit holds
+    # whatever ALE's cap is: a review), and the spec says it, as gym.make's
+    for cap in (None, 5000, 150):
+        env = make_atari_env("PongNoFrameskip-v4", n_envs=1, max_episode_frames=cap,
+                             env_kwargs={"max_episode_steps": 200})
+        try:
+            assert env.get_attr("max_episode_frames") == [min(200, cap or 200)]
+            assert env.get_attr("spec")[0].max_episode_steps == 200
+        finally:
+            env.close()
 
 
 def test_get_attr_spec_is_the_ids_envspec_as_sb3s_own():
