@@ -174,6 +174,96 @@ static inline void shmatari_detach(shmatari_client *c) {
   shmatari_client_close(c);
 }
 
+/* One open of the segment file at `path` (Linux: /dev/shm/NAME, not
+ * following a link; elsewhere shm_open's /NAME), or -1 with errno. */
+static inline int shmatari_segment_open_once(const char *path) {
+#if defined(__linux__)
+  return open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+#else
+  return shm_open(path, O_RDWR | O_NOFOLLOW, 0);
+#endif
+}
+
+/* shmatari_attach's open of segment `segment` (the pool `name` asked
+ * for) at `path`: while there is no such file and a server may still
+ * start under that name, it looks again every 20 ms until `deadline`
+ * (shmatari_deadline's; -1: no limit). Returns SHMATARI_OK with the file's
+ * descriptor in *out, or _ERR_NOT_FOUND, _ERR_INTERRUPTED (a signal in a
+ * sleep), _ERR_UNTRUSTED or _ERR_SYSTEM with its words in msg. */
+static inline int shmatari_segment_open(const char *name, const char *segment,
+                                        const char *path, int64_t deadline,
+                                        int *out, char *msg, size_t len) {
+  const struct timespec retry = {0, 20000000};
+  int fd = shmatari_segment_open_once(path);
+  const int may_start = shmatari_servable_name(segment + strlen(SHMATARI_NAME_PREFIX));
+  while (fd < 0 && errno == ENOENT && may_start &&
+         (deadline < 0 || shmatari_now_ns() < deadline)) {
+    if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
+      return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
+                           "interrupted by a signal while waiting for %s",
+                           path);
+    fd = shmatari_segment_open_once(path);
+  }
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT && !may_start)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
+                           "no shmatari pool named '%s' (%s does not exist), "
+                           "and no server can start one under that name: "
+                           "`shmatari serve --name` takes a letter then up to "
+                           "19 letters, digits, '_' or '-' (a make() pool's "
+                           "automatic name is gone with its pool)",
+                           name, path);
+    if (err == ENOENT)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
+                           "no shmatari pool named '%s' (%s does not exist): "
+                           "start one with `shmatari serve GAME --name %s`",
+                           name, path, name);
+#if defined(__linux__)
+    if ((err == ELOOP || err == EACCES || err == EPERM || err == ENXIO ||
+         err == EISDIR) &&
+        shmatari_trust_path(path, msg, len) == SHMATARI_ERR_UNTRUSTED)
+      return SHMATARI_ERR_UNTRUSTED;
+#endif
+    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot open %s: %s",
+                         path, strerror(err));
+  }
+  *out = fd;
+  return SHMATARI_OK;
+}
+
+/* shmatari_attach's map of the segment file open at `fd` (closed here,
+ * whatever happens): checked first (shmatari_trust_fd), then mapped whole,
+ * read-write and shared. Returns SHMATARI_OK with the mapping in *out
+ * and its size in *size, or _ERR_UNTRUSTED, _ERR_NOT_SHMATARI (smaller
+ * than a header) or _ERR_SYSTEM with its words in msg. */
+static inline int shmatari_segment_map(const char *path, int fd, void **out,
+                                       off_t *size, char *msg, size_t len) {
+  struct stat st;
+  void *base = MAP_FAILED;
+  int err = 0, r;
+  if ((r = shmatari_trust_fd(path, fd, &st, msg, len)) != SHMATARI_OK) {
+    close(fd);
+    return r;
+  } else if (st.st_size >= (off_t)SHMATARI_HEADER_BYTES) {
+    base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                fd, 0);
+    err = errno;
+  }
+  close(fd);
+  if (base == MAP_FAILED) {
+    if (err == 0)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                           "%s holds %lld bytes, less than a shmatari header",
+                           path, (long long)st.st_size);
+    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot map %s: %s",
+                         path, strerror(err));
+  }
+  *out = base;
+  *size = st.st_size;
+  return SHMATARI_OK;
+}
+
 /* Attaches to pool `name` ("demo" for `shmatari serve ... --name demo`, or a
  * full segment name). Maps the segment, checks the magic and the ABI major
  * version, waits up to timeout_ns (< 0: no limit) for the pool to run,
@@ -215,69 +305,18 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
   snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
-#define SHMATARI_OPEN_SEGMENT() \
-  open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
 #else
   char path[SHMATARI_NAME_MAX + 2];
   snprintf(path, sizeof path, "/%s", c->segment);
-#define SHMATARI_OPEN_SEGMENT() shm_open(path, O_RDWR | O_NOFOLLOW, 0)
 #endif
 again:;
-  int fd = SHMATARI_OPEN_SEGMENT();
-  const int may_start = shmatari_servable_name(c->segment + strlen(SHMATARI_NAME_PREFIX));
-  while (fd < 0 && errno == ENOENT && may_start &&
-         (deadline < 0 || shmatari_now_ns() < deadline)) {
-    if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
-      return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
-                           "interrupted by a signal while waiting for %s",
-                           path);
-    fd = SHMATARI_OPEN_SEGMENT();
-  }
-#undef SHMATARI_OPEN_SEGMENT
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT && !may_start)
-      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
-                           "no shmatari pool named '%s' (%s does not exist), "
-                           "and no server can start one under that name: "
-                           "`shmatari serve --name` takes a letter then up to "
-                           "19 letters, digits, '_' or '-' (a make() pool's "
-                           "automatic name is gone with its pool)",
-                           name, path);
-    if (err == ENOENT)
-      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_FOUND,
-                           "no shmatari pool named '%s' (%s does not exist): "
-                           "start one with `shmatari serve GAME --name %s`",
-                           name, path, name);
-#if defined(__linux__)
-    if ((err == ELOOP || err == EACCES || err == EPERM || err == ENXIO ||
-         err == EISDIR) &&
-        shmatari_trust_path(path, msg, len) == SHMATARI_ERR_UNTRUSTED)
-      return SHMATARI_ERR_UNTRUSTED;
-#endif
-    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot open %s: %s",
-                         path, strerror(err));
-  }
-  struct stat st;
-  void *base = MAP_FAILED;
-  int err = 0;
-  if ((r = shmatari_trust_fd(path, fd, &st, msg, len)) != SHMATARI_OK) {
-    close(fd);
-    return r;
-  } else if (st.st_size >= (off_t)SHMATARI_HEADER_BYTES) {
-    base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                fd, 0);
-    err = errno;
-  }
-  close(fd);
-  if (base == MAP_FAILED) {
-    if (err == 0)
-      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                           "%s holds %lld bytes, less than a shmatari header",
-                           path, (long long)st.st_size);
-    return shmatari_fail(msg, len, SHMATARI_ERR_SYSTEM, "cannot map %s: %s",
-                         path, strerror(err));
-  }
+  int fd;
+  r = shmatari_segment_open(name, c->segment, path, deadline, &fd, msg, len);
+  if (r != SHMATARI_OK) return r;
+  void *base;
+  off_t size;
+  r = shmatari_segment_map(path, fd, &base, &size, msg, len);
+  if (r != SHMATARI_OK) return r;
   const int64_t now = shmatari_now_ns();
   /* read once: the test and the decision use this copy */
   const uint64_t magic = *(volatile const uint64_t *)&((shmatari_header *)base)->magic;
@@ -285,7 +324,7 @@ again:;
   else if (zero_since < 0) zero_since = now;
   if (magic == 0 && (deadline < 0 || now < deadline) &&
       now - zero_since < SHMATARI_ZERO_HEADER_NS) {
-    munmap(base, (size_t)st.st_size); /* the header is still being written */
+    munmap(base, (size_t)size); /* the header is still being written */
     if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
       return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
                            "interrupted by a signal while waiting for %s",
@@ -302,7 +341,7 @@ again:;
                       path, (double)(now - zero_since) / SHMATARI_SECOND,
                       (double)SHMATARI_ZERO_HEADER_NS / SHMATARI_SECOND);
   else
-    r = shmatari_geom_load(base, (uint64_t)st.st_size, &g, msg, len);
+    r = shmatari_geom_load(base, (uint64_t)size, &g, msg, len);
   int32_t holder = 0;
   uint64_t next_batch = 0;
   if (r == SHMATARI_OK) {
@@ -320,15 +359,15 @@ again:;
     }
   }
   if (r != SHMATARI_OK) {
-    munmap(base, (size_t)st.st_size); /* the claim was not kept */
+    munmap(base, (size_t)size); /* the claim was not kept */
     return r;
   }
-  c->map_bytes = (uint64_t)st.st_size;
+  c->map_bytes = (uint64_t)size;
   /* copies g; reads num_actions once; takes the recovery's next batch */
   r = shmatari_client_open(c, &g, next_batch);
   if (r != SHMATARI_OK) {
     shmatari_unclaim((shmatari_header *)base, c->pid);
-    munmap(base, (size_t)st.st_size);
+    munmap(base, (size_t)size);
     c->map_bytes = 0;
   }
   return r;
