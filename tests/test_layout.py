@@ -227,3 +227,24 @@ def test_c_client_under_strict_c11_after_a_system_header_says_what_to_do(tmp_pat
     # the first diagnostic is the #error (the compiler goes on after it)
     first = next(line for line in res.stderr.splitlines() if "error" in line or "warning" in line)
     assert "include it before any system header" in first, res.stderr[-1500:]
+
+
+@pytest.mark.parametrize("opt", ["-O1", "-O2", "-O3"])
+def test_c_clients_compile_warning_free_when_optimized_without_sanitizers(opt, tmp_path):
+    """gcc warns 'may be used uninitialized' only when it optimizes and only
+    without -fsanitize, and the tests' programs are built sanitized: an
+    attach split into functions (23cc7fc) broke every -Werror build of a
+    client at -O1 and up, and no test saw it (a review, 2026-12-06). The C++
+    example and a C client that calls every entry point, compiled as a user
+    would, with no sanitizer."""
+    builds = [(COMPILERS["c++"], ["-x", "c++", "-std=c++17"],
+               ROOT / "examples" / "cpp_trainer" / "trainer.cpp"),
+              (COMPILERS["c"], ["-std=c11"], ROOT / "tests" / "c" / "client_alternate.c")]
+    for names, std, src in builds:
+        cc = next((c for c in map(shutil.which, names) if c), None)
+        if cc is None:
+            pytest.skip(f"no compiler of {names} on this machine")
+        proc = subprocess.run([cc, *std, opt, *STRICT, "-c", str(src), "-o",
+                               str(tmp_path / (src.stem + ".o"))],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"{src.name} {opt}: {proc.stderr[-3000:]}"

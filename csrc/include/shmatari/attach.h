@@ -310,11 +310,15 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
   snprintf(path, sizeof path, "/%s", c->segment);
 #endif
 again:;
-  int fd;
+  /* set by the calls below on success, and read only then (values given
+   * all the same: gcc's -Wmaybe-uninitialized, at -O1 and up, cannot tell
+   * once the calls are inlined, and -Werror builds of clients failed: a
+   * review, 2026-12-06) */
+  int fd = -1;
   r = shmatari_segment_open(name, c->segment, path, deadline, &fd, msg, len);
   if (r != SHMATARI_OK) return r;
-  void *base;
-  off_t size;
+  void *base = NULL;
+  off_t size = 0;
   r = shmatari_segment_map(path, fd, &base, &size, msg, len);
   if (r != SHMATARI_OK) return r;
   const int64_t now = shmatari_now_ns();
