@@ -442,14 +442,13 @@ def _fast_reset_pair(ref: _Plan, num_workers: int, options: dict) -> tuple:
 def _fast_reset_unused(cfg: _config.EnvConfig) -> str | None:
     """Why no reset of the check's pools would be fast (the fast_reset
     pairing is then n/a), or None."""
-    from . import fast_reset, games
+    from . import fast_reset
 
     if cfg.game == _config.NULL_ENV:
         return "the null env emulates nothing: no reset to make fast"
     if cfg.fast_reset == "off":
         return "the options turn fast resets off (fast_reset='off')"
-    if not fast_reset.proven(cfg.game, str(games.rom_path(cfg.game)),
-                             cfg.repeat_action_probability):
+    if not fast_reset.use_fast_reset(cfg):  # the pool's own rule
         return (f"{cfg.game} resets as ALE does here: its fast reset is not proven for this "
                 f"ROM, ale-py version and repeat_action_probability "
                 f"{cfg.repeat_action_probability:g} (shmatari.fast_reset)")

@@ -60,6 +60,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from . import config as _config
 from .env import ShmVectorEnv
 from .env import make as _make
 from .errors import CallOrderError
@@ -88,7 +89,7 @@ class ShmatariPufferEnv:
 
     Raises:
         TypeError: ``num_envs`` or ``batch_size`` is not an int.
-        ValueError: ``batch_size`` does not divide ``num_envs``, or
+        ValueError: either is below 1, ``batch_size`` does not divide ``num_envs``, or
             ``autoreset_mode`` / ``batch_order`` other than the above.
         Whatever :func:`shmatari.make` raises.
     """
@@ -97,13 +98,11 @@ class ShmatariPufferEnv:
 
     def __init__(self, env_id: str, num_envs: int = 8, batch_size: int | None = None,
                  seed: int | None = None, **kwargs):
-        batch_size = num_envs if batch_size is None else batch_size
-        for name, value in (("num_envs", num_envs), ("batch_size", batch_size)):
-            # a float num_envs was refused as a batch_size that does not
-            # divide it (a docs review, 2026-12-06); make() says TypeError
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-        if batch_size < 1 or num_envs % batch_size:
+        # make()'s checks first: a float num_envs was refused as a batch_size
+        # that does not divide it (a docs review, 2026-12-06)
+        num_envs = _config._int("num_envs", num_envs, 1)
+        batch_size = num_envs if batch_size is None else _config._int("batch_size", batch_size, 1)
+        if num_envs % batch_size:
             raise ValueError(f"batch_size must divide num_envs (PuffeRL stores each batch as "
                              f"a block of the same envs), got batch_size={batch_size!r}, "
                              f"num_envs={num_envs!r}")

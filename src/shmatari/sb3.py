@@ -41,6 +41,7 @@ except ModuleNotFoundError as exc:  # not a dependency of shmatari itself
         f"shmatari.sb3 needs Stable-Baselines3 ({exc}): python3 -m pip install "
         f"'stable-baselines3>=2.3' (or shmatari's integrations extra)", name=exc.name) from exc
 
+from . import config as _config
 from .config import PRESETS
 from .env import ShmVectorEnv
 from .env import make as _make
@@ -557,16 +558,12 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
                          "wrappers take screens); pass ram_info=True for info['ram']")
     opts.update(env_opts)
     opts.update(options)
-    if time_limit is not None:
-        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, np.integer)) \
-                or time_limit < 1:
-            raise ValueError(f"env_kwargs max_episode_steps must be an int >= 1 (gym.make's "
-                             f"TimeLimit, in emulator frames under AtariWrapper), got "
-                             f"{time_limit!r}")
+    if time_limit is not None:  # gym.make's TimeLimit, in frames under AtariWrapper
+        time_limit = _config._int("env_kwargs max_episode_steps", time_limit, 1, None)
         # over every other frame cap, options' included: SB3's TimeLimit
         # holds whatever ALE's cap is (a review, 2026-12-06)
         cap = opts.get("max_episode_frames", PRESETS["dqn"]["max_episode_frames"])
-        opts["max_episode_frames"] = int(time_limit) if cap is None else min(int(time_limit), cap)
+        opts["max_episode_frames"] = time_limit if cap is None else min(time_limit, cap)
     if skip_warning is not None:
         from .games import _caller_stacklevel
 
@@ -578,5 +575,5 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
         venv._spec = dataclasses.replace(
             venv._spec, kwargs={**venv._spec.kwargs, **(env_kwargs_given or {})},
             max_episode_steps=(venv._spec.max_episode_steps if time_limit is None
-                               else int(time_limit)))
+                               else time_limit))
     return venv

@@ -285,7 +285,7 @@ def test_env_kwargs_max_episode_steps_is_gym_makes_time_limit_in_frames():
         ours.close()
     for ends in (want, got):  # truncated by the limit, at 200 frames, in ~50 agent steps
         assert all(t and l == 200 and step < 60 for t, l, step in ends.values()), (want, got)
-    with pytest.raises(ValueError, match="max_episode_steps must be an int >= 1"):
+    with pytest.raises(ValueError, match="env_kwargs max_episode_steps must be >= 1"):
         make_atari_env("PongNoFrameskip-v4", n_envs=1, env_kwargs={"max_episode_steps": 0})
     # a frame cap given as an option does not lift it (SB3's TimeLimit holds
     # whatever ALE's cap is: a review), and the spec says it, as gym.make's
