@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import ale_py
 import numpy as np
@@ -205,6 +207,23 @@ def test_off_and_unproven_settings_reset_as_ale_does():
                         preprocessor=object(), fast_reset=True)
     with pytest.raises(ValueError, match="fast_reset"):
         config.build_config("breakout", fast_reset="on", **base)
+
+
+def test_a_rom_replaced_in_place_is_judged_by_its_new_bytes(tmp_path):
+    """The MD5 is cached per file as stat sees it: a ROM rewritten under a
+    long-lived process is hashed again (until 2026-12-06 it kept its old
+    verdict for the life of the process: a helper's pass)."""
+    rom = tmp_path / "breakout.bin"
+    good = Path(games.rom_path("breakout")).read_bytes()
+    rom.write_bytes(good)
+    assert fast_reset.proven("breakout", str(rom), 0.0)
+    st = os.stat(rom)
+    rom.write_bytes(bytes([good[0] ^ 0xFF]) + good[1:])  # same size
+    os.utime(rom, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert not fast_reset.proven("breakout", str(rom), 0.0)
+    rom.write_bytes(good)
+    os.utime(rom, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000))
+    assert fast_reset.proven("breakout", str(rom), 0.0)
 
 
 def test_a_sticky_probability_is_judged_as_ales_float():

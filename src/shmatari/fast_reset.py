@@ -56,6 +56,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -91,9 +92,23 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-@functools.lru_cache(maxsize=None)
 def rom_md5(path: str) -> str:
-    """The ROM file's MD5, hex (cached per path)."""
+    """The ROM file's MD5, hex.
+
+    Cached per file as ``os.stat`` sees it (device, inode, size and
+    modification time, in ns): a ROM replaced or rewritten in place under a
+    long-lived process is hashed again (until 2026-12-06 the cache was per
+    path, and a replaced ROM was judged by its old MD5: a helper's pass).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    st = os.stat(path)
+    return _md5_of(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _md5_of(path: str, dev: int, ino: int, size: int, mtime_ns: int) -> str:
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
 
