@@ -509,60 +509,56 @@ static inline int shmatari_align_checked(uint64_t n, uint64_t *out) {
 enum { SHMATARI_LAYOUT_OK = 0, SHMATARI_LAYOUT_INVALID = -1,
        SHMATARI_LAYOUT_TOO_LARGE = -2 };
 
-/* Fills in every size and offset of h from its primary parameters
- * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
- * img_width, channels, frame_skip, autoreset_mode, obs_layout, batch_order,
- * screen_height, screen_width, ram_bytes), and the identity words.
- * Every parameter is bounded (SHMATARI_MAX_*) and every sum and product is
- * checked for overflow. Returns SHMATARI_LAYOUT_OK, or _INVALID /
- * _TOO_LARGE, writing the reason (with the byte count when too large) to
- * msg when msg is not NULL. */
-static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
-                                              size_t len) {
+/* Whether a primary parameter of h is out of its range (SHMATARI_MAX_*, and
+ * the rules between them): 1, writing every parameter with its range to
+ * msg when msg is not NULL; else 0. */
+static inline int shmatari_layout_invalid(const shmatari_header *h, char *msg,
+                                          size_t len) {
+  if (h->num_envs >= 1 && h->num_envs <= SHMATARI_MAX_ENVS &&
+      h->num_workers >= 1 && h->num_workers <= h->num_envs &&
+      h->batch_size >= 1 && h->batch_size <= h->num_envs &&
+      h->ring_depth >= shmatari_min_ring_depth(h->num_envs, h->batch_size) &&
+      h->ring_depth <= SHMATARI_MAX_RING_DEPTH &&
+      h->stack_num >= 1 && h->stack_num <= SHMATARI_MAX_STACK &&
+      h->img_height >= 1 && h->img_height <= SHMATARI_MAX_IMG_SIDE &&
+      h->img_width >= 1 && h->img_width <= SHMATARI_MAX_IMG_SIDE &&
+      (h->channels == 1 || h->channels == 3) && h->frame_skip >= 1 &&
+      h->frame_skip <= SHMATARI_MAX_FRAME_SKIP &&
+      h->autoreset_mode <= SHMATARI_AUTORESET_DISABLED &&
+      h->obs_layout <= SHMATARI_OBS_CHANNELS_FIRST &&
+      h->batch_order <= SHMATARI_BATCH_FIXED &&
+      (h->batch_order != SHMATARI_BATCH_FIXED ||
+       h->num_envs % h->batch_size == 0) &&
+      h->screen_height <= SHMATARI_MAX_IMG_SIDE &&
+      h->screen_width <= SHMATARI_MAX_IMG_SIDE &&
+      (h->screen_height == 0) == (h->screen_width == 0) &&
+      (h->ram_bytes == 0 || h->ram_bytes == SHMATARI_RAM_BYTES))
+    return 0;
+  if (msg != NULL)
+    snprintf(msg, len, "invalid geometry: num_envs %u (1..%u), num_workers "
+             "%u (1..num_envs), batch_size %u (1..num_envs), ring_depth %u "
+             "(%u..%u), stack_num %u (1..%u), image %ux%u (1..%u a side), "
+             "channels %u (1 or 3), frame_skip %u (1..%u), autoreset_mode "
+             "%u (0..2), obs_layout %u (0..1), batch_order %u (0..1; fixed "
+             "needs batch_size to divide num_envs), screen %ux%u (both 0, or "
+             "1..%u a side), ram_bytes %u (0 or %u)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
+             h->batch_size, h->ring_depth,
+             h->batch_size ? shmatari_min_ring_depth(h->num_envs,
+                                                     h->batch_size) : 0,
+             SHMATARI_MAX_RING_DEPTH, h->stack_num, SHMATARI_MAX_STACK,
+             h->img_height, h->img_width, SHMATARI_MAX_IMG_SIDE, h->channels,
+             h->frame_skip, SHMATARI_MAX_FRAME_SKIP, h->autoreset_mode,
+             h->obs_layout, h->batch_order, h->screen_height, h->screen_width,
+             SHMATARI_MAX_IMG_SIDE, h->ram_bytes, SHMATARI_RAM_BYTES);
+  return 1;
+}
+
+/* Fills in the sizes of one observation and one slot of h (obs_frame_bytes,
+ * obs_env_bytes, slot_field_offset[], slot_obs_offset, slot_final_offset,
+ * slot_bytes) from its checked primary parameters. Returns 1 if a sum or
+ * product overflowed (the values are then meaningless), else 0. */
+static inline int shmatari_layout_slot(shmatari_header *h) {
   static const uint8_t field_bytes[SHMATARI_FIELD_COUNT] = SHMATARI_FIELD_BYTES;
-  if (msg != NULL && len > 0) msg[0] = 0;
-  if (h->num_envs < 1 || h->num_envs > SHMATARI_MAX_ENVS ||
-      h->num_workers < 1 || h->num_workers > h->num_envs ||
-      h->batch_size < 1 || h->batch_size > h->num_envs ||
-      h->ring_depth < shmatari_min_ring_depth(h->num_envs, h->batch_size) ||
-      h->ring_depth > SHMATARI_MAX_RING_DEPTH ||
-      h->stack_num < 1 || h->stack_num > SHMATARI_MAX_STACK ||
-      h->img_height < 1 || h->img_height > SHMATARI_MAX_IMG_SIDE ||
-      h->img_width < 1 || h->img_width > SHMATARI_MAX_IMG_SIDE ||
-      (h->channels != 1 && h->channels != 3) || h->frame_skip < 1 ||
-      h->frame_skip > SHMATARI_MAX_FRAME_SKIP ||
-      h->autoreset_mode > SHMATARI_AUTORESET_DISABLED ||
-      h->obs_layout > SHMATARI_OBS_CHANNELS_FIRST ||
-      h->batch_order > SHMATARI_BATCH_FIXED ||
-      (h->batch_order == SHMATARI_BATCH_FIXED &&
-       h->num_envs % h->batch_size != 0) ||
-      h->screen_height > SHMATARI_MAX_IMG_SIDE ||
-      h->screen_width > SHMATARI_MAX_IMG_SIDE ||
-      (h->screen_height == 0) != (h->screen_width == 0) ||
-      (h->ram_bytes != 0 && h->ram_bytes != SHMATARI_RAM_BYTES)) {
-    if (msg != NULL)
-      snprintf(msg, len, "invalid geometry: num_envs %u (1..%u), num_workers "
-               "%u (1..num_envs), batch_size %u (1..num_envs), ring_depth %u "
-               "(%u..%u), stack_num %u (1..%u), image %ux%u (1..%u a side), "
-               "channels %u (1 or 3), frame_skip %u (1..%u), autoreset_mode "
-               "%u (0..2), obs_layout %u (0..1), batch_order %u (0..1; fixed "
-               "needs batch_size to divide num_envs), screen %ux%u (both 0, or "
-               "1..%u a side), ram_bytes %u (0 or %u)", h->num_envs, SHMATARI_MAX_ENVS, h->num_workers,
-               h->batch_size, h->ring_depth,
-               h->batch_size ? shmatari_min_ring_depth(h->num_envs,
-                                                       h->batch_size) : 0,
-               SHMATARI_MAX_RING_DEPTH, h->stack_num, SHMATARI_MAX_STACK,
-               h->img_height, h->img_width, SHMATARI_MAX_IMG_SIDE, h->channels,
-               h->frame_skip, SHMATARI_MAX_FRAME_SKIP, h->autoreset_mode,
-               h->obs_layout, h->batch_order, h->screen_height, h->screen_width,
-               SHMATARI_MAX_IMG_SIDE, h->ram_bytes, SHMATARI_RAM_BYTES);
-    return SHMATARI_LAYOUT_INVALID;
-  }
-  h->magic = SHMATARI_MAGIC;
-  h->abi_major = SHMATARI_ABI_MAJOR;
-  h->abi_minor = SHMATARI_ABI_MINOR;
-  h->header_bytes = SHMATARI_HEADER_BYTES;
-  h->field_count = SHMATARI_FIELD_COUNT;
   int over = 0;
   uint64_t t, off;
   over |= shmatari_mul_u64((uint64_t)h->img_height * h->img_width,
@@ -585,8 +581,17 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
     h->slot_final_offset = h->slot_bytes;
     over |= shmatari_mul_u64(h->slot_bytes, 2, &h->slot_bytes);
   }
+  return over;
+}
 
-  off = SHMATARI_HEADER_BYTES;
+/* Fills in the offsets of h's areas in the segment (env_ctrl_offset,
+ * worker_ctrl_offset, errors_offset, slots_offset, render_offset,
+ * render_env_bytes, ram_offset) and total_bytes, from its checked primary
+ * parameters and slot_bytes. Returns 1 if a sum or product overflowed, else
+ * 0. */
+static inline int shmatari_layout_areas(shmatari_header *h) {
+  int over = 0;
+  uint64_t t, off = SHMATARI_HEADER_BYTES;
   h->env_ctrl_offset = off;
   off += (uint64_t)h->num_envs * sizeof(shmatari_env_ctrl);
   h->worker_ctrl_offset = off;
@@ -613,6 +618,29 @@ static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
     over |= shmatari_add_u64(off, t, &off);
   }
   h->total_bytes = off;
+  return over;
+}
+
+/* Fills in every size and offset of h from its primary parameters
+ * (num_envs, num_workers, batch_size, ring_depth, stack_num, img_height,
+ * img_width, channels, frame_skip, autoreset_mode, obs_layout, batch_order,
+ * screen_height, screen_width, ram_bytes), and the identity words.
+ * Every parameter is bounded (SHMATARI_MAX_*: shmatari_layout_invalid) and
+ * every sum and product is checked for overflow (shmatari_layout_slot,
+ * shmatari_layout_areas). Returns SHMATARI_LAYOUT_OK, or _INVALID /
+ * _TOO_LARGE, writing the reason (with the byte count when too large) to
+ * msg when msg is not NULL. */
+static inline int shmatari_layout_compute_msg(shmatari_header *h, char *msg,
+                                              size_t len) {
+  if (msg != NULL && len > 0) msg[0] = 0;
+  if (shmatari_layout_invalid(h, msg, len)) return SHMATARI_LAYOUT_INVALID;
+  h->magic = SHMATARI_MAGIC;
+  h->abi_major = SHMATARI_ABI_MAJOR;
+  h->abi_minor = SHMATARI_ABI_MINOR;
+  h->header_bytes = SHMATARI_HEADER_BYTES;
+  h->field_count = SHMATARI_FIELD_COUNT;
+  int over = shmatari_layout_slot(h);
+  over |= shmatari_layout_areas(h);
   if (over || h->total_bytes > SHMATARI_MAX_SEGMENT_BYTES) {
     if (msg != NULL) {
       if (over)
