@@ -264,6 +264,86 @@ static inline int shmatari_segment_map(const char *path, int fd, void **out,
   return SHMATARI_OK;
 }
 
+/* shmatari_attach's wait for a written header: opens and maps segment
+ * `segment` at `path` (shmatari_segment_open, shmatari_segment_map) and,
+ * while its magic word is still 0 (a server publishes its name with the
+ * header written, so zeros are only a make() pool's first microseconds, or
+ * a file that nothing will ever fill), unmaps it and looks again every
+ * 20 ms, for SHMATARI_ZERO_HEADER_NS at most and until `deadline` (-1: no
+ * limit). Returns SHMATARI_OK with the mapping in *out and its size in
+ * *size (a magic word read once, not 0), or an error of the open or the
+ * map, _ERR_INTERRUPTED (a signal in a sleep: a trainer whose handler only
+ * sets a flag would otherwise wait for good for a server that never came)
+ * or _ERR_NOT_SHMATARI (the header stayed zero), with its words in msg. */
+static inline int shmatari_segment_written(const char *name, const char *segment,
+                                           const char *path, int64_t deadline,
+                                           void **out, off_t *size, char *msg,
+                                           size_t len) {
+  const struct timespec retry = {0, 20000000};
+  int64_t zero_since = -1;
+  for (;;) {
+    /* set by the calls below on success, and read only then (values given
+     * all the same: gcc's -Wmaybe-uninitialized, at -O1 and up, cannot tell
+     * once the calls are inlined, and -Werror builds of clients failed: a
+     * review, 2026-12-06) */
+    int fd = -1;
+    int r = shmatari_segment_open(name, segment, path, deadline, &fd, msg, len);
+    if (r != SHMATARI_OK) return r;
+    void *base = NULL;
+    off_t bytes = 0;
+    r = shmatari_segment_map(path, fd, &base, &bytes, msg, len);
+    if (r != SHMATARI_OK) return r;
+    const int64_t now = shmatari_now_ns();
+    /* read once: the test and the decision use this copy */
+    const uint64_t magic = *(volatile const uint64_t *)&((shmatari_header *)base)->magic;
+    if (magic != 0) {
+      *out = base;
+      *size = bytes;
+      return SHMATARI_OK;
+    }
+    munmap(base, (size_t)bytes);
+    if (zero_since < 0) zero_since = now;
+    if ((deadline >= 0 && now >= deadline) ||
+        now - zero_since >= SHMATARI_ZERO_HEADER_NS)
+      return shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
+                           "not a shmatari segment: %s's magic word stayed 0 for "
+                           "%.1f s (a server publishes its name with the header "
+                           "written; an attach looks again for %.0f s at most, or "
+                           "until its timeout)",
+                           path, (double)(now - zero_since) / SHMATARI_SECOND,
+                           (double)SHMATARI_ZERO_HEADER_NS / SHMATARI_SECOND);
+    /* the header is still being written */
+    if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
+      return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
+                           "interrupted by a signal while waiting for %s",
+                           path);
+  }
+}
+
+/* shmatari_attach's claim of the checked pool `g` for process `pid`
+ * (shmatari_open_pool) with what is left of the attach's `deadline` (-1: no
+ * limit): the wait for the file counted too (the whole timeout again here
+ * let an attach take up to twice it). On _ERR_TIMEOUT the message names
+ * the attach's whole `timeout_ns`. Sets *next_batch (the recovery's next
+ * batch) on SHMATARI_OK. */
+static inline int shmatari_attach_claim(const shmatari_geom *g, int32_t pid,
+                                        int64_t deadline, int64_t timeout_ns,
+                                        uint64_t *next_batch, char *msg,
+                                        size_t len) {
+  int32_t holder = 0;
+  int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
+  int r = shmatari_open_pool(g, pid, deadline < 0 ? -1 : (left > 0 ? left : 0),
+                             &holder, next_batch, msg, len);
+  if (r == SHMATARI_ERR_TIMEOUT && msg != NULL && len > 0) {
+    /* its wait's words count what was left: say the whole */
+    char told[SHMATARI_MESSAGE_BYTES];
+    snprintf(told, sizeof told, "%s", msg);
+    shmatari_fail(msg, len, r, "%s (the attach's timeout: %.1f s in all)", told,
+                  (double)timeout_ns / SHMATARI_SECOND);
+  }
+  return r;
+}
+
 /* Attaches to pool `name` ("demo" for `shmatari serve ... --name demo`, or a
  * full segment name). Maps the segment, checks the magic and the ABI major
  * version, waits up to timeout_ns (< 0: no limit) for the pool to run,
@@ -290,18 +370,10 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
   int r = shmatari_segment_name(name, c->segment, sizeof c->segment, msg, len);
   if (r != SHMATARI_OK) return r;
   /* A server that is still starting has no segment yet, or one whose header
-   * is still zero: look again every 20 ms until timeout_ns has passed (< 0:
-   * no limit, as every other wait of the client). A signal that lands in
-   * one of these sleeps returns _ERR_INTERRUPTED, as the other waits do
-   * (nothing is held yet): ignored, a trainer whose handler only sets a
-   * flag waited for good for a server that never came. */
+   * is still zero: shmatari_segment_open and shmatari_segment_written look
+   * again every 20 ms until timeout_ns has passed (< 0: no limit, as every
+   * other wait of the client). */
   const int64_t deadline = shmatari_deadline(timeout_ns); /* -1: no limit */
-  const struct timespec retry = {0, 20000000};
-  /* A header still zero this long is no server's: serve publishes its name
-   * with the header written (shm.create), so zeros are only a make() pool's
-   * first microseconds, or a file that nothing will ever fill (with no
-   * limit the attach waited for good: a C++ client's pass, 2026-12-05). */
-  int64_t zero_since = -1;
 #if defined(__linux__)
   char path[SHMATARI_NAME_MAX + 16];
   snprintf(path, sizeof path, "/dev/shm/%s", c->segment);
@@ -309,59 +381,17 @@ static inline int shmatari_attach(shmatari_client *c, const char *name,
   char path[SHMATARI_NAME_MAX + 2];
   snprintf(path, sizeof path, "/%s", c->segment);
 #endif
-again:;
-  /* set by the calls below on success, and read only then (values given
-   * all the same: gcc's -Wmaybe-uninitialized, at -O1 and up, cannot tell
-   * once the calls are inlined, and -Werror builds of clients failed: a
-   * review, 2026-12-06) */
-  int fd = -1;
-  r = shmatari_segment_open(name, c->segment, path, deadline, &fd, msg, len);
-  if (r != SHMATARI_OK) return r;
-  void *base = NULL;
+  void *base = NULL; /* set on success, read only then (see above) */
   off_t size = 0;
-  r = shmatari_segment_map(path, fd, &base, &size, msg, len);
+  r = shmatari_segment_written(name, c->segment, path, deadline, &base, &size,
+                               msg, len);
   if (r != SHMATARI_OK) return r;
-  const int64_t now = shmatari_now_ns();
-  /* read once: the test and the decision use this copy */
-  const uint64_t magic = *(volatile const uint64_t *)&((shmatari_header *)base)->magic;
-  if (magic != 0) zero_since = -1;
-  else if (zero_since < 0) zero_since = now;
-  if (magic == 0 && (deadline < 0 || now < deadline) &&
-      now - zero_since < SHMATARI_ZERO_HEADER_NS) {
-    munmap(base, (size_t)size); /* the header is still being written */
-    if (nanosleep(&retry, NULL) != 0 && errno == EINTR)
-      return shmatari_fail(msg, len, SHMATARI_ERR_INTERRUPTED,
-                           "interrupted by a signal while waiting for %s",
-                           path);
-    goto again;
-  }
   shmatari_geom g;
-  if (magic == 0) /* the decision above, on the copy it used */
-    r = shmatari_fail(msg, len, SHMATARI_ERR_NOT_SHMATARI,
-                      "not a shmatari segment: %s's magic word stayed 0 for "
-                      "%.1f s (a server publishes its name with the header "
-                      "written; an attach looks again for %.0f s at most, or "
-                      "until its timeout)",
-                      path, (double)(now - zero_since) / SHMATARI_SECOND,
-                      (double)SHMATARI_ZERO_HEADER_NS / SHMATARI_SECOND);
-  else
-    r = shmatari_geom_load(base, (uint64_t)size, &g, msg, len);
-  int32_t holder = 0;
   uint64_t next_batch = 0;
-  if (r == SHMATARI_OK) {
-    /* what is left of timeout_ns: the wait for the file counts too (the
-     * whole timeout again here let an attach take up to twice it) */
-    int64_t left = deadline < 0 ? -1 : deadline - shmatari_now_ns();
-    r = shmatari_open_pool(&g, c->pid, deadline < 0 ? -1 : (left > 0 ? left : 0),
-                           &holder, &next_batch, msg, len);
-    if (r == SHMATARI_ERR_TIMEOUT && msg != NULL && len > 0) {
-      /* its wait's words count what was left: say the whole */
-      char told[SHMATARI_MESSAGE_BYTES];
-      snprintf(told, sizeof told, "%s", msg);
-      shmatari_fail(msg, len, r, "%s (the attach's timeout: %.1f s in all)", told,
-                    (double)timeout_ns / SHMATARI_SECOND);
-    }
-  }
+  r = shmatari_geom_load(base, (uint64_t)size, &g, msg, len);
+  if (r == SHMATARI_OK)
+    r = shmatari_attach_claim(&g, c->pid, deadline, timeout_ns, &next_batch, msg,
+                              len);
   if (r != SHMATARI_OK) {
     munmap(base, (size_t)size); /* the claim was not kept */
     return r;
