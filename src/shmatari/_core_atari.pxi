@@ -141,6 +141,9 @@ cdef class AtariCore(EnvCore):
             self.hist_frames = np.asarray(
                 <uint8_t[:self.stack_num * self.frame_bytes]>self.hist
             ).reshape((self.stack_num,) + frame_shape)
+        # the frames ALE emulated loading the ROM count, as in ale-py's
+        # getFrameNumber (8 for Air Raid: its reset's starting frames)
+        self.res.frame_number = ale.getFrameNumber()
 
     cdef int write_render(self, uint8_t *out, uint32_t height, uint32_t width) except -1:
         """The RGB palette, learned from ALE's ``getScreenRGB`` for any index
@@ -260,7 +263,8 @@ cdef class AtariCore(EnvCore):
         self._screen_saved = True
         self._clear_episode()
         self.res.episode_frame_number = self._episode_frame_number()
-        self.res.frame_number += noops
+        # the reset's starting frames and the no-ops, as emulating them
+        self.res.frame_number += self.res.episode_frame_number
         self.res.episode_return += reward
         return 0
 
@@ -268,7 +272,9 @@ cdef class AtariCore(EnvCore):
         """``reset_game`` (or its fast equivalent) and a fresh episode. Some
         games' reset emulates starting frames (8 for Air Raid, 16 for Pac-Man,
         134 for Name This Game): they count, as in ALE's
-        ``getEpisodeFrameNumber`` and its cap."""
+        ``getEpisodeFrameNumber`` and its cap, and ``getFrameNumber`` (in
+        ``frame_number`` until 2026-12-06 they did not: an Atari-semantics
+        pass)."""
         if self._fast is not None:
             self._fast.restore()
             self._fast_screen = self._fast.screen
@@ -279,6 +285,7 @@ cdef class AtariCore(EnvCore):
                 self._save_reset()
         self._clear_episode()
         self.res.episode_frame_number = self._episode_frame_number()
+        self.res.frame_number += self.res.episode_frame_number
         return 0
 
     @property
@@ -382,9 +389,10 @@ cdef class AtariCore(EnvCore):
         self._screen_saved = False
         if self.prepared:  # the episode started ahead is dropped
             self.res = self.held_res
-        # A reloaded ROM counts its frames from 0, as ale-py's getFrameNumber
+        # A reloaded ROM counts its frames from its load (the starting frames
+        # its reset emulates, 0 in most games), as ale-py's getFrameNumber
         # after reset(seed=...): the env's results are then a fresh env's.
-        self.res.frame_number = 0
+        self.res.frame_number = self.ale.getFrameNumber()
         self.prepared = False
         self.show_held = False
         self.noop_rng = noop_rng
