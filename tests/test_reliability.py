@@ -560,6 +560,151 @@ def test_restart_workers_gives_up_on_a_crash_loop():
     assert_gone(pids, name)
 
 
+def _stopped_peer_and_a_dead_worker(env):
+    """Worker 1 stopped (SIGSTOP) with a step in flight, then worker 0
+    killed: a restart must wait for worker 1's command before it can
+    rebuild worker 0's envs. Returns (worker 0's pid, worker 1's pid)."""
+    import numpy as np
+
+    env.reset(seed=0)
+    w0, w1 = env.worker_pids
+    os.kill(w1, signal.SIGSTOP)
+    env.send(np.zeros(2, np.int64))
+    time.sleep(0.3)
+    os.kill(w0, signal.SIGKILL)
+    return w0, w1
+
+
+def test_close_from_another_thread_during_a_restart_ends_it_with_pool_closed():
+    """close() from another thread while recv() waits inside a restart: the
+    restart went on under the close, took the workers the close stopped for
+    dead and replaced them, and recv raised a bare IndexError (or WorkerError
+    "died while restarting: exit code 0"), with close() waiting 2 s for it
+    (a reviewer's pass, 2026-12-06). Now recv raises PoolClosedError at once,
+    no replacement starts, and nothing is left."""
+    import shmatari
+
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, restart_workers=True,
+                        start_timeout=30)
+    name = env.segment_name
+    w0, w1 = _stopped_peer_and_a_dead_worker(env)
+    out = {}
+
+    def call():
+        try:
+            env.recv(timeout=1)
+            out["r"] = "ok"
+        except BaseException as exc:  # noqa: BLE001 - what the test checks
+            out["r"], out["t"] = exc, time.monotonic()
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    time.sleep(1.0)  # inside the restart, waiting for worker 1's command
+    assert thread.is_alive()
+    t0 = time.monotonic()
+    env.close()
+    closed = time.monotonic() - t0
+    thread.join(10)
+    assert isinstance(out["r"], shmatari.PoolClosedError), repr(out["r"])
+    assert "closed while worker(s) [0] were being replaced" in str(out["r"])
+    assert out["t"] - t0 < 0.5
+    assert closed < 2.0  # the stopped worker 1 needs SIGKILL: about 1.5 s
+    assert env.worker_pids == [w0, w1]  # no replacement was started
+    assert_gone([w0, w1], name)
+
+
+def test_a_restart_waits_start_timeout_in_all_and_names_a_stuck_worker():
+    """The restart's wait for the other workers' commands in flight, the
+    spawn and the wait for READY each had a start_timeout of their own (11 s
+    for a start_timeout of 6: a reviewer's pass, 2026-12-06), and a living
+    worker that did not finish its command was named only by an env. Now
+    one deadline for the whole restart, and the error names the worker, its
+    pid and that it is stopped or busy."""
+    import shmatari
+
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, restart_workers=True,
+                        start_timeout=3)
+    name = env.segment_name
+    try:
+        w0, w1 = _stopped_peer_and_a_dead_worker(env)
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.WorkerError) as e:
+            env.recv(timeout=1)
+        waited = time.monotonic() - t0
+        text = str(e.value)
+        assert f"worker 1 (pid {w1}) has not answered env 1" in text, text
+        assert "stopped or busy" in text and "start_timeout=3 s" in text, text
+        assert 2.9 < waited < 4.5, waited
+    finally:
+        env.close()
+    assert_gone([w0, w1], name)
+
+    # Worker 1 resumed after 2 s of the 3, the replacement stopped as it
+    # starts: the wait for READY has what is left, not 3 s more.
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, restart_workers=True,
+                        start_timeout=3)
+    name = env.segment_name
+    stopped = []
+    try:
+        w0, w1 = _stopped_peer_and_a_dead_worker(env)
+
+        def meddle():
+            time.sleep(2.0)
+            os.kill(w1, signal.SIGCONT)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                pid = env._supervisor.worker_pids[0]
+                if pid != w0:
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+                    return
+                time.sleep(0.001)
+
+        thread = threading.Thread(target=meddle, daemon=True)
+        thread.start()
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.WorkerError) as e:
+            env.recv(timeout=1)
+        waited = time.monotonic() - t0
+        thread.join(10)
+        assert stopped, "the replacement never started"
+        assert "were not ready within start_timeout=3 s" in str(e.value), str(e.value)
+        assert waited < 4.5, waited  # 5 s and more before
+    finally:
+        env.close()
+    assert_gone([w0, w1, *stopped], name)
+
+
+def test_a_restart_after_the_segment_file_was_removed_says_so():
+    """The segment's file removed from /dev/shm while the pool runs
+    (systemd-logind's RemoveIPC at logout, a cleanup script): the pool runs
+    on, but a replacement attaches by name, found nothing and exited 0, and
+    the restart raised "died while restarting: exit code 0" (a reviewer's
+    pass, 2026-12-06). Now the restart says why it cannot replace the worker,
+    before it starts one."""
+    import numpy as np
+
+    import shmatari
+
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, restart_workers=True)
+    name = env.segment_name
+    try:
+        env.reset(seed=0)
+        w0, w1 = env.worker_pids
+        os.unlink(os.path.join(SHM_DIR, name))
+        env.step(np.zeros(2, np.int64))  # the pool runs on
+        os.kill(w0, signal.SIGKILL)
+        with pytest.raises(shmatari.WorkerError) as e:
+            env.step(np.zeros(2, np.int64), timeout=10)
+        text = str(e.value)
+        assert "killed by signal 9" in text and "restart_workers cannot replace it" in text
+        assert f"{SHM_DIR}/{name} was removed or replaced" in text, text
+        assert env.worker_pids == [w0, w1]  # no replacement was started
+    finally:
+        env.close()
+    assert_gone([w0, w1], name)
+
+
 # -- 3. the parent dies ----------------------------------------------------------
 
 PARENT = '''

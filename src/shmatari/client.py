@@ -337,13 +337,20 @@ class Client:
         WorkerError marks the pool broken."""
         try:
             self.supervisor.check(restart)
-        except (WorkerError, ResourceLimitError) as err:
-            self._break(str(err))
-            raise
-        except BaseException:
-            # a Ctrl-C while the zygote had not answered for a replacement
-            # (supervisor._spawn_from_zygote): it may still fork it, unrecorded
-            if self.supervisor.interrupted_start:
+        except BaseException as err:
+            if self._closing and not isinstance(err, (PoolClosedError, KeyboardInterrupt)):
+                # close() from another thread under a restart: what the
+                # restart met once the close stopped the workers (their exits,
+                # the emptied process list) is the close's doing (a bare
+                # IndexError until 2026-12-06: a reviewer's pass)
+                raise PoolClosedError("the env pool was closed by another thread while a "
+                                      "dead worker was being replaced; nothing more was "
+                                      "received") from None
+            if isinstance(err, (WorkerError, ResourceLimitError)):
+                self._break(str(err))
+            elif self.supervisor.interrupted_start:
+                # a Ctrl-C while the zygote had not answered for a replacement
+                # (supervisor._spawn_from_zygote): it may still fork it, unrecorded
                 self._break(self.supervisor.interrupted_start)
             raise
 

@@ -128,9 +128,12 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             (5) restarts within ``RESTART_WINDOW`` (60) seconds (its sixth
             death), and a replacement this
             process has no file descriptor or process left to start
-            (ResourceLimitError); the pool is then broken. The call that notices a
-            death waits for the replacement to be ready, up to
-            ``start_timeout``, whatever its own ``timeout``.
+            (ResourceLimitError), and one whose segment file the name no
+            longer names (``/dev/shm`` cleaned); the pool is then broken. The
+            call that notices a death waits for the replacement to be ready,
+            up to ``start_timeout`` for the whole restart, whatever its own
+            ``timeout``; a close() from another thread ends that wait
+            (PoolClosedError).
         preset: None, ``"dqn"`` or ``"gymnasium"``: a named set of the
             options below (``config.PRESETS``); options given here override
             it. ``"dqn"``: Nature DQN as SB3's AtariWrapper (sticky actions 0,

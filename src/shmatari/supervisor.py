@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _core, config as _config, seeding, shm
 from ._sigint import deferred_sigint as _deferred_sigint
-from .errors import WorkerError, resource_limit_error
+from .errors import PoolClosedError, WorkerError, resource_limit_error
 from .spin import spin_policy
 
 _log = logging.getLogger("shmatari")
@@ -769,8 +769,11 @@ class Supervisor:
                 f"{cfg.num_workers}) so that each builds fewer envs; a machine busy with other "
                 f"work starts them more slowly")
 
-    def spawn(self, w: int, restart: int = 0, positions: dict | None = None) -> None:
-        """Starts worker ``w`` (or its replacement) in slot ``w`` of the lists.
+    def spawn(self, w: int, restart: int = 0, positions: dict | None = None,
+              timeout: float | None = None) -> None:
+        """Starts worker ``w`` (or its replacement) in slot ``w`` of the lists,
+        waiting up to ``timeout`` s (None: ``start_timeout``) for the zygote's
+        or the fork server's answer.
 
         A Ctrl-C meanwhile is held back until the worker is on record: a
         blocked mask alone does not do it, since other threads of this
@@ -779,14 +782,16 @@ class Supervisor:
         """
         with _deferred_sigint() as deliver:
             try:
-                self._spawn(w, restart, positions, deliver)
+                self._spawn(w, restart, positions, deliver,
+                            self.start_timeout if timeout is None else timeout)
             except OSError as exc:
                 limit = resource_limit_error(exc, f"starting worker {w}")
                 if limit is None:
                     raise
                 raise limit from exc
 
-    def _spawn(self, w: int, restart: int, positions: dict | None, deliver=None) -> None:
+    def _spawn(self, w: int, restart: int, positions: dict | None, deliver=None,
+               timeout: float = 0.0) -> None:
         """spawn()'s body.
 
         SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
@@ -806,7 +811,7 @@ class Supervisor:
             # write before killing a worker (an attacker's pass, 2026-12-06)
             fields["seed"] = getattr(self, "pool_seed", cfg.seed)
         if cfg.start_method == "zygote":
-            self._spawn_from_zygote(w, fields, restart, positions, deliver)
+            self._spawn_from_zygote(w, fields, restart, positions, deliver, timeout)
             return
         _check_can_start_children(cfg.start_method)
         # a socket pair (duplex), not a pipe, whose ends /proc cannot reopen (_fault_channel)
@@ -857,7 +862,7 @@ class Supervisor:
             # server held make(), a restart and Ctrl-C for as long as it stayed
             # stopped (an attacker's pass). After start_timeout it is killed,
             # and the read ends.
-            watchdog = _ForkServerWatchdog(self.start_timeout)
+            watchdog = _ForkServerWatchdog(timeout)
         try:
             try:
                 with child_environment():
@@ -868,7 +873,9 @@ class Supervisor:
                 # The fork server died before it answered (multiprocessing's
                 # bare "EOFError: unexpected EOF": an attacker's pass, 8 of 12).
                 reader.close()
-                why = (f"did not answer within start_timeout={self.start_timeout:g} s "
+                within = (f"start_timeout={timeout:g} s" if timeout == self.start_timeout else
+                          f"the {timeout:.1f} s left of start_timeout={self.start_timeout:g} s")
+                why = (f"did not answer within {within} "
                        f"(stopped?), and was killed" if watchdog.fired else
                        f"ended before it answered ({type(exc).__name__}: {exc})")
                 raise WorkerError(
@@ -899,7 +906,8 @@ class Supervisor:
         self.worker_pids = [q.pid for q in self.res.processes]
 
     def _spawn_from_zygote(self, w: int, fields: dict, restart: int,
-                           positions: dict | None, deliver=None) -> None:
+                           positions: dict | None, deliver=None,
+                           timeout: float = 0.0) -> None:
         """spawn() under ``zygote``: the zygote forks the worker
         (:mod:`shmatari._zygote`); its faulthandler pipe goes as an fd.
 
@@ -926,7 +934,7 @@ class Supervisor:
         # answered, and deliver() never saw it.
         try:
             try:
-                p = zygote.start_worker(kwargs, [write_fd], self.start_timeout, deliver)
+                p = zygote.start_worker(kwargs, [write_fd], timeout, deliver)
             except _zygote.ZygoteError as exc:
                 reader.close()
                 limit = (None if exc.errno is None else
@@ -935,8 +943,9 @@ class Supervisor:
                                               forked=True))
                 if limit is not None:
                     raise limit from None
-                hint = (f" (start_timeout={self.start_timeout:g} s: pass a larger "
-                        f"start_timeout)" if "did not answer" in str(exc)
+                hint = (f" (start_timeout={self.start_timeout:g} s"
+                        f"{'' if timeout == self.start_timeout else f', {timeout:.1f} s of it left'}"
+                        f": pass a larger start_timeout)" if "did not answer" in str(exc)
                         and "is stopped" not in str(exc) else "")
                 raise WorkerError(f"worker {w} could not be started: {exc}{hint}", worker=w,
                                   env_ids=self.groups[w], exitcode=None) from None
@@ -1064,10 +1073,13 @@ class Supervisor:
 
     def check(self, restart: bool = False) -> None:
         """Raises WorkerError if a worker is dead, or with ``restart``
-        replaces the dead workers (WorkerError if that fails)."""
+        replaces the dead workers (WorkerError if that fails;
+        PoolClosedError if the pool is closed meanwhile)."""
         dead = self.dead_workers()
         if not dead:
             return
+        if restart:
+            self._stop_if_closing(dead)
         if not restart or (not self.res.shutting_down_in and
                            self.seg.pool_state() == _core.POOL_CLOSING):
             # A pool that reads CLOSING while its owner is not closing it:
@@ -1076,6 +1088,21 @@ class Supervisor:
             # The error names the word (worker_error).
             raise self.worker_error(dead[0])
         self.restart(dead)
+
+    def _stop_if_closing(self, dead) -> None:
+        """PoolClosedError once the pool is being closed (a close() from
+        another thread, the exit hook, a signal handler's close()) while the
+        workers ``dead`` are to be replaced. A restart went on under such a
+        close(): the workers it stopped read as dead, were replaced (up to
+        three new workers while the pool closed), and the call raised a
+        WorkerError "died while restarting: exit code 0", or a bare
+        IndexError once the close had emptied the process list; that close()
+        waited its whole 2 s for the call to leave (a reviewer's pass,
+        2026-12-06)."""
+        if self.res.shutting_down_in:
+            raise PoolClosedError(
+                f"the env pool was closed while worker(s) {sorted(dead)} were being "
+                f"replaced (restart_workers); nothing more was received")
 
     def restart(self, dead: list[int]) -> None:
         """Replaces dead workers while the client waits in recv().
@@ -1088,6 +1115,11 @@ class Supervisor:
         it a second apart) is replaced in turn; a replacement that dies or
         fails before it is ready raises, as does a worker that dies again
         after ``RESTART_LIMIT`` restarts within ``RESTART_WINDOW`` seconds.
+        All of it, every round, within one ``start_timeout`` (until
+        2026-12-06 the wait for the commands in flight, the zygote's answer
+        and the wait for READY each had a ``start_timeout`` of their own, in
+        each round: a reviewer's pass). A close() of the pool meanwhile ends
+        it with PoolClosedError (``_stop_if_closing``).
         """
         # The count from the pool's own record, not the segment's word: every
         # worker reached READY once, and so did each replacement so far (a
@@ -1096,32 +1128,24 @@ class Supervisor:
         # raised a bare OverflowError (an attacker's pass, 2026-12-06).
         dead, ready = set(dead), len(self.restarts) + sum(self.restarts)
         replacements = set()  # every worker replaced by this call, added by each round
+        deadline = _now() + self.start_timeout
         while dead:
-            dead, ready = self._restart_round(dead, ready, replacements)
+            dead, ready = self._restart_round(dead, ready, replacements, deadline)
 
-    def _restart_round(self, dead: set, ready: int,
-                       replacements: set) -> tuple[set, int]:
+    def _restart_round(self, dead: set, ready: int, replacements: set,
+                       deadline: float) -> tuple[set, int]:
         """One round of :meth:`restart`, after which ``ready`` workers will
         have reached READY (a count that only grows) once every replacement
         so far is (``replacements``, to which this round adds its own): returns
         the workers that died while ``dead``'s replacements started, and the
-        count once these are ready too."""
+        count once these are ready too. ``deadline``: the restart's
+        (``_now()``'s clock)."""
         seg = self.seg
-        now = _now()
-        for w in sorted(dead):
-            recent = [t for t in self.restart_times[w] if now - t < RESTART_WINDOW]
-            if len(recent) >= RESTART_LIMIT:
-                err = self.worker_error(w)
-                raise WorkerError(
-                    f"{str(err).partition(chr(10))[0]}; restart_workers gives up: worker "
-                    f"{w} died {len(recent) + 1} times within {RESTART_WINDOW:.0f} s "
-                    f"(restarted {self.restarts[w]} times in all)",
-                    worker=w, env_ids=self.groups[w], exitcode=err.exitcode,
-                    worker_traceback=err.worker_traceback)
-            self.restart_times[w] = recent + [now]
+        self._count_deaths(dead)
+        self._check_name(dead)
         reasons = {}
-        deadline = _now() + self.start_timeout
         while True:
+            self._stop_if_closing(dead)
             for w in dead - set(reasons):
                 reasons[w] = str(self.worker_error(w)).partition("\n")
             busy = seg.in_flight()
@@ -1129,13 +1153,12 @@ class Supervisor:
                 busy[self.groups[w].start:self.groups[w].stop] = False
             if not busy.any():
                 break
-            dead |= set(self.dead_workers())
+            more = set(self.dead_workers()) - dead
+            if more:  # counted too (they escaped RESTART_LIMIT: a reviewer's pass)
+                self._count_deaths(more)
+                dead |= more
             if _now() > deadline:
-                env = int(np.flatnonzero(busy)[0])
-                raise WorkerError(
-                    f"while restarting worker(s) {sorted(dead)}: env {env} did not finish "
-                    f"its step within {self.start_timeout:.0f} s",
-                    worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
+                raise self._stuck_error(dead, int(np.flatnonzero(busy)[0]))
             time.sleep(0.001)
         try:
             plan = seg.recover([self.groups[w] for w in sorted(dead)])  # its own record
@@ -1152,20 +1175,22 @@ class Supervisor:
         ready += len(dead)
         replacements |= dead  # as it is now: workers found dead above included
         for w in sorted(dead):
+            self._stop_if_closing(dead)
             group = self.groups[w]
             seg.reset_worker(w)
             self.restarts[w] += 1
-            self.spawn(w, self.restarts[w], {e: plan[e] for e in group})
+            self.spawn(w, self.restarts[w], {e: plan[e] for e in group},
+                       max(0.0, deadline - _now()))
             head, _, traceback = reasons[w]
             _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
                          self.res.processes[w].pid, self.restarts[w],
                          "\n" + traceback if traceback else "")
-        deadline = _now() + self.start_timeout
         # Every replacement's own state READY (this round's and earlier
         # rounds') will do too: the count word is any process's to rewrite
         # (to 0, it would never reach ``ready``).
         while not seg.wait_ready(ready, POLL) and \
                 not all(seg.worker_state(w) == _core.WORKER_READY for w in replacements):
+            self._stop_if_closing(dead)
             failed = self.dead_workers()
             replaced = [w for w in failed if w in dead]
             if replaced:
@@ -1174,6 +1199,62 @@ class Supervisor:
                 return set(failed), ready
             if _now() > deadline:
                 raise WorkerError(f"restarted workers {sorted(dead)} were not ready within "
-                                  f"{self.start_timeout:.0f} s", worker=-1,
-                                  env_ids=range(self.config.num_envs), exitcode=None)
+                                  f"start_timeout={self.start_timeout:g} s ({self._progress()})",
+                                  worker=-1, env_ids=range(self.config.num_envs),
+                                  exitcode=None)
         return set(self.dead_workers()), ready
+
+    def _count_deaths(self, dead: set) -> None:
+        """Records a death of each worker in ``dead``; WorkerError (the
+        restarts give up) for one that died ``RESTART_LIMIT`` times already
+        within ``RESTART_WINDOW`` seconds."""
+        now = _now()
+        for w in sorted(dead):
+            recent = [t for t in self.restart_times[w] if now - t < RESTART_WINDOW]
+            if len(recent) >= RESTART_LIMIT:
+                err = self.worker_error(w)
+                raise WorkerError(
+                    f"{str(err).partition(chr(10))[0]}; restart_workers gives up: worker "
+                    f"{w} died {len(recent) + 1} times within {RESTART_WINDOW:.0f} s "
+                    f"(restarted {self.restarts[w]} times in all)",
+                    worker=w, env_ids=self.groups[w], exitcode=err.exitcode,
+                    worker_traceback=err.worker_traceback)
+            self.restart_times[w] = recent + [now]
+
+    def _check_name(self, dead: set) -> None:
+        """WorkerError if the segment's name no longer names this pool's file:
+        a replacement attaches by the name, and found none (or another
+        pool's), and exited 0 with no word, reported as "died while
+        restarting: exit code 0" (a reviewer's pass, 2026-12-06). The running
+        workers and the client hold the file open, so the pool ran on until
+        a worker had to be replaced."""
+        segment, ident = self.res.segment, self.res.ident
+        if segment is None or ident is None or not os.path.isdir(shm.SHM_DIR):
+            return
+        if shm.named_identity(segment.name) != ident:
+            w = min(dead)
+            head = str(self.worker_error(w)).partition("\n")[0]
+            raise WorkerError(
+                f"{head}; restart_workers cannot replace it: the segment's file "
+                f"{os.path.join(shm.SHM_DIR, segment.name)} was removed or replaced while "
+                f"the pool ran (systemd-logind's RemoveIPC=yes at the user's logout, a "
+                f"cleanup of {shm.SHM_DIR}), and a replacement attaches by that name; the "
+                f"pool cannot go on: close() it and make a new one",
+                worker=w, env_ids=self.groups[w], exitcode=self.res.processes[w].exitcode)
+
+    def _stuck_error(self, dead: set, env: int) -> WorkerError:
+        """The restart's error when env ``env``, of a worker still alive, has
+        not finished its command by the deadline: the ring cannot be
+        recovered under it. It names that worker, its pid and its state
+        (``Segment.unanswered``: stopped, or busy), not only the env (a
+        reviewer's pass, 2026-12-06)."""
+        w = next(i for i, g in enumerate(self.groups) if g.start <= env < g.stop)
+        try:
+            who = self.seg.unanswered(w)
+        except ValueError:  # no client open on this segment
+            who = f"worker {w} has not answered env {env}"
+        return WorkerError(
+            f"while restarting worker(s) {sorted(dead)}: {who}, within "
+            f"start_timeout={self.start_timeout:g} s; the others' commands in flight must "
+            f"finish before the dead workers' envs are rebuilt",
+            worker=-1, env_ids=range(self.config.num_envs), exitcode=None)
