@@ -1319,6 +1319,64 @@ def test_a_claim_written_for_a_process_that_does_not_map_the_pool_is_freed(serve
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc/<pid>/maps")
+def test_a_client_that_detaches_and_attaches_again_keeps_its_claim(server):
+    """One process attaching, stepping and detaching in a loop: the server
+    saw its claim, and judged it while the client had detached (unmapped)
+    and before it attached again, under the same pid: the map read showed no
+    mapping, the swap found the pid in the word again (the new claim) and
+    freed it, and the client's next call failed ("client_pid reads 0"),
+    about once in 500 cycles (a soak test, 2026-12-06). The server now
+    judges again when the file was opened during its look."""
+    s = server(num_envs=4, num_workers=2)
+    for _ in range(1000):  # the old server failed it at cycle 400 to 1,900
+        with shmatari.attach(s.name, timeout=10) as env:
+            env.reset()
+            env.step(np.zeros(4, np.int64))
+    assert "holds the claim but" not in s.stderr(), s.stderr()[-2000:]
+    assert s.stop() == 0
+
+
+def test_a_claim_whose_file_was_opened_during_the_look_is_judged_again(tmp_path):
+    """The race of the test above, made certain: the client attaches again
+    (opens the segment file) while the server reads its map. The server
+    judges the claim again, at its next check, instead of freeing it; a
+    claim whose pid does not map the file at a look with no open during it
+    is freed (the forged claim word of the test before)."""
+    from shmatari.cli import _Clients, _OpenWatch
+
+    path = tmp_path / "segment"
+    path.write_bytes(bytes(64))
+    watch = _OpenWatch(str(path))
+    if watch.fd < 0:
+        pytest.skip("no inotify here: the server only polls the claim word")
+    me = os.getpid()
+    claim = np.array(me, np.int32)  # the claim word: this process's pid
+    freed, looks = [], []
+
+    def release(pid):  # Segment.unclaim: a compare-and-swap
+        if int(claim) == pid:
+            claim[...] = 0
+            freed.append(pid)
+
+    def not_a_client(pid):  # the look at /proc/<pid>/maps: no mapping seen
+        looks.append(pid)
+        if len(looks) == 1:  # the client opens the file again meanwhile
+            os.close(os.open(path, os.O_RDWR))
+        return "does not map the segment"
+
+    try:
+        clients = _Clients(claim, watch, None, release, not_a_client)
+        clients.wait(0.01)  # sees the claim
+        assert clients.client == me
+        clients.check()
+        assert looks == [me] and not freed and int(claim) == me
+        clients.check()  # judged again: no open during this look
+        assert looks == [me, me] and freed == [me] and int(claim) == 0
+    finally:
+        watch.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc/<pid>/maps")
 def test_a_client_that_is_exiting_is_judged_dead_not_a_forger(tmp_path):
     """A client killed right after it claimed: its mappings are gone before
     it is a zombie, and the server's one look at its maps took it for a pid
