@@ -1358,10 +1358,17 @@ def test_a_claim_whose_file_was_opened_during_the_look_is_judged_again(tmp_path)
             claim[...] = 0
             freed.append(pid)
 
-    def not_a_client(pid):  # the look at /proc/<pid>/maps: no mapping seen
+    def not_a_client(pid):  # the look at /proc/<pid>/maps
         looks.append(pid)
         if len(looks) == 1:  # the client opens the file again meanwhile
             os.close(os.open(path, os.O_RDWR))
+        if looks[0] == "claims during the look":
+            # a real client: unmapped only while the word is 0 (it maps, then
+            # claims; it unclaims, then unmaps)
+            if int(claim) == 0:  # the look misses the mapping; the claim comes now
+                claim[...] = pid
+                return "does not map the segment"
+            return None
         return "does not map the segment"
 
     try:
@@ -1372,6 +1379,25 @@ def test_a_claim_whose_file_was_opened_during_the_look_is_judged_again(tmp_path)
         assert looks == [me] and not freed and int(claim) == me
         clients.check()  # judged again: no open during this look
         assert looks == [me, me] and freed == [me] and int(claim) == 0
+
+        # The client detached (the word 0, unseen by the server) and opens
+        # the file to attach again just before the check (a review of the
+        # fix above): the check reads the word again before it looks, and
+        # judges nothing while the word is not the claim it saw.
+        claim[...] = me
+        looks.clear()
+        freed.clear()
+        clients.wait(0.01)  # sees the new claim
+        assert clients.client == me
+        claim[...] = 0  # detached
+        os.close(os.open(path, os.O_RDWR))  # attaching again: opened...
+        looks.append("claims during the look")  # ...then maps and claims while the
+        clients.check()                          # server reads a map it did not have
+        assert looks == ["claims during the look"] and not freed and clients.client == 0
+        claim[...] = me
+        clients.wait(0.01)  # sees the claim again: judged at the next check
+        clients.check()
+        assert looks[-1] == me and not freed and int(claim) == me  # it maps the file
     finally:
         watch.close()
 

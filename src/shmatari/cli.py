@@ -404,19 +404,27 @@ class _Clients:
                  f"attach takes the pool")
             self._forget_claim()
         elif self.client and not self.judged and self.not_a_client is not None:
-            self.judged = True  # once per claim: a client keeps its mapping
+            # A client maps the segment before it claims it and unclaims
+            # before it unmaps, so while its claim is in the word it maps the
+            # file. The server judged a claim it saw a while before: the
+            # client had detached (the word 0, unseen) and was attaching
+            # again, unmapped at the look, then claimed again before the
+            # swap below, which freed its live claim; its next call failed
+            # ("client_pid reads 0": a soak test's attach loop, about one in
+            # 500 cycles, 2026-12-06). So: the opens so far are taken, the
+            # word is read again (a claim that changed meanwhile is judged at
+            # the next check), and after the look, an open of the file since
+            # that read (an attach, which opens the file, then maps it, then
+            # claims) means the look may have fallen in such a gap: judged
+            # again at the next check.
+            pid = self.client
             self._count_opens()
-            why = self.not_a_client(self.client)
+            self._read_claim()
+            if self.client != pid:
+                return
+            self.judged = True  # once per claim: a client keeps its mapping
+            why = self.not_a_client(pid)
             if why is not None and self._count_opens():
-                # The segment was opened while its map was read: perhaps by
-                # this pid attaching again, after it detached (unclaimed,
-                # unmapped) and before the look, so that the word reads its
-                # pid again, from a live claim; the swap below freed that
-                # claim, and the client failed at its next call ("client_pid
-                # reads 0"): a soak test's attach loop, about one in 500
-                # cycles (2026-12-06). Judged again at the next check. An
-                # attach opens the file before it maps it and claims, so one
-                # that claims before the swap has opened it before this read.
                 self.judged = False
                 return
             if why is not None:
