@@ -675,6 +675,36 @@ def test_a_restart_waits_start_timeout_in_all_and_names_a_stuck_worker():
     assert_gone([w0, w1, *stopped], name)
 
 
+def test_a_restart_with_too_little_time_left_starts_no_replacement():
+    """The wait for a stopped worker's command took all but 0.3 s of
+    start_timeout: the replacement was started with what was left (0.0 s,
+    under forkserver: multiprocessing's shared fork server killed by the
+    watchdog, and blamed: a review, 2026-12-06). Now no replacement starts
+    with less than supervisor.SPAWN_FLOOR left, and the error says where the
+    time went."""
+    import shmatari
+    from shmatari import supervisor
+
+    assert supervisor.SPAWN_FLOOR == 0.5
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, restart_workers=True,
+                        start_timeout=3)
+    name = env.segment_name
+    try:
+        w0, w1 = _stopped_peer_and_a_dead_worker(env)
+        threading.Timer(2.7, os.kill, (w1, signal.SIGCONT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.WorkerError) as e:
+            env.recv(timeout=1)
+        waited = time.monotonic() - t0
+        text = str(e.value)
+        assert "could not be replaced within start_timeout=3 s" in text, text
+        assert "s were left when worker 0's replacement was to start" in text, text
+        assert waited < 3.5 and env.worker_pids == [w0, w1]  # none started
+    finally:
+        env.close()
+    assert_gone([w0, w1], name)
+
+
 def test_a_restart_after_the_segment_file_was_removed_says_so():
     """The segment's file removed from /dev/shm while the pool runs
     (systemd-logind's RemoveIPC at logout, a cleanup script): the pool runs

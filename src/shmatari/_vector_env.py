@@ -83,8 +83,9 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
     clipping), ``game_over`` (bool), ``elapsed_step`` (int32, agent steps
     since the game's reset), ``episode_frame_number`` (int64, frames since
     reset, no-ops included), ``frame_number`` (int64, frames since the env
-    began, as ALE's ``getFrameNumber``), ``reset`` (bool, the result of a reset), ``worker_restarted``
-    (bool, the env's first result since its worker was replaced:
+    began, as ALE's ``getFrameNumber``), ``reset`` (bool, the result of a
+    reset), ``worker_restarted`` (bool, the env's first result since its
+    worker was replaced:
     ``restart_workers``); and, when some env ended a game, ``episode`` =
     ``{"r": float64 raw score, "l": int32 agent steps, "t": float64 seconds,
     "frames": int64}`` with the mask ``_episode`` (bool), as Gymnasium's

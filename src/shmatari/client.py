@@ -338,7 +338,8 @@ class Client:
         try:
             self.supervisor.check(restart)
         except BaseException as err:
-            if self._closing and not isinstance(err, (PoolClosedError, KeyboardInterrupt)):
+            if self._closing and isinstance(err, Exception) and \
+                    not isinstance(err, (PoolClosedError, MemoryError)):
                 # close() from another thread under a restart: what the
                 # restart met once the close stopped the workers (their exits,
                 # the emptied process list) is the close's doing (a bare

@@ -48,6 +48,9 @@ PROGRESS_EVERY = 5.0
 #: WorkerError, rather than restarting for good.
 RESTART_LIMIT = 5
 RESTART_WINDOW = 60.0
+#: The least of ``start_timeout`` a restart must have left to start a
+#: replacement (seconds): a zygote or fork server answers in milliseconds.
+SPAWN_FLOOR = 0.5
 
 
 def default_start_timeout(config) -> float:
@@ -943,9 +946,9 @@ class Supervisor:
                                               forked=True))
                 if limit is not None:
                     raise limit from None
-                hint = (f" (start_timeout={self.start_timeout:g} s"
-                        f"{'' if timeout == self.start_timeout else f', {timeout:.1f} s of it left'}"
-                        f": pass a larger start_timeout)" if "did not answer" in str(exc)
+                left = "" if timeout == self.start_timeout else f", {timeout:.1f} s of it left"
+                hint = (f" (start_timeout={self.start_timeout:g} s{left}: pass a larger "
+                        f"start_timeout)" if "did not answer" in str(exc)
                         and "is stopped" not in str(exc) else "")
                 raise WorkerError(f"worker {w} could not be started: {exc}{hint}", worker=w,
                                   env_ids=self.groups[w], exitcode=None) from None
@@ -1176,11 +1179,22 @@ class Supervisor:
         replacements |= dead  # as it is now: workers found dead above included
         for w in sorted(dead):
             self._stop_if_closing(dead)
+            left = deadline - _now()
+            if left < SPAWN_FLOOR:
+                # Not a start cut short (under forkserver its watchdog killed
+                # multiprocessing's shared fork server and blamed it: a review,
+                # 2026-12-06): the restart's own time is up.
+                raise WorkerError(
+                    f"worker(s) {sorted(dead)} could not be replaced within "
+                    f"start_timeout={self.start_timeout:g} s: {max(left, 0.0):.1f} s were left "
+                    f"when worker {w}'s replacement was to start (the wait for the other "
+                    f"workers' commands in flight, and any earlier replacements, took the "
+                    f"rest)", worker=-1,
+                    env_ids=range(self.config.num_envs), exitcode=None)
             group = self.groups[w]
             seg.reset_worker(w)
             self.restarts[w] += 1
-            self.spawn(w, self.restarts[w], {e: plan[e] for e in group},
-                       max(0.0, deadline - _now()))
+            self.spawn(w, self.restarts[w], {e: plan[e] for e in group}, left)
             head, _, traceback = reasons[w]
             _log.warning("%s; restarted it as pid %d (restart %d of this worker)%s", head,
                          self.res.processes[w].pid, self.restarts[w],
