@@ -166,6 +166,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_pool_check(const shmatari_geom *g, int check_pids, char *msg,
                             size_t len)
     const int64_t SHMATARI_POLL_NS
+    const int64_t SHMATARI_RECOVER_GRACE_NS
     const int64_t SHMATARI_ZERO_HEADER_NS
     int64_t shmatari_deadline(int64_t timeout_ns)
     int shmatari_wait_running(const shmatari_geom *g, int64_t timeout_ns, char *msg,

@@ -376,8 +376,9 @@ cdef class Segment(ClientMachine):
             return r, 0, ""
         shmatari_unclaim(self.hdr, pid)
         if r == SHMATARI_ERR_TIMEOUT:
+            waited = max(timeout, SHMATARI_RECOVER_GRACE_NS / 1e9)  # the C grace
             return r, 0, (f"a command of the previous client was still running after "
-                          f"{timeout:.1f} s")
+                          f"{waited:.2f} s")
         return r, 0, msg.decode("utf-8", "replace")
 
     def unclaim(self, int32_t pid):

@@ -320,7 +320,9 @@ def attach(name: str, *, timeout: float = _ATTACH_TIMEOUT,
             ``make()`` or a name serve refuses, not there, fails at once), for the
             segment's in-use lock while another process holds it exclusively
             (only a sweep or a starting server takes it, for microseconds),
-            and for a previous client's last commands. A segment whose
+            and for a previous client's last commands (at least 50 ms for
+            those, whatever ``timeout``: their acknowledgements land a few
+            milliseconds after the results). A segment whose
             header is all zeros is looked at again for 2 s at most
             (``_core.ZERO_HEADER_SECONDS``, as C's attach), then refused.
         zero_copy: as :func:`make`'s.

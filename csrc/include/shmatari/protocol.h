@@ -225,8 +225,13 @@ static inline uint64_t shmatari_drop_results(const shmatari_geom *g) {
   return batches;
 }
 
+/* The least time a recovery waits for the previous client's commands to be
+ * acknowledged (shmatari_recover), whatever its timeout. */
+#define SHMATARI_RECOVER_GRACE_NS (SHMATARI_SECOND / 20)
+
 /* Makes the pool consistent for a new client (the caller holds the claim):
- * waits until every command in flight is answered (shmatari_drain), then
+ * waits (at least SHMATARI_RECOVER_GRACE_NS) until every command in flight
+ * is answered (shmatari_drain), then
  * drops every result not taken (shmatari_drop_results) and stores in
  * *next_batch (when not NULL) the client's next batch, T: the value it
  * wrote, not read back from the segment, where another process could have
@@ -236,11 +241,20 @@ static inline uint64_t shmatari_drop_results(const shmatari_geom *g) {
 static inline int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns,
                                    uint64_t *next_batch, char *msg,
                                    size_t len) {
+  /* At least SHMATARI_RECOVER_GRACE_NS, whatever timeout_ns: a worker
+   * publishes a result (done_count) before it acknowledges the command
+   * (ack_seq), so a client that took its last batch and detached leaves
+   * acknowledgements that land a few milliseconds later, and an attach with
+   * timeout 0 right after a clean detach was refused ("a command of the
+   * previous client was still running after 0.0 s") in up to half the
+   * tries (a race hunter's pass, 2026-12-06). */
+  if (timeout_ns >= 0 && timeout_ns < SHMATARI_RECOVER_GRACE_NS)
+    timeout_ns = SHMATARI_RECOVER_GRACE_NS;
   int r = shmatari_drain(g, timeout_ns, 1, msg, len);
   if (r != SHMATARI_OK) {
     if (r == SHMATARI_ERR_TIMEOUT)
       return shmatari_fail(msg, len, r, "a command of the previous client was "
-                           "still running after %.1f s",
+                           "still running after %.2f s",
                            (double)timeout_ns / SHMATARI_SECOND);
     return r;
   }
