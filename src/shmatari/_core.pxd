@@ -176,6 +176,7 @@ cdef extern from "shmatari/shmatari.h" nogil:
     int shmatari_recover(const shmatari_geom *g, int64_t timeout_ns, uint64_t *next_batch,
                          char *msg, size_t len)
     void shmatari_unclaim(shmatari_header *h, int32_t pid)
+    int32_t shmatari_cas_i32(int32_t *p, int32_t expected, int32_t desired)
     void shmatari_post(const shmatari_geom *g, const uint32_t *env_worker,
                        uint8_t *touched, uint32_t *posted, const uint32_t *env_ids,
                        uint32_t n, const int32_t *actions, uint32_t cmd)

@@ -383,11 +383,19 @@ cdef class Segment(ClientMachine):
 
     def unclaim(self, int32_t pid):
         """Frees the client claim if ``pid`` holds it, and nothing else
-        (``shmatari_unclaim``: a compare-and-swap): the server's release of
+        (``shmatari_unclaim``'s compare-and-swap): the server's release of
         a client it saw die, so that a process that reuses the pid later
-        does not look like a live client to the next attach."""
+        does not look like a live client to the next attach. Returns whether
+        it freed it (the word held ``pid``)."""
         self._check()
-        shmatari_unclaim(self.hdr, pid)
+        return shmatari_cas_i32(&self.hdr.client_pid, pid, 0) == pid
+
+    def reclaim(self, int32_t pid):
+        """Gives the client claim back to ``pid`` if the word is free (0):
+        the server's undoing of a release that may have freed a live
+        client's new claim (``cli._Clients.check``). Returns whether it did."""
+        self._check()
+        return shmatari_cas_i32(&self.hdr.client_pid, 0, pid) == 0
 
     def release_client(self, int32_t pid):
         """Gives up the client claim if ``pid`` holds it (``shmatari_unclaim``)."""

@@ -295,11 +295,13 @@ class _Clients:
     pid."""
 
     def __init__(self, claim: np.ndarray, watch: _OpenWatch, guard=None, release=None,
-                 not_a_client=None):
+                 not_a_client=None, restore=None):
         self.claim, self.watch = claim, watch
         self.guard = guard  # called before each read of the claim word
-        # release(pid): frees the claim if pid still holds it (Segment.unclaim)
-        self.release = release
+        # release(pid): frees the claim if pid still holds it, True if it did
+        # (Segment.unclaim); restore(pid): gives it back if the word is 0,
+        # True if it did (Segment.reclaim)
+        self.release, self.restore = release, restore
         # not_a_client(pid): why a live pid cannot be the client, or None
         self.not_a_client, self.judged = not_a_client, False
         self.client, self.reported_dead = 0, False
@@ -343,9 +345,10 @@ class _Clients:
             if not now:
                 self._say(f"client pid {self.client} detached")
             elif _core.process_alive(self.client, self.client_start):
-                # Only another process's write moves a live client's claim.
-                self._say(f"the claim moved from client pid {self.client}, still running, "
-                          f"to pid {now}")
+                # It detached and the other attached between two reads, or
+                # another process rewrote the word.
+                self._say(f"client pid {self.client} (still running) detached or lost the "
+                          f"claim, and pid {now} holds it now")
             else:
                 self._say(f"client pid {self.client} is gone; pid {now} took over")
         if now:
@@ -428,11 +431,18 @@ class _Clients:
                 self.judged = False
                 return
             if why is not None:
-                if self.release is not None:
-                    self.release(self.client)
-                # outside the rate limit: a claim freed is always logged
-                _log(f"pid {self.client} holds the claim but {why}: another process "
-                     f"wrote the claim word; it is freed")
+                freed = self.release is not None and self.release(pid)
+                if freed and self._count_opens() and self.restore is not None and \
+                        self.restore(pid):
+                    # An attach opened the file between the look and the swap:
+                    # perhaps this pid's, claiming again within that window (a
+                    # race hunter saw it with 2 ms added there): its claim is
+                    # given back, and judged again at the next check.
+                    self.judged = False
+                    return
+                if freed:  # outside the rate limit: a claim freed is always logged
+                    _log(f"pid {pid} holds the claim but {why}: another process wrote "
+                         f"the claim word; it is freed")
                 self._forget_claim()
 
     def _count_opens(self) -> int:
@@ -642,7 +652,13 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=None,
             previous[sig] = signal.signal(sig, _on_stop_signal)
         try:
             env = ShmVectorEnv(cfg, segment_name=segment, claim=False)
-        except OSError as exc:  # the name was taken since _free_name, /dev/shm full, ...
+        except FileExistsError:  # another server took the name since _free_name
+            # (its words, not the file's temporary name the link reported: a
+            # race hunter's pass, 2026-12-06)
+            raise SystemExit(f"shmatari serve: the name is taken: another server created "
+                             f"{shm.SHM_DIR}/{segment} while this one started; choose "
+                             f"another --name or stop it") from None
+        except OSError as exc:  # /dev/shm full, ...
             raise SystemExit(f"shmatari serve: cannot create {shm.SHM_DIR}/{segment}: "
                              f"{exc}") from None
         total = env._seg.header()["total_bytes"]
@@ -674,7 +690,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=None,
                 raise _Shrunk()
 
         clients = _Clients(claim, watch, guard, env._seg.unclaim, lambda pid: _not_a_client(
-            pid, ident, {os.getpid(), *env.worker_pids}))
+            pid, ident, {os.getpid(), *env.worker_pids}), env._seg.reclaim)
         next_check = 0.0
         while True:
             if _STOP_REQUESTED[0]:  # its _Stop was lost (see _STOP_REQUESTED)
