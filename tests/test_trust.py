@@ -2083,14 +2083,14 @@ def test_an_ack_seq_written_after_the_recovery_fails_the_replacement(no_leaks, m
         env.step(np.zeros(4, np.int64))
         spawn, writes = supervisor.Supervisor.spawn, []
 
-        def spawn_after_a_write(self, w, restart=0, positions=None):
+        def spawn_after_a_write(self, w, restart=0, positions=None, timeout=None):
             if restart and not writes:  # the recovery is done: another process writes now
                 mm, req, ack = _env_words(env, 2)
                 ack[0] = int(req[0])  # "answered": the command in flight skipped
                 writes.append(int(ack[0]))
                 del req, ack
                 mm.close()
-            return spawn(self, w, restart, positions)
+            return spawn(self, w, restart, positions, timeout)
 
         monkeypatch.setattr(supervisor.Supervisor, "spawn", spawn_after_a_write)
         os.kill(env.worker_pids[1], signal.SIGKILL)
