@@ -786,15 +786,15 @@ class Supervisor:
         with _deferred_sigint() as deliver:
             try:
                 self._spawn(w, restart, positions, deliver,
-                            self.start_timeout if timeout is None else timeout)
+                            timeout=self.start_timeout if timeout is None else timeout)
             except OSError as exc:
                 limit = resource_limit_error(exc, f"starting worker {w}")
                 if limit is None:
                     raise
                 raise limit from exc
 
-    def _spawn(self, w: int, restart: int, positions: dict | None, deliver=None,
-               timeout: float = 0.0) -> None:
+    def _spawn(self, w: int, restart: int, positions: dict | None, deliver=None, *,
+               timeout: float) -> None:
         """spawn()'s body.
 
         SIGINT is blocked meanwhile: a Ctrl-C then is the parent's alone (the
@@ -814,7 +814,7 @@ class Supervisor:
             # write before killing a worker (an attacker's pass, 2026-12-06)
             fields["seed"] = getattr(self, "pool_seed", cfg.seed)
         if cfg.start_method == "zygote":
-            self._spawn_from_zygote(w, fields, restart, positions, deliver, timeout)
+            self._spawn_from_zygote(w, fields, restart, positions, deliver, timeout=timeout)
             return
         _check_can_start_children(cfg.start_method)
         # a socket pair (duplex), not a pipe, whose ends /proc cannot reopen (_fault_channel)
@@ -909,8 +909,8 @@ class Supervisor:
         self.worker_pids = [q.pid for q in self.res.processes]
 
     def _spawn_from_zygote(self, w: int, fields: dict, restart: int,
-                           positions: dict | None, deliver=None,
-                           timeout: float = 0.0) -> None:
+                           positions: dict | None, deliver=None, *,
+                           timeout: float) -> None:
         """spawn() under ``zygote``: the zygote forks the worker
         (:mod:`shmatari._zygote`); its faulthandler pipe goes as an fd.
 
