@@ -509,18 +509,24 @@ def test_the_seed_verdict_tells_chance_from_a_pattern():
 
 
 FAST_RESET_PLANTS = {
-    # three one-line bugs of a reproducibility pass (2026-12-06), each
-    # let through by the default pairings' four episode ends
+    # one-line bugs of a reproducibility pass (2026-12-06), each let
+    # through by the default pairings' four episode ends, as they read once
+    # fast resets followed the env's generator themselves (2026-12-06, later)
     "generator advanced two draws too far": [
-        ("_advance(rng, 2 * noops)", "_advance(rng, 2 * noops + 2)")],
-    "generator one draw short across a block": [
-        ("mt.random_raw(draws)", "mt.random_raw(draws - 1)")],
+        ("gen.advance(2 * noops)", "gen.advance(2 * noops + 2)")],
+    "generator one draw short": [
+        ("gen.advance(2 * (frames - self._known_at))",
+         "gen.advance(2 * (frames - self._known_at) - 1)")],
     "no primer: the old game's action stays remembered": [
-        ("        ale.restoreState(self._primer)\n"
-         "        ale.act(0)  # the draw passes the primer: the remembered action is NOOP\n", ""),
-        ("        if self.sticky:\n"
-         "            ale.restoreState(self._primer)\n"
-         "            ale.act(0)\n", "")],
+        ("if gen.next_draw() >= self._p:", "if True:")],
+    "the primer judged by the reset's draw, not the one after the no-ops": [
+        ("        if noops:\n"
+         "            gen.advance(2 * noops)\n"
+         "        if gen.next_draw() >= self._p:\n",
+         "        passes = gen.next_draw() >= self._p\n"
+         "        if noops:\n"
+         "            gen.advance(2 * noops)\n"
+         "        if passes:\n")],
 }
 
 

@@ -109,7 +109,7 @@ def test_the_first_fast_new_game_saves_every_no_op_start_in_one_pass(p):
     path = str(games.rom_path("breakout"))
     ale = fast_reset._new_ale(path, 3, p)
     ale.reset_game()
-    fr = fast_reset.FastReset(ale, p > 0)
+    fr = fast_reset.FastReset(ale)
     actions = ale.getMinimalActionSet()
     for a in [1, 3, 2, 0, 3] * 20:
         ale.act(actions[a])
@@ -122,7 +122,7 @@ def test_the_first_fast_new_game_saves_every_no_op_start_in_one_pass(p):
     # counts its own frames in the episode)
     other = fast_reset._new_ale(path, 3, p)
     other.reset_game()
-    capped = fast_reset.FastReset(other, p > 0)
+    capped = fast_reset.FastReset(other)
     capped.learn_noops(30, max_episode_frames=other.getEpisodeFrameNumber() + 10)
     assert [k for k in range(1, 31) if capped.saved_noops(k)] == list(range(1, 10))
     # in a pool: all 30 after the second game, and the streams of ALE's resets
@@ -254,6 +254,83 @@ def test_a_fast_reset_leaves_the_generator_and_counters_as_a_real_reset():
     path = str(games.rom_path("breakout"))
     assert fast_reset.compare(path, 0.25, 5, episodes=3, max_frames=300) is None
     assert fast_reset.compare(path, 0.9, 5, episodes=3, max_frames=300) is None
+
+
+def test_the_followed_generator_is_numpys_mt19937_written_as_ale_writes_it():
+    """A fast reset follows ALE's env generator (``_core.MTFollower``: two
+    draws per frame emulated) instead of reading it from ALE at each reset.
+    It draws as NumPy's MT19937 (the same generator) across twists, and
+    writes what ALE's cloneState(include_rng=True) holds after as many
+    frames, whatever the index (0, inside a block, 624)."""
+    from shmatari._core import MTFollower
+
+    mt = np.random.MT19937()
+    mt._legacy_seeding(20261206)  # std::mt19937's seeding
+    follower = MTFollower(fast_reset._mt_text(mt))
+    assert follower.text() == fast_reset._mt_text(mt)
+    for draws in (0, 1, 2, 619, 2, 1, 624, 1247, 3, 624 * 5, 0, 17):
+        follower.advance(draws)
+        if draws:
+            mt.random_raw(draws)
+        assert follower.text() == fast_reset._mt_text(mt), draws
+        copy = np.random.MT19937()
+        copy.state = mt.state
+        assert follower.next_draw() == int(copy.random_raw()) / 2**32, draws
+        assert follower.text() == fast_reset._mt_text(mt), draws  # the peek took nothing
+    for bad in (b"1 2 3", b" ".join([b"1"] * 624 + [b"625"]),
+                b" ".join([b"4294967296"] + [b"1"] * 623 + [b"0"])):
+        with pytest.raises(ValueError, match="std::mt19937"):
+            MTFollower(bad)
+    # against ALE: followed over frames acted, as a fast reset follows it
+    ale = fast_reset._new_ale(str(games.rom_path("breakout")), 3, 0.25)
+    ale.reset_game()
+    follower = fast_reset._follower(fast_reset._env_rng(ale))
+    for frames in (1, 311, 312, 1, 700):
+        for _ in range(frames):
+            ale.act(ale.getMinimalActionSet()[frames % 4])
+        follower.advance(2 * frames)
+        assert fast_reset.FastReset._text(follower) == fast_reset._env_rng(ale), frames
+
+
+@pytest.mark.parametrize("p", [0.25, 0.75])
+def test_a_sticky_fast_reset_primes_only_where_the_next_frame_could_repeat(p):
+    """A sticky fast reset acts the primer frame (which sets ALE's remembered
+    action to NOOP, as a real reset does) only where the next frame's draw
+    would repeat the remembered action: elsewhere that frame takes its new
+    action whatever was remembered, and the state is simply restored. Over
+    many resets (fast and saved no-op starts, from games cut short at random,
+    so the old game's last action varies) both ways are taken, and every
+    reset and the frames after it are a real reset's: state, generator,
+    screen, reward."""
+    path = str(games.rom_path("breakout"))
+    real, fast = (fast_reset._new_ale(path, 8, p) for _ in range(2))
+    real.reset_game(), fast.reset_game()
+    fr = fast_reset.FastReset(fast)
+    actions = real.getMinimalActionSet()
+    rng = np.random.default_rng(8)
+    resets = 0
+    for game in range(120):
+        for _ in range(int(rng.integers(1, 90))):
+            a = actions[int(rng.integers(1, len(actions)))]  # never NOOP: a real action remembered
+            assert real.act(a) == fast.act(a)
+            if real.game_over():
+                break
+        noops = int(rng.integers(0, 4))
+        real.reset_game()
+        for _ in range(noops):
+            real.act(actions[0])
+        if noops and not fr.learned:
+            fr.learn_noops(3)
+        fr.restore_noops(noops) if noops else fr.restore()
+        resets += 1
+        assert fast_reset.comparable(real.cloneState(include_rng=True).serialize()) == \
+            fast_reset.comparable(fast.cloneState(include_rng=True).serialize()), game
+        for _ in range(3):  # where a remembered action would show
+            a = actions[int(rng.integers(len(actions)))]
+            assert real.act(a) == fast.act(a), game
+            assert np.array_equal(real.getScreen(), fast.getScreen()), game
+            assert np.array_equal(real.getRAM(), fast.getRAM()), game
+    assert 0.4 * p * resets < fr.primed < min(1.0, 1.6 * p) * resets, fr.primed
 
 
 def test_the_table_names_its_ale_version_and_rom_hashes():

@@ -18,6 +18,7 @@ One compiled module, cut into files by concern (the worker loop calls
 - ``_core_kernel.pxi``: the frame kernel wrappers ``Resizer`` and ``Palette``.
 - ``_core_envcore.pxi``: the per-env logic's base ``EnvCore`` (phases, frame stack,
   results, prepared resets) and ``NullCore``.
+- ``_core_mt.pxi``: ``MTFollower``, ALE's env generator followed for fast resets.
 - ``_core_atari.pxi``: ``AtariCore``, the Atari env (emulation, episodes, fast resets).
 - ``_core_worker.pxi``: the worker loop, ``mark_worker``, ``set_num_actions``.
 """
@@ -41,5 +42,6 @@ include "_core_client.pxi"
 include "_core_segment.pxi"
 include "_core_kernel.pxi"
 include "_core_envcore.pxi"
+include "_core_mt.pxi"
 include "_core_atari.pxi"
 include "_core_worker.pxi"

@@ -300,7 +300,7 @@ cdef class AtariCore(EnvCore):
         and learns the palette indices of its screen (which a fast reset
         shows without ALE's screen: ``_capture``, ``write_render``)."""
         from .fast_reset import FastReset
-        fast = FastReset(self.ale, self.ale.getFloat("repeat_action_probability") > 0)
+        fast = FastReset(self.ale)
         self._fast_screen = fast.screen
         self._learn_screen(fast.screen)
         self._fast = fast

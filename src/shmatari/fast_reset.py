@@ -9,13 +9,18 @@ takes about 0.1 ms. The two differ in what the restore does not carry:
 - ALE's *remembered action*, the action a sticky frame repeats
   (``StellaEnvironment::m_player_a_action``): a reset sets it to NOOP
   (``softReset``); it lives in the environment, not in the saved state. With
-  ``repeat_action_probability > 0`` a fast reset sets it as the reset does:
-  it restores the post-reset state with a *primer* generator whose next draw
-  is at least the probability (so the frame it acts takes the NOOP, as a
-  non-sticky frame does), acts one NOOP frame, then restores the post-reset
-  state with the env's own generator as it was before (a real reset draws no
-  random number; neither, in the end, does a fast one). With probability 0
-  the remembered action is never repeated and the state is simply restored.
+  ``repeat_action_probability > 0`` the remembered action shows only in a
+  frame whose draw for player A is below the probability; the fast reset
+  knows the env's generator (it follows it: two draws per frame emulated)
+  and so the next frame's draw. When that draw passes, that frame takes its
+  new action whatever was remembered, and the state is simply restored.
+  When it does not, the fast reset sets the remembered action as the reset
+  does: it restores the post-reset state with a *primer* generator whose
+  next draw is at least the probability (so the frame it acts takes the
+  NOOP, as a non-sticky frame does), acts one NOOP frame, then restores the
+  post-reset state with the env's own generator as it was before (a real
+  reset draws no random number; neither, in the end, does a fast one). With
+  probability 0 every draw passes.
 - ALE's frame counter since the ROM was loaded (``getFrameNumber``): the
   restored state gets the current one.
 - ALE's screen buffer: ``getScreen`` shows the old game's last frame until
@@ -217,6 +222,15 @@ def _mt_text(mt: np.random.MT19937) -> bytes:
     return (" ".join(map(str, st["key"].tolist())) + " " + str(int(st["pos"]))).encode()
 
 
+def _follower(rng: bytes):
+    """An ALE state's generator part (the TRUE pattern, the length, then
+    ``std::mt19937`` as libstdc++ writes it) as a ``_core.MTFollower``."""
+    from ._core import MTFollower
+
+    (n,) = struct.unpack_from("<i", rng, 4)
+    return MTFollower(rng[8:8 + n])
+
+
 @functools.lru_cache(maxsize=1)
 def _primer_draw() -> float:
     mt = np.random.MT19937()
@@ -229,20 +243,20 @@ class FastReset:
     ``reset_game()``.
 
     Args:
-        ale: the env's ``ALEInterface``, right after ``reset_game()``.
-        sticky: its repeat_action_probability is above 0 (then each reset
-            also sets the remembered action to NOOP through the primer).
+        ale: the env's ``ALEInterface``, right after ``reset_game()`` (its
+            ``repeat_action_probability`` says when a reset needs the
+            primer; until 2026-12-06 a ``sticky`` flag said so, and every
+            sticky reset used it).
 
     Raises:
         ValueError: not an ALE state serialisation this module knows.
     """
 
-    def __init__(self, ale, sticky: bool):
+    def __init__(self, ale):
         from ale_py import ALEState
 
         self._ale = ale
         self._state_type = ALEState
-        self.sticky = sticky
         saved = ale.cloneState()
         raw = saved.serialize()
         #: The post-reset screen (palette indices), what ``getScreen`` shows
@@ -261,12 +275,23 @@ class FastReset:
             self._header,
             self._body + _TRUE + struct.pack("<i", len(_primer_text())) + _primer_text(),
             self._tail))
+        #: ALE's sticky probability as ALE keeps it (a float32, as a double)
+        self._p = ale.getFloat("repeat_action_probability")
+        #: The env's generator as this object last knew it (a
+        #: ``_core.MTFollower``) at ALE's frame count ``_known_at``; None:
+        #: unknown, read from ALE at the next reset.
+        self._known = None
+        self._known_at = 0
+        #: sticky resets that needed the primer frame (the next draw did not
+        #: pass): about ``repeat_action_probability`` of them
+        self.primed = 0
 
     def round_trips(self) -> bool:
         """Restores the saved state and clones it again: the same bytes?
         (For the check only: a restore right after the reset is not a no-op
         in every game, so an env in use never calls it.)"""
         self._ale.restoreState(self._saved)
+        self._known = None  # the frame count moved with no draw
         return self._ale.cloneState().serialize() == self._saved.serialize()
 
     def _header_at(self, frame_number: int, header: bytes | None = None) -> bytes:
@@ -281,19 +306,57 @@ class FastReset:
 
     def restore(self) -> None:
         """Leaves the env as ``reset_game()`` would (see the module's notes)."""
-        ale = self._ale
-        if not self.sticky:
-            ale.restoreState(self._state_type(_join(
-                self._header_at(ale.getFrameNumber()), self._body + _FALSE, self._tail)))
-            return
-        frames = ale.getFrameNumber()
-        _, inner, _ = _split(ale.cloneState(include_rng=True).serialize())
-        _, rng = _rng_split(inner)
-        ale.restoreState(self._primer)
-        ale.act(0)  # the draw passes the primer: the remembered action is NOOP
-        ale.restoreState(self._state_type(
-            _join(self._header_at(frames), self._body + rng, self._tail)))
+        frames = self._ale.getFrameNumber()
+        self._reset_to(self._header_at(frames), self._body, self._tail,
+                       self._generator(frames), 0)
 
+    def _generator(self, frames: int):
+        """The env's generator now (a ``_core.MTFollower``), ALE's frame count
+        being ``frames``: the one last known advanced by two draws per frame
+        emulated since (ALE's ``act`` draws once per player each frame, and
+        every frame since was an ``act`` of one frame: ``frame_skip`` is 1
+        and no env acts at a terminal state, which draws without a frame),
+        else read from ALE (``cloneState(include_rng=True)``: about 40 µs,
+        its text written and parsed, which each reset paid until 2026-12-06)."""
+        gen = self._known
+        if gen is None or frames < self._known_at:
+            _, inner, _ = _split(self._ale.cloneState(include_rng=True).serialize())
+            return _follower(_rng_split(inner)[1])
+        gen.advance(2 * (frames - self._known_at))
+        return gen
+
+    def _reset_to(self, header: bytes, body: bytes, tail: bytes,
+                  gen, noops: int) -> None:
+        """Restores a saved state (``header``, ``body``, ``tail``) that
+        follows a reset and ``noops`` NOOP frames, with the env's generator
+        ``gen`` (as the reset found it) advanced by those frames' draws, and
+        the remembered action as a reset leaves it: NOOP, or any action if
+        the next frame's draw for player A passes the probability (that frame
+        then takes its new action whatever was remembered, so nothing tells
+        the two apart). When it does not pass, the primer sets NOOP: the
+        post-reset state with a generator whose next draw passes, one NOOP
+        frame, then the saved state (a restore keeps the remembered action)."""
+        ale = self._ale
+        if noops:
+            gen.advance(2 * noops)
+        if gen.next_draw() >= self._p:
+            if noops:
+                ale.restoreState(self._state_type(_join(header, body + self._text(gen), tail)))
+            else:  # ALE's generator is where a reset leaves it: untouched
+                ale.restoreState(self._state_type(_join(header, body + _FALSE, tail)))
+        else:
+            self.primed += 1
+            ale.restoreState(self._primer)
+            ale.act(0)  # the draw passes the primer: the remembered action is NOOP
+            ale.restoreState(self._state_type(_join(header, body + self._text(gen), tail)))
+        self._known, self._known_at = gen, ale.getFrameNumber()
+
+    @staticmethod
+    def _text(gen) -> bytes:
+        """``gen`` as an ALE state's generator part: the TRUE pattern, the
+        text's length, then ``std::mt19937`` as libstdc++ writes it."""
+        text = gen.text()
+        return _TRUE + struct.pack("<i", len(text)) + text
 
     # -- no-op starts ------------------------------------------------------------
 
@@ -360,6 +423,7 @@ class FastReset:
                 if learn is not None:
                     learn(screens[-1])
         ale.restoreState(before)
+        self._known = None  # restored with the generator it had before the pass
         return screens
 
     def saved_noops(self, noops: int) -> bool:
@@ -371,49 +435,18 @@ class FastReset:
         the saved state, ALE's frame count advanced by the reset's and the
         no-ops' frames, the env's generator advanced by the draws those frames
         make (two per frame, one per player, whatever the sticky setting),
-        and with sticky actions the remembered action NOOP (the primer, as
-        :meth:`restore`: a reset sets it, and a NOOP frame keeps it).
+        and the remembered action as :meth:`restore` leaves it (a reset sets
+        NOOP, and a NOOP frame keeps it).
 
         Returns:
             (screen, reward): the screen after the last no-op (palette
             indices, uint8, shape (210, 160)) and the no-ops' summed reward.
         """
         header, body, tail, screen, reward = self._starts[noops]
-        ale = self._ale
-        frames = ale.getFrameNumber()
-        _, inner, _ = _split(ale.cloneState(include_rng=True).serialize())
-        _, rng = _rng_split(inner)
-        if self.sticky:
-            ale.restoreState(self._primer)
-            ale.act(0)
-        ale.restoreState(self._state_type(_join(
-            self._header_at(frames, header), body + _advance(rng, 2 * noops), tail)))
+        frames = self._ale.getFrameNumber()
+        self._reset_to(self._header_at(frames, header), body, tail, self._generator(frames),
+                       noops)
         return screen, reward
-
-
-def _advance(rng: bytes, draws: int) -> bytes:
-    """An env generator's saved part (the TRUE pattern, the length, then
-    ``std::mt19937`` as libstdc++ writes it: 624 words and the index)
-    advanced by ``draws`` 32-bit draws (NumPy's MT19937 is the same
-    generator)."""
-    (n,) = struct.unpack_from("<i", rng, 4)
-    text = rng[8:8 + n]
-    head, _, pos = text.rpartition(b" ")
-    if int(pos) + draws <= 624:
-        # within the block of 624 words already generated: only the index
-        # moves (the next twist comes at index 624, in both generators)
-        text = head + b" " + str(int(pos) + draws).encode()
-    else:
-        words = text.split()
-        if len(words) != 625:
-            raise ValueError("not a std::mt19937 this module knows")
-        mt = np.random.MT19937()
-        mt.state = {"bit_generator": "MT19937",
-                    "state": {"key": np.array(words[:624], dtype=np.uint64).astype(np.uint32),
-                              "pos": int(words[624])}}
-        mt.random_raw(draws)
-        text = _mt_text(mt)
-    return rng[:4] + struct.pack("<i", len(text)) + text
 
 
 # -- the check ------------------------------------------------------------------------
@@ -473,7 +506,7 @@ def compare(rom_path: str, repeat_action_probability: float, seed: int, *,
     fast = _new_ale(rom_path, seed, repeat_action_probability)
     real.reset_game()
     fast.reset_game()
-    fr = FastReset(fast, repeat_action_probability > 0)
+    fr = FastReset(fast)
     if not fr.round_trips():
         return "the saved state does not round-trip"
     actions = real.getMinimalActionSet()
