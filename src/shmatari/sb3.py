@@ -42,9 +42,13 @@ except ModuleNotFoundError as exc:  # not a dependency of shmatari itself
         f"'stable-baselines3>=2.3' (or shmatari's integrations extra)", name=exc.name) from exc
 
 from . import config as _config
+from . import seeding
 from .config import PRESETS
 from .env import ShmVectorEnv
 from .env import make as _make
+
+_SYNC_ONLY = ("SB3 steps every env at once: the pool must be synchronous (batch_size == "
+              "num_envs), got batch_size={}")
 
 __all__ = ["ShmatariVecEnv", "make_atari_env"]
 
@@ -167,12 +171,23 @@ class ShmatariVecEnv(VecEnv):
 
         Raises:
             ValueError: a pool that is asynchronous or not same-step, or an
-                ``autoreset_mode`` other than ``"same_step"``; a
-                ``monitor_dir`` without ``episode_statistics``.
-            TypeError: an unknown ``monitor_kwargs`` key.
+                ``autoreset_mode`` other than ``"same_step"`` or a
+                ``batch_size`` other than ``num_envs`` (before any pool
+                starts); a ``monitor_dir`` without ``episode_statistics``;
+                ``monitor_kwargs`` without ``monitor_dir``.
+            TypeError: an unknown ``monitor_kwargs`` key; a ``monitor_dir``
+                that is not a path.
             SharedMemorySpaceError, WorkerError: as :func:`shmatari.make`.
         """
         layout = "channels_first"
+        # what can be judged before a pool starts is (a fuzzing pass: a
+        # batch_size refused once its pool ran, and left running while the
+        # error was held)
+        if monitor_dir is not None and not isinstance(monitor_dir, (str, os.PathLike)):
+            raise TypeError(f"monitor_dir must be a path (str or os.PathLike), got "
+                            f"{type(monitor_dir).__name__}")
+        if monitor_dir is None and monitor_kwargs:
+            raise ValueError("monitor_kwargs apply only with monitor_dir")
         if isinstance(env, ShmVectorEnv):
             if make_kwargs:
                 raise TypeError(f"options {sorted(make_kwargs)} apply only when a game name "
@@ -184,10 +199,12 @@ class ShmatariVecEnv(VecEnv):
                 raise ValueError(f"SB3's VecEnv resets done envs in the same step: "
                                  f"autoreset_mode must be 'same_step', got {mode!r}")
             layout = make_kwargs.setdefault("obs_layout", "channels_first")
+            batch_size = make_kwargs.get("batch_size")
+            if batch_size is not None and batch_size != num_envs:
+                raise ValueError(_SYNC_ONLY.format(batch_size))
             pool = _make(env, num_envs, autoreset_mode="same_step", **make_kwargs)
-        if pool.batch_size != pool.num_envs:
-            raise ValueError(f"SB3 steps every env at once: the pool must be synchronous "
-                             f"(batch_size == num_envs), got batch_size={pool.batch_size}")
+        if pool.batch_size != pool.num_envs:  # a pool given (one made here is checked above)
+            raise ValueError(_SYNC_ONLY.format(pool.batch_size))
         if pool.metadata["autoreset_mode"] != gym.vector.AutoresetMode.SAME_STEP:
             raise ValueError("the pool must be made with autoreset_mode='same_step' (SB3 "
                              "expects done envs reset in the same step)")
@@ -218,8 +235,6 @@ class ShmatariVecEnv(VecEnv):
             if monitor_dir is not None:
                 self._open_monitors(monitor_dir, monitor_kwargs or {},
                                     env if isinstance(env, str) else None)
-            elif monitor_kwargs:
-                raise ValueError("monitor_kwargs apply only with monitor_dir")
         except BaseException:
             if not isinstance(env, ShmVectorEnv):
                 pool.close()
@@ -303,9 +318,16 @@ class ShmatariVecEnv(VecEnv):
             pool seed, env i from ``SeedSequence(seed, spawn_key=(i,))``
             (:mod:`shmatari.seeding`); SB3's own VecEnvs return
             ``seed + i``, which is not what seeds env i here.
+
+        Raises:
+            TypeError, ValueError: a seed that is not an int in [0, 2**128)
+                (nothing is stored).
         """
         if seed is None:
             seed = int(np.random.randint(0, np.iinfo(np.uint32).max, dtype=np.uint32))
+        # checked here, not at the next reset (a fuzzing pass: seed(1.5)
+        # was stored, and every reset() after it failed)
+        seed = seeding.check_seed(seed)
         self._seeds = [seed] * self.num_envs
         return list(self._seeds)
 

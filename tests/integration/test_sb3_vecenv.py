@@ -91,6 +91,41 @@ def test_a_pool_that_is_not_same_step_is_refused():
             ShmatariVecEnv(pool)
 
 
+def test_what_a_pool_cannot_change_is_refused_before_one_starts(tmp_path):
+    """An asynchronous batch_size, monitor_kwargs without monitor_dir and a
+    monitor_dir that is not a path are refused before a pool starts: no
+    worker runs while the error is held (a fuzzing pass: the batch_size was
+    refused once its pool ran, and the pool stayed up while the exception
+    was referenced, as a notebook's last error is)."""
+    from conftest import shm_entries
+
+    before = shm_entries()
+    for kwargs, err, match in [
+            (dict(batch_size=1), ValueError, "batch_size=1"),
+            (dict(monitor_kwargs={"info_keywords": ()}), ValueError, "only with monitor_dir"),
+            (dict(monitor_dir=5), TypeError, "monitor_dir must be a path")]:
+        with pytest.raises(err, match=match) as caught:
+            ShmatariVecEnv("Pong", 2, num_workers=1, **kwargs)
+        assert shm_entries() == before, kwargs  # no segment while `caught` holds the error
+        assert caught.value.__traceback__ is not None
+
+
+def test_seed_refuses_what_reset_cannot_take_and_stores_nothing():
+    """VecEnv.seed(1.5) was stored and every reset() after it failed (a
+    fuzzing pass): the seed is checked where it is given."""
+    env = ShmatariVecEnv("Pong", 2, num_workers=1)
+    try:
+        env.seed(3)
+        first = env.reset()
+        for bad, err in [(1.5, TypeError), (-1, ValueError), (True, TypeError)]:
+            with pytest.raises(err, match="seed"):
+                env.seed(bad)
+        env.seed(3)
+        assert np.array_equal(env.reset(), first)  # the pool seeds as before
+    finally:
+        env.close()
+
+
 def test_a_bad_action_is_refused_as_step_and_nothing_is_sent():
     """SB3's users call ``env.step`` (or ``learn``), never ``send()``: the
     error names ``step()``, and the pool steps on afterwards as if the bad
