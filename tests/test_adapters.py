@@ -139,6 +139,29 @@ def test_envpool_yes_no_options_take_bools_only(name, value):
         envpool.make_spec("Breakout-v5", num_envs=1, **{name: value})
 
 
+@pytest.mark.parametrize("kwargs,err,match", [
+    ({"stack_num": 0}, ValueError, "stack_num must be >= 1"),
+    ({"stack_num": 2.5}, TypeError, "stack_num must be an int"),
+    ({"img_height": 1000}, ValueError, "img_height must be <= 210"),
+    ({"frame_skip": 0}, ValueError, "frame_skip must be >= 1"),
+    ({"repeat_action_probability": 2.0}, ValueError, "repeat_action_probability"),
+    ({"num_envs": 10**6}, ValueError, "num_envs must be <="),
+    ({"start_method": "bad"}, ValueError, "start_method must be one of"),
+    ({"zero_copy": 1}, TypeError, "zero_copy must be a bool"),
+])
+def test_envpool_make_spec_checks_every_option_as_make_does(kwargs, err, match):
+    """make_spec returned specs that make() refuses (a stack of 0 frames, a
+    1000-row image), or failed inside Gymnasium naming no option (a fuzzing
+    pass); it checks them as make() does, with no pool started."""
+    with pytest.raises(err, match=match):
+        envpool.make_spec("Pong-v5", **kwargs)
+
+
+def test_envpool_make_takes_shmatari_s_start_timeout():
+    env = envpool.make("Pong-v5", num_envs=2, num_workers=1, start_timeout=np.int64(30))
+    env.close()
+
+
 def test_envpool_bool_options_keep_their_meaning_as_bools():
     spec = envpool.make_spec("Breakout-v5", num_envs=1, episodic_life=np.bool_(True),
                              gray_scale=False)
@@ -413,6 +436,22 @@ def test_make_vec_builds_a_pool_and_record_episode_statistics_works():
         assert len(lengths) >= 2 and all(40 <= n <= 50 for n in lengths)
     finally:
         env.close()
+
+
+def test_make_vec_takes_every_argument_of_make():
+    """gymnasium.make_vec refused start_timeout ("did you mean
+    'start_timeout'?") and batch_order (a fuzzing pass): it takes every
+    argument of shmatari.make."""
+    import shmatari.registration  # noqa: F401  (registers shmatari/<Game>-v5)
+
+    env = gymnasium.make_vec("shmatari/Pong-v5", num_envs=2, num_workers=1, batch_size=1,
+                             batch_order="fixed", start_timeout=30.0)
+    try:
+        assert env.batch_size == 1 and env.config.batch_order == "fixed"
+    finally:
+        env.close()
+    with pytest.raises(TypeError, match="did you mean 'start_timeout'"):
+        gymnasium.make_vec("shmatari/Pong-v5", num_envs=2, start_timout=30.0)
 
 
 def test_make_vec_same_step_pool_counts_every_episode_with_its_own_statistics():

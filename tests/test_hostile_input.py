@@ -230,7 +230,11 @@ def valid_option(name: str, value) -> bool:
 @given(name=st.sampled_from(sorted(config.OPTION_DEFAULTS)),
        value=st.one_of(st.integers(-5, 300), st.floats(allow_nan=True), st.booleans(),
                        st.none(), st.text(max_size=10), st.lists(st.integers(), max_size=2),
-                       st.sampled_from(config.AUTORESET_MODES)))
+                       st.sampled_from(config.AUTORESET_MODES),
+                       # a 0-d array of a valid name compares elementwise
+                       # (a fuzzing pass): refused, not kept as an array
+                       st.sampled_from(["auto", "off", "rgb_array", "channels_first",
+                                        "same_step"]).map(np.array)))
 def test_make_refuses_bad_options_before_any_process_starts(name, value):
     if valid_option(name, value):
         kept = getattr(config.build_config("Breakout", 2, **{name: value}), name)
@@ -242,6 +246,30 @@ def test_make_refuses_bad_options_before_any_process_starts(name, value):
         shmatari.make("Breakout", num_envs=2, **{name: value})
     assert {p.pid for p in mp.active_children()} <= children
     assert shm_entries() == segments
+
+
+@pytest.mark.parametrize("name,value", [("start_method", "fork"), ("batch_order", "fixed")])
+def test_a_pool_argument_named_by_a_0d_array_is_refused_naming_it(name, value):
+    """A 0-d string array passed ``in`` (elementwise ==), and the pool then
+    failed inside its start with ``unhashable type`` (a fuzzing pass)."""
+    with pytest.raises(ValueError, match=f"{name} must be one of"):
+        config.build_config("Breakout", 2, **{name: np.array(value)})
+    kept = getattr(config.build_config("Breakout", 2, **{name: np.str_(value)}), name)
+    assert type(kept) is str and kept == value
+
+
+def test_make_s_own_argument_where_it_is_not_taken_is_named_so():
+    """It said "unknown option or argument 'start_timeout' (did you mean
+    'start_timeout'?)" (a fuzzing pass)."""
+    with pytest.raises(TypeError, match="'start_timeout' is an argument of shmatari.make"):
+        config.build_config("Breakout", 2, start_timeout=3)
+
+
+def test_start_timeout_takes_numpy_numbers_as_every_argument_does():
+    with shmatari.make("Pong", 1, start_timeout=np.float32(30)) as env:
+        assert env.num_envs == 1
+    with pytest.raises(TypeError, match="start_timeout must be a number"):
+        shmatari.make("Pong", 1, start_timeout=np.bool_(True))
 
 
 def test_too_few_actions_get_a_hint_that_works():

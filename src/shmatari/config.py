@@ -326,7 +326,10 @@ def _float(name, value, lo, hi):
 
 
 def _choice(name, value, choices):
-    if value not in choices:
+    # a str (or None where it is a choice), compared as one: a 0-d array
+    # compares elementwise and passed `in` (a fuzzing pass: start_method and
+    # obs_layout then failed inside the pool's start, naming no argument)
+    if not (value is None or isinstance(value, str)) or value not in choices:
         hint = ""
         if name == "fast_reset" and isinstance(value, bool):
             hint = f" (fast_reset={'auto' if value else 'off'!r} for {value})"
@@ -334,7 +337,7 @@ def _choice(name, value, choices):
             hint = (": no window is opened; to watch a game, make the pool with "
                     "render_mode='rgb_array' and show the frames env.render() returns")
         raise ValueError(f"{name} must be one of {choices}, got {value!r}{hint}")
-    return value
+    return None if value is None else str(value)
 
 
 def _image_side(name, value, game, screen, axis):
@@ -372,6 +375,9 @@ def _unknown_options(names, arguments: tuple[str, ...] = ()) -> TypeError:
     for name in names:
         if name in _NOT_OPTIONS:
             hints.append(_NOT_OPTIONS[name])
+            continue
+        if name in POOL_ARGUMENTS:  # "did you mean" the name given (a fuzzing pass)
+            hints.append(f"{name!r} is an argument of shmatari.make(), not taken here")
             continue
         close = difflib.get_close_matches(name, [*OPTION_DEFAULTS, *arguments], n=1)
         what = "unknown option or argument" if arguments else "unknown option"
@@ -472,8 +478,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     batch_size = num_envs if batch_size is None else _int("batch_size", batch_size, 1)
     if batch_size > num_envs:
         raise ValueError(f"batch_size must be <= num_envs ({num_envs}), got {batch_size}")
-    if batch_order not in BATCH_ORDERS:
-        raise ValueError(f"batch_order must be one of {BATCH_ORDERS}, got {batch_order!r}")
+    batch_order = _choice("batch_order", batch_order, BATCH_ORDERS)
     if batch_order == "fixed" and num_envs % batch_size:
         raise ValueError(f"batch_order='fixed' serves num_envs / batch_size groups of "
                          f"batch_size envs each: batch_size must divide num_envs "
@@ -487,8 +492,7 @@ def build_config(env_id, num_envs=8, *, batch_size=None, num_workers=None, seed=
     seed = seeding.draw_entropy() if seed is None else seeding.check_seed(seed)
     if start_method is None:
         start_method = default_start_method()
-    if start_method not in START_METHODS:
-        raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
+    start_method = _choice("start_method", start_method, START_METHODS)
     screen = NULL_SCREEN_SHAPE if game == NULL_ENV else games.screen_shape(game)
     opts = {k: _check_option(k, opts[k]) for k in OPTION_DEFAULTS}
     # The image bounds follow the game's own screen, which OPTION_TYPES cannot know.
@@ -548,7 +552,7 @@ def _autoreset_mode(value) -> str:
 
     if isinstance(value, AutoresetMode):
         value = value.name.lower()
-    if value not in AUTORESET_MODES:
+    if not isinstance(value, str) or value not in AUTORESET_MODES:
         raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES} (or a "
                          f"gymnasium.vector.AutoresetMode), got {value!r}")
-    return value
+    return str(value)

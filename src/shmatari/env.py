@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from . import config as _config
 from ._vector_env import GYM_AUTORESET, ShmVectorEnv  # noqa: F401  (GYM_AUTORESET: re-exported)
 from .supervisor import _deferred_sigint
@@ -275,9 +277,13 @@ def make(env_id: str, num_envs: int = 8, *, batch_size: int | None = None,
             process (use ``"zygote"``).
     """
     if start_timeout is not None:
-        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)):
+        # any real number but a bool (np.int64 and np.float32 were refused,
+        # where every int argument takes them: a fuzzing pass)
+        if isinstance(start_timeout, (bool, np.bool_)) or \
+                not isinstance(start_timeout, numbers.Real):
             raise TypeError(f"start_timeout must be a number of seconds or None, got "
                             f"{type(start_timeout).__name__}")
+        start_timeout = float(start_timeout)
         if not 0 < start_timeout < math.inf:  # NaN fails both
             raise ValueError(f"start_timeout must be a finite number of seconds > 0, or "
                              f"None, got {start_timeout!r}")

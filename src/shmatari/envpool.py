@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from . import config as _config
 from . import games
 from ._envpool_adapter import EnvPoolAdapter, EnvSpec, GymEnvPoolAdapter
 from .env import make as _make
@@ -76,7 +77,7 @@ _GYM_DEFAULTS = {"gym_reset_return_info": False}
 
 #: shmatari's own make() arguments that the adapter also accepts.
 _SHMATARI_EXTRAS = ("num_workers", "start_method", "zero_copy", "restart_workers", "ram_info",
-                    "batch_order")
+                    "batch_order", "start_timeout")
 
 #: EnvPool make() keywords with no shmatari rule, and what to use instead.
 _REFUSED = {
@@ -272,6 +273,12 @@ def _build(task_id: str, kwargs: dict, env_type: str = "gymnasium"
         obs_layout="channels_first",
         **{k: kwargs[k] for k in _SHMATARI_EXTRAS if k in kwargs and k != "num_workers"})
     affinity = _int("thread_affinity_offset", config["thread_affinity_offset"])
+    # shmatari's own checks of what the pool would take, before the spec's
+    # spaces are built from it: make_spec returned specs that make()
+    # refuses (stack_num=0, img_height=1000), or failed in Gymnasium's Box
+    # naming no option (stack_num=2.5) (a fuzzing pass)
+    _config.build_config(rom, num_envs, **{k: v for k, v in make_kwargs.items()
+                                           if k != "start_timeout"})
     spec = EnvSpec(_task_name(rom), config, len(action_set))
     return spec, make_kwargs, {"affinity": affinity}
 
@@ -355,7 +362,7 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> "EnvPoolAdapter
               -1 only; ``gym_reset_return_info`` True only, except with
               ``env_type="gym"`` (default False there);
             - shmatari's ``num_workers``, ``start_method``, ``zero_copy``,
-              ``restart_workers`` are accepted too; ``ram_info=True``:
+              ``restart_workers``, ``start_timeout`` are accepted too; ``ram_info=True``:
               EnvPool's ``info["ram"]`` (uint8, ``(batch, 128)``), which
               EnvPool always gives and shmatari on request; and ``batch_order``:
               ``"first_ready"`` (default: EnvPool's async contract, whichever

@@ -37,7 +37,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from . import config as _config
 from . import games
 from .env import ShmVectorEnv
 from .errors import CallOrderError
@@ -174,12 +173,9 @@ def make_vec(num_envs: int = 1, *, game: str, episode_statistics: bool = False,
     kwargs, _ = ale_kwargs(kwargs, single=False)
     if not isinstance(episode_statistics, bool):
         raise TypeError(f"episode_statistics must be a bool, got {episode_statistics!r}")
-    pool_kwargs = {k: kwargs.pop(k) for k in ("batch_size", "num_workers", "seed",
-                                              "start_method", "zero_copy", "restart_workers",
-                                              "preset") if k in kwargs}
-    cfg = _config.build_config(game, num_envs, **pool_kwargs,
-                               episode_statistics=episode_statistics, **kwargs)
-    return ShmVectorEnv(cfg)
+    # every argument of make() (start_timeout and batch_order were refused
+    # here: a fuzzing pass)
+    return _make(game, num_envs, episode_statistics=episode_statistics, **kwargs)
 
 
 def make_env(*, game: str, **kwargs) -> "ShmAtariEnv":
