@@ -68,6 +68,25 @@ def test_unknown_game_suggests_only_playable_games():
     assert f"lists all {len(shmatari.list_games())}" in str(err.value)
 
 
+@pytest.mark.parametrize("env_id", ["Pong\x00", "../breakout", "breakout.bin", "pong;ls",
+                                    "Ms\tPacman"])
+def test_a_name_with_characters_no_game_id_has_is_refused(env_id):
+    """Characters were dropped as "_" and "-" are, so a NUL or a path named
+    a game (a fuzzing pass)."""
+    with pytest.raises(ValueError, match="holds characters no game id has"):
+        shmatari.resolve_game(env_id)
+
+
+def test_game_ids_are_read_whatever_their_case_and_long_names_are_cut():
+    assert shmatari.resolve_game("Breakout-V5") == "breakout"  # the version's v too
+    assert shmatari.resolve_game(" Ms Pacman ") == "ms_pacman"
+    with pytest.raises(ValueError, match="did you mean 'null'"):
+        shmatari.resolve_game("Null")
+    with pytest.raises(ValueError) as info:
+        shmatari.resolve_game("a" * 10_000)
+    assert len(str(info.value)) < 300
+
+
 def test_image_size_is_bounded_by_the_games_own_screen():
     """img_height may reach a tall screen's height (250 for Pac-Man), no more;
     210 x 160 games stop at 210 x 160. The error names the screen."""

@@ -428,6 +428,27 @@ def test_episode_cap_counts_the_whole_game_under_episodic_life():
     assert last["episode"]["l"][0] == before["elapsed_step"][0] + 1
 
 
+def test_a_life_lost_on_the_step_that_reaches_the_cap_ends_the_game():
+    """The cap counts the whole game, so a life lost on the step that reaches
+    it gives both flags, and the next episode is a new game, not the game
+    continued (undocumented until a pixel auditor's pass modelled it the
+    other way)."""
+    free = _episodic_run(108_000, 200)
+    first = next(info["episode_frame_number"][0] for term, _, info in free if term)
+    with make1("Breakout", episodic_life=True, use_fire_reset=True, noop_max=0,
+               repeat_action_probability=0.0, max_episode_frames=first) as env:
+        env.reset()
+        rng = np.random.default_rng(3)  # _episodic_run's actions
+        for _ in range(200):
+            _, _, term, trunc, info = env.step([rng.integers(4)])
+            if term[0] or trunc[0]:
+                break
+        assert term[0] and trunc[0] and not info["game_over"][0]
+        lives = info["lives"][0]
+        _, _, _, _, info = env.step([0])  # next-step autoreset: a new game
+        assert info["reset"][0] and info["elapsed_step"][0] == 0 and info["lives"][0] > lives
+
+
 def test_episode_statistics_are_the_sum_of_raw_rewards():
     import time
 

@@ -110,7 +110,9 @@ def resolve_game(env_id: str) -> str:
 
     Raises:
         TypeError: ``env_id`` is not a str.
-        ValueError: no ROM matches (the message suggests close names), the
+        ValueError: characters other than letters, digits, ``_``, ``-``
+            and spaces after the prefix (a NUL, ``.``, ``/``), no ROM
+            matches (the message suggests close names), the
             ROM cannot be played single-player, or its file is missing or
             altered (not in :func:`list_games` either way), or the
             name asks for RAM observations (``"Breakout-ram-v5"``).
@@ -146,11 +148,14 @@ def resolve_quietly(env_id: str) -> tuple[str, str]:
     rom = ids.get(_key(name))
     if rom is None:
         playable = [k for k, r in ids.items() if _listed(r)]
-        close = difflib.get_close_matches(_key(name), playable, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(repr(ids[c]) for c in close)}?" if close else ""
+        if _key(name) == "null":  # shmatari's benchmark env is "null" exactly
+            hint = "; did you mean 'null' (shmatari's env with no emulator)?"
+        else:
+            close = difflib.get_close_matches(_key(name), playable, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(repr(ids[c]) for c in close)}?" if close else ""
         raise ValueError(
-            f"unknown Atari game {env_id!r}: ale-py {_ale_version()} ships no such ROM{hint} "
-            f"(shmatari.list_games() lists all {len(playable)})")
+            f"unknown Atari game {_shown(env_id)}: ale-py {_ale_version()} ships no such "
+            f"ROM{hint} (shmatari.list_games() lists all {len(playable)})")
     try:
         playable = _playable(rom)
     except OSError as exc:  # checked here, before any process starts
@@ -201,6 +206,11 @@ def _legacy_conventions(suffix: str, version: str, rom: str | None = None) -> st
     return f"{skip}, {sticky}" if sticky else skip
 
 
+def _shown(env_id: str) -> str:
+    """``env_id`` for a message: its repr, cut to 60 characters."""
+    return repr(env_id) if len(env_id) <= 60 else repr(env_id[:57]) + "..."
+
+
 def _split_id(env_id: str) -> tuple[str, str, str]:
     """An id's (name, version, suffix): the name without its ``ALE/`` or
     ``shmatari/`` prefix and ``-vN`` version (its ``NoFrameskip`` /
@@ -214,7 +224,13 @@ def _split_id(env_id: str) -> tuple[str, str, str]:
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str such as 'Breakout', got {type(env_id).__name__}")
     name = re.sub(r"^(ALE|shmatari)/", "", env_id.strip(), flags=re.IGNORECASE)
-    version = re.search(r"-v(\d+)$", name)
+    if re.search(r"[^A-Za-z0-9_\- ]", name):
+        # a NUL, a newline, a path ("../breakout") named breakout, the
+        # characters being dropped with "_" and "-" (a fuzzing pass)
+        raise ValueError(f"env_id {_shown(env_id)} holds characters no game id has: a game "
+                         f"is named by letters, digits, '_' and '-' (such as 'Breakout', "
+                         f"'ms_pacman', 'ALE/MsPacman-v5')")
+    version = re.search(r"-v(\d+)$", name, flags=re.IGNORECASE)
     if version:
         name = name[:version.start()]
     suffix = re.search(r"(NoFrameskip|Deterministic)$", name)
