@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 import os
 import time
 import warnings
@@ -141,7 +142,7 @@ class ShmatariVecEnv(VecEnv):
     not from ``s + i`` as SB3's own VecEnvs.
     """
 
-    def __init__(self, env: str | ShmVectorEnv, num_envs: int = 8, *,
+    def __init__(self, env: str | ShmVectorEnv, num_envs: int | None = None, *,
                  monitor_dir: str | None = None, monitor_kwargs: dict | None = None,
                  **make_kwargs):
         """Makes a pool (or takes one) for SB3.
@@ -153,7 +154,8 @@ class ShmatariVecEnv(VecEnv):
                 from the workers), or a synchronous pool made with
                 ``autoreset_mode="same_step"`` (then ``close()`` closes it;
                 observations are channels first).
-            num_envs: envs, when ``env`` is a name.
+            num_envs: envs, when ``env`` is a name (default 8); with a
+                pool, None or the pool's (another count raises).
             monitor_dir: a folder where env i's finished games go to
                 ``<monitor_dir>/<i>.monitor.csv``, written by SB3's own
                 ``ResultsWriter`` (what its ``Monitor`` writes, so
@@ -192,8 +194,12 @@ class ShmatariVecEnv(VecEnv):
             if make_kwargs:
                 raise TypeError(f"options {sorted(make_kwargs)} apply only when a game name "
                                 f"is given, not a pool")
+            if num_envs is not None and num_envs != env.num_envs:
+                raise ValueError(f"num_envs={num_envs!r}, but the pool given has "
+                                 f"{env.num_envs} envs (leave num_envs out with a pool)")
             pool = env
         else:
+            num_envs = 8 if num_envs is None else num_envs
             mode = make_kwargs.pop("autoreset_mode", "same_step")
             if mode != "same_step":
                 raise ValueError(f"SB3's VecEnv resets done envs in the same step: "
@@ -388,11 +394,21 @@ class ShmatariVecEnv(VecEnv):
         self.pool.close()
 
     def _indices(self, indices) -> list[int]:
+        """SB3's ``indices``: None (every env), an int or ints, each in
+        ``[0, num_envs)`` (IndexError naming the range; a raw IndexError or
+        int() error until a fuzzing pass)."""
         if indices is None:
             return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            return [int(indices)]
-        return [int(i) for i in indices]
+        items = [indices] if isinstance(indices, (int, np.integer)) else indices
+        try:
+            out = [operator.index(i) for i in items]
+        except TypeError:
+            raise TypeError(f"indices must be None, an int or ints (env indices), got "
+                            f"{indices!r}") from None
+        bad = [i for i in out if not 0 <= i < self.num_envs]
+        if bad:
+            raise IndexError(f"indices {bad} are outside the envs 0..{self.num_envs - 1}")
+        return out
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
         """An attribute per env: what :meth:`set_attr` stored, ``spec`` (the
@@ -530,6 +546,13 @@ def make_atari_env(env_id: str, n_envs: int = 1, seed: int | None = None,
     """
     from .registration import ale_kwargs
 
+    if not isinstance(env_id, str):
+        raise TypeError(f"env_id must be a str such as 'BreakoutNoFrameskip-v4', got "
+                        f"{type(env_id).__name__}")
+    for name, value in (("wrapper_kwargs", wrapper_kwargs), ("env_kwargs", env_kwargs),
+                        ("vec_env_kwargs", vec_env_kwargs), ("monitor_kwargs", monitor_kwargs)):
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(f"{name} must be a dict or None, got {type(value).__name__}")
     if vec_env_cls not in (None, DummyVecEnv, SubprocVecEnv):
         raise ValueError(f"vec_env_cls must be None, DummyVecEnv or SubprocVecEnv (the pool is "
                          f"one VecEnv of worker processes), got {vec_env_cls!r}")

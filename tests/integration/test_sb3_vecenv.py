@@ -110,6 +110,32 @@ def test_what_a_pool_cannot_change_is_refused_before_one_starts(tmp_path):
         assert caught.value.__traceback__ is not None
 
 
+def test_indices_pool_counts_and_kwargs_are_checked_naming_the_argument():
+    """From a fuzzing pass: get_attr(indices=5) raised a bare IndexError,
+    indices='x' an int() error; a num_envs that disagrees with the pool given
+    was ignored; make_atari_env(None) and env_kwargs=5 failed inside with an
+    AttributeError or 'not iterable'."""
+    import shmatari
+
+    with shmatari.make("Pong", 2, num_workers=1, autoreset_mode="same_step") as pool:
+        with pytest.raises(ValueError, match="pool given has 2 envs"):
+            ShmatariVecEnv(pool, 3)
+        env = ShmatariVecEnv(pool)
+        assert env.get_attr("render_mode", indices=[1]) == [None]
+        with pytest.raises(IndexError, match=r"indices \[5\] are outside the envs 0..1"):
+            env.get_attr("render_mode", indices=5)
+        with pytest.raises(IndexError, match="outside"):
+            env.env_is_wrapped(Monitor, indices=[0, -1])
+        with pytest.raises(TypeError, match="indices must be None, an int or ints"):
+            env.env_method("render", indices="x")
+    with pytest.raises(TypeError, match="env_id must be a str"):
+        make_atari_env(None)
+    with pytest.raises(TypeError, match="env_kwargs must be a dict"):
+        make_atari_env("PongNoFrameskip-v4", env_kwargs=5)
+    with pytest.raises(TypeError, match="wrapper_kwargs must be a dict"):
+        make_atari_env("PongNoFrameskip-v4", wrapper_kwargs=[1])
+
+
 def test_seed_refuses_what_reset_cannot_take_and_stores_nothing():
     """VecEnv.seed(1.5) was stored and every reset() after it failed (a
     fuzzing pass): the seed is checked where it is given."""
