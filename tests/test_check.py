@@ -113,6 +113,13 @@ def test_unseeded_policy_takes_the_pairings_key(capsys):
     assert "NOTE" not in out and " 0 episode ends" not in out, out
 
 
+def test_an_empty_pairings_flag_is_refused_not_taken_for_all(capsys):
+    """--pairings "" ran all ten pairings (a fuzzing pass)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--pairings", "", "--quiet"])
+    assert exit_.value.code == 2 and "unknown pairing(s) ['']" in capsys.readouterr().err
+
+
 #: A short check whose episodes end: lost lives (terminated) and a 200-frame
 #: cap (truncated, at agent step 50 or sooner) within 100 steps.
 SHORT = ["--num-envs", "2", "--steps", "100", "--quiet", "-o", "episodic_life=true",

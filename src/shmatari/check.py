@@ -964,7 +964,10 @@ def _main(parser, args) -> int:
             args.game, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
             policy_seed=args.policy_seed, num_workers=args.num_workers,
             batch_size=args.batch_size,
-            pairings=[p.strip() for p in args.pairings.split(",")] if args.pairings else None,
+            # an empty --pairings "" is an empty list (refused), not every
+            # pairing (a fuzzing pass)
+            pairings=None if args.pairings is None else [p.strip() for p in
+                                                         args.pairings.split(",")],
             progress=not args.quiet, unseeded_policy=args.unseeded_policy, **options)
     except ModuleNotFoundError as exc:  # OpenCV, for the pipe pairing
         print(f"shmatari-check: {exc}", file=sys.stderr)
