@@ -655,6 +655,20 @@ def test_serve_unknown_flags_are_serves_usage_errors_with_a_hint(args, needles):
     assert_usage_error(run("shmatari serve", "Breakout", *args, timeout=60), *needles)
 
 
+def test_serve_render_mode_takes_none_as_o_does():
+    """--render-mode none was refused where -o render_mode=none is taken (a
+    fuzzing pass); a bad value names the option's choices."""
+    from shmatari.cli import _parser
+
+    parse = _parser().parse_args
+    assert parse(["serve", "Breakout", "--render-mode", "none"]).render_mode is None
+    assert parse(["serve", "Breakout", "--render-mode", "rgb_array"]).render_mode == "rgb_array"
+    assert parse(["serve", "Breakout", "--obs-layout", "channels_last"]).obs_layout == \
+        "channels_last"
+    assert_usage_error(run("shmatari serve", "Breakout", "--render-mode", "human", timeout=60),
+                       "render_mode must be one of")
+
+
 def test_serve_help_gives_each_default_once():
     out = run("shmatari serve", "--help", timeout=60).stdout
     assert "(default: first_ready)" in " ".join(out.split())

@@ -771,7 +771,11 @@ def _option_flags(parser: argparse.ArgumentParser) -> None:
         if kind[0] is bool:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
         elif kind[0] is str:
-            group.add_argument(flag, choices=[c for c in kind[1] if c is not None], **kw)
+            # "none" where None is a choice (render_mode), as -o takes it (a
+            # fuzzing pass: --render-mode none was refused)
+            names = ["none" if c is None else c for c in kind[1]]
+            group.add_argument(flag, type=_option_type(key), choices=list(kind[1]),
+                               metavar="{" + ",".join(names) + "}", **kw)
         else:
             metavar = {"max_episode_frames": "FRAMES|none",
                        "max_episode_steps": "STEPS|none"}.get(key, key.upper())
