@@ -239,14 +239,15 @@ def test_the_table_keeps_every_number_in_a_narrow_terminal(width):
             assert "skipped: not installed" in text
             continue
         cells = [f"{row['env_steps_per_s']:,.0f}", f"{row['min']:,.0f} - {row['max']:,.0f}"]
-        cells += [f"{row[k]:.2f}x" for k in ("vs_pipe", "vs_envpool", "vs_ceiling",
-                                             "vs_ceiling_fast", "vs_ceiling_sync")]
+        cells += [f"{row[k]:.2f}x" for k in ("vs_pipe", "vs_envpool_mode", "vs_ceiling",
+                                             "vs_ceiling_fast", "vs_ceiling_sync")
+                  if row.get(k) is not None]  # an async row has no EnvPool async here
         line = next(ln for ln in text.splitlines()
                     if ln.startswith("│") and ln.strip("│ ").startswith(row["backend"] + " "))
         for cell in cells:
             assert re.search(rf"(?<![\d,.]){re.escape(cell)}", line), (cell, line)
         assert row["setting"] in " ".join(text.split())
-    for header in ("vs EnvPool sync", "vs ceiling-fast", "vs ceiling-sync"):
+    for header in ("vs EnvPool, same mode", "vs ceiling-fast", "vs ceiling-sync"):
         assert header in text
 
 
@@ -256,7 +257,7 @@ def test_the_legend_explains_the_rows_in_the_table():
     rows = _report_rows()
     full = rep._legend(rows)
     assert "ceiling-sync:" in full and "pipe:" in full and "-ale-reset rows" in full
-    assert "vs EnvPool sync" in full
+    assert "vs EnvPool, same mode" in full and "to EnvPool's async row" in full
     only = rep._legend([r for r in rows if r["backend"] in ("envpool", "ceiling")])
     assert "ceiling:" in only and "ceiling-sync" not in only and "pipe:" not in only
     assert "ceiling-fast" not in only and "-ale-reset" not in only
@@ -275,7 +276,8 @@ def test_the_legend_explains_the_rows_in_the_table():
     # does not explain one (it did)
     no_envpool = rep._rows([s for s in _report_series() if s.backend != "envpool"]
                            + [rep.Series("envpool", "", 8, skipped="not installed")], 4)
-    assert all(r.get("vs_envpool") is None for r in no_envpool)
+    assert all(r.get("vs_envpool") is None and r.get("vs_envpool_mode") is None
+               for r in no_envpool)
     assert "EnvPool" not in rep._legend(no_envpool)
     # the sweep's table has no "vs EnvPool sync" column, EnvPool or not
     assert "EnvPool" not in rep._legend(rows, rep._SWEEP_COLUMNS)
@@ -285,6 +287,28 @@ def test_the_legend_explains_the_rows_in_the_table():
     assert not any(k.startswith("vs_") for _, k, _ in rep._printed(alone, rep._MAIN_COLUMNS))
     assert "vs columns" not in rep._legend(alone) and "Higher is better" in rep._legend(alone)
     assert "vs columns are ratios of medians" in full
+
+
+def test_each_row_is_compared_with_envpool_in_its_own_mode():
+    """The table's one EnvPool column compared every row with EnvPool sync,
+    so an async row read as beating EnvPool where EnvPool's async row was
+    faster (a newcomer's pass): an async row is compared with EnvPool's async
+    row, a sync one with EnvPool's sync row; the JSON keeps vs_envpool (to
+    EnvPool sync, every row) as before."""
+    from shmatari import _bench_report as rep
+
+    series = []
+    for name, rate in (("shmatari", 3000), ("shmatari-async", 1500), ("envpool", 1400),
+                       ("envpool-async", 2400), ("pipe", 700)):
+        s = rep.Series(name, "", 8)
+        s.bursts = [{"round": r, "env_steps": rate, "seconds": 1.0} for r in range(3)]
+        series.append(s)
+    rows = {r["backend"]: r for r in rep._rows(series, 4)}
+    assert rows["shmatari-async"]["vs_envpool_mode"] == pytest.approx(1500 / 2400, rel=1e-3)
+    assert rows["shmatari-async"]["vs_envpool"] == pytest.approx(1500 / 1400, rel=1e-3)
+    assert rows["shmatari"]["vs_envpool_mode"] == pytest.approx(3000 / 1400, rel=1e-3)
+    assert rows["envpool-async"]["vs_envpool_mode"] == pytest.approx(1.0)
+    assert rows["pipe"]["vs_envpool_mode"] == pytest.approx(700 / 1400, rel=1e-3)
 
 
 def test_interleaved_rounds_start_one_backend_further_on(tmp_path):

@@ -37,6 +37,10 @@ CEILINGS = ("ceiling", "ceiling-fast", "ceiling-sync")
 #: (the halves alternate in a fixed order: a training run replays).
 POLICY_BACKENDS = ("shmatari", "shmatari-double", "shmatari-ordered", "envpool",
                    "envpool-async")
+#: The rows that step batches as they come (send/recv): compared with
+#: EnvPool's async row, the others with its synchronous one.
+ASYNC_BACKENDS = ("shmatari-async", "shmatari-async-ale-reset", "shmatari-double",
+                  "shmatari-ordered", "envpool-async")
 PEER_MODULE = {"envpool": "envpool", "envpool-async": "envpool",
                "ale_vector": "ale_vector", "gymnasium": "gymnasium"}
 #: ALE v5's options, set explicitly on every backend so that all do the same
