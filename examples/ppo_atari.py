@@ -445,14 +445,14 @@ def write_outputs(args, episodes, last20, global_step, elapsed, agent=None, loss
 
 def main(argv=None):
     args = parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():  # before seeding's warnings
+        raise SystemExit("--device cuda: torch sees no CUDA device")
     seed_everything(args.seed, deterministic_torch=args.torch_deterministic)
     if args.torch_threads is None and args.device == "cuda":
         args.torch_threads = 1
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: torch sees no CUDA device")
     os.makedirs(args.out_dir, exist_ok=True)
     batch_size = args.num_envs if args.sync else args.num_envs // 2
 

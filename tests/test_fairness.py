@@ -50,7 +50,7 @@ def test_uneven_worker_groups_in_first_ready_batches_warn():
 
     from shmatari.config import build_config, uneven_groups
 
-    with pytest.warns(UserWarning, match=r"groups of 3 and 2 envs.*about 3/2 times as often"
+    with pytest.warns(UserWarning, match=r"groups of 3 and 2 envs.*about 1\.5 times as often"
                                          r".*num_workers that divides num_envs"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # raised before a worker or segment exists

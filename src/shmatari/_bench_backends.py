@@ -555,7 +555,8 @@ def torch_missing() -> str | None:
     try:
         import torch  # noqa: F401
     except ImportError:
-        return "--policy needs torch: python3 -m pip install torch"
+        return ("--policy needs torch: python3 -m pip install torch (the CPU build, far "
+                "smaller on Linux: add --index-url https://download.pytorch.org/whl/cpu)")
     return None
 
 

@@ -532,7 +532,7 @@ def uneven_groups(config: EnvConfig) -> str | None:
     return (f"num_envs={n} over num_workers={w} makes worker groups of {q + 1} and {q} "
             f"envs, and each worker steps its own group: in first-ready batches "
             f"(batch_size {b} < num_envs) an env of a group of {q} is stepped about "
-            f"{q + 1}/{q} times as often as one of a group of {q + 1} (EnvPool's threads "
+            f"{(q + 1) / q:.3g} times as often as one of a group of {q + 1} (EnvPool's threads "
             f"share one queue). For even stepping pass a num_workers that divides "
             f"num_envs" + (", or batch_order='fixed'" if n % b == 0 else
                            f", or batch_order='fixed' with a batch_size that divides "
