@@ -247,6 +247,29 @@ def test_a_sticky_probability_is_judged_as_ales_float():
     assert on == _digest("breakout", {**opts, "fast_reset": "off"}, steps=320, seed=0)
 
 
+def test_a_sticky_probability_is_judged_as_ale_keeps_it_six_digits():
+    """ALE keeps the probability as text with six significant digits:
+    0.9990136 is 0.999014 there, above the primer's draw (0.99901372), where
+    its float32 is below it. Fast resets were used, the primer frame repeated
+    the old game's action, and pools with fast resets on and off parted (a
+    review, 2026-12-06). ale_probability is ALE's own value."""
+    from ale_py import ALEInterface
+
+    ale = ALEInterface()
+    rng = np.random.default_rng(6)
+    values = [0.9990136, 0.9990137, 0.99901, 0.2499996, 1e-7, 4.9e-7, 0.1234565, 1.0, 0.0,
+              *rng.random(300), *(rng.random(100) * 1e-4)]
+    for p in values:
+        ale.setFloat("repeat_action_probability", float(p))
+        assert fast_reset.ale_probability(p) == ale.getFloat("repeat_action_probability"), p
+    base = dict(num_envs=1, fast_reset="auto")
+    assert not fast_reset.use_fast_reset(
+        config.build_config("breakout", repeat_action_probability=0.9990136, **base))
+    opts = {"repeat_action_probability": 0.9990136, "max_episode_frames": 150, "noop_max": 0}
+    on = _digest("breakout", {**opts, "fast_reset": "auto"}, steps=200, seed=5)
+    assert on == _digest("breakout", {**opts, "fast_reset": "off"}, steps=200, seed=5)
+
+
 def test_a_fast_reset_leaves_the_generator_and_counters_as_a_real_reset():
     # One env acted on by hand: after a fast reset the env's generator (what
     # sticky frames draw), ALE's frame counts and the remembered action (seen

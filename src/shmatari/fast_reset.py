@@ -67,7 +67,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["VERDICTS", "proven", "use_fast_reset", "rom_md5", "FastReset", "compare"]
+__all__ = ["VERDICTS", "proven", "use_fast_reset", "rom_md5", "ale_probability", "FastReset",
+           "compare"]
 
 _VERDICTS_FILE = Path(__file__).with_name("fast_reset_verdicts.json")
 
@@ -117,13 +118,23 @@ def _md5_of(path: str, dev: int, ino: int, size: int, mtime_ns: int) -> str:
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
 
+def ale_probability(repeat_action_probability: float) -> float:
+    """The sticky probability as ALE uses it: ale-py's ``setFloat`` takes a
+    C ``float``, ALE's settings keep it as text with six significant digits
+    (``%g``) and read that back as a ``float``. ``0.9990136`` is
+    ``0.999014`` there, ``1e-7`` is ``1e-07``, ``0.2499996`` is ``0.25``
+    (checked against ALE's ``getFloat`` in the tests)."""
+    return float(np.float32(float("%g" % float(np.float32(repeat_action_probability)))))
+
+
 def _sticky_key(repeat_action_probability: float) -> str | None:
-    # ALE keeps the probability as a float (float32) and a frame acts its
-    # new action when its draw (a double) is >= it: the primer's draw must
-    # pass the float32 value, not the double given (until 2026-12-05
-    # 0.9990137 passed as a double, 0.99901372 as ALE's float, and the
-    # primer repeated the old game's action: a reproducibility pass).
-    p = float(np.float32(repeat_action_probability))
+    # A frame acts its new action when its draw (a double) is >= ALE's
+    # value of the probability: the primer's draw must pass that value, not
+    # the one given (until 2026-12-05 0.9990137 passed as a double, 0.99901372
+    # as ALE's float, and the primer repeated the old game's action: a
+    # reproducibility pass; until 2026-12-06 0.9990136 passed as a float32,
+    # but ALE keeps six digits, 0.999014: a review).
+    p = ale_probability(repeat_action_probability)
     if p == 0.0:
         return "sticky_0"
     if p <= _primer_draw():
@@ -337,6 +348,7 @@ class FastReset:
         post-reset state with a generator whose next draw passes, one NOOP
         frame, then the saved state (a restore keeps the remembered action)."""
         ale = self._ale
+        self._known = None  # until the restore is done: read from ALE if it raises
         if noops:
             gen.advance(2 * noops)
         if gen.next_draw() >= self._p:
@@ -410,7 +422,9 @@ class FastReset:
         ale = self._ale
         self.learned = True
         before = ale.cloneState(include_rng=True)
+        primed = self.primed  # this restore is no env's reset
         self.restore()
+        self.primed = primed
         screens, reward = [], 0
         for k in range(1, min(noop_max, NOOP_STARTS_MAX) + 1):
             reward += ale.act(0)
