@@ -216,7 +216,7 @@ def valid_option(name: str, value) -> bool:
     if name == "repeat_action_probability":
         return (is_int or isinstance(value, float)) and 0.0 <= value <= 1.0
     if name == "autoreset_mode":
-        return value in config.AUTORESET_MODES
+        return isinstance(value, str) and value in config.AUTORESET_MODES
     if name == "obs_layout":
         return isinstance(value, str) and value in config.OBS_LAYOUTS
     if name == "render_mode":
