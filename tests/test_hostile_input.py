@@ -99,6 +99,18 @@ def test_any_actions_step_or_raise_and_the_pool_goes_on(sync_env, actions):
     assert_steps(env)
 
 
+@pytest.mark.parametrize("actions", [None, [None] * NUM_ENVS])
+def test_none_for_actions_is_named_as_none(sync_env, actions):
+    """``step(None)`` said "objects that are not ints" (NumPy's object array
+    of None): the message names None, and the pool goes on (a fuzzer's pass)."""
+    with pytest.raises(TypeError, match="actions must be .*(got None|not ints)"):
+        sync_env.step(actions)
+    if actions is None:
+        with pytest.raises(TypeError, match="got None$"):
+            sync_env.step(actions)
+    assert_steps(sync_env)
+
+
 def _clamped_int32(values) -> np.ndarray:
     """The conversion as_int32 promises, written plainly: each integer
     clamped to int32's bounds."""

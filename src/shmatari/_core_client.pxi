@@ -80,12 +80,14 @@ def as_int32(values, str name, Py_ssize_t n=-1):
         n: the length expected, for the error text (the C client checks it).
 
     Raises:
-        TypeError: not integers (floats, bools, objects are refused).
+        TypeError: not integers (None, floats, bools, objects are refused).
         ValueError: not one-dimensional.
     """
     fast = _int32_of_plain(values)
     if fast is not None:
         return fast
+    if values is None:
+        raise TypeError(f"{name} must be a 1-D array of integers, got None")
     try:
         a = np.asarray(values)
     except (TypeError, ValueError) as exc:  # ragged nesting, odd objects
