@@ -533,9 +533,16 @@ def test_bench_says_when_other_processes_kept_the_cores_busy(tmp_path):
     import psutil
 
     out = tmp_path / "busy.json"
+    log = tmp_path / "both.log"
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         proc = _bench("--num-envs", "2", "--backends", "shmatari,ceiling", "--json", str(out))
+        # stdout and stderr into one file (as `> log 2>&1`, or a terminal):
+        # the warning once, under the table (it showed twice)
+        with open(log, "w") as f:
+            both = subprocess.run([sys.executable, "-m", "shmatari.bench", *FAST, "--rounds",
+                                   "1", "--num-envs", "2", "--backends", "ceiling"],
+                                  stdout=f, stderr=subprocess.STDOUT, timeout=300)
     finally:
         spinner.kill()
         spinner.wait()
@@ -551,6 +558,10 @@ def test_bench_says_when_other_processes_kept_the_cores_busy(tmp_path):
     table_end = proc.stdout.rindex("env steps/s")
     assert warning in proc.stdout[table_end:], proc.stdout
     assert warning not in out.read_text()  # the JSON is unchanged: the share only
+    text = log.read_text()
+    assert both.returncode == 0, text
+    assert text.count("other processes kept") == 1, text
+    assert text.index("other processes kept") > text.rindex("env steps/s"), text
 
 
 def test_quiet_silences_the_progress_lines_and_nothing_else(tmp_path):

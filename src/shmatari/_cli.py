@@ -170,6 +170,17 @@ class ArgumentParser(argparse.ArgumentParser):
         return parsed
 
 
+def same_output(a, b) -> bool:
+    """Whether the streams ``a`` and ``b`` write to one file or terminal
+    (``cmd > log 2>&1``, or both on the screen): then a line printed on
+    both shows twice. False when either has no descriptor."""
+    try:
+        sa, sb = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (AttributeError, OSError, ValueError):  # closed, or no descriptor
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
 def given(argv: list, flag: str) -> bool:
     """Whether ``flag`` is on the command line ``argv`` (``--flag V`` or
     ``--flag=V``)."""

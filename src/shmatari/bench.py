@@ -512,7 +512,9 @@ def _main(args) -> int:
     notes = [n for n in (few_rounds_note(report), warning) if n]
     # under the table, where it is read
     _print_report(args, report, note="\n".join(notes) or None)
-    if warning:  # and on stderr, after the progress lines, as before
+    if warning and not _cli.same_output(sys.stdout, sys.stderr):
+        # and on stderr, after the progress lines, as before; once where
+        # both streams reach one terminal or file (a newcomer saw it twice)
         print(warning, file=sys.stderr)
     if args.json:
         _cli.write_json(args.json, report)
