@@ -2297,3 +2297,50 @@ def test_a_stopped_worker_of_a_first_ready_pool_ends_a_recv_with_a_timeout():
             for i in take(10):
                 counts[int(i)] += 1
         assert counts[2] > 0 and counts[3] > 0, counts
+
+
+def test_xla_cache_prunes_old_builds_and_only_builds(tmp_path):
+    """``~/.cache/shmatari/xla`` kept one build per shmatari and jax version,
+    never removed (3.7 MB after a week of commits): a new build removes the
+    builds unused for ``PRUNE_DAYS`` days, and those beyond the newest
+    ``PRUNE_KEEP`` unused for a day; never the build made, one used within
+    the day, a name that is not a key, a symbolic link or a build holding
+    anything but files. (The compiler is not needed: ``_prune`` is what
+    ``build`` calls after compiling, tested on directories made here.)"""
+    from shmatari import xla
+
+    day, now = 86400.0, time.time()
+    root = tmp_path / "xla"
+    root.mkdir()
+
+    def made(name, days_unused, files=("libshmatari_xla.so",)):
+        d = root / name
+        d.mkdir()
+        for f in files:
+            (d / f).write_bytes(b"x")
+        os.utime(d, (now - days_unused * day,) * 2)
+        return d
+
+    keep = made("f" * 24, 400)  # the build just made: kept whatever its time
+    old = made("0" * 24, xla.PRUNE_DAYS + 1)
+    recent = [made(f"{i:024x}", 2 + i / 100) for i in range(1, xla.PRUNE_KEEP + 3)]
+    today = made("a" * 23 + "b", 0.5)  # used within the day: kept, beyond the newest too
+    odd_name = made("not-a-build", 400)
+    nested = made("1" * 24, 400)
+    (nested / "sub").mkdir()
+    os.utime(nested, (now - 400 * day,) * 2)  # (the mkdir made it new)
+    target = made("2" * 24, 400)
+    link = root / ("3" * 24)
+    link.symlink_to(target, target_is_directory=True)
+    target.rename(tmp_path / "elsewhere")  # the link now dangles: left alone
+
+    removed = set(xla._prune(root, keep, now=now))
+    survivors = {p.name for p in root.iterdir()}
+    # the newest PRUNE_KEEP - 1 besides the one made, counting today's build
+    kept_recent = {d.name for d in recent[:xla.PRUNE_KEEP - 2]}
+    assert removed == {old.name} | {d.name for d in recent[xla.PRUNE_KEEP - 2:]}, removed
+    assert survivors == {keep.name, today.name, odd_name.name, nested.name, link.name} \
+        | kept_recent, survivors
+    assert (keep / "libshmatari_xla.so").exists()
+    # a cache that cannot be read prunes nothing and raises nothing
+    assert xla._prune(tmp_path / "missing", keep, now=now) == []

@@ -36,7 +36,11 @@ and jax's version (``$SHMATARI_XLA_CACHE``, else
 ``~/.cache/shmatari/xla``; it and the library must be this user's and
 writable by no one else, or they are refused before anything is loaded,
 judged on the descriptors the library is then loaded through);
-``python -m shmatari.xla --build`` does it ahead of time. The library is loaded with ``ctypes`` and registered with
+``python -m shmatari.xla --build`` does it ahead of time. Each use marks
+its build as used; a new build removes the builds of this cache not used
+for ``PRUNE_DAYS`` days (30), and the oldest beyond the newest
+``PRUNE_KEEP`` (16) not used for a day (one build per shmatari and jax
+version: they piled up, some 150 kB each). The library is loaded with ``ctypes`` and registered with
 ``jax.ffi.register_ffi_target(..., platform="cpu")``.
 
 ``result`` is the pool's own ``(obs, reward, terminated, truncated, info)``
@@ -84,12 +88,14 @@ import errno
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -138,6 +144,60 @@ def _cache_dir() -> pathlib.Path:
         return pathlib.Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
     return pathlib.Path(base) / "shmatari" / "xla"
+
+
+#: A build not used for this many days is removed when another is made.
+PRUNE_DAYS = 30
+#: Builds kept beyond that, newest use first; older ones go once a day old.
+PRUNE_KEEP = 16
+#: A build's directory name: the first 24 hex digits of its key.
+_KEY_NAME = re.compile(r"[0-9a-f]{24}")
+
+
+def _prune(root: pathlib.Path, keep: pathlib.Path, now: float | None = None) -> list[str]:
+    """Removes the builds in ``root`` (directories named as a key, this
+    user's, not symbolic links) other than ``keep`` that were last used
+    (their directory's mtime) over ``PRUNE_DAYS`` days ago, and those beyond
+    the ``PRUNE_KEEP`` most recently used that were last used over a day
+    ago (so that a build another process has just chosen, and is about to
+    load, stays). Only the regular files inside and the directory itself
+    are removed; anything else makes it leave that build alone. Errors are
+    ignored: pruning is housekeeping.
+
+    Returns:
+        list[str]: the names of the builds removed.
+    """
+    now = time.time() if now is None else now
+    builds = []
+    try:
+        with os.scandir(root) as it:
+            for entry in it:
+                if entry.name == keep.name or not _KEY_NAME.fullmatch(entry.name):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+                    builds.append((st.st_mtime, entry.name))
+    except OSError:
+        return []
+    builds.sort(reverse=True)
+    day = 86400.0
+    removed = []
+    for rank, (used, name) in enumerate(builds, start=1):
+        age = now - used
+        if not (age > PRUNE_DAYS * day or (rank >= PRUNE_KEEP and age > day)):
+            continue
+        path = root / name
+        try:
+            files = list(os.scandir(path))
+            if not all(f.is_file(follow_symlinks=False) for f in files):
+                continue
+            for f in files:
+                os.unlink(f.path)
+            os.rmdir(path)
+            removed.append(name)
+        except OSError:
+            continue
+    return removed
 
 
 #: What to install when jax is missing.
@@ -238,6 +298,9 @@ def build(force: bool = False) -> pathlib.Path:
     The key hashes the handler, every ``shmatari/*.h`` header, the flags, the
     compiler's name and jax/jaxlib's versions. The library is written to a
     temporary file and renamed into place, so concurrent builds are safe.
+    The build used is marked as used; a new one prunes the cache
+    (``_prune``: builds unused for ``PRUNE_DAYS`` days, and beyond the
+    ``PRUNE_KEEP`` most recently used).
 
     Raises:
         XlaBuildError: no jax, no compiler, the compiler failed (its
@@ -263,6 +326,7 @@ def build(force: bool = False) -> pathlib.Path:
     _check_private(root)
     _check_private(out_dir)
     if lib.exists() and not force and _check_private(lib):
+        _mark_used(out_dir)
         return lib
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
@@ -278,7 +342,18 @@ def build(force: bool = False) -> pathlib.Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    _mark_used(out_dir)
+    _prune(root, out_dir)
     return lib
+
+
+def _mark_used(build_dir: pathlib.Path) -> None:
+    """Sets a build directory's mtime to now: ``_prune`` keeps the builds
+    used of late."""
+    try:
+        os.utime(build_dir)
+    except OSError:
+        pass  # housekeeping only
 
 
 def _load(client_bytes: int) -> dict:
