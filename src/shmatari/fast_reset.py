@@ -63,6 +63,7 @@ import hashlib
 import json
 import os
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,14 @@ _VERDICTS_FILE = Path(__file__).with_name("fast_reset_verdicts.json")
 #: screen and a state, about 42 kB: at most about 2.7 MB per env, where a
 #: noop_max of 20,000 saved 840 MB.
 NOOP_STARTS_MAX = 64
+
+#: A fast reset checks the generator it follows against ALE's own (read
+#: from ALE, about 60 us) at the first reset it follows and then every this
+#: many (about 1 us a reset): the follower's invariant (two draws a frame,
+#: every frame one ``act`` of one frame) checked as the envs run, not only
+#: in the tests. A difference warns (``RuntimeWarning``) and goes on from
+#: ALE's generator.
+CHECK_EVERY = 64
 
 #: Serializer's bool patterns (ALE's ``Serializer.hxx``), little-endian words.
 _TRUE = struct.pack("<I", 0xFAB1FAB2)
@@ -296,6 +305,11 @@ class FastReset:
         #: sticky resets that needed the primer frame (the next draw did not
         #: pass): about ``repeat_action_probability`` of them
         self.primed = 0
+        #: resets followed since the generator was last checked against
+        #: ALE's (``CHECK_EVERY``); the first one followed is checked
+        self._unchecked = CHECK_EVERY - 1
+        #: checks that found the followed generator unlike ALE's (each warned)
+        self.desyncs = 0
 
     def round_trips(self) -> bool:
         """Restores the saved state and clones it again: the same bytes?
@@ -328,13 +342,34 @@ class FastReset:
         every frame since was an ``act`` of one frame: ``frame_skip`` is 1
         and no env acts at a terminal state, which draws without a frame),
         else read from ALE (``cloneState(include_rng=True)``: about 40 µs,
-        its text written and parsed, which each reset paid until 2026-12-06)."""
+        its text written and parsed, which each reset paid until 2026-12-06).
+        The first reset followed, then every ``CHECK_EVERY``-th, is checked
+        against ALE's: a difference (a frame emulated some other way) warns
+        and ALE's is used."""
         gen = self._known
         if gen is None or frames < self._known_at:
-            _, inner, _ = _split(self._ale.cloneState(include_rng=True).serialize())
-            return _follower(_rng_split(inner)[1])
+            return self._read_generator()
         gen.advance(2 * (frames - self._known_at))
+        self._unchecked += 1
+        if self._unchecked >= CHECK_EVERY:
+            self._unchecked = 0
+            read = self._read_generator()
+            if read.text() != gen.text():
+                self.desyncs += 1
+                warnings.warn(
+                    f"shmatari's fast reset followed ALE's generator wrongly (frame "
+                    f"{frames}; {self.desyncs} time(s) in this env): it goes on from ALE's "
+                    f"own, but the resets since the last check may have differed from "
+                    f"ALE's (sticky actions); please report it, and use fast_reset='off' "
+                    f"where runs must match ALE's resets bit for bit", RuntimeWarning,
+                    stacklevel=2)
+                return read
         return gen
+
+    def _read_generator(self):
+        """ALE's env generator now, read from ALE (a ``_core.MTFollower``)."""
+        _, inner, _ = _split(self._ale.cloneState(include_rng=True).serialize())
+        return _follower(_rng_split(inner)[1])
 
     def _reset_to(self, header: bytes, body: bytes, tail: bytes,
                   gen, noops: int) -> None:
