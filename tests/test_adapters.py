@@ -386,6 +386,54 @@ def test_envpool_partial_first_reset_leaves_the_other_envs_streams_as_a_plain_re
         env.close()
 
 
+@pytest.mark.parametrize("env_type", ["gymnasium", "gym"])
+def test_envpool_sync_rows_come_in_env_id_order_and_dict_actions_are_taken(env_type):
+    """A synchronous pool's step(action, env_id) and send(env_id) + recv()
+    return the rows in env_id's order, as EnvPool does (they came in env
+    order: code that filed row k under env_id[k] filed another env's result,
+    with no error; an EnvPool-parity pass, 2026-12-07). Checked against a
+    twin pool of the same seed stepped in env order. EnvPool's dict actions,
+    {"action": a, "env_id": ids}, are taken; other keys are refused."""
+    opts = dict(env_type=env_type, num_envs=3, seed=5, noop_max=1,
+                repeat_action_probability=0.0)
+    if env_type == "gym":
+        opts["gym_reset_return_info"] = True
+    rng = np.random.default_rng(5)
+    with envpool.make("Breakout-v5", **opts) as env, \
+            envpool.make("Breakout-v5", **opts) as twin:
+        env.reset(), twin.reset()
+        for t in range(40):
+            ids = rng.permutation(3)
+            actions = rng.integers(0, 4, 3)
+            way = t % 4
+            if way == 0:
+                out = env.step(actions, ids)
+            elif way == 1:
+                env.send(actions, ids)
+                out = env.recv()
+            elif way == 2:
+                out = env.step({"action": actions, "env_id": ids})
+            else:
+                env.send({"action": actions, "env_id": ids})
+                out = env.recv()
+            order = np.argsort(ids)
+            ref = twin.step(actions[order])  # env order: row i is env i
+            info, ref_info = out[-1], ref[-1]
+            assert info["env_id"].tolist() == ids.tolist(), t
+            assert info["players"]["env_id"].tolist() == ids.tolist(), t
+            for got, want in zip(out[:-1], ref[:-1]):
+                assert np.array_equal(got, want[ids]), t
+            for key in ("lives", "reward", "terminated", "elapsed_step"):
+                assert np.array_equal(info[key], ref_info[key][ids]), (t, key)
+        # env order given, or none: the pool's order, nothing taken
+        assert env.step(np.zeros(3, int), np.arange(3))[-1]["env_id"].tolist() == [0, 1, 2]
+        env.send({"action": np.zeros(3, int)})
+        assert env.recv()[-1]["env_id"].tolist() == [0, 1, 2]
+        with pytest.raises(ValueError, match="a dict action takes 'action'"):
+            env.step({"actions": np.zeros(3, int)})
+        assert env.is_vector_env
+
+
 def test_envpool_adapter_declares_next_step_autoreset():
     # What TorchRL's GymWrapper reads to refuse it with its own clear error.
     with envpool.make("Pong-v5", num_envs=1) as env:

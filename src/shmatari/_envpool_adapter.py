@@ -83,6 +83,8 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    #: EnvPool's flag (gym 0.2x's wrappers read it)
+    is_vector_env = True
 
     #: What the pool fixes: assigned once when made, then only their own value.
     _FIXED = ("num_envs", "action_space", "observation_space", "single_action_space",
@@ -118,6 +120,8 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         # reproducibility pass, 2026-12-06). With their rows of that reset.
         self._fresh = np.zeros(self.num_envs, bool)
         self._fresh_rows = None
+        # the row order of the next recv() (_rows), from send()
+        self._recv_rows = None
         if thread_affinity_offset >= 0:
             self._pin(thread_affinity_offset)
 
@@ -162,9 +166,39 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             **({"ram": info["ram"]} if "ram" in info else {}),
         }
 
-    def _result(self, out):
+    def _result(self, out, rows=None):
+        """The pool's result in EnvPool's terms; ``rows`` (a synchronous
+        pool's ``env_id`` out of env order): its rows in that order."""
         obs, reward, terminated, truncated, info = out
-        return obs, reward, terminated & ~truncated, truncated, self._info(info)
+        out = obs, reward, terminated & ~truncated, truncated, self._info(info)
+        return out if rows is None else _take_rows(out, rows)
+
+    def _rows(self, env_id):
+        """The rows of a synchronous pool's result (env order: the pool's)
+        that give EnvPool's order, ``env_id``'s (which the pool checked: every
+        env once); None where that is env order, or in an async pool (rows
+        come as envs finish, ``info["env_id"]`` saying whose). Until
+        2026-12-07 they came in env order: code that filed row k under
+        ``env_id[k]`` filed other envs' results (an EnvPool-parity pass)."""
+        if env_id is None or self.is_async:
+            return None
+        ids = np.asarray(env_id)
+        if ids.ndim != 1 or (ids.size > 1 and bool((np.diff(ids) > 0).all())):
+            return None
+        return ids.astype(np.intp)
+
+    @staticmethod
+    def _unpack(action, env_id):
+        """EnvPool's dict form of an action, ``{"action": a, "env_id": ids}``
+        (``env_id`` optional, the argument's first; ``players`` ignored: one
+        player): ``(a, ids)``; anything else as given."""
+        if not isinstance(action, Mapping):
+            return action, env_id
+        extra = set(action) - {"action", "env_id", "players"}
+        if "action" not in action or extra:
+            raise ValueError(f"a dict action takes 'action' and optionally 'env_id' (EnvPool's "
+                             f"keys), got keys {sorted(map(str, action))}")
+        return action["action"], action.get("env_id") if env_id is None else env_id
 
     # -- EnvPool's methods -----------------------------------------------------
     def reset(self, env_id=None, *, seed=None, options=None):
@@ -241,14 +275,21 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
 
     def step(self, action, env_id=None):
         """``send(action, env_id)`` then ``recv()``: ``(obs, reward,
-        terminated, truncated, info)``, shapes ``(batch_size, ...)``."""
-        out = self._result(self.pool.step(action, env_id))
+        terminated, truncated, info)``, shapes ``(batch_size, ...)``; in a
+        synchronous pool the rows in ``env_id``'s order, as EnvPool's.
+        ``action`` may be EnvPool's dict, ``{"action": a, "env_id": ids}``."""
+        action, env_id = self._unpack(action, env_id)
+        out = self._result(self.pool.step(action, env_id), self._rows(env_id))
         self._played(env_id)
         return out
 
     def send(self, action, env_id=None) -> None:
-        """Sends actions (int, shape ``(n,)``) to envs ``env_id`` (default all)."""
+        """Sends actions (int, shape ``(n,)``, or EnvPool's dict ``{"action":
+        a, "env_id": ids}``) to envs ``env_id`` (default all); a synchronous
+        pool's next :meth:`recv` gives their rows in ``env_id``'s order."""
+        action, env_id = self._unpack(action, env_id)
         self.pool.send(action, env_id)
+        self._recv_rows = self._rows(env_id)
         self._played(env_id)
 
     def _played(self, env_id) -> None:
@@ -259,15 +300,20 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
     def recv(self, reset: bool = False, return_info: bool = True):
         """The next ``batch_size`` results: a 5-tuple, or ``(obs, info)`` with
         ``reset=True`` (EnvPool's signature)."""
-        out = self._result(self.pool.recv())
+        out = self._result(self.pool.recv(), self._take_recv_rows())
         if reset:
             return out[0], out[4]
         return out
+
+    def _take_recv_rows(self):
+        rows, self._recv_rows = self._recv_rows, None
+        return rows
 
     def async_reset(self) -> None:
         """Resets every env without waiting; collect with :meth:`recv`."""
         fresh = self._fresh.copy()
         self.pool.async_reset(options={"reset_mask": ~fresh} if fresh.any() else None)
+        self._recv_rows = None
         self._fresh[:] = False
         self._was_reset = True
 
@@ -289,7 +335,23 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         """
         from . import xla
 
-        return xla.make(self.pool, convert=self._result)
+        handle, recv, send, step = xla.make(self.pool, convert=self._result)
+        if self.is_async:
+            return handle, recv, send, step
+
+        def ordered_step(handle, action, env_id=None):
+            # a synchronous pool's rows in env_id's order, as step()'s
+            handle, out = step(handle, action, env_id)
+            if env_id is None:
+                return handle, out
+            import jax
+            import jax.numpy as jnp
+
+            rows = jnp.asarray(env_id)
+            return handle, jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=0), out)
+
+        ordered_step.pool = step.pool
+        return handle, recv, send, ordered_step
 
     def render(self, *args, **kwargs):
         """Not there: EnvPool's ``render`` needs ``render_mode`` at make,
@@ -327,6 +389,16 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         return f"EnvPoolAdapter({self.spec.task_id!r}, {cfg})"
 
     __str__ = __repr__
+
+
+def _take_rows(tree, rows):
+    """Every array of a result (tuples and dicts of NumPy arrays, shape
+    ``(batch, ...)``) with its rows taken in ``rows``' order."""
+    if isinstance(tree, dict):
+        return {k: _take_rows(v, rows) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_take_rows(v, rows) for v in tree)
+    return tree[rows]
 
 
 def _gym_spaces(spec: EnvSpec) -> tuple:
@@ -376,9 +448,8 @@ class GymEnvPoolAdapter(EnvPoolAdapter):
         self.single_observation_space = self.observation_space
         self._reset_info = bool(spec.config.gym_reset_return_info)
 
-    def _gym_result(self, out):
-        obs, reward, terminated, truncated, info = out
-        info = self._info(info)
+    def _gym_result(self, out, rows=None):
+        obs, reward, terminated, truncated, info = self._result(out, rows)
         info["TimeLimit.truncated"] = truncated
         return obs, reward, terminated | truncated, info
 
@@ -403,7 +474,8 @@ class GymEnvPoolAdapter(EnvPoolAdapter):
         Raises:
             As :meth:`shmatari.ShmVectorEnv.step`.
         """
-        out = self._gym_result(self.pool.step(action, env_id))
+        action, env_id = self._unpack(action, env_id)
+        out = self._gym_result(self.pool.step(action, env_id), self._rows(env_id))
         self._played(env_id)
         return out
 
@@ -414,7 +486,7 @@ class GymEnvPoolAdapter(EnvPoolAdapter):
         Raises:
             As :meth:`shmatari.ShmVectorEnv.recv`.
         """
-        obs, reward, done, info = self._gym_result(self.pool.recv())
+        obs, reward, done, info = self._gym_result(self.pool.recv(), self._take_recv_rows())
         if reset:
             return (obs, info) if return_info else obs
         return obs, reward, done, info

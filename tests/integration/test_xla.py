@@ -308,6 +308,25 @@ def test_envpool_adapter_xla_cleanrl_style(backend, batch_size):
         envs.close()
 
 
+@pytest.mark.parametrize("backend", ["shmatari.envpool", "envpool"])
+def test_envpool_adapter_xla_sync_step_rows_come_in_env_id_order(backend):
+    """A synchronous pool's jitted step(handle, action, env_id) returns the
+    rows in env_id's order, as its Python step does and as EnvPool does."""
+    mod = shm_envpool if backend == "shmatari.envpool" else pytest.importorskip("envpool")
+    envs = mod.make(GAME, env_type="gymnasium", num_envs=4, seed=1)
+    try:
+        envs.reset()
+        handle, _, _, step_env = envs.xla()
+        ids = jnp.array([2, 0, 3, 1], jnp.int32)
+        step = jax.jit(step_env)
+        for _ in range(3):
+            handle, (obs, _, _, _, info) = step(handle, jnp.zeros(4, jnp.int32), ids)
+            assert np.asarray(info["env_id"]).tolist() == [2, 0, 3, 1]
+            assert obs.shape[0] == 4
+    finally:
+        envs.close()
+
+
 # -- refusals: clear errors, the pool unchanged ---------------------------------------
 def test_xla_refusals_leave_the_pool_usable():
     env = shmatari.make("null", num_envs=4, batch_size=2, num_workers=2, seed=0)
