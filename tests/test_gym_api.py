@@ -63,6 +63,50 @@ def test_call_get_attr_set_attr_answer_what_the_envs_have():
             env.set_attr("frame_skip", [2, 2, 2])
         with pytest.raises(AttributeError, match="no attributes to set"):
             env.set_attr("note", "x")
+        # what every Gymnasium env has, as SyncVectorEnv answers it
+        assert env.get_attr("metadata") == (env.metadata,) * 3
+        assert env.get_attr("spec") == (None,) * 3  # make()'s pool has none, as a hand-built one
+        with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+            env.call("render")
+    with shmatari.make("Breakout", 2, num_workers=1, render_mode="rgb_array") as env:
+        env.reset(seed=1)
+        frames = env.call("render")
+        assert len(frames) == 2 and all(f.shape == (210, 160, 3) for f in frames)
+        assert all(np.array_equal(a, b) for a, b in zip(frames, env.render()))
+    from shmatari import registration  # noqa: F401  (registers shmatari/<Game>-v5)
+
+    vec = gym.make_vec("shmatari/Breakout-v5", num_envs=2, num_workers=1)
+    try:
+        assert vec.get_attr("spec") == (vec.spec,) * 2 and vec.spec.id == "shmatari/Breakout-v5"
+    finally:
+        vec.close()
+
+
+def test_np_random_follows_the_pools_seed_as_gymnasiums_reset_seeds_it():
+    """Gymnasium's VectorEnv.reset(seed=s) sets np_random / np_random_seed
+    from s; this pool's reset did not (after reset(seed=0) they were random,
+    and two pools seeded alike drew differently: a Gymnasium-API pass,
+    2026-12-07). They follow the pool's seed: make()'s, then each
+    reset(seed=...), as gymnasium.utils.seeding.np_random gives them."""
+    draws = []
+    for _ in range(2):
+        with shmatari.make("Breakout", 2, num_workers=1, seed=7) as env:
+            assert env.np_random_seed == 7
+            first = env.np_random.integers(1 << 30, size=4).tolist()
+            env.reset(seed=0)
+            assert env.np_random_seed == 0
+            ref, seed = gym.utils.seeding.np_random(0)
+            assert seed == 0
+            assert env.np_random.integers(1 << 30, size=4).tolist() == \
+                ref.integers(1 << 30, size=4).tolist()
+            draws.append(first)
+            # assigned: -1, as Gymnasium's; a reset(seed=...) seeds it again,
+            # even with the pool's current seed
+            env.np_random = np.random.default_rng(1)
+            assert env.np_random_seed == -1
+            env.reset(seed=0)
+            assert env.np_random_seed == 0
+    assert draws[0] == draws[1]
 
 
 def test_gymnasium_make_gives_one_env_with_the_pools_per_env_semantics():

@@ -357,6 +357,38 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
         """The pool's seed (the last ``reset(seed=...)``, else :func:`make`'s)."""
         return self._client.seed_entropy
 
+    # Gymnasium's VectorEnv.np_random / np_random_seed: its reset(seed=...)
+    # seeds them (seeding.np_random(seed)), which this pool's reset did not:
+    # after reset(seed=0) they were random (a Gymnasium-API pass, 2026-12-07).
+    # Here they follow the pool's seed, make()'s or the last reset's; the
+    # envs' own streams never draw from them.
+    @property
+    def np_random_seed(self) -> int:
+        """The seed of :attr:`np_random`: the pool's seed (:attr:`seed_entropy`),
+        as Gymnasium's ``reset(seed=...)`` sets it; -1 after ``np_random``
+        was assigned, as Gymnasium's."""
+        self._follow_pool_seed()
+        return self._np_random_seed
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """Gymnasium's vector-level generator, ``gymnasium.utils.seeding.np_random``
+        of the pool's seed (anew at each ``reset(seed=...)``): for the
+        trainer's own draws; the envs' streams do not use it."""
+        self._follow_pool_seed()
+        return self._np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self._np_random, self._np_random_seed = value, -1
+        self._np_random_from = self.seed_entropy
+
+    def _follow_pool_seed(self) -> None:
+        seed = self.seed_entropy
+        if getattr(self, "_np_random_from", None) != seed or self._np_random is None:
+            self._np_random, self._np_random_seed = gym.utils.seeding.np_random(int(seed))
+            self._np_random_from = seed
+
     @property
     def worker_pids(self) -> list[int]:
         """The worker processes' ids (a restarted worker's new id replaces the old one)."""
@@ -411,6 +443,8 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
             As :meth:`reset`.
         """
         self._client.async_reset(seed, options, timeout)
+        if seed is not None:  # np_random anew, as reset(seed=...)
+            self._np_random_from = None
 
     def recv(self, timeout: float | None = None):
         """Waits for the next batch of ``batch_size`` results.
@@ -510,7 +544,10 @@ class ShmVectorEnv(VectorExtras, gym.vector.VectorEnv):
                 resets are in flight (``recv()`` or ``reset()`` again).
             WorkerError, PoolClosedError: as :meth:`recv`.
         """
-        return self._client.reset(seed, options, timeout)
+        out = self._client.reset(seed, options, timeout)
+        if seed is not None:  # np_random anew, as Gymnasium's reset(seed=...)
+            self._np_random_from = None
+        return out
 
     def step(self, actions, env_id=None, timeout: float | None = None):
         """Steps the envs once.

@@ -68,7 +68,10 @@ class VectorExtras(Closing):
                  "observation_space": self.single_observation_space,
                  "render_mode": self.render_mode, "action_set": list(self.action_set),
                  "get_action_meanings": self.get_action_meanings,
-                 "autoreset_mode": self.autoreset_mode}
+                 "autoreset_mode": self.autoreset_mode,
+                 # what every Gymnasium env has (SyncVectorEnv answers them;
+                 # a Gymnasium-API pass, 2026-12-07): the pool's own
+                 "metadata": self.metadata, "spec": self.spec}
         if self.config is not None:
             attrs["game"] = self.config.game
             attrs.update(self.config.env_options())
@@ -84,7 +87,8 @@ class VectorExtras(Closing):
         Gymnasium's ``VectorEnv.call``.
 
         The envs live in worker processes, so what they answer to is fixed:
-        ``get_action_meanings`` (a method), and the attributes of
+        ``get_action_meanings`` and ``render`` (methods: ``render`` gives
+        each env's frame, as :meth:`render`), and the attributes of
         :meth:`get_attr`.
 
         Returns:
@@ -94,6 +98,8 @@ class VectorExtras(Closing):
             AttributeError: an unknown name, naming the known ones.
             TypeError: arguments given for an attribute that is not a method.
         """
+        if name == "render":
+            return tuple(self.render(*args, **kwargs))
         attrs = self._env_attributes()
         if not isinstance(name, str) or name not in attrs:
             raise AttributeError(f"shmatari envs have no attribute {name!r}; call/get_attr "
@@ -108,7 +114,8 @@ class VectorExtras(Closing):
     def get_attr(self, name: str) -> tuple:
         """Attribute ``name`` of every env, as Gymnasium's ``VectorEnv.get_attr``:
         ``action_space`` / ``observation_space`` (one env's), ``render_mode``,
-        ``action_set`` (ALE action ids), ``autoreset_mode``, ``game`` and
+        ``action_set`` (ALE action ids), ``autoreset_mode``, ``metadata`` and
+        ``spec`` (the pool's, as every env's), ``game`` and
         every option of :func:`make` (``frame_skip``, ``grayscale``, ...; an
         attached pool knows the header's: ``frame_skip``, ``stack_num``,
         ``img_height``, ``img_width``, ``grayscale``).
