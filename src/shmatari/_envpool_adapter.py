@@ -240,6 +240,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             obs, info = self.pool.reset(options={"reset_mask": ~fresh} if fresh.any() else None)
             self._fresh[:] = False
             self._was_reset = True
+            self._recv_rows = None  # what was sent, the reset waited for and dropped
             return obs, self._info(info)
         ids = np.atleast_1d(np.asarray(env_id))
         if ids.dtype.kind not in "iu" or ids.ndim != 1 or ids.size == 0:
@@ -268,6 +269,7 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
             obs, info = self._fresh_rows
         self._fresh &= ~mask
         self._was_reset = True
+        self._recv_rows = None
         obs = obs[rows]
         info = {k: v[rows] for k, v in info.items()
                 if isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,)}
