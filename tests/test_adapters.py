@@ -434,6 +434,43 @@ def test_envpool_sync_rows_come_in_env_id_order_and_dict_actions_are_taken(env_t
         assert env.is_vector_env
 
 
+def test_envpool_sync_step_interrupted_after_its_send_leaves_its_row_order_to_recv():
+    """A step(action, env_id) interrupted while it waits (its actions sent:
+    Ctrl-C, or a signal handler's exception) leaves its results to the next
+    recv(), which gives them in env_id's order too (they came in env order:
+    a review of the row-order fix)."""
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    ids = np.array([2, 0, 3, 1])
+    with envpool.make("Breakout-v5", env_type="gymnasium", num_envs=4, seed=2,
+                      num_workers=1) as env:
+        env.reset()
+        old = signal.signal(signal.SIGALRM, interrupt)
+        pids = env.pool.worker_pids
+        try:
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(Interrupted):
+                env.step(np.zeros(4, int), ids)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            signal.signal(signal.SIGALRM, old)
+        assert env.recv()[-1]["env_id"].tolist() == ids.tolist()
+        # and a step refused before anything was sent leaves no order behind
+        with pytest.raises(ValueError):
+            env.step(np.zeros(4, int), np.array([0, 0, 1, 2]))
+        assert env.step(np.zeros(4, int))[-1]["env_id"].tolist() == [0, 1, 2, 3]
+
+
 def test_envpool_adapter_declares_next_step_autoreset():
     # What TorchRL's GymWrapper reads to refuse it with its own clear error.
     with envpool.make("Pong-v5", num_envs=1) as env:

@@ -68,6 +68,8 @@ def test_call_get_attr_set_attr_answer_what_the_envs_have():
         assert env.get_attr("spec") == (None,) * 3  # make()'s pool has none, as a hand-built one
         with pytest.raises(ValueError, match="render_mode='rgb_array'"):
             env.call("render")
+        with pytest.raises(AttributeError, match="no attribute"):
+            env.call(np.array(["render", "x"]))  # a name that is not a str
     with shmatari.make("Breakout", 2, num_workers=1, render_mode="rgb_array") as env:
         env.reset(seed=1)
         frames = env.call("render")

@@ -182,8 +182,12 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         ``env_id[k]`` filed other envs' results (an EnvPool-parity pass)."""
         if env_id is None or self.is_async:
             return None
-        ids = np.asarray(env_id)
-        if ids.ndim != 1 or (ids.size > 1 and bool((np.diff(ids) > 0).all())):
+        try:
+            ids = np.asarray(env_id)
+        except Exception:  # the pool's own check names what is wrong
+            return None
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or (
+                ids.size > 1 and bool((np.diff(ids) > 0).all())):
             return None
         return ids.astype(np.intp)
 
@@ -281,7 +285,10 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         synchronous pool the rows in ``env_id``'s order, as EnvPool's.
         ``action`` may be EnvPool's dict, ``{"action": a, "env_id": ids}``."""
         action, env_id = self._unpack(action, env_id)
-        out = self._result(self.pool.step(action, env_id), self._rows(env_id))
+        # the order set before the wait: a step interrupted once its actions
+        # were sent (Ctrl-C) leaves it to the recv() that collects them
+        self._recv_rows = self._rows(env_id)
+        out = self._result(self.pool.step(action, env_id), self._take_recv_rows())
         self._played(env_id)
         return out
 
@@ -338,22 +345,26 @@ class EnvPoolAdapter(gym.vector.VectorEnv, gym.Env):
         from . import xla
 
         handle, recv, send, step = xla.make(self.pool, convert=self._result)
-        if self.is_async:
-            return handle, recv, send, step
+        is_async = self.is_async
 
-        def ordered_step(handle, action, env_id=None):
-            # a synchronous pool's rows in env_id's order, as step()'s
+        def adapter_send(handle, action, env_id=None):
+            # EnvPool's dict actions too
+            return send(handle, *self._unpack(action, env_id))
+
+        def adapter_step(handle, action, env_id=None):
+            action, env_id = self._unpack(action, env_id)
             handle, out = step(handle, action, env_id)
-            if env_id is None:
+            if env_id is None or is_async:
                 return handle, out
+            # a synchronous pool's rows in env_id's order, as step()'s
             import jax
             import jax.numpy as jnp
 
             rows = jnp.asarray(env_id)
             return handle, jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=0), out)
 
-        ordered_step.pool = step.pool
-        return handle, recv, send, ordered_step
+        adapter_send.pool = adapter_step.pool = step.pool
+        return handle, recv, adapter_send, adapter_step
 
     def render(self, *args, **kwargs):
         """Not there: EnvPool's ``render`` needs ``render_mode`` at make,
@@ -477,7 +488,8 @@ class GymEnvPoolAdapter(EnvPoolAdapter):
             As :meth:`shmatari.ShmVectorEnv.step`.
         """
         action, env_id = self._unpack(action, env_id)
-        out = self._gym_result(self.pool.step(action, env_id), self._rows(env_id))
+        self._recv_rows = self._rows(env_id)  # as EnvPoolAdapter.step
+        out = self._gym_result(self.pool.step(action, env_id), self._take_recv_rows())
         self._played(env_id)
         return out
 

@@ -97,8 +97,10 @@ class VectorExtras(Closing):
         Raises:
             AttributeError: an unknown name, naming the known ones.
             TypeError: arguments given for an attribute that is not a method.
+            ValueError: ``render`` in a pool made without
+                ``render_mode="rgb_array"`` (as :meth:`render`).
         """
-        if name == "render":
+        if isinstance(name, str) and name == "render":
             return tuple(self.render(*args, **kwargs))
         attrs = self._env_attributes()
         if not isinstance(name, str) or name not in attrs:

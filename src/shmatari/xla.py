@@ -38,9 +38,10 @@ writable by no one else, or they are refused before anything is loaded,
 judged on the descriptors the library is then loaded through);
 ``python -m shmatari.xla --build`` does it ahead of time. Each use marks
 its build as used; a new build removes the builds of this cache not used
-for ``PRUNE_DAYS`` days (30), and the oldest beyond the newest
-``PRUNE_KEEP`` (16) not used for a day (one build per shmatari and jax
-version: they piled up, some 150 kB each). The library is loaded with ``ctypes`` and registered with
+for ``PRUNE_DAYS`` days (30), and, of those not used for a day, the ones
+beyond ``PRUNE_KEEP`` (16: the new build and the 15 most recently used
+besides it; one build per shmatari and jax version piled up, some 150 kB
+each). The library is loaded with ``ctypes`` and registered with
 ``jax.ffi.register_ffi_target(..., platform="cpu")``.
 
 ``result`` is the pool's own ``(obs, reward, terminated, truncated, info)``
@@ -148,7 +149,8 @@ def _cache_dir() -> pathlib.Path:
 
 #: A build not used for this many days is removed when another is made.
 PRUNE_DAYS = 30
-#: Builds kept beyond that, newest use first; older ones go once a day old.
+#: Builds kept beyond that, the new one and the most recently used besides
+#: it; the others go once a day unused.
 PRUNE_KEEP = 16
 #: A build's directory name: the first 24 hex digits of its key.
 _KEY_NAME = re.compile(r"[0-9a-f]{24}")
@@ -158,11 +160,12 @@ def _prune(root: pathlib.Path, keep: pathlib.Path, now: float | None = None) -> 
     """Removes the builds in ``root`` (directories named as a key, this
     user's, not symbolic links) other than ``keep`` that were last used
     (their directory's mtime) over ``PRUNE_DAYS`` days ago, and those beyond
-    the ``PRUNE_KEEP`` most recently used that were last used over a day
-    ago (so that a build another process has just chosen, and is about to
-    load, stays). Only the regular files inside and the directory itself
-    are removed; anything else makes it leave that build alone. Errors are
-    ignored: pruning is housekeeping.
+    ``PRUNE_KEEP`` (``keep`` and the most recently used besides it) that
+    were last used over a day ago (so that a build another process has just
+    chosen, and is about to load, stays; its mtime is read again just
+    before the removal). Only the regular files inside and the directory
+    itself are removed; anything else makes it leave that build alone.
+    Errors are ignored: pruning is housekeeping.
 
     Returns:
         list[str]: the names of the builds removed.
@@ -188,6 +191,8 @@ def _prune(root: pathlib.Path, keep: pathlib.Path, now: float | None = None) -> 
             continue
         path = root / name
         try:
+            if os.lstat(path).st_mtime != used:  # used since it was read
+                continue
             files = list(os.scandir(path))
             if not all(f.is_file(follow_symlinks=False) for f in files):
                 continue

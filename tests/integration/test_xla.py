@@ -323,6 +323,10 @@ def test_envpool_adapter_xla_sync_step_rows_come_in_env_id_order(backend):
             handle, (obs, _, _, _, info) = step(handle, jnp.zeros(4, jnp.int32), ids)
             assert np.asarray(info["env_id"]).tolist() == [2, 0, 3, 1]
             assert obs.shape[0] == 4
+        # EnvPool's dict actions, in the jitted step too
+        handle, (_, _, _, _, info) = step(handle, {"action": jnp.zeros(4, jnp.int32),
+                                                   "env_id": ids})
+        assert np.asarray(info["env_id"]).tolist() == [2, 0, 3, 1]
     finally:
         envs.close()
 
