@@ -261,6 +261,85 @@ def test_restart_workers_restarts_the_actor(cluster):
         env.close()
 
 
+def test_restart_workers_recovers_an_actor_that_died_between_calls(cluster):
+    """An actor that dies while the trainer computes (no call in flight) is
+    restarted by Ray before the next call reaches it: that call found a
+    fresh actor with no pool, whose error broke the pool even with
+    restart_workers (a Ray pass, 2026-12-07). It is restarted as a call in
+    flight is."""
+    env = sray.make("Breakout", 4, num_nodes=2, seed=0, restart_workers=True, **POOL)
+    try:
+        env.reset()
+        env.step(np.ones(4, np.int64))
+        old = dict(env.nodes[0])
+        os.kill(old["pid"], signal.SIGKILL)
+
+        def restarted():
+            try:
+                return ray.get(env.actors[0].pool_info.remote(), timeout=1) is None
+            except Exception as exc:  # noqa: BLE001 - the fresh actor has no pool
+                return "NoneType" in str(exc) or "worker_pids" in str(exc)
+
+        assert wait_until(restarted, 30)  # Ray has restarted the actor
+        _, reward, _, truncated, info = env.step(np.ones(4, np.int64))
+        assert env.nodes[0]["restarts"] == 1 and env.nodes[0]["pid"] != old["pid"]
+        assert truncated[:2].all() and info["worker_restarted"][:2].all()
+        assert not truncated[2:].any() and (reward[:2] == 0).all()
+        _, _, _, _, info2 = env.step(np.ones(4, np.int64))
+        assert info2["reset"][:2].all()
+        # and a reset() as the first call after such a death
+        os.kill(env.nodes[1]["pid"], signal.SIGKILL)
+        time.sleep(0.5)
+        assert wait_until(lambda: not alive([env.nodes[1]["pid"]]), 10)
+        obs, info3 = env.reset()
+        assert obs.shape == (4, 4, 84, 84) and env.nodes[1]["restarts"] == 1
+    finally:
+        env.close()
+
+
+def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
+    """With ram_info, a masked reset that observes envs gave them 1-D zero
+    rows of info["ram"], which broke the node's merge (WorkerError); they
+    hold the env's RAM, as a local pool's. And the arrays returned are the
+    caller's own with one node too (they were Ray's read-only buffers)."""
+    n = 4
+    opts = dict(ram_info=True, max_episode_frames=400, **POOL)
+    actions = np.random.default_rng(5).integers(0, 4, (40, n))
+    with shmatari.make("Breakout", n, seed=4, **opts) as local, \
+            sray.make("Breakout", n, num_nodes=2, seed=4, **opts) as remote:
+        play(local, remote, actions, reset_seed_at=None, mask_at=20)
+    with sray.make("Breakout", 2, num_nodes=1, seed=4, **POOL) as one:
+        one.reset()
+        _, reward, terminated, truncated, info = one.step(np.zeros(2, np.int64))
+        for a in (reward, terminated, truncated, info["lives"], info["env_id"]):
+            assert a.flags.writeable
+        reward *= 0.5
+
+
+def test_reset_with_a_stopped_node_times_out_and_loses_nothing(cluster):
+    """reset() had no timeout: a node alive but stuck held it with no limit.
+    It takes the local pool's (60 s by default): past it StepTimeoutError,
+    nothing dropped; once the node answers, the pool goes on."""
+    env = sray.make("Breakout", 4, num_nodes=2, seed=0, **POOL)
+    try:
+        env.reset()
+        pid = env.nodes[1]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            env.send(np.zeros(4, np.int64))
+            t0 = time.monotonic()
+            with pytest.raises(shmatari.StepTimeoutError, match="node 1 .*nothing was dropped"):
+                env.reset(timeout=2)
+            assert time.monotonic() - t0 < 10
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        obs, info = env.reset(timeout=30)
+        assert obs.shape == (4, 4, 84, 84) and info["reset"].all()
+        env.step(np.zeros(4, np.int64))
+    finally:
+        env.close()
+
+
 def test_close_leaves_no_segment_and_no_process(cluster):
     env = sray.make("Breakout", 3, seed=0, **POOL)   # num_nodes=None: every node
     assert len(env.nodes) == 3 and len({n["node_id"] for n in env.nodes}) == 3

@@ -9,18 +9,28 @@ import traceback
 import numpy as np
 import ray
 
-from .wire import KEPT_FIELDS, merge, order, rows, take, delta
+from .wire import KEPT_FIELDS, delta, merge, order, rows, take, zeros
 
 #: Restart phases of an env on its node (see Node).
 _LIVE, _AFTER_RESTART_ROW, _FRESH = 0, 1, 2
 
 
+class NodeRestarted(RuntimeError):
+    """A command reached a node actor that Ray restarted and that has no pool
+    yet (its ``start`` not called since): the trainer restarts the node
+    (``RayVectorEnv._node_died``) and sends the command again."""
+
+
 def _reported(method):
     """Re-raises what a node's method raises as a plain RuntimeError holding
     its type, message and traceback: shmatari's exceptions take keyword
-    arguments, which Ray cannot rebuild on the trainer's side."""
+    arguments, which Ray cannot rebuild on the trainer's side.
+    ``NodeRestarted`` goes as it is, for the trainer to tell it apart."""
     @functools.wraps(method)
     def wrapper(self, *args):
+        if method.__name__ != "start" and self.env is None:
+            raise NodeRestarted(f"node {self.node}'s actor was restarted by Ray and has no "
+                                f"pool yet")
         try:
             return method(self, *args)
         except Exception as exc:  # noqa: BLE001 - sent to the trainer
@@ -71,7 +81,9 @@ class Node:
         self.prev = np.zeros((self.count,) + shape, np.uint8)
         self.has_prev = np.zeros(self.count, bool)
         self.last = {k: np.zeros(self.count, np.int64) for k in KEPT_FIELDS}
+        self.last_ram = None  # (count, 128): each env's RAM after its last row (ram_info)
         self.dtypes: dict = {}
+        self.like: dict = {}  # a column of each field, for its rows' shape
         self.phase = np.full(self.count, _FRESH if generation else _LIVE, np.int8)
         if generation:
             # A restarted node answers each env's next command as a local
@@ -157,6 +169,7 @@ class Node:
             part = rows(*self.env.recv())
             for k, v in part["cols"].items():
                 self.dtypes.setdefault(k, v.dtype)
+                self.like.setdefault(k, v[:0])
             parts.append(part)
             got += len(part["ids"])
         return parts
@@ -176,11 +189,14 @@ class Node:
         ids = ids[self.phase[ids] != _FRESH]
         parts = self._restart_rows(fresh)
         if ids.size:
-            cols = {k: np.zeros(ids.size, dt) for k, dt in self.dtypes.items()
+            cols = {k: zeros(ids.size, self.like[k], dt) for k, dt in self.dtypes.items()
                     if "/" not in k and not k.startswith("_")}
             cols["env_id"] = ids.astype(self.dtypes["env_id"])
             for k in KEPT_FIELDS:
                 cols[k] = self.last[k][ids].astype(self.dtypes[k])
+            if "ram" in cols and self.last_ram is not None:
+                # the console's RAM now, as a local pool's observed row has it
+                cols["ram"] = self.last_ram[ids]
             cols["~observed"] = np.ones(ids.size, bool)
             parts.append({"ids": ids, "obs": self.prev[ids], "fobs": None, "cols": cols})
         return parts
@@ -264,4 +280,8 @@ class Node:
         self.has_prev[ids] = True
         for k in KEPT_FIELDS:
             self.last[k][ids] = cols[k]
+        if "ram" in cols:
+            if self.last_ram is None:
+                self.last_ram = np.zeros((self.count,) + cols["ram"].shape[1:], cols["ram"].dtype)
+            self.last_ram[ids] = cols["ram"]
         return packet

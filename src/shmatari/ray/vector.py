@@ -13,13 +13,14 @@ from gymnasium.vector import AutoresetMode
 
 from .. import _core
 from .. import config as _config
-from ..client import add_row_results, check_timeout, refusal, reset_args, send_args
+from ..client import (RESET_TIMEOUT, add_row_results, check_timeout, refusal, reset_args,
+                      send_args)
 from ..env import GYM_AUTORESET
 from .._vector_extras import Closing
 from ..errors import StepTimeoutError, WorkerError, check_usable
 from . import cluster
-from .node import Node
-from .wire import apply, unflatten, wire_bytes
+from .node import Node, NodeRestarted
+from .wire import apply, unflatten, wire_bytes, zeros
 
 __all__ = ["make", "RayVectorEnv"]
 
@@ -27,6 +28,10 @@ _log = logging.getLogger("shmatari")
 
 #: Seconds between checks of the deadline while waiting for results.
 _POLL = 0.5
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
 
 
 def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
@@ -293,21 +298,26 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             local = (ids[sel] - self._bounds[k]).astype(np.int32)
             self._submit(int(k), "step", (local, acts[sel]))
 
-    def async_reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        """Resets envs without waiting; collect the results with :meth:`recv`.
+    def async_reset(self, seed: int | None = None, options: dict | None = None,
+                    timeout: float | None = RESET_TIMEOUT) -> None:
+        """Resets envs without waiting for their observations; collect the
+        results with :meth:`recv`. A reset of every env first waits, up to
+        ``timeout`` seconds, for the commands in flight (their results
+        dropped), as :meth:`reset`.
 
         Raises:
             As :meth:`reset`.
         """
+        timeout = check_timeout(timeout)
         self._usable()
-        self._async_reset(seed, options)
+        self._async_reset(seed, options, _deadline(timeout))
 
-    def _async_reset(self, seed, options) -> None:
+    def _async_reset(self, seed, options, deadline=None) -> None:
         cmd, bits, seed = reset_args(seed, options, self.num_envs)
         self._refused(self._machine.check_reset(cmd, bits))
         mask = None if bits is None else bits.view(bool)
         if mask is None:
-            self._drain()
+            self._drain(deadline)
             idle = np.ones(self.num_envs, bool)
         else:
             idle = (self._machine.env_flags() & _core.ENV_RUNNING) == 0
@@ -321,12 +331,25 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 self._submit(k, "reset", (mask[b:e] & idle[b:e], ~mask[b:e] & idle[b:e], None))
         self._machine.accept_reset(bits)
 
-    def _drain(self) -> None:
+    def _drain(self, deadline: float | None = None) -> None:
         """Drops what is in flight (a reset of every env): waits for the
         nodes' answers, keeps their frames (the stacks the nodes now hold)
-        and drops their rows."""
+        and drops their rows. Past ``deadline`` (``time.monotonic()``; None:
+        none) it raises StepTimeoutError, nothing dropped (the answers
+        received stay for recv(), the others in flight): a node alive but
+        stuck held reset() with no limit (a Ray pass, 2026-12-07)."""
         while self._inflight:
-            self._receive(min(self._inflight, key=lambda r: self._inflight[r][0]))
+            ref = min(self._inflight, key=lambda r: self._inflight[r][0])
+            if deadline is not None:
+                ready, _ = ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    k = self._inflight[ref][1]
+                    raise StepTimeoutError(
+                        f"reset() waited for the commands in flight past its timeout: node "
+                        f"{k} (envs {int(self._bounds[k])}..{int(self._bounds[k + 1]) - 1}) "
+                        f"has not answered; nothing was dropped or reset (reset() again, or "
+                        f"close() the pool)")
+            self._receive(ref)
         self._ready, self._ready_count = [], 0
 
     def recv(self, timeout: float | None = None):
@@ -353,7 +376,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self._usable()
         return self._recv(check_timeout(timeout))
 
-    def _recv(self, timeout: float | None):
+    def _recv(self, timeout: float | None, caller: str = "recv"):
         self._refused(self._machine.check_wait())
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._ready_count < self.batch_size:
@@ -374,8 +397,8 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     self._receive(ref)
             if not done and deadline is not None and time.monotonic() >= deadline:
                 raise StepTimeoutError(
-                    f"recv() waited {timeout:g} s for {self.batch_size} result(s); the pool is "
-                    f"unchanged (recv() again, or close() it)")
+                    f"{caller}() waited {timeout:g} s for {self.batch_size} result(s); "
+                    f"nothing was taken: the results come with recv() (or close() the pool)")
         return self._take_batch()
 
     def _receive(self, ref) -> None:
@@ -394,6 +417,14 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             return
         except ray.exceptions.RayError as exc:  # the node's method raised
             del self._inflight[ref]
+            if isinstance(exc, NodeRestarted) or isinstance(getattr(exc, "cause", None),
+                                                             NodeRestarted):
+                # Ray restarted the actor while no call was in flight (a
+                # trainer between steps): a fresh actor with no pool. It was
+                # taken for a failed pool, which broke the pool even with
+                # restart_workers (a Ray pass, 2026-12-07).
+                self._node_died(k, exc, (seq, kind, args))
+                return
             raise self._break(self._node_error(k, exc)) from None
         del self._inflight[ref]
         problem = self._malformed(packet, k, kind, args)
@@ -549,17 +580,21 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
 
     def _take_batch(self):
         chunks, self._ready = self._ready, []
-        dtypes = {}
+        like = {}
         for c in chunks:
             for k, v in c["cols"].items():
-                dtypes.setdefault(k, v.dtype)
+                like.setdefault(k, v)
         if len(chunks) == 1:
-            cols, obs, fobs = dict(chunks[0]["cols"]), chunks[0]["obs"], chunks[0]["final"]
+            # copies: the columns are Ray's deserialized, read-only buffers
+            # (a local pool's arrays are the caller's own; `reward *= 0.5`
+            # failed on one node and worked on two: a Ray pass, 2026-12-07)
+            cols = {k: np.array(v) for k, v in chunks[0]["cols"].items()}
+            obs, fobs = chunks[0]["obs"], chunks[0]["final"]
         else:
             n = [len(c["obs"]) for c in chunks]
-            cols = {k: np.concatenate([c["cols"].get(k, np.zeros(m, dt))
+            cols = {k: np.concatenate([c["cols"].get(k, zeros(m, v))
                                        for c, m in zip(chunks, n)])
-                    for k, dt in dtypes.items()}
+                    for k, v in like.items()}
             obs = np.concatenate([c["obs"] for c in chunks])
             has_final = any(c["final"] is not None for c in chunks)
             fobs = np.concatenate([np.zeros_like(c["obs"]) if c["final"] is None else c["final"]
@@ -613,7 +648,8 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         return obs, reward, terminated, truncated, info
 
     # -- the Gymnasium API -----------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None,
+              timeout: float | None = RESET_TIMEOUT):
         """Resets every env (or those in ``options["reset_mask"]``), as
         :meth:`shmatari.ShmVectorEnv.reset`.
 
@@ -626,15 +662,28 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         A reset of every env first drops what is in flight (the results of
         a ``send()`` not received), as a local pool's reset does.
 
+        Args:
+            seed, options: as :meth:`shmatari.ShmVectorEnv.reset`.
+            timeout: seconds the whole reset may take at most (the commands
+                in flight, then the first observations); default
+                :data:`shmatari.client.RESET_TIMEOUT` (60 s), None: no limit.
+
         Raises:
             CallOrderError: a ``reset_mask`` naming an env still running, or
                 before the first reset of every env.
-            TypeError, ValueError: a bad seed or options.
+            TypeError, ValueError: a bad seed, options or timeout.
+            StepTimeoutError: ``timeout`` passed: waiting for the commands
+                in flight, nothing was dropped or reset; waiting for the
+                observations, the resets are in flight (``recv()`` takes
+                them, or ``reset()`` again).
             WorkerError: a node died or failed.
         """
+        timeout = check_timeout(timeout)
         self._usable()
-        self._async_reset(seed, options)
-        obs, reward, terminated, truncated, info = self._recv(None)
+        deadline = _deadline(timeout)
+        self._async_reset(seed, options, deadline)
+        obs, reward, terminated, truncated, info = self._recv(
+            None if deadline is None else max(0.0, deadline - time.monotonic()), "reset")
         add_row_results(info, options, reward, terminated, truncated)
         return obs, info
 

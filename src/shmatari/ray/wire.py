@@ -67,16 +67,25 @@ def merge(parts: list, dtypes: dict | None = None) -> dict:
     if len(parts) == 1:
         return parts[0]
     dtypes = dict(dtypes or {})
+    like: dict = {}
     for p in parts:
         for k, v in p["cols"].items():
             dtypes.setdefault(k, v.dtype)
-    cols = {k: np.concatenate([p["cols"].get(k, np.zeros(len(p["ids"]), dt)) for p in parts])
-            for k, dt in dtypes.items() if any(k in p["cols"] for p in parts)}
+            like.setdefault(k, v)
+    cols = {k: np.concatenate([p["cols"].get(k, zeros(len(p["ids"]), like[k], dt))
+                               for p in parts])
+            for k, dt in dtypes.items() if k in like}
     fobs = None
     if any(p["fobs"] is not None for p in parts):
         fobs = np.concatenate([p["obs"] * 0 if p["fobs"] is None else p["fobs"] for p in parts])
     return {"ids": np.concatenate([p["ids"] for p in parts]),
             "obs": np.concatenate([p["obs"] for p in parts]), "fobs": fobs, "cols": cols}
+
+
+def zeros(n: int, like: np.ndarray, dtype=None) -> np.ndarray:
+    """``n`` zero rows shaped as ``like``'s rows (``info["ram"]``'s are
+    ``(128,)``; a flat zero column for it broke the merge)."""
+    return np.zeros((n,) + like.shape[1:], like.dtype if dtype is None else dtype)
 
 
 def take(part: dict, idx) -> dict:
