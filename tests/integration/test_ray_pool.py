@@ -340,6 +340,37 @@ def test_reset_with_a_stopped_node_times_out_and_loses_nothing(cluster):
         env.close()
 
 
+def test_a_pool_after_ray_shutdown_says_so_and_starts_no_new_ray(tmp_path):
+    """ray.shutdown() with a pool open: its next call started a new local
+    Ray instance, failed with a bare Exception and left the envs "running"
+    (a Ray pass, 2026-12-07). It says Ray was shut down, breaks the pool and
+    starts nothing. In a process of its own (the module's cluster stays)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "shutdown.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np, ray, shmatari, shmatari.ray as sray
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        env = sray.make("Breakout", 2, num_nodes=1, seed=0, num_workers=1)
+        env.reset()
+        ray.shutdown()
+        for _ in range(2):
+            try:
+                env.step(np.zeros(2, np.int64))
+            except shmatari.PoolClosedError as exc:
+                print("refused:", "Ray was shut down" in str(exc))
+        print("ray started again:", ray.is_initialized())
+        env.close()
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("refused: True") == 2, proc.stdout
+    assert "ray started again: False" in proc.stdout
+
+
 def test_close_leaves_no_segment_and_no_process(cluster):
     env = sray.make("Breakout", 3, seed=0, **POOL)   # num_nodes=None: every node
     assert len(env.nodes) == 3 and len({n["node_id"] for n in env.nodes}) == 3

@@ -260,11 +260,23 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             raise refusal(self._machine, code)
 
     def _usable(self) -> None:
+        if not self.closed and self._broken is None and not ray.is_initialized():
+            # ray.shutdown() with the pool open: the next call started a new
+            # local Ray instance, failed with a bare Exception and left the
+            # envs "running" (a Ray pass, 2026-12-07)
+            self._break(WorkerError.of(
+                "a node", None, range(self.num_envs),
+                "is gone: Ray was shut down (ray.shutdown()) while this pool was open, "
+                "and its actors with it; close() it and make a new pool after ray.init()",
+                worker=-1, label="node"))
         check_usable(self.closed, self._broken)
 
     def _submit(self, k: int, kind: str, args: tuple, seq: int | None = None) -> None:
         actor = self._actors[k]
-        ref = actor.step.remote(*args) if kind == "step" else actor.reset.remote(*args)
+        try:
+            ref = actor.step.remote(*args) if kind == "step" else actor.reset.remote(*args)
+        except Exception as exc:  # noqa: BLE001 - Ray refused the call (its actor is gone)
+            raise self._break(self._node_error(k, exc, "taking a call")) from None
         if seq is None:
             seq = self._seq = self._seq + 1
         self._inflight[ref] = (seq, k, kind, args)
