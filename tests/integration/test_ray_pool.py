@@ -371,6 +371,41 @@ def test_a_pool_after_ray_shutdown_says_so_and_starts_no_new_ray(tmp_path):
     assert "ray started again: False" in proc.stdout
 
 
+def test_a_node_never_scheduled_is_named_as_such(tmp_path):
+    """A node actor Ray could not schedule (its CPU taken) was reported as a
+    pool that failed, "its pool raised Get timed out" (a Ray pass,
+    2026-12-07): it says the actor did not start and what it needs."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "unscheduled.py"
+    script.write_text(textwrap.dedent("""
+        import ray, shmatari, shmatari.ray as sray
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+
+        @ray.remote(num_cpus=1)
+        class Hog:
+            def ping(self):
+                return 1
+
+        hog = Hog.remote()
+        ray.get(hog.ping.remote())
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            sray.make("Breakout", 2, num_nodes=[node], seed=0, num_workers=1,
+                      start_timeout=3)
+        except shmatari.WorkerError as exc:
+            print("error:", exc)
+        ray.shutdown()
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "did not start within start_timeout=3 s" in proc.stdout, proc.stdout
+    assert "needs 1 CPU(s) free" in proc.stdout and "its pool raised" not in proc.stdout
+
+
 def test_close_leaves_no_segment_and_no_process(cluster):
     env = sray.make("Breakout", 3, seed=0, **POOL)   # num_nodes=None: every node
     assert len(env.nodes) == 3 and len({n["node_id"] for n in env.nodes}) == 3

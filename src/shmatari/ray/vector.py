@@ -90,7 +90,9 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
             starts), ``num_nodes`` above the cluster's alive nodes, or
             envs that do not divide as ``envs_per_node`` says.
         GetTimeoutError: the placement group was not ready in time.
-        WorkerError: a node failed to build its pool.
+        WorkerError: a node failed to build its pool, or its actor did not
+            start within ``start_timeout`` (not scheduled: the message names
+            the CPUs it needs).
     """
     if "zero_copy" in options:
         raise TypeError("zero_copy does not apply to shmatari.ray pools: observations are "
@@ -162,6 +164,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                                            cluster.CLOSE_TIMEOUT)
         self._restart = cfg.restart_workers
         self._start_timeout = start_timeout
+        self._num_cpus = num_cpus
         self._autoreset = cfg.autoreset_mode
         self.metadata = dict(type(self).metadata, autoreset_mode=GYM_AUTORESET[self._autoreset])
         self.autoreset_mode = self.metadata["autoreset_mode"]
@@ -209,6 +212,19 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
     def _get(self, refs: list, during: str):
         try:
             return ray.get(refs, timeout=self._start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            # Not a failed pool (it was reported as one: a Ray pass): the
+            # actors were not scheduled, or their pools were slow to start.
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            late = [k for k, r in enumerate(refs) if r not in ready]
+            raise WorkerError.of(
+                "node(s) " + ", ".join(map(str, late)), None, range(self.num_envs),
+                f"{'did not start' if during == 'starting' else 'did not answer ' + during} "
+                f"within start_timeout={self._start_timeout:g} s: Ray did not schedule "
+                f"their actors (each needs "
+                f"{self._num_cpus:g} CPU(s) free on its node: ray.available_resources()) "
+                f"or their pools were slow to start (a larger start_timeout)",
+                worker=-1, label="node") from None
         except ray.exceptions.RayError as exc:
             k = self._node_of_error(exc, refs)
             raise self._node_error(k, exc, during) from None
