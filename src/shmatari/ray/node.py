@@ -104,6 +104,7 @@ class Node:
             self.env.close()
             self.env = None
 
+    @_reported
     def pool_info(self) -> dict:
         """Where the pool runs now (for tests and logs)."""
         return {"pid": os.getpid(), "worker_pids": list(self.env.worker_pids),

@@ -31,7 +31,9 @@ _POLL = 0.5
 
 
 def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + timeout
+    """``time.monotonic()`` ``timeout`` seconds on; None for None or an
+    infinite timeout (no limit: Ray's waits take no infinity)."""
+    return None if timeout is None or timeout == float("inf") else time.monotonic() + timeout
 
 
 def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
@@ -240,8 +242,12 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         return -1
 
     def _node_error(self, k: int, exc: BaseException, during: str = "") -> WorkerError:
-        died = isinstance(exc, ray.exceptions.RayActorError)
         cause = getattr(exc, "cause", None)
+        if isinstance(exc, NodeRestarted) or isinstance(cause, NodeRestarted):
+            # its actor died between calls and Ray restarted it: no pool's error
+            return self._node_error_text(k, "died between calls (Ray restarted its actor, "
+                                            "which has no pool)", "")
+        died = isinstance(exc, ray.exceptions.RayActorError)
         # The node's text, as a worker's, may carry escape sequences or bidi
         # controls (an error message quoting a file name, a ROM's text...).
         text = _core.printable(str(cause if cause is not None else exc).strip())
@@ -249,7 +255,11 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         what = (f"{'died' if died else 'failed'}{' while ' + during if during else ''}: "
                 + (head if died else f"its pool raised {head}"))
         # The node's own error, its env indices local to the node's pool.
-        trace = "" if died else text
+        return self._node_error_text(k, what, "" if died else text)
+
+    def _node_error_text(self, k: int, what: str, trace: str) -> WorkerError:
+        """WorkerError naming node ``k`` (-1: unknown), where it runs and its
+        envs, saying ``what``, with the node's ``trace`` ("": none)."""
         if k < 0:
             return WorkerError.of("a node", None, range(self.num_envs), what, worker=-1,
                                   traceback=trace, label="node")
@@ -283,7 +293,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             self._break(WorkerError.of(
                 "a node", None, range(self.num_envs),
                 "is gone: Ray was shut down (ray.shutdown()) while this pool was open, "
-                "and its actors with it; close() it and make a new pool after ray.init()",
+                "and its actors with it (a new pool needs ray.init() again)",
                 worker=-1, label="node"))
         check_usable(self.closed, self._broken)
 
@@ -292,7 +302,13 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         try:
             ref = actor.step.remote(*args) if kind == "step" else actor.reset.remote(*args)
         except Exception as exc:  # noqa: BLE001 - Ray refused the call (its actor is gone)
-            raise self._break(self._node_error(k, exc, "taking a call")) from None
+            text = _core.printable(str(exc).strip()).partition("\n")[0]
+            raise self._break(WorkerError.of(
+                f"node {k}", self.nodes[k]["pid"] if getattr(self, "nodes", None) else None,
+                range(int(self._bounds[k]), int(self._bounds[k + 1])),
+                f"cannot be called: Ray refused the call ({text or type(exc).__name__}; "
+                f"after ray.shutdown() and ray.init(), a pool of the old cluster is gone)",
+                worker=k, label="node")) from None
         if seq is None:
             seq = self._seq = self._seq + 1
         self._inflight[ref] = (seq, k, kind, args)
@@ -369,8 +385,10 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         while self._inflight:
             ref = min(self._inflight, key=lambda r: self._inflight[r][0])
             if deadline is not None:
-                ready, _ = ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))
-                if not ready:
+                while not ray.wait([ref], timeout=min(_POLL, max(
+                        0.0, deadline - time.monotonic())))[0]:
+                    if time.monotonic() < deadline:
+                        continue
                     k = self._inflight[ref][1]
                     raise StepTimeoutError(
                         f"reset() waited for the commands in flight past its timeout: node "
@@ -404,9 +422,12 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self._usable()
         return self._recv(check_timeout(timeout))
 
-    def _recv(self, timeout: float | None, caller: str = "recv"):
+    def _recv(self, timeout: float | None, caller: str = "recv", asked: float | None = None):
+        """``asked``: the timeout the caller was given, for the message
+        (``timeout`` is what is left of it)."""
         self._refused(self._machine.check_wait())
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = _deadline(timeout)
+        asked = timeout if asked is None else asked
         while self._ready_count < self.batch_size:
             wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
             if not self._inflight:
@@ -425,7 +446,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     self._receive(ref)
             if not done and deadline is not None and time.monotonic() >= deadline:
                 raise StepTimeoutError(
-                    f"{caller}() waited {timeout:g} s for {self.batch_size} result(s); "
+                    f"{caller}() got no {self.batch_size} result(s) within {asked:g} s; "
                     f"nothing was taken: the results come with recv() (or close() the pool)")
         return self._take_batch()
 
@@ -546,29 +567,40 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         if not self._restart:
             raise self._break(err)
         calls = [call] + [(s, kind, a) for r, (s, n, kind, a) in self._inflight.items() if n == k]
-        for r in [r for r, v in self._inflight.items() if v[1] == k]:
+        dropped = [r for r, v in self._inflight.items() if v[1] == k]
+        for r in dropped:
             del self._inflight[r]
         node = self.nodes[k]
         node["restarts"] += 1
-        _log.warning("%s; Ray restarts it (restart %d of this node)",
-                     str(err).partition("\n")[0], node["restarts"])
         deadline = time.monotonic() + self._start_timeout
         while True:
             try:
                 meta = ray.get(self._actors[k].start.remote(node["restarts"]),
                                timeout=max(1.0, deadline - time.monotonic()))
                 break
+            except ray.exceptions.GetTimeoutError:
+                raise self._break(self._node_error_text(
+                    k, f"died ({str(err).partition(chr(10))[0]}) and its restarted actor did "
+                       f"not build its pool within start_timeout={self._start_timeout:g} s",
+                    "")) from None
             except ray.exceptions.ActorUnavailableError as again:
                 # Still restarting: Ray refuses calls for a moment.
                 if time.monotonic() > deadline:
-                    self._break(err)
-                    raise self._node_error(k, again, "restarting") from None
+                    raise self._break(self._node_error(k, again, "restarting")) from None
                 time.sleep(0.1)
             except ray.exceptions.RayError as again:
                 # Out of restarts (max_restarts), died again while starting, or failed.
-                self._break(err)
-                raise self._node_error(k, again, "restarting") from None
+                raise self._break(self._node_error(k, again, "restarting")) from None
         node.update(meta)
+        _log.warning("%s; restarted (restart %d of this node)",
+                     str(err).partition("\n")[0], node["restarts"])
+        for r in dropped:
+            # Their answers are errors (the dead actor's, or NodeRestarted);
+            # taken here, Ray does not log them as unhandled.
+            try:
+                ray.get(r, timeout=0)
+            except Exception:  # noqa: BLE001 - expected: the calls are sent again below
+                pass
         for seq, kind, args in sorted(calls, key=lambda c: c[0]):
             self._submit(k, kind, args, seq)
 
@@ -711,7 +743,8 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         deadline = _deadline(timeout)
         self._async_reset(seed, options, deadline)
         obs, reward, terminated, truncated, info = self._recv(
-            None if deadline is None else max(0.0, deadline - time.monotonic()), "reset")
+            None if deadline is None else max(0.0, deadline - time.monotonic()), "reset",
+            timeout)
         add_row_results(info, options, reward, terminated, truncated)
         return obs, info
 
