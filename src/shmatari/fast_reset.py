@@ -80,11 +80,11 @@ _VERDICTS_FILE = Path(__file__).with_name("fast_reset_verdicts.json")
 NOOP_STARTS_MAX = 64
 
 #: A fast reset checks the generator it follows against ALE's own (read
-#: from ALE and compared, about 40-110 us) at the first reset it follows and
-#: then every this many (about 1-2 us a reset): the follower's invariant (two draws a frame,
-#: every frame one ``act`` of one frame) checked as the envs run, not only
-#: in the tests. A difference warns (``RuntimeWarning``) and goes on from
-#: ALE's generator.
+#: from ALE and compared, about 40-110 us) at the first reset it follows
+#: and then every this many (about 1-2 us a reset): the follower's
+#: invariant (two draws a frame, every frame one ``act`` of one frame)
+#: checked as the envs run, not only in the tests. A difference warns
+#: (``RuntimeWarning``) and goes on from ALE's generator.
 CHECK_EVERY = 64
 
 #: Serializer's bool patterns (ALE's ``Serializer.hxx``), little-endian words.
