@@ -640,10 +640,6 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
 
     def _take_batch(self):
         chunks, self._ready = self._ready, []
-        like = {}
-        for c in chunks:
-            for k, v in c["cols"].items():
-                like.setdefault(k, v)
         if len(chunks) == 1:
             # copies: the columns are Ray's deserialized, read-only buffers
             # (a local pool's arrays are the caller's own; `reward *= 0.5`
@@ -651,6 +647,10 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             cols = {k: np.array(v) for k, v in chunks[0]["cols"].items()}
             obs, fobs = chunks[0]["obs"], chunks[0]["final"]
         else:
+            like = {}  # a column of each field, for the rows a chunk lacks
+            for c in chunks:
+                for k, v in c["cols"].items():
+                    like.setdefault(k, v)
             n = [len(c["obs"]) for c in chunks]
             cols = {k: np.concatenate([c["cols"].get(k, zeros(m, v))
                                        for c, m in zip(chunks, n)])
