@@ -2216,6 +2216,44 @@ def test_make_with_a_stopped_fork_server_fails_within_start_timeout(tmp_path):
         _kill_script_and_fork_server(proc, server)
 
 
+_FORKSERVER_KILLED_THEN_MAKE = r"""
+import os, signal
+import shmatari
+from multiprocessing import forkserver
+from shmatari.supervisor import _await_fork_server_exit
+if __name__ == "__main__":
+    gone = []
+    for _ in range(5):
+        shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver").close()
+        server = forkserver._forkserver._forkserver_pid
+        os.kill(server, signal.SIGKILL)
+        _await_fork_server_exit()
+        # exited (a zombie, not reaped): multiprocessing's waitpid(WNOHANG) sees it
+        gone.append(os.waitid(os.P_PID, server, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                    is not None)
+        with shmatari.make("null", num_envs=2, num_workers=2, start_method="forkserver") as env:
+            env.reset()
+        assert forkserver._forkserver._forkserver_pid != server
+    print("gone", gone, flush=True)
+"""
+
+
+def test_a_killed_fork_server_is_waited_for_so_the_next_make_starts_a_new_one(tmp_path):
+    """A fork server killed (by make()'s start_timeout watchdog, or dead on
+    its own) closes its socket before it becomes a zombie; in between,
+    multiprocessing takes it for alive and the next make() failed with
+    ConnectionRefusedError (1 in 15 of a stopped-server cycle on a loaded
+    machine; the flake of the test above). make()'s failure path now waits
+    for it to exit (waitid with WNOWAIT, leaving the reaping to
+    multiprocessing), and the next make() starts a new server."""
+    script = tmp_path / "forkserver_killed_make.py"
+    script.write_text(_FORKSERVER_KILLED_THEN_MAKE)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "gone [True, True, True, True, True]" in proc.stdout, proc.stdout
+
+
 def test_a_stopped_worker_of_a_first_ready_pool_ends_a_recv_with_a_timeout():
     """In a first-ready pool the other workers' results keep filling batches
     while one worker is stopped (SIGSTOP, or an emulator stuck in a loop):

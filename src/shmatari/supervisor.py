@@ -456,6 +456,33 @@ class _ForkServerWatchdog:
         self.timer.cancel()
 
 
+def _await_fork_server_exit(seconds: float = 5.0) -> None:
+    """Waits (at most ``seconds``) until multiprocessing's fork server, which
+    has just died or been killed, has exited, without reaping it.
+
+    A killed process closes its socket before it becomes a zombie; until it
+    is one, ``forkserver.ensure_running()`` (``waitpid(WNOHANG)`` answering 0)
+    takes it for alive, and the next ``make()`` failed with
+    ``ConnectionRefusedError`` on its closed socket (seen under load). Once
+    it is a zombie, that ``waitpid`` reaps it and a new server is started.
+    ``waitid(WNOWAIT)`` leaves the reaping to multiprocessing."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if not pid:
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except OSError:  # not our child, or already reaped
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.005)
+
+
 def _worker_alive(p) -> bool:
     """Whether a worker process runs: its exit code not known yet, and the
     kernel's word that the pid runs (not a zombie). Under forkserver a worker
@@ -876,6 +903,7 @@ class Supervisor:
                 # The fork server died before it answered (multiprocessing's
                 # bare "EOFError: unexpected EOF": an attacker's pass, 8 of 12).
                 reader.close()
+                _await_fork_server_exit()
                 within = (f"start_timeout={timeout:g} s" if timeout == self.start_timeout else
                           f"the {timeout:.1f} s left of start_timeout={self.start_timeout:g} s")
                 why = (f"did not answer within {within} "
