@@ -240,6 +240,31 @@ def test_dead_local_worker_raises_worker_error_naming_node(cluster):
         env.close()
 
 
+def test_a_dead_local_worker_is_named_by_global_env_ids(cluster):
+    """A worker inside node 1 (envs 3..4 of the pool, 0..1 of the node's own
+    pool) dies: the trainer's error named it "worker 0 (pid N, envs 0..1)",
+    the node's local indices, in its message and ``worker_traceback`` (an
+    audit, 2026-12-07). It names the pool's env ids, the node's text
+    otherwise kept."""
+    env = sray.make("Breakout", 5, num_nodes=2, seed=0, **POOL)
+    try:
+        env.reset()
+        dead = env.nodes[1]["worker_pids"][0]
+        os.kill(dead, signal.SIGKILL)
+        with pytest.raises(shmatari.WorkerError) as exc:
+            for _ in range(100):
+                env.step(np.zeros(5, np.int64))
+    finally:
+        env.close()
+    err = exc.value
+    assert err.worker == 1 and err.env_ids == range(3, 5)
+    text = str(err)
+    assert f"its pool raised WorkerError: worker 0 (pid {dead}, envs 3..4) died" in text, text
+    assert "SIGKILL" in text and "envs 0..1" not in text, text
+    assert f"worker 0 (pid {dead}, envs 3..4) died" in err.worker_traceback
+    assert "envs 0..1" not in err.worker_traceback, err.worker_traceback
+
+
 def test_restart_workers_restarts_the_actor(cluster):
     env = sray.make("Breakout", 4, num_nodes=2, seed=0, restart_workers=True, **POOL)
     try:

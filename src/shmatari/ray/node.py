@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import traceback
 
 import numpy as np
 import ray
 
+from ..errors import WorkerError
 from .wire import KEPT_FIELDS, delta, merge, order, rows, take, zeros
+
+#: A WorkerError's head, ``"worker 3 (pid 7, envs 0..1)"`` (WorkerError.of).
+_ENVS = re.compile(r"\(pid [^,()\n]*, envs (\d+)\.\.(\d+)\)")
 
 #: Restart phases of an env on its node (see Node).
 _LIVE, _AFTER_RESTART_ROW, _FRESH = 0, 1, 2
@@ -21,10 +26,28 @@ class NodeRestarted(RuntimeError):
     (``RayVectorEnv._node_died``) and sends the command again."""
 
 
+def _global_envs(exc: BaseException, begin: int) -> str:
+    """``str(exc)``, a WorkerError's env range (its local pool's indices,
+    ``0..count-1``) written as the trainer's global env ids (``begin +``
+    each); any other text as it is."""
+    text = str(exc)
+    ids = getattr(exc, "env_ids", None) if isinstance(exc, WorkerError) else None
+    if not begin or not isinstance(ids, range) or not ids:
+        return text
+    head, nl, rest = text.partition("\n")
+    m = _ENVS.search(head)
+    if m is None or (int(m[1]), int(m[2])) != (ids.start, ids.stop - 1):
+        return text
+    return (head[:m.start(1)] + f"{ids.start + begin}..{ids.stop - 1 + begin}"
+            + head[m.end(2):] + nl + rest)
+
+
 def _reported(method):
     """Re-raises what a node's method raises as a plain RuntimeError holding
     its type, message and traceback: shmatari's exceptions take keyword
-    arguments, which Ray cannot rebuild on the trainer's side.
+    arguments, which Ray cannot rebuild on the trainer's side. A
+    WorkerError of the node's pool names its envs by the trainer's global
+    env ids (the pool's own are local: 0.. on every node).
     ``NodeRestarted`` goes as it is, for the trainer to tell it apart."""
     @functools.wraps(method)
     def wrapper(self, *args):
@@ -35,7 +58,11 @@ def _reported(method):
             return method(self, *args)
         except Exception as exc:  # noqa: BLE001 - sent to the trainer
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            raise RuntimeError(f"{type(exc).__name__}: {exc}\n--- traceback ---\n{text}") \
+            local = str(exc)  # read once
+            said = _global_envs(exc, self.begin)
+            if said != local:
+                text = text.replace(local, said)
+            raise RuntimeError(f"{type(exc).__name__}: {said}\n--- traceback ---\n{text}") \
                 from None
     return wrapper
 
