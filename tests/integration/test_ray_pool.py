@@ -293,6 +293,30 @@ def test_restart_workers_restarts_the_actor(cluster):
         env.close()
 
 
+def test_restart_workers_refreshes_a_nodes_worker_pids(cluster):
+    """A worker inside node 1 dies and its pool replaces it
+    (restart_workers): ``env.nodes[1]["worker_pids"]`` kept the dead
+    worker's pid (an audit, 2026-12-07). It holds the node's pids from the
+    reply that reports the restart on; node 0's stay as they were."""
+    env = sray.make("Breakout", 4, num_nodes=2, seed=0, restart_workers=True, **POOL)
+    try:
+        env.reset()
+        old0, old1 = list(env.nodes[0]["worker_pids"]), list(env.nodes[1]["worker_pids"])
+        os.kill(old1[0], signal.SIGKILL)
+        for _ in range(100):
+            *_, info = env.step(np.zeros(4, np.int64))
+            if info["worker_restarted"].any():
+                break
+        assert info["worker_restarted"][2:].all() and not info["worker_restarted"][:2].any()
+        now = ray.get(env.actors[1].pool_info.remote(), timeout=30)["worker_pids"]
+        assert now != old1 and env.nodes[1]["worker_pids"] == now
+        assert env.nodes[0]["worker_pids"] == old0 and env.nodes[1]["restarts"] == 0
+        assert alive(now) == now
+        env.step(np.zeros(4, np.int64))
+    finally:
+        env.close()
+
+
 def test_restart_workers_recovers_an_actor_that_died_between_calls(cluster):
     """An actor that dies while the trainer computes (no call in flight) is
     restarted by Ray before the next call reaches it: that call found a

@@ -120,9 +120,10 @@ class Node:
             self.rows_a = self._merged(self._reset_local(None))
             self.rows_b = self._merged(self._reset_local(None))
         ctx = ray.get_runtime_context()
+        self.pids_sent = list(self.env.worker_pids)  # the pids the trainer holds
         return {"obs_shape": tuple(shape), "n_actions": int(self.env.single_action_space.n),
                 "node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
-                "pid": os.getpid(), "worker_pids": list(self.env.worker_pids),
+                "pid": os.getpid(), "worker_pids": list(self.pids_sent),
                 "segment_name": self.env.segment_name}
 
     def close(self) -> None:
@@ -304,6 +305,12 @@ class Node:
         if "_episode" in packet and not packet["_episode"].any():
             for k in [k for k in packet if k.startswith("episode/") or k == "_episode"]:
                 del packet[k]
+        pids = list(self.env.worker_pids)  # read once
+        if pids != self.pids_sent:
+            # a worker of the pool was replaced (restart_workers): the
+            # trainer's nodes[k]["worker_pids"] follows
+            packet["~worker_pids"] = np.asarray(pids, np.int64)
+            self.pids_sent = pids
         self.prev[ids] = obs
         self.has_prev[ids] = True
         for k in KEPT_FIELDS:

@@ -141,8 +141,10 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
     same-step pools, ...). Every array returned is the caller's own.
 
     ``nodes`` describes each node: ``{"node": k, "env_ids": range, "node_id",
-    "ip", "pid", "worker_pids", "segment_name", "restarts"}``. Use it from one
-    thread at a time. Make it with :func:`make`.
+    "ip", "pid", "worker_pids", "segment_name", "restarts"}``; after a
+    restart (the actor's, or a worker's inside the node) it holds the new
+    pids, from the reply that reports the restart. Use it from one thread
+    at a time. Make it with :func:`make`.
 
     Its calls are checked and recorded by the client state machine a local
     pool's client uses (``_core.ClientMachine``, C's ``client_state.h``),
@@ -486,6 +488,9 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 label="node")) from None
         self.wire_bytes += wire_bytes(packet)
         self.wire_rows += len(packet["env_id"])
+        pids = packet.pop("~worker_pids", None)
+        if pids is not None:  # the node's pool replaced a worker
+            self.nodes[k]["worker_pids"] = pids.tolist()
         self._decode(packet, kind, args)
 
     def _malformed(self, packet, k: int, kind: str, args: tuple) -> str:
@@ -556,8 +561,12 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 return f"{key!r} of dtype {packet[key].dtype}"
             if key not in packet and key in ("~reward", "~terminated", "~truncated"):
                 return f"no {key!r}"
+        pids = packet.get("~worker_pids")
+        if pids is not None and (pids.ndim != 1 or pids.dtype.kind not in "iu"
+                                 or not pids.size or (pids < 0).any()):
+            return f"'~worker_pids' of shape {pids.shape} and dtype {pids.dtype}, not pids"
         for key, v in packet.items():
-            if key not in want_shape and len(v) != n:
+            if key not in want_shape and key != "~worker_pids" and len(v) != n:
                 return f"{key!r} has {len(v)} rows, the reply {n}"
         return ""
 
