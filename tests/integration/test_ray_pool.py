@@ -476,6 +476,53 @@ def test_a_node_never_scheduled_is_named_as_such(tmp_path):
     assert "needs 1 CPU(s) free" in proc.stdout and "its pool raised" not in proc.stdout
 
 
+def test_close_does_not_wait_for_a_node_never_started(tmp_path):
+    """Of two node actors, Ray schedules one (its pool starts) and not the
+    other (1.5 CPUs each, 2 in the cluster): make() raised after
+    start_timeout=3 s, then its close() waited CLOSE_TIMEOUT (10 s) for the
+    unscheduled actor's close, which could never run (make() took 13 s: an
+    audit, 2026-12-07). The started node's pool is closed, the other actor
+    killed at once; nothing is left."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "half_started.py"
+    script.write_text(textwrap.dedent("""
+        import os, time, psutil, ray, shmatari, shmatari.ray as sray
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        node = ray.get_runtime_context().get_node_id()
+        before = set(os.listdir("/dev/shm"))
+        t0 = time.monotonic()
+        try:
+            sray.make("Breakout", 2, num_nodes=[node, node], seed=0, num_workers=1,
+                      num_cpus_per_node=1.5, start_timeout=3)
+        except shmatari.WorkerError as exc:
+            print("error:", str(exc).splitlines()[0])
+        print(f"took {time.monotonic() - t0:.1f} s")
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}
+        def left():
+            new = [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("shmatari_")]
+            return [n for n in new if int(n.split("_")[1]) in mine
+                    or not psutil.pid_exists(int(n.split("_")[1]))]
+        for _ in range(50):
+            if not left():
+                break
+            time.sleep(0.1)
+        print("segments left:", left())
+        ray.shutdown()
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240, env=own_ray_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # either actor may be the one scheduled
+    assert any(f"node(s) {k} (pid None, envs 0..1) did not start within start_timeout=3 s"
+               in proc.stdout for k in (0, 1)), proc.stdout
+    took = float(proc.stdout.split("took ")[1].split(" s")[0])
+    assert 3 <= took < 8, proc.stdout
+    assert "segments left: []" in proc.stdout, proc.stdout
+
+
 def test_close_leaves_no_segment_and_no_process(cluster):
     env = sray.make("Breakout", 3, seed=0, **POOL)   # num_nodes=None: every node
     assert len(env.nodes) == 3 and len({n["node_id"] for n in env.nodes}) == 3

@@ -86,14 +86,28 @@ def placement(num_nodes, num_cpus: float, timeout: float):
             for k in range(num_nodes)], pg
 
 
-def shutdown(actors: list, pg, timeout: float) -> None:
-    """Closes the nodes' pools, kills the actors, removes the placement group."""
+def shutdown(actors: list, pg, timeout: float, created: list | None = None) -> None:
+    """Closes the nodes' pools (waiting up to ``timeout`` seconds), kills the
+    actors, removes the placement group.
+
+    ``created``: each actor's answer to its first call (``Node.ready``), in
+    actor order, or None (every actor is closed): an actor that has not
+    answered it was never created (Ray could not schedule it) and has no
+    pool; it is killed without waiting for a close it would never run (close()
+    waited the whole ``timeout`` for it)."""
     if not ray.is_initialized():
         return
-    refs = []
-    for a in actors:
+    started = range(len(actors))
+    if created:
         try:
-            refs.append(a.close.remote())
+            ready = set(ray.wait(created, num_returns=len(created), timeout=0)[0])
+            started = [k for k, r in enumerate(created) if r in ready]
+        except Exception:  # noqa: BLE001 - Ray refused: close every actor, as before
+            pass
+    refs = []
+    for k in started:
+        try:
+            refs.append(actors[k].close.remote())
         except Exception:  # noqa: BLE001 - a dead actor has nothing to close
             pass
     if refs:
@@ -107,6 +121,8 @@ def shutdown(actors: list, pg, timeout: float) -> None:
         except Exception:  # noqa: BLE001
             pass
     actors.clear()
+    if created is not None:
+        created.clear()
     if pg is not None:
         try:
             remove_placement_group(pg)

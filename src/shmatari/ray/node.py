@@ -87,6 +87,11 @@ class Node:
     # avoided: the actor runs Ray's threads (gRPC, the core worker), and a
     # child forked from a threaded process may inherit a held lock.
 
+    def ready(self) -> bool:
+        """True: the actor exists (its first call, answered once Ray has
+        created it; close() waits only for the nodes that answered)."""
+        return True
+
     @_reported
     def start(self, generation: int) -> dict:
         """Builds the pool (again, after a restart: ``generation`` >= 1).

@@ -164,8 +164,9 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self.closed = False
         self._broken: str | None = None
         self._actors: list = []
+        self._created: list = []    # each actor's answer to ready(): it was created
         self._finalizer = weakref.finalize(self, cluster.shutdown, self._actors, pg,
-                                           cluster.CLOSE_TIMEOUT)
+                                           cluster.CLOSE_TIMEOUT, self._created)
         self._restart = cfg.restart_workers
         self._start_timeout = start_timeout
         self._num_cpus = num_cpus
@@ -189,6 +190,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     num_cpus=num_cpus, scheduling_strategy=strategy,
                     max_restarts=max_restarts if cfg.restart_workers else 0,
                     max_task_retries=0).remote(k, int(bounds[k]), n, args))
+                self._created.append(self._actors[-1].ready.remote())
             metas = self._get([a.start.remote(0) for a in self._actors], "starting")
         except BaseException:
             self.close()
@@ -774,7 +776,10 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
     # -- lifetime ------------------------------------------------------------------
     def close(self, **kwargs) -> None:
         """Closes every node's pool (workers stopped, segments removed), kills
-        the actors and removes the placement group this pool made. Idempotent."""
+        the actors and removes the placement group this pool made. Idempotent.
+        It waits for the nodes' pools to close up to
+        ``shmatari.ray.cluster.CLOSE_TIMEOUT`` (10 s), not for an actor Ray
+        never created (not scheduled: killed at once)."""
         self.closed = True
         self._finalizer()
 
