@@ -358,6 +358,81 @@ def test_restart_workers_recovers_an_actor_that_died_between_calls(cluster):
         env.close()
 
 
+def _blipping_node(forever_from=None):
+    """A Node whose node 1 Ray calls unavailable (ActorUnavailableError, as
+    for a network blip): its 4th step three times before it runs (the
+    request lost), its 8th step after it ran (the answer lost); with
+    ``forever_from``, every step from that one on."""
+    from shmatari.ray.node import Node
+
+    class Blip(Node):
+        def step(self, ids, actions):
+            self.steps = getattr(self, "steps", 0) + 1
+            self.blips = getattr(self, "blips", 0)
+            if self.node == 1 and (self.steps == 4 and self.blips < 3 if forever_from is None
+                                   else self.steps >= forever_from):
+                self.steps -= 1  # it did not run
+                self.blips += 1
+                raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
+            return Node.step.__wrapped__(self, ids, actions)
+
+        def call(self, seq, keep, kind, args):
+            out = Node.call(self, seq, keep, kind, args)
+            if self.node == 1 and kind == "step" and getattr(self, "steps", 0) == 8 \
+                    and not getattr(self, "lost", False):
+                self.lost = True
+                raise ray.exceptions.ActorUnavailableError("simulated: answer lost", None)
+            return out
+
+    return Blip
+
+
+def test_an_unavailable_node_is_waited_for_and_its_calls_sent_again(cluster, monkeypatch):
+    """Ray's ActorUnavailableError (an actor unreachable for now: a network
+    blip, or Ray restarting it) was taken for a dead node: the pool broke
+    (or, with restart_workers, rebuilt the node's pool; an audit,
+    2026-12-07). The call is sent again within the call's timeout, and a
+    call that ran before its answer was lost is not run twice: the streams
+    equal a local pool's, the node neither restarted nor reported dead."""
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _blipping_node())
+    n, steps = 4, 12
+    actions = np.random.default_rng(6).integers(0, 4, (steps, n))
+    with shmatari.make("Breakout", n, seed=5, **POOL) as local, \
+            sray.make("Breakout", n, num_nodes=2, seed=5, **POOL) as remote:
+        pid = remote.nodes[1]["pid"]
+        assert_same_rows(as_step(*local.reset()), as_step(*remote.reset()))
+        for t, a in enumerate(actions):
+            assert_same_rows(local.step(a), remote.step(a, timeout=30), where=f"at step {t}")
+        assert remote.nodes[1]["restarts"] == 0 and remote.nodes[1]["pid"] == pid
+        assert not remote._unreachable
+
+
+def test_a_node_unavailable_past_the_timeout_is_reported_dead(cluster, monkeypatch):
+    """A node Ray calls unavailable through the whole call's timeout is
+    reported dead then (WorkerError naming it, the pool broken), not at its
+    first ActorUnavailableError (at once, until 2026-12-07)."""
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _blipping_node(forever_from=3))
+    with sray.make("Breakout", 4, num_nodes=2, seed=0, **POOL) as env:
+        env.reset()
+        for _ in range(2):
+            env.step(np.zeros(4, np.int64))
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.WorkerError) as exc:
+            env.step(np.zeros(4, np.int64), timeout=2)
+        took = time.monotonic() - t0
+        assert 1.9 <= took < 10, took
+        assert exc.value.worker == 1 and exc.value.env_ids == range(2, 4)
+        text = str(exc.value)
+        assert "node 1" in text and "unavailable for" in text and "past the call's timeout" \
+            in text and "simulated: request lost" in text, text
+        with pytest.raises(shmatari.PoolClosedError):
+            env.step(np.zeros(4, np.int64))
+
+
 def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
     """With ram_info, a masked reset that observes envs gave them 1-D zero
     rows of info["ram"], which broke the node's merge (WorkerError); they

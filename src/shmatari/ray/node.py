@@ -78,6 +78,7 @@ class Node:
         self.node, self.begin, self.count = node, begin, count
         self.args = dict(pool_args)
         self.env = None
+        self.replies: dict = {}  # seq -> the answer of a call the trainer may ask again
 
     # The pool's workers start with the local pool's default: zygote on
     # Linux (forked from a clean helper that never imports the actor's
@@ -104,6 +105,7 @@ class Node:
 
         if self.env is not None:
             self.env.close()
+        self.replies = {}  # answers of the old pool's calls
         args = dict(self.args)
         game = args.pop("game")
         self.env = shmatari.make(game, self.count, env_index_offset=self.begin,
@@ -144,6 +146,25 @@ class Node:
                 "segment_name": self.env.segment_name}
 
     # -- commands ----------------------------------------------------------------
+    def call(self, seq: int, keep: int, kind: str, args: tuple) -> dict:
+        """Runs command ``kind`` (``"step"`` or ``"reset"``) with ``args``, once
+        per ``seq`` (the trainer's number of the call): the same ``seq`` sent
+        again gets the packet of its first run, not a second step. The
+        trainer sends a call again when Ray answered it with
+        ActorUnavailableError, which may come after the call ran and its
+        answer was lost. Answers of calls below ``keep`` (the trainer's
+        oldest call to this node still unanswered) are dropped. A call that
+        raised is not kept: sent again, it runs again."""
+        for s in [s for s in self.replies if s < keep]:
+            del self.replies[s]
+        if seq in self.replies:
+            return self.replies[seq]
+        if kind not in ("step", "reset"):
+            raise ValueError(f"no command {kind!r}: 'step' or 'reset'")
+        packet = getattr(self, kind)(*args)
+        self.replies[seq] = packet
+        return packet
+
     @_reported
     def reset(self, mask, observe, seed) -> dict:
         """Resets the envs in ``mask`` (bool (count,), or None: all) and

@@ -209,6 +209,8 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self._last_ids = None       # env_id of the last batch returned
         self._inflight: dict = {}   # ObjectRef -> (seq, node, kind, args)
         self._seq = 0
+        # seq -> (time.monotonic() its node was first unavailable, Ray's last error)
+        self._unreachable: dict = {}
         self._ready: list = []      # decoded rows not yet returned
         self._ready_count = 0
         self.wire_bytes = 0         # bytes of arrays received from the nodes
@@ -302,9 +304,14 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         check_usable(self.closed, self._broken)
 
     def _submit(self, k: int, kind: str, args: tuple, seq: int | None = None) -> None:
+        """Sends node ``k`` a command (``seq``: a call sent again keeps its number)."""
         actor = self._actors[k]
+        if seq is None:
+            seq = self._seq = self._seq + 1
+        # the node keeps the answers from its oldest call unanswered on (Node.call)
+        keep = min([v[0] for v in self._inflight.values() if v[1] == k] + [seq])
         try:
-            ref = actor.step.remote(*args) if kind == "step" else actor.reset.remote(*args)
+            ref = actor.call.remote(seq, keep, kind, args)
         except Exception as exc:  # noqa: BLE001 - Ray refused the call (its actor is gone)
             text = _core.printable(str(exc).strip()).partition("\n")[0]
             raise self._break(WorkerError.of(
@@ -313,8 +320,6 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 f"cannot be called: Ray refused the call ({text or type(exc).__name__}; "
                 f"after ray.shutdown() and ray.init(), a pool of the old cluster is gone)",
                 worker=k, label="node")) from None
-        if seq is None:
-            seq = self._seq = self._seq + 1
         self._inflight[ref] = (seq, k, kind, args)
 
     # -- the async API -------------------------------------------------------------
@@ -393,13 +398,16 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                         0.0, deadline - time.monotonic())))[0]:
                     if time.monotonic() < deadline:
                         continue
+                    if self._unreachable_past(deadline):
+                        break  # restarted (restart_workers): its call sent again
                     k = self._inflight[ref][1]
                     raise StepTimeoutError(
                         f"reset() waited for the commands in flight past its timeout: node "
                         f"{k} (envs {int(self._bounds[k])}..{int(self._bounds[k + 1]) - 1}) "
                         f"has not answered; nothing was dropped or reset (reset() again, or "
                         f"close() the pool)")
-            self._receive(ref)
+            if ref in self._inflight:  # (not if its node was restarted meanwhile)
+                self._receive(ref, deadline)
         self._ready, self._ready_count = [], 0
 
     def recv(self, timeout: float | None = None):
@@ -420,7 +428,11 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             CallOrderError: fewer than ``batch_size`` envs are running.
             WorkerError: a node's actor died (as soon as Ray reports it), or
                 its pool failed, naming the node and its envs; with
-                ``restart_workers`` only if its restart fails.
+                ``restart_workers`` only if its restart fails. A node Ray
+                calls unavailable (ActorUnavailableError: a network blip,
+                a restart) is sent its calls again, each answered once,
+                and is dead only if still unavailable at ``timeout`` (no
+                timeout: ``start_timeout`` after its first such error).
             PoolClosedError: the pool is closed or broken.
         """
         self._usable()
@@ -447,14 +459,19 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                                        timeout=0)[0], key=lambda r: self._inflight[r][0])
             for ref in done:
                 if ref in self._inflight:
-                    self._receive(ref)
+                    self._receive(ref, deadline)
             if not done and deadline is not None and time.monotonic() >= deadline:
+                if self._unreachable_past(deadline):
+                    continue  # restarted (restart_workers): its answers come later
                 raise StepTimeoutError(
                     f"{caller}() got no {self.batch_size} result(s) within {asked:g} s; "
                     f"nothing was taken: the results come with recv() (or close() the pool)")
         return self._take_batch()
 
-    def _receive(self, ref) -> None:
+    def _receive(self, ref, deadline: float | None = None) -> None:
+        """Takes the answer of call ``ref``; ``deadline``: the caller's
+        (``time.monotonic()``, None: none), how long a node Ray calls
+        unavailable is waited for."""
         # Taken out of _inflight once ray.get has answered: a Ctrl-C while it
         # waits (reset()'s drain) leaves the call in flight, as the local
         # pool's reset() does. Popped before, its reply was lost: the next
@@ -463,6 +480,12 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         seq, k, kind, args = self._inflight[ref]
         try:
             packet = ray.get(ref)
+        except ray.exceptions.ActorUnavailableError as exc:
+            # Before RayActorError (its base): not a dead actor (a network
+            # blip, or Ray restarting it), taken for one until 2026-12-07.
+            del self._inflight[ref]
+            self._unavailable(k, exc, (seq, kind, args), deadline)
+            return
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
                 ray.exceptions.OwnerDiedError) as exc:
             del self._inflight[ref]
@@ -480,6 +503,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 return
             raise self._break(self._node_error(k, exc)) from None
         del self._inflight[ref]
+        self._unreachable.pop(seq, None)
         problem = self._malformed(packet, k, kind, args)
         if problem:
             raise self._break(WorkerError.of(
@@ -572,12 +596,59 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 return f"{key!r} has {len(v)} rows, the reply {n}"
         return ""
 
-    def _node_died(self, k: int, exc: BaseException, call: tuple) -> None:
-        """Raises WorkerError, or restarts node ``k`` and resends its calls."""
-        err = self._node_error(k, exc)
+    def _unavailable(self, k: int, exc: BaseException, call: tuple,
+                     deadline: float | None) -> None:
+        """Node ``k``'s answer to ``call`` (seq, kind, args) is Ray's
+        ActorUnavailableError: its actor is unreachable for now (a network
+        blip, or Ray restarting it), and the call may or may not have run.
+        Sends the call again (the node answers a call it ran with its first
+        answer: Node.call), after 0.1 s, until ``deadline`` (None: the
+        pool's ``start_timeout`` from the first time); past it, the node is
+        dead (:meth:`_node_died`: WorkerError, or a restart). A restarted
+        actor answers NodeRestarted, a dead one ActorDiedError: both are
+        the dead node's paths."""
+        seq, kind, args = call
+        now = time.monotonic()
+        since = self._unreachable.get(seq, (now,))[0]
+        self._unreachable[seq] = (since, exc)
+        limit = since + self._start_timeout if deadline is None else deadline
+        if now >= limit:
+            self._unreachable.pop(seq, None)
+            cause = getattr(exc, "cause", None)  # Ray's error, raised in the actor
+            head = _core.printable(str(cause if cause is not None else exc).strip())
+            head = head.partition("\n")[0]
+            waited = (f"the call's timeout" if deadline is not None else
+                      f"start_timeout={self._start_timeout:g} s (the call has no timeout)")
+            self._node_died(k, exc, call, self._node_error_text(
+                k, f"died: Ray said it was unavailable for {now - since:.1f} s, past "
+                   f"{waited} ({head or type(exc).__name__})", ""))
+            return
+        time.sleep(min(0.1, limit - now))
+        self._submit(k, kind, args, seq)
+
+    def _unreachable_past(self, deadline: float) -> bool:
+        """At ``deadline`` (passed), a call sent again to a node Ray called
+        unavailable and not answered since: that node is dead
+        (:meth:`_unavailable`; True, or WorkerError). False: none."""
+        late = [r for r, v in self._inflight.items() if v[0] in self._unreachable]
+        if not late:
+            return False
+        seq, k, kind, args = self._inflight[min(late, key=lambda r: self._inflight[r][0])]
+        self._unavailable(k, self._unreachable[seq][1], (seq, kind, args), deadline)
+        return True
+
+    def _node_died(self, k: int, exc: BaseException, call: tuple,
+                   err: WorkerError | None = None) -> None:
+        """Raises WorkerError (``err``, default the one ``exc`` says), or
+        restarts node ``k`` and resends its calls."""
+        err = self._node_error(k, exc) if err is None else err
+        for s in [c[0] for c in self._inflight.values() if c[1] == k] + [call[0]]:
+            self._unreachable.pop(s, None)
         if not self._restart:
             raise self._break(err)
-        calls = [call] + [(s, kind, a) for r, (s, n, kind, a) in self._inflight.items() if n == k]
+        # (call may be in flight still: sent again to a node unavailable past the timeout)
+        calls = [call] + [(s, kind, a) for r, (s, n, kind, a) in self._inflight.items()
+                          if n == k and s != call[0]]
         dropped = [r for r, v in self._inflight.items() if v[1] == k]
         for r in dropped:
             del self._inflight[r]
