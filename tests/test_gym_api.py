@@ -316,20 +316,33 @@ def test_gymnasiums_sync_vector_env_seeds_env_i_with_seed_plus_i_as_the_docs_say
 
 def test_a_pool_closed_by_a_discarded_gymnasium_wrapper_says_what_closes_it():
     """Gymnasium's vector wrappers close the env they wrap when they are
-    closed or garbage-collected; a newcomer who wrapped a pool to try a
-    wrapper, dropped the wrapper and stepped the pool got "the env pool is
-    closed" and nothing on who closed it (a newcomer's pass)."""
+    closed or, up to Gymnasium 1.3, garbage-collected (``VectorEnv.__del__``;
+    1.4 dropped it); a newcomer who wrapped a pool to try a wrapper, dropped
+    the wrapper and stepped the pool got "the env pool is closed" and
+    nothing on who closed it (a newcomer's pass). Where the Gymnasium
+    installed closes nothing on collection, the pool steps on."""
     import gc
 
+    import gymnasium
     from gymnasium.wrappers.vector import NormalizeReward
 
+    closes_on_gc = "__del__" in gymnasium.vector.VectorEnv.__dict__
     env = shmatari.make("Breakout", num_envs=2, num_workers=1, seed=0)
-    env.reset()
-    wrapper = NormalizeReward(env)
-    del wrapper
-    gc.collect()
-    with pytest.raises(shmatari.PoolClosedError,
-                       match=r"^the env pool is closed: its close\(\) ran \(.*Gymnasium "
-                             r"wrapper around it"):
-        env.step(np.zeros(2, np.int64))
-    env.close()
+    try:
+        env.reset()
+        wrapper = NormalizeReward(env)
+        del wrapper
+        gc.collect()
+        if closes_on_gc:
+            with pytest.raises(shmatari.PoolClosedError,
+                               match=r"^the env pool is closed: its close\(\) ran \(.*Gymnasium "
+                                     r"wrapper around it"):
+                env.step(np.zeros(2, np.int64))
+        else:
+            obs = env.step(np.zeros(2, np.int64))[0]
+            assert obs.shape == (2, 4, 84, 84)
+        NormalizeReward(env).close()  # every Gymnasium: an explicit close closes the pool
+        with pytest.raises(shmatari.PoolClosedError, match="Gymnasium wrapper around it"):
+            env.step(np.zeros(2, np.int64))
+    finally:
+        env.close()
