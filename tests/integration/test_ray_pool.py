@@ -433,6 +433,126 @@ def test_a_node_unavailable_past_the_timeout_is_reported_dead(cluster, monkeypat
             env.step(np.zeros(4, np.int64))
 
 
+def _blip_then_slow_node(seconds):
+    """A Node whose node 1 loses the request of its 3rd step once (Ray's
+    ActorUnavailableError) and then takes ``seconds`` over the call sent
+    again."""
+    from shmatari.ray.node import Node
+
+    class BlipThenSlow(Node):
+        def step(self, ids, actions):
+            self.steps = getattr(self, "steps", 0) + 1
+            if self.node == 1 and self.steps == 3:
+                if not getattr(self, "blipped", False):
+                    self.blipped = True
+                    self.steps -= 1  # it did not run
+                    raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
+                time.sleep(seconds)
+            return Node.step.__wrapped__(self, ids, actions)
+
+    return BlipThenSlow
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_slow_answer_to_a_call_sent_again_is_a_timeout_not_a_dead_node(cluster, monkeypatch,
+                                                                         restart):
+    """A node Ray called unavailable once, whose call sent again is merely
+    slow, was reported dead at the call's timeout (the pool broken, or with
+    restart_workers a live node rebuilt and the call 4.3 s long for a
+    timeout of 2: a review of the resend, 2026-12-07). Ray said nothing
+    more, so it is the slow node's StepTimeoutError, nothing dropped, and
+    the next recv() has the batch."""
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _blip_then_slow_node(4))
+    with sray.make("Breakout", 4, num_nodes=2, seed=0, restart_workers=restart,
+                   **POOL) as env:
+        env.reset()
+        for _ in range(2):
+            env.step(np.zeros(4, np.int64))
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.StepTimeoutError):
+            env.step(np.zeros(4, np.int64), timeout=2)
+        assert time.monotonic() - t0 < 3.5
+        obs, _, _, _, info = env.recv(timeout=30)
+        assert sorted(info["env_id"].tolist()) == [0, 1, 2, 3]
+        assert not info["worker_restarted"].any()
+        assert [n["restarts"] for n in env.nodes] == [0, 0]
+
+
+def test_a_ctrl_c_in_the_pause_before_a_call_is_sent_again_loses_nothing(cluster, monkeypatch):
+    """A Ctrl-C in the 0.1 s pause before a call Ray answered with
+    ActorUnavailableError is sent again took the call out of flight: the
+    next recv() broke the pool ("left 2 result(s) of this batch unanswered
+    with nothing in flight"; a review, 2026-12-07). The call stays in
+    flight until it is sent again, and recv() has the batch."""
+    import types
+
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _blip_then_slow_node(0))
+    interrupted = []
+
+    def sleep(seconds):
+        if not interrupted:  # the Ctrl-C arrives in the pause
+            interrupted.append(seconds)
+            raise KeyboardInterrupt
+        time.sleep(seconds)
+
+    monkeypatch.setattr(vector, "time", types.SimpleNamespace(monotonic=time.monotonic,
+                                                              sleep=sleep))
+    with sray.make("Breakout", 4, num_nodes=2, seed=0, **POOL) as env:
+        env.reset()
+        for _ in range(2):
+            env.step(np.zeros(4, np.int64))
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros(4, np.int64), timeout=30)
+        assert interrupted and interrupted[0] <= 0.1
+        obs, _, _, _, info = env.recv(timeout=30)
+        assert sorted(info["env_id"].tolist()) == [0, 1, 2, 3]
+
+
+def test_reset_timeout_holds_with_a_call_sent_again_and_another_node_stuck(cluster, monkeypatch):
+    """reset(timeout=...) drains the calls in flight: with one node's call
+    sent again after ActorUnavailableError and another node stuck, it
+    waited for the stuck node with no limit once it had dealt with the
+    first (19.5 s for a timeout of 2 in a review, 2026-12-07). It raises
+    StepTimeoutError at its timeout, naming the stuck node, and restarts no
+    node that Ray did not call unavailable again."""
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    class Faults(Node):
+        def step(self, ids, actions):
+            self.steps = getattr(self, "steps", 0) + 1
+            if self.steps == 1 and self.node == 0:
+                time.sleep(8)  # stuck
+            elif self.steps == 1 and self.node == 1:
+                if not getattr(self, "blipped", False):
+                    self.blipped = True
+                    self.steps -= 1
+                    raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
+                time.sleep(4)
+            elif self.steps == 1:
+                time.sleep(0.5)
+            return Node.step.__wrapped__(self, ids, actions)
+
+    monkeypatch.setattr(vector, "Node", Faults)
+    with sray.make("Breakout", 6, num_nodes=3, seed=0, batch_size=2, restart_workers=True,
+                   **POOL) as env:
+        env.reset()
+        env.recv()
+        env.recv()
+        env.send(np.zeros(6, np.int64), np.arange(6))
+        assert sorted(env.recv(timeout=30)[4]["env_id"].tolist()) == [4, 5]
+        t0 = time.monotonic()
+        with pytest.raises(shmatari.StepTimeoutError) as exc:
+            env.reset(timeout=1)
+        assert time.monotonic() - t0 < 3
+        assert "node 0 (envs 0..1) has not answered" in str(exc.value), exc.value
+        assert [n["restarts"] for n in env.nodes] == [0, 0, 0]
+
+
 def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
     """With ram_info, a masked reset that observes envs gave them 1-D zero
     rows of info["ram"], which broke the node's merge (WorkerError); they

@@ -29,6 +29,9 @@ _log = logging.getLogger("shmatari")
 #: Seconds between checks of the deadline while waiting for results.
 _POLL = 0.5
 
+#: Seconds a call sent again to an unavailable node is waited for past the deadline.
+_RESEND_GRACE = 0.3
+
 
 def _deadline(timeout: float | None) -> float | None:
     """``time.monotonic()`` ``timeout`` seconds on; None for None or an
@@ -399,15 +402,17 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     if time.monotonic() < deadline:
                         continue
                     if self._unreachable_past(deadline):
-                        break  # restarted (restart_workers): its call sent again
+                        break  # its answer taken, or restarted: choose the oldest again
                     k = self._inflight[ref][1]
                     raise StepTimeoutError(
                         f"reset() waited for the commands in flight past its timeout: node "
                         f"{k} (envs {int(self._bounds[k])}..{int(self._bounds[k + 1]) - 1}) "
                         f"has not answered; nothing was dropped or reset (reset() again, or "
                         f"close() the pool)")
-            if ref in self._inflight:  # (not if its node was restarted meanwhile)
-                self._receive(ref, deadline)
+                else:
+                    self._receive(ref, deadline)
+                continue  # (its node restarted meanwhile, or another call answered)
+            self._receive(ref, deadline)
         self._ready, self._ready_count = [], 0
 
     def recv(self, timeout: float | None = None):
@@ -431,8 +436,10 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 ``restart_workers`` only if its restart fails. A node Ray
                 calls unavailable (ActorUnavailableError: a network blip,
                 a restart) is sent its calls again, each answered once,
-                and is dead only if still unavailable at ``timeout`` (no
-                timeout: ``start_timeout`` after its first such error).
+                and is dead only if Ray calls it unavailable again at or
+                past ``timeout`` (no timeout: ``start_timeout`` after its
+                first such error); a call sent again that is only slow ends
+                in StepTimeoutError.
             PoolClosedError: the pool is closed or broken.
         """
         self._usable()
@@ -483,8 +490,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         except ray.exceptions.ActorUnavailableError as exc:
             # Before RayActorError (its base): not a dead actor (a network
             # blip, or Ray restarting it), taken for one until 2026-12-07.
-            del self._inflight[ref]
-            self._unavailable(k, exc, (seq, kind, args), deadline)
+            self._unavailable(k, exc, (seq, kind, args), deadline, ref)
             return
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
                 ray.exceptions.OwnerDiedError) as exc:
@@ -597,22 +603,24 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         return ""
 
     def _unavailable(self, k: int, exc: BaseException, call: tuple,
-                     deadline: float | None) -> None:
-        """Node ``k``'s answer to ``call`` (seq, kind, args) is Ray's
-        ActorUnavailableError: its actor is unreachable for now (a network
-        blip, or Ray restarting it), and the call may or may not have run.
-        Sends the call again (the node answers a call it ran with its first
-        answer: Node.call), after 0.1 s, until ``deadline`` (None: the
-        pool's ``start_timeout`` from the first time); past it, the node is
-        dead (:meth:`_node_died`: WorkerError, or a restart). A restarted
-        actor answers NodeRestarted, a dead one ActorDiedError: both are
-        the dead node's paths."""
+                     deadline: float | None, ref=None) -> None:
+        """Node ``k``'s answer to ``call`` (seq, kind, args; ``ref``: its
+        ObjectRef, in flight until the call is sent again) is Ray's
+        ActorUnavailableError. Sends the call again after 0.1 s; the node is
+        dead once Ray has said so again past ``deadline`` (None: the pool's
+        ``start_timeout`` from the first time): a first word is always
+        followed by one resend."""
         seq, kind, args = call
+        if any(v[0] == seq and r != ref for r, v in self._inflight.items()):
+            self._inflight.pop(ref, None)  # sent again already (an interrupted resend)
+            return
         now = time.monotonic()
+        first = seq not in self._unreachable
         since = self._unreachable.get(seq, (now,))[0]
         self._unreachable[seq] = (since, exc)
         limit = since + self._start_timeout if deadline is None else deadline
-        if now >= limit:
+        if now >= limit and not first:
+            self._inflight.pop(ref, None)
             self._unreachable.pop(seq, None)
             cause = getattr(exc, "cause", None)  # Ray's error, raised in the actor
             head = _core.printable(str(cause if cause is not None else exc).strip())
@@ -623,18 +631,24 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                 k, f"died: Ray said it was unavailable for {now - since:.1f} s, past "
                    f"{waited} ({head or type(exc).__name__})", ""))
             return
-        time.sleep(min(0.1, limit - now))
+        time.sleep(max(0.0, min(0.1, limit - now)))
         self._submit(k, kind, args, seq)
+        self._inflight.pop(ref, None)
 
     def _unreachable_past(self, deadline: float) -> bool:
-        """At ``deadline`` (passed), a call sent again to a node Ray called
-        unavailable and not answered since: that node is dead
-        (:meth:`_unavailable`; True, or WorkerError). False: none."""
+        """At ``deadline`` (passed): a call sent again to a node Ray called
+        unavailable and not answered since is given a moment (_RESEND_GRACE)
+        for Ray's word; unavailable again, the node is dead. True: an answer
+        was taken (or the node restarted); False: none came (the caller's
+        StepTimeoutError: the call stays in flight, a pending call is not
+        an unavailable one)."""
         late = [r for r, v in self._inflight.items() if v[0] in self._unreachable]
         if not late:
             return False
-        seq, k, kind, args = self._inflight[min(late, key=lambda r: self._inflight[r][0])]
-        self._unavailable(k, self._unreachable[seq][1], (seq, kind, args), deadline)
+        ref = min(late, key=lambda r: self._inflight[r][0])
+        if not ray.wait([ref], timeout=_RESEND_GRACE)[0]:
+            return False
+        self._receive(ref, deadline)
         return True
 
     def _node_died(self, k: int, exc: BaseException, call: tuple,
