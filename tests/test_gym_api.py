@@ -316,8 +316,8 @@ def test_gymnasiums_sync_vector_env_seeds_env_i_with_seed_plus_i_as_the_docs_say
 
 def test_a_pool_closed_by_a_discarded_gymnasium_wrapper_says_what_closes_it():
     """Gymnasium's vector wrappers close the env they wrap when they are
-    closed or, up to Gymnasium 1.3, garbage-collected (``VectorEnv.__del__``;
-    1.4 dropped it); a newcomer who wrapped a pool to try a wrapper, dropped
+    closed or, up to Gymnasium 1.2, garbage-collected (``VectorEnv.__del__``;
+    1.3 dropped it); a newcomer who wrapped a pool to try a wrapper, dropped
     the wrapper and stepped the pool got "the env pool is closed" and
     nothing on who closed it (a newcomer's pass). Where the Gymnasium
     installed closes nothing on collection, the pool steps on."""

@@ -93,7 +93,7 @@ class PoolClosedError(ShmatariError, RuntimeError):
 #: wrapper had closed the pool on garbage collection could not tell why.
 CLOSED = ("the env pool is closed: its close() ran (called by this code, at the end of "
           "a with block, at interpreter exit, or by a Gymnasium wrapper around it, whose "
-          "close() closes the env it wraps, and up to Gymnasium 1.3 its garbage collection "
+          "close() closes the env it wraps, and up to Gymnasium 1.2 its garbage collection "
           "too); make a new pool to go on")
 
 

@@ -156,8 +156,9 @@ def make_vec(num_envs: int = 1, *, game: str, episode_statistics: bool = False,
         episode_statistics: keep shmatari's ``info["episode"]``; False
             (default) leaves it to ``RecordEpisodeStatistics``. With
             ``autoreset_mode="same_step"`` pass True and do not wrap:
-            Gymnasium 1.2's wrapper counts every episode after an env's
-            first one step short there (docs/migration.md).
+            Gymnasium 1.2's and 1.3's wrapper (not 1.4's) counts every
+            episode after an env's first one step short there
+            (docs/migration.md).
         **kwargs: :func:`shmatari.make`'s arguments (``seed``,
             ``batch_size``, ``frame_skip``, ``autoreset_mode``, ...), or
             ale-py's names for them (:func:`ale_kwargs`).
