@@ -469,7 +469,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     self._receive(ref, deadline)
             if not done and deadline is not None and time.monotonic() >= deadline:
                 if self._unreachable_past(deadline):
-                    continue  # restarted (restart_workers): its answers come later
+                    continue  # a resent call's answer taken, or its node restarted: wait again
                 raise StepTimeoutError(
                     f"{caller}() got no {self.batch_size} result(s) within {asked:g} s; "
                     f"nothing was taken: the results come with recv() (or close() the pool)")
