@@ -362,21 +362,24 @@ def _blipping_node(forever_from=None):
     """A Node whose node 1 Ray calls unavailable (ActorUnavailableError, as
     for a network blip): its 4th step three times before it runs (the
     request lost), its 8th step after it ran (the answer lost); with
-    ``forever_from``, every step from that one on."""
+    ``forever_from``, every step from that one on. A lost request is
+    raised before Node.call (it never reached the node): raised inside
+    the call, the node would keep it as the call's error answer."""
     from shmatari.ray.node import Node
 
     class Blip(Node):
         def step(self, ids, actions):
             self.steps = getattr(self, "steps", 0) + 1
-            self.blips = getattr(self, "blips", 0)
-            if self.node == 1 and (self.steps == 4 and self.blips < 3 if forever_from is None
-                                   else self.steps >= forever_from):
-                self.steps -= 1  # it did not run
-                self.blips += 1
-                raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
             return Node.step.__wrapped__(self, ids, actions)
 
         def call(self, seq, keep, kind, args):
+            nxt = getattr(self, "steps", 0) + 1  # the step this call would run
+            self.blips = getattr(self, "blips", 0)
+            if self.node == 1 and kind == "step" and seq not in self.replies and (
+                    nxt == 4 and self.blips < 3 if forever_from is None
+                    else nxt >= forever_from):
+                self.blips += 1
+                raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
             out = Node.call(self, seq, keep, kind, args)
             if self.node == 1 and kind == "step" and getattr(self, "steps", 0) == 8 \
                     and not getattr(self, "lost", False):
@@ -435,7 +438,8 @@ def test_a_node_unavailable_past_the_timeout_is_reported_dead(cluster, monkeypat
 
 def _blip_then_slow_node(seconds):
     """A Node whose node 1 loses the request of its 3rd step once (Ray's
-    ActorUnavailableError) and then takes ``seconds`` over the call sent
+    ActorUnavailableError, raised before Node.call: the request never
+    reached the node) and then takes ``seconds`` over the call sent
     again."""
     from shmatari.ray.node import Node
 
@@ -443,12 +447,15 @@ def _blip_then_slow_node(seconds):
         def step(self, ids, actions):
             self.steps = getattr(self, "steps", 0) + 1
             if self.node == 1 and self.steps == 3:
-                if not getattr(self, "blipped", False):
-                    self.blipped = True
-                    self.steps -= 1  # it did not run
-                    raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
                 time.sleep(seconds)
             return Node.step.__wrapped__(self, ids, actions)
+
+        def call(self, seq, keep, kind, args):
+            if self.node == 1 and kind == "step" and getattr(self, "steps", 0) == 2 \
+                    and not getattr(self, "blipped", False):
+                self.blipped = True
+                raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
+            return Node.call(self, seq, keep, kind, args)
 
     return BlipThenSlow
 
@@ -528,14 +535,18 @@ def test_reset_timeout_holds_with_a_call_sent_again_and_another_node_stuck(clust
             if self.steps == 1 and self.node == 0:
                 time.sleep(8)  # stuck
             elif self.steps == 1 and self.node == 1:
-                if not getattr(self, "blipped", False):
-                    self.blipped = True
-                    self.steps -= 1
-                    raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
                 time.sleep(4)
             elif self.steps == 1:
                 time.sleep(0.5)
             return Node.step.__wrapped__(self, ids, actions)
+
+        def call(self, seq, keep, kind, args):
+            # the request of node 1's first step lost once, before it reached the node
+            if self.node == 1 and kind == "step" and not getattr(self, "steps", 0) \
+                    and not getattr(self, "blipped", False):
+                self.blipped = True
+                raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
+            return Node.call(self, seq, keep, kind, args)
 
     monkeypatch.setattr(vector, "Node", Faults)
     with sray.make("Breakout", 6, num_nodes=3, seed=0, batch_size=2, restart_workers=True,
