@@ -564,6 +564,81 @@ def test_reset_timeout_holds_with_a_call_sent_again_and_another_node_stuck(clust
         assert [n["restarts"] for n in env.nodes] == [0, 0, 0]
 
 
+def _node_losing_an_error_answer(fail_after_step):
+    """A Node whose node 1 loses the answer of its first call that raises
+    (Ray's ActorUnavailableError after the call ran) and counts the runs of
+    its step by call number (``runs()``). ``fail_after_step``: its 3rd step
+    raises RuntimeError once, after its envs stepped; else the real step."""
+    from shmatari.ray.node import Node
+
+    class LosesError(Node):
+        def step(self, ids, actions):
+            self.ran = getattr(self, "ran", {})
+            self.ran[self.seq] = self.ran.get(self.seq, 0) + 1
+            if fail_after_step and self.node == 1 and len(self.ran) == 3 \
+                    and not getattr(self, "failed", False):
+                self.failed = True
+                Node.step(self, ids, actions)  # its envs step
+                raise RuntimeError("simulated: failed after its envs stepped")
+            return Node.step(self, ids, actions)
+
+        def call(self, seq, keep, kind, args):
+            self.seq = seq
+            try:
+                return Node.call(self, seq, keep, kind, args)
+            except Exception:
+                if self.node == 1 and not getattr(self, "lost", False):
+                    self.lost = True
+                    raise ray.exceptions.ActorUnavailableError("simulated: answer lost",
+                                                               None) from None
+                raise
+
+        def runs(self):
+            return dict(getattr(self, "ran", {}))
+
+    return LosesError
+
+
+@pytest.mark.parametrize("fault,restart", [("worker_killed", False),
+                                           ("raised_after_stepping", False),
+                                           ("raised_after_stepping", True)])
+def test_a_call_whose_error_answer_was_lost_is_not_run_again(cluster, monkeypatch, fault,
+                                                               restart):
+    """A node's call that raised (its pool's WorkerError, or any error after
+    its envs stepped) was not kept: its error answer lost (Ray's
+    ActorUnavailableError), the call sent again ran again, stepping the
+    envs a second time; the trainer got another error (PoolClosedError for
+    the dead worker's WorkerError) or none at all (the rows of a second
+    step; a review of the resend, 2026-12-07). The call sent again gets the
+    first error, its text whole, and no call runs twice."""
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _node_losing_an_error_answer(
+        fault == "raised_after_stepping"))
+    with sray.make("Breakout", 4, num_nodes=2, seed=0, restart_workers=restart,
+                   **POOL) as env:
+        env.reset()
+        env.step(np.zeros(4, np.int64))
+        if fault == "worker_killed":
+            dead = env.nodes[1]["worker_pids"][0]
+            os.kill(dead, signal.SIGKILL)
+        with pytest.raises(shmatari.WorkerError) as exc:
+            for _ in range(100):
+                env.step(np.zeros(4, np.int64), timeout=30)
+        runs = ray.get(env.actors[1].runs.remote(), timeout=30)
+        assert max(runs.values()) == 1, f"a call ran twice: {runs}"
+        assert exc.value.worker == 1 and exc.value.env_ids == range(2, 4)
+        text = str(exc.value)
+        if fault == "worker_killed":
+            assert f"its pool raised WorkerError: worker 0 (pid {dead}, envs 2..3) died" \
+                in text and "SIGKILL" in text and "PoolClosedError" not in text, text
+        else:
+            assert "its pool raised simulated: failed after its envs stepped" in text, text
+        assert [n["restarts"] for n in env.nodes] == [0, 0]
+        with pytest.raises(shmatari.PoolClosedError):
+            env.step(np.zeros(4, np.int64))
+
+
 def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
     """With ram_info, a masked reset that observes envs gave them 1-D zero
     rows of info["ram"], which broke the node's merge (WorkerError); they

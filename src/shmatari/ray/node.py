@@ -26,6 +26,15 @@ class NodeRestarted(RuntimeError):
     (``RayVectorEnv._node_died``) and sends the command again."""
 
 
+class _Raised:
+    """A call's error answer, kept (``Node.replies``) to be raised again."""
+
+    __slots__ = ("exc", "tb")
+
+    def __init__(self, exc: BaseException):
+        self.exc, self.tb = exc, exc.__traceback__
+
+
 def _global_envs(exc: BaseException, begin: int) -> str:
     """``str(exc)``, a WorkerError's env range (its local pool's indices,
     ``0..count-1``) written as the trainer's global env ids (``begin +``
@@ -78,7 +87,8 @@ class Node:
         self.node, self.begin, self.count = node, begin, count
         self.args = dict(pool_args)
         self.env = None
-        self.replies: dict = {}  # seq -> the answer of a call the trainer may ask again
+        # seq -> the answer (a packet, or _Raised) of a call the trainer may ask again
+        self.replies: dict = {}
 
     # The pool's workers start with the local pool's default: zygote on
     # Linux (forked from a clean helper that never imports the actor's
@@ -149,19 +159,38 @@ class Node:
     def call(self, seq: int, keep: int, kind: str, args: tuple) -> dict:
         """Runs command ``kind`` (``"step"`` or ``"reset"``) with ``args``, once
         per ``seq`` (the trainer's number of the call): the same ``seq`` sent
-        again gets the packet of its first run, not a second step. The
-        trainer sends a call again when Ray answered it with
+        again gets the answer of its first run, not a second step: its
+        packet, or the same exception raised again (its type, text and
+        attributes: a WorkerError of the pool, a bad argument), not a second
+        run that would step the envs already stepped or fail otherwise.
+        The trainer sends a call again when Ray answered it with
         ActorUnavailableError, which may come after the call ran and its
         answer was lost. Answers of calls below ``keep`` (the trainer's
-        oldest call to this node still unanswered) are dropped. A call that
-        raised is not kept: sent again, it runs again."""
+        oldest call to this node still unanswered) are dropped. A pool
+        built since (``start``) runs the calls again. (NodeRestarted, a
+        restarted actor with no pool, is not an answer: nothing ran.)
+
+        Raises:
+            ValueError: ``kind`` is no command.
+            RuntimeError: the command raised (the node's error, as
+                ``_reported`` writes it), now or when it first ran.
+        """
         for s in [s for s in self.replies if s < keep]:
             del self.replies[s]
-        if seq in self.replies:
-            return self.replies[seq]
-        if kind not in ("step", "reset"):
-            raise ValueError(f"no command {kind!r}: 'step' or 'reset'")
-        packet = getattr(self, kind)(*args)
+        answer = self.replies.get(seq)
+        if isinstance(answer, _Raised):
+            raise answer.exc.with_traceback(answer.tb)
+        if answer is not None:
+            return answer
+        try:
+            if kind not in ("step", "reset"):
+                raise ValueError(f"no command {kind!r}: 'step' or 'reset'")
+            packet = getattr(self, kind)(*args)
+        except NodeRestarted:
+            raise
+        except Exception as exc:  # noqa: BLE001 - kept, then sent to the trainer
+            self.replies[seq] = _Raised(exc)
+            raise
         self.replies[seq] = packet
         return packet
 
