@@ -639,6 +639,73 @@ def test_a_call_whose_error_answer_was_lost_is_not_run_again(cluster, monkeypatc
             env.step(np.zeros(4, np.int64))
 
 
+def test_a_late_copy_of_an_answered_call_is_refused_not_run(cluster, monkeypatch):
+    """A call's request that Ray delivers late, after the call sent again in
+    its place was answered and the trainer's later calls moved ``keep``
+    past it, found no answer kept (dropped below ``keep``) and ran again:
+    node 1's envs stepped twice and the streams left a local pool's (a
+    review of the resend, 2026-12-07). The node remembers the highest
+    ``keep`` and refuses such a call (LateCall), running nothing; within
+    ``keep`` a copy gets the kept answer. Node 1's first step is delayed
+    here (ActorUnavailableError, then its copy replayed inside the node at
+    the next two calls), and a copy is also sent through Ray."""
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    class Late(Node):
+        def step(self, ids, actions):
+            self.steps = getattr(self, "steps", 0) + 1
+            return Node.step.__wrapped__(self, ids, actions)
+
+        def call(self, seq, keep, kind, args):
+            self.log = getattr(self, "log", [])
+            if self.node == 1 and kind == "step" and not hasattr(self, "stash"):
+                self.stash = (seq, keep, kind, args)
+                raise ray.exceptions.ActorUnavailableError("simulated: request delayed", None)
+            if self.node == 1 and hasattr(self, "stash") and seq > self.stash[0] \
+                    and len(self.log) < 2:
+                before = self.steps
+                try:  # the delayed request arrives now
+                    Node.call(self, *self.stash)
+                    self.log.append("ran" if self.steps > before else "kept answer")
+                except Exception as exc:  # noqa: BLE001 - recorded for the test
+                    self.log.append(f"refused: {type(exc).__name__}: {exc}")
+            return Node.call(self, seq, keep, kind, args)
+
+        def late(self):
+            return list(getattr(self, "log", []))
+
+    monkeypatch.setattr(vector, "Node", Late)
+    actions = np.random.default_rng(3).integers(0, 4, (8, 4))
+    with shmatari.make("Breakout", 4, seed=2, **POOL) as local, \
+            sray.make("Breakout", 4, num_nodes=2, seed=2, **POOL) as remote:
+        assert_same_rows(as_step(*local.reset()), as_step(*remote.reset()))
+        for t, a in enumerate(actions[:4]):
+            assert_same_rows(local.step(a), remote.step(a, timeout=30), where=f"at step {t}")
+        log = ray.get(remote.actors[1].late.remote(), timeout=30)
+        assert len(log) == 2 and log[0] == "kept answer", log
+        assert log[1].startswith("refused: LateCall: node 1 refused call 4 (step)") \
+            and "not run" in log[1], log
+        # a late copy through Ray: refused, the trainer's calls unaffected
+        with pytest.raises(ray.exceptions.RayTaskError) as exc:
+            ray.get(remote.actors[1].call.remote(
+                4, 4, "step", (np.arange(2, dtype=np.int32), np.zeros(2, np.int64))),
+                timeout=30)
+        assert type(exc.value.cause).__name__ == "LateCall" \
+            and "refused call 4" in str(exc.value), exc.value
+        for t, a in enumerate(actions[4:]):
+            assert_same_rows(local.step(a), remote.step(a, timeout=30),
+                             where=f"at step {t + 4}")
+        assert [n["restarts"] for n in remote.nodes] == [0, 0] and not remote._unreachable
+        # were a refusal ever the answer to a call in flight (the trainer numbers
+        # none below a keep it sent), it would break the pool, not pass for rows
+        remote._submit(1, "step", (np.arange(2, dtype=np.int32), np.zeros(2, np.int64)), 4)
+        with pytest.raises(shmatari.WorkerError, match="refused a call this trainer waits for"):
+            remote._receive(next(iter(remote._inflight)), time.monotonic() + 30)
+        with pytest.raises(shmatari.PoolClosedError):
+            remote.step(actions[0])
+
+
 def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
     """With ram_info, a masked reset that observes envs gave them 1-D zero
     rows of info["ram"], which broke the node's merge (WorkerError); they

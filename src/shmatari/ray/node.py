@@ -26,6 +26,16 @@ class NodeRestarted(RuntimeError):
     (``RayVectorEnv._node_died``) and sends the command again."""
 
 
+class LateCall(RuntimeError):
+    """A call reached its node after the trainer had received the answers of
+    every call to that node up to a later one (a copy of a call that Ray
+    delivered late, after the call sent again in its place was answered):
+    not run, since it would step its envs a second time. The trainer waits
+    for no such call, so this answer reaches no one; were it ever the answer
+    to a call in flight, the trainer would break the pool with it (a node's
+    error), not take it for rows."""
+
+
 class _Raised:
     """A call's error answer, kept (``Node.replies``) to be raised again."""
 
@@ -89,6 +99,7 @@ class Node:
         self.env = None
         # seq -> the answer (a packet, or _Raised) of a call the trainer may ask again
         self.replies: dict = {}
+        self.kept_from = 0       # the highest keep seen: every call below it was answered
 
     # The pool's workers start with the local pool's default: zygote on
     # Linux (forked from a clean helper that never imports the actor's
@@ -115,7 +126,10 @@ class Node:
 
         if self.env is not None:
             self.env.close()
-        self.replies = {}  # answers of the old pool's calls
+        # answers of the old pool's calls; kept_from stays: a late copy of
+        # one of them is refused still (the trainer sends its calls in
+        # flight again, each at or above every keep it sent)
+        self.replies = {}
         args = dict(self.args)
         game = args.pop("game")
         self.env = shmatari.make(game, self.count, env_index_offset=self.begin,
@@ -165,23 +179,33 @@ class Node:
         run that would step the envs already stepped or fail otherwise.
         The trainer sends a call again when Ray answered it with
         ActorUnavailableError, which may come after the call ran and its
-        answer was lost. Answers of calls below ``keep`` (the trainer's
-        oldest call to this node still unanswered) are dropped. A pool
-        built since (``start``) runs the calls again. (NodeRestarted, a
-        restarted actor with no pool, is not an answer: nothing ran.)
+        answer was lost. ``keep`` is the trainer's oldest call to this node
+        still unanswered: the answers of calls below the highest ``keep``
+        seen are dropped, and such a call (a copy Ray delivered late) is
+        refused. A pool built since (``start``) runs the calls again.
+        (NodeRestarted, a restarted actor with no pool, is not an answer:
+        nothing ran.)
 
         Raises:
+            LateCall: ``seq`` is below the highest ``keep`` seen; not run.
             ValueError: ``kind`` is no command.
             RuntimeError: the command raised (the node's error, as
                 ``_reported`` writes it), now or when it first ran.
         """
-        for s in [s for s in self.replies if s < keep]:
+        self.kept_from = kept_from = max(self.kept_from, keep)
+        for s in [s for s in self.replies if s < kept_from]:
             del self.replies[s]
         answer = self.replies.get(seq)
         if isinstance(answer, _Raised):
             raise answer.exc.with_traceback(answer.tb)
         if answer is not None:
             return answer
+        if seq < kept_from:
+            raise LateCall(
+                f"node {self.node} refused call {seq} ({kind}): it came after the trainer "
+                f"had the answers of its calls to this node below call {kept_from}, so it "
+                f"is a late copy of a call answered already; not run (it would step its "
+                f"envs a second time)")
         try:
             if kind not in ("step", "reset"):
                 raise ValueError(f"no command {kind!r}: 'step' or 'reset'")

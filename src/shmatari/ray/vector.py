@@ -19,7 +19,7 @@ from ..env import GYM_AUTORESET
 from .._vector_extras import Closing
 from ..errors import StepTimeoutError, WorkerError, check_usable
 from . import cluster
-from .node import Node, NodeRestarted
+from .node import LateCall, Node, NodeRestarted
 from .wire import apply, unflatten, wire_bytes, zeros
 
 __all__ = ["make", "RayVectorEnv"]
@@ -256,6 +256,12 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             # its actor died between calls and Ray restarted it: no pool's error
             return self._node_error_text(k, "died between calls (Ray restarted its actor, "
                                             "which has no pool)", "")
+        if isinstance(cause, LateCall):
+            # Never the answer to a call in flight: each is numbered at or
+            # above every keep this trainer sent the node (see _submit).
+            return self._node_error_text(k, "refused a call this trainer waits for, as a "
+                                            "late copy (a bug of shmatari.ray): "
+                                            + _core.printable(str(cause)), "")
         died = isinstance(exc, ray.exceptions.RayActorError)
         # The node's text, as a worker's, may carry escape sequences or bidi
         # controls (an error message quoting a file name, a ROM's text...).
