@@ -706,6 +706,88 @@ def test_a_late_copy_of_an_answered_call_is_refused_not_run(cluster, monkeypatch
             remote.step(actions[0])
 
 
+def _node_unavailable_at_start(lose_requests, lose_answer=False):
+    """A Node whose node 1's start request Ray loses ``lose_requests``
+    times (ActorUnavailableError before it runs; -1: always) and whose node
+    0 loses its first start's answer (after the pool was built) with
+    ``lose_answer``; ``builds()``: the pools it built."""
+    from shmatari.ray.node import Node
+
+    class StartBlip(Node):
+        def start(self, generation):
+            self.lost = getattr(self, "lost", 0)
+            if self.node == 1 and (lose_requests < 0 or self.lost < lose_requests):
+                self.lost += 1
+                raise ray.exceptions.ActorUnavailableError("simulated: request lost", None)
+            env = self.env
+            out = Node.start(self, generation)
+            self.built = getattr(self, "built", 0) + (self.env is not env)
+            if self.node == 0 and lose_answer and not self.lost:
+                self.lost = 1
+                raise ray.exceptions.ActorUnavailableError("simulated: answer lost", None)
+            return out
+
+        def builds(self):
+            return getattr(self, "built", 0)
+
+    return StartBlip
+
+
+def test_a_node_unavailable_while_make_starts_it_is_sent_its_start_again(cluster, monkeypatch):
+    """Ray's ActorUnavailableError for a node's first call (its start) made
+    make() fail at once ("died while starting"; a review of the resend,
+    2026-12-07), though a call in play is sent again. The start is sent
+    again within start_timeout: node 1's request lost three times, node 0's
+    answer lost once after its pool was built (built once, not again), and
+    the pool plays as a local one."""
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _node_unavailable_at_start(3, lose_answer=True))
+    actions = np.random.default_rng(4).integers(0, 4, (4, 4))
+    with shmatari.make("Breakout", 4, seed=1, **POOL) as local, \
+            sray.make("Breakout", 4, num_nodes=2, seed=1, start_timeout=60, **POOL) as remote:
+        assert ray.get([a.builds.remote() for a in remote.actors], timeout=30) == [1, 1]
+        for k in range(2):
+            now = ray.get(remote.actors[k].pool_info.remote(), timeout=30)
+            assert remote.nodes[k]["worker_pids"] == now["worker_pids"]
+            assert remote.nodes[k]["segment_name"] == now["segment_name"]
+        assert_same_rows(as_step(*local.reset()), as_step(*remote.reset()))
+        for t, a in enumerate(actions):
+            assert_same_rows(local.step(a), remote.step(a, timeout=30), where=f"at step {t}")
+
+
+def test_a_node_unavailable_through_start_timeout_fails_make_naming_it(cluster, monkeypatch):
+    """A node Ray calls unavailable through the whole start_timeout fails
+    make() then, with WorkerError naming it and Ray's word (until
+    2026-12-07 at once, as a node that died); nothing is left running."""
+    import shmatari.ray.vector as vector
+
+    monkeypatch.setattr(vector, "Node", _node_unavailable_at_start(-1))
+    before = set(os.listdir(SHM_DIR))
+    t0 = time.monotonic()
+    with pytest.raises(shmatari.WorkerError) as exc:
+        sray.make("Breakout", 4, num_nodes=2, seed=0, start_timeout=3, **POOL)
+    took = time.monotonic() - t0
+    assert 3 <= took < 15, took
+    text = str(exc.value)
+    assert exc.value.worker == 1 and exc.value.env_ids == range(2, 4), text
+    assert text.startswith("node 1 ") and "unavailable" in text \
+        and "start_timeout=3 s" in text and "simulated: request lost" in text, text
+
+    def left():  # segments of this make()'s pools (owner gone, or a Ray actor)
+        out = []
+        for n in set(os.listdir(SHM_DIR)) - before:
+            if n.startswith("shmatari_"):
+                try:
+                    if "ray::" in " ".join(psutil.Process(int(n.split("_")[1])).cmdline()):
+                        out.append(n)
+                except (psutil.NoSuchProcess, ValueError):
+                    out.append(n)
+        return out
+
+    assert wait_until(lambda: not left(), 10), left()
+
+
 def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
     """With ram_info, a masked reset that observes envs gave them 1-D zero
     rows of info["ram"], which broke the node's merge (WorkerError); they

@@ -97,6 +97,8 @@ class Node:
         self.node, self.begin, self.count = node, begin, count
         self.args = dict(pool_args)
         self.env = None
+        self.generation = -1     # the pool's (start's argument); -1: none built
+        self.started: dict = {}  # start's answer for that pool
         # seq -> the answer (a packet, or _Raised) of a call the trainer may ask again
         self.replies: dict = {}
         self.kept_from = 0       # the highest keep seen: every call below it was answered
@@ -117,6 +119,9 @@ class Node:
     @_reported
     def start(self, generation: int) -> dict:
         """Builds the pool (again, after a restart: ``generation`` >= 1).
+        Sent again with the generation of the pool it built (its answer
+        lost: Ray's ActorUnavailableError), it answers as it did the first
+        time, building nothing.
 
         Returns:
             dict: the spaces and where the node runs (``node_id``, ``ip``,
@@ -124,8 +129,11 @@ class Node:
         """
         import shmatari
 
+        if self.env is not None and generation == self.generation:
+            return dict(self.started)
         if self.env is not None:
             self.env.close()
+            self.env, self.generation = None, -1
         # answers of the old pool's calls; kept_from stays: a late copy of
         # one of them is refused still (the trainer sends its calls in
         # flight again, each at or above every keep it sent)
@@ -152,16 +160,19 @@ class Node:
             self.rows_b = self._merged(self._reset_local(None))
         ctx = ray.get_runtime_context()
         self.pids_sent = list(self.env.worker_pids)  # the pids the trainer holds
-        return {"obs_shape": tuple(shape), "n_actions": int(self.env.single_action_space.n),
-                "node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
-                "pid": os.getpid(), "worker_pids": list(self.pids_sent),
-                "segment_name": self.env.segment_name}
+        self.started = {"obs_shape": tuple(shape),
+                        "n_actions": int(self.env.single_action_space.n),
+                        "node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
+                        "pid": os.getpid(), "worker_pids": list(self.pids_sent),
+                        "segment_name": self.env.segment_name}
+        self.generation = generation
+        return dict(self.started)
 
     def close(self) -> None:
         """Closes the pool: its workers stop and its segment is removed."""
         if self.env is not None:
             self.env.close()
-            self.env = None
+            self.env, self.generation = None, -1
 
     @_reported
     def pool_info(self) -> dict:

@@ -79,7 +79,9 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
         num_cpus_per_node: CPUs each actor reserves (its placement bundle).
         max_restarts: with ``restart_workers``, Ray's ``max_restarts`` for
             each actor (-1: no limit).
-        start_timeout: seconds to wait for the placement and the nodes' pools.
+        start_timeout: seconds to wait for the placement and the nodes' pools
+            (a node Ray calls unavailable meanwhile is sent its start again
+            until then, as a call in play is).
         **options: the env options and the local pools' ``num_workers``
             (per node; default the node's cores) and ``start_method``, as
             :func:`shmatari.make` takes them. ``zero_copy`` is refused
@@ -97,7 +99,8 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
         GetTimeoutError: the placement group was not ready in time.
         WorkerError: a node failed to build its pool, or its actor did not
             start within ``start_timeout`` (not scheduled: the message names
-            the CPUs it needs).
+            the CPUs it needs; Ray still calling it unavailable then: the
+            message says so).
     """
     if "zero_copy" in options:
         raise TypeError("zero_copy does not apply to shmatari.ray pools: observations are "
@@ -194,7 +197,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     max_restarts=max_restarts if cfg.restart_workers else 0,
                     max_task_retries=0).remote(k, int(bounds[k]), n, args))
                 self._created.append(self._actors[-1].ready.remote())
-            metas = self._get([a.start.remote(0) for a in self._actors], "starting")
+            metas = self._start_nodes()
         except BaseException:
             self.close()
             raise
@@ -220,35 +223,80 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self.wire_rows = 0          # rows (env results) received
 
     # -- helpers -----------------------------------------------------------------
-    def _get(self, refs: list, during: str):
-        try:
-            return ray.get(refs, timeout=self._start_timeout)
-        except ray.exceptions.GetTimeoutError:
-            # Not a failed pool (it was reported as one: a Ray pass): the
-            # actors were not scheduled, or their pools were slow to start.
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            late = [k for k, r in enumerate(refs) if r not in ready]
-            raise WorkerError.of(
-                "node(s) " + ", ".join(map(str, late)), None, range(self.num_envs),
-                f"{'did not start' if during == 'starting' else 'did not answer ' + during} "
-                f"within start_timeout={self._start_timeout:g} s: Ray did not schedule "
-                f"their actors (each needs "
-                f"{self._num_cpus:g} CPU(s) free on its node: ray.available_resources()) "
-                f"or their pools were slow to start (a larger start_timeout)",
-                worker=-1, label="node") from None
-        except ray.exceptions.RayError as exc:
-            k = self._node_of_error(exc, refs)
-            raise self._node_error(k, exc, during) from None
+    def _start_nodes(self) -> list:
+        """Each node's answer to ``start(0)``, in node order. A node Ray calls
+        unavailable (ActorUnavailableError: the request or its answer lost,
+        the start may have run; until 2026-12-07 make() failed at once) is
+        sent ``start(0)`` again after 0.1 s (a start that ran answers as it
+        did, building nothing), as a call in play is, up to
+        ``start_timeout`` from the first start sent.
 
-    def _node_of_error(self, exc, refs) -> int:
-        for k, ref in enumerate(refs):
-            try:
-                ray.get(ref, timeout=0)
-            except ray.exceptions.GetTimeoutError:
-                continue
-            except Exception:  # noqa: BLE001 - the one that failed
-                return k
-        return -1
+        Raises:
+            WorkerError: a node's pool failed to start, or its actor died;
+                past ``start_timeout``, the nodes that did not answer (not
+                scheduled, or slow to start; a node Ray still called
+                unavailable then is named as such).
+        """
+        deadline = time.monotonic() + self._start_timeout
+        refs = {a.start.remote(0): k for k, a in enumerate(self._actors)}
+        metas: list = [None] * len(self._actors)
+        unavailable: dict = {}  # node -> (time.monotonic() of Ray's first such word, its last)
+        while refs:
+            left = deadline - time.monotonic()
+            done, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, min(_POLL, left)))
+            if done:
+                done = ray.wait(list(refs), num_returns=len(refs), timeout=0)[0]
+            for ref in done:
+                k = refs.pop(ref)
+                try:
+                    metas[k] = ray.get(ref)
+                    unavailable.pop(k, None)
+                    continue
+                except ray.exceptions.ActorUnavailableError as exc:
+                    now = time.monotonic()
+                    since = unavailable.get(k, (now,))[0]
+                    unavailable[k] = (since, exc)
+                    if now >= deadline:
+                        raise self._unavailable_at_start(k, now - since, exc) from None
+                except ray.exceptions.RayError as exc:
+                    raise self._node_error(k, exc, "starting") from None
+                time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
+                refs[self._actors[k].start.remote(0)] = k
+            if not done and refs and time.monotonic() >= deadline:
+                late = sorted(refs.values())
+                gone = [k for k in late if k in unavailable]
+                if gone:
+                    k = gone[0]
+                    raise self._unavailable_at_start(
+                        k, time.monotonic() - unavailable[k][0], unavailable[k][1],
+                        resent=True)
+                # Not a failed pool (it was reported as one: a Ray pass): the
+                # actors were not scheduled, or their pools were slow to start.
+                raise WorkerError.of(
+                    "node(s) " + ", ".join(map(str, late)), None, range(self.num_envs),
+                    f"did not start within start_timeout={self._start_timeout:g} s: Ray did "
+                    f"not schedule their actors (each needs {self._num_cpus:g} CPU(s) free "
+                    f"on its node: ray.available_resources()) or their pools were slow to "
+                    f"start (a larger start_timeout)", worker=-1, label="node")
+        return metas
+
+    def _unavailable_at_start(self, k: int, waited: float, exc: BaseException,
+                              resent: bool = False) -> WorkerError:
+        """WorkerError: node ``k`` did not start within start_timeout, Ray
+        calling it unavailable (``exc``, its last word) since ``waited``
+        seconds; ``resent``: the start sent again after that word has not
+        answered (else Ray said it again at the timeout)."""
+        cause = getattr(exc, "cause", None)  # Ray's error, raised in the actor
+        head = _core.printable(str(cause if cause is not None else exc).strip())
+        head = head.partition("\n")[0] or type(exc).__name__
+        if resent:
+            what = (f"did not start within start_timeout={self._start_timeout:g} s: Ray said "
+                    f"it was unavailable ({head}) from {waited:.1f} s before, and the start "
+                    f"sent again has not answered")
+        else:
+            what = (f"did not start: Ray said it was unavailable for {waited:.1f} s, up to "
+                    f"start_timeout={self._start_timeout:g} s ({head})")
+        return self._node_error_text(k, what, "")
 
     def _node_error(self, k: int, exc: BaseException, during: str = "") -> WorkerError:
         cause = getattr(exc, "cause", None)
