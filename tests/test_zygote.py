@@ -547,6 +547,39 @@ def test_zygote_is_reused_within_a_process():
     assert pids[0] == pids[1]
 
 
+ZYGOTE_TABLES = '''
+import gc, json
+import shmatari
+from shmatari import _zygote
+sizes = []
+for cycle in range(8):
+    env = shmatari.make("Pong", num_envs=2, num_workers=2, seed=cycle)
+    if cycle == 0:  # two workers' handles still held: their exits stay readable
+        held = list(env._res.processes)
+    env.close()
+    del env
+    gc.collect()
+    z = _zygote._zygote
+    z.exitcode(-1)  # a read: the collected handles' exits are dropped here
+    sizes.append([len(z.exits), len(getattr(z, "owners", ()))])
+print("RESULT " + json.dumps(dict(sizes=sizes, codes=[p.exitcode for p in held])), flush=True)
+'''
+
+
+def test_the_zygote_forgets_the_exits_of_workers_nobody_holds():
+    """The trainer's table of its workers' exit codes kept one entry per
+    worker it ever started (a soak test's make/close loop: 599 after 300
+    pools); an exit is now kept while its worker's handle lives."""
+    proc = subprocess.run([sys.executable, "-c", ZYGOTE_TABLES], capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _result(proc.stdout)
+    sizes = out["sizes"]
+    # the two held handles' workers, and nothing of the pools collected
+    assert sizes[-1] == [2, 2] and max(s[0] for s in sizes) <= 2, sizes
+    assert out["codes"] == [0, 0]  # a held handle still reads its worker's exit
+
+
 # -- Ctrl-C at any moment of make() (the fine sweep: benchmarks/ctrl_c_sweep.py) ----------
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks"))

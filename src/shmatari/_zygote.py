@@ -33,6 +33,7 @@ process forked from the trainer (``os.fork``) starts its own zygote.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import pickle
@@ -205,7 +206,18 @@ class _Zygote:
 
         self.owner = os.getpid()
         self.lock = threading.RLock()
+        #: exit codes of workers whose WorkerProcess is still held, by pid
         self.exits: dict[int, int] = {}
+        #: pid -> the request that started the worker now holding it; an
+        #: exit is kept only for such a pid, until its WorkerProcess is
+        #: collected (kept for every worker before 2026-12-07: the dict grew
+        #: by one entry per worker for the trainer's life, a soak test's
+        #: make/close loop)
+        self.owners: dict[int, int] = {}
+        #: (pid, request) of WorkerProcess objects collected, appended by
+        #: their finalizers without the lock (a finalizer runs inside the
+        #: garbage collector, in any thread), handled in _pump
+        self.released: collections.deque = collections.deque()
         self.replies: dict[int, tuple] = {}
         self.next_id = 0
         #: requests given up on (a timeout, a Ctrl-C): a worker the zygote
@@ -253,6 +265,11 @@ class _Zygote:
 
     def _pump(self, timeout: float) -> None:
         """Reads what the zygote sent, waiting up to ``timeout`` s for a first message."""
+        while self.released:
+            pid, rid = self.released.popleft()
+            if self.owners.get(pid) == rid:  # not a later worker with that pid
+                del self.owners[pid]
+                self.exits.pop(pid, None)
         if self.dead:
             return
         if timeout > 0:
@@ -269,13 +286,18 @@ class _Zygote:
                 return
             kind, key, value = pickle.loads(msg)
             if kind == "exit":
-                self.exits[key] = value
+                if key in self.owners:  # else nobody will ask (a worker given up on)
+                    self.exits[key] = value
             else:
                 if kind == "started":
                     # A reused pid: an exit read before this message is an
                     # older process's. Dropped here, in the messages' order:
                     # this worker's own exit may come in the same read.
                     self.exits.pop(value, None)
+                    if key in self.abandoned:
+                        self.owners.pop(value, None)
+                    else:
+                        self.owners[value] = key
                 if key in self.abandoned:
                     self.abandoned.discard(key)
                     self._drop(kind, value)
@@ -350,7 +372,7 @@ class _Zygote:
             if kind != "started":
                 code, text = value
                 raise ZygoteError(f"shmatari's zygote could not start a worker: {text}", code)
-            return WorkerProcess(self, value)
+            return WorkerProcess(self, value, rid)
 
     def _stopped(self) -> bool:
         """Whether the zygote is stopped (a SIGSTOP, or traced and stopped
@@ -418,9 +440,15 @@ class WorkerProcess:
     """A worker forked by the zygote, with the part of
     ``multiprocessing.Process``'s interface the supervisor uses."""
 
-    def __init__(self, zygote: _Zygote, pid: int):
+    def __init__(self, zygote: _Zygote, pid: int, request: int):
+        import weakref
+
         self._zygote = zygote
         self.pid = pid
+        # Collected: its exit code is dropped from the zygote's table (at
+        # the zygote's next read; a later worker with the same pid keeps its own).
+        fin = weakref.finalize(self, zygote.released.append, (pid, request))
+        fin.atexit = False
 
     @property
     def exitcode(self):
