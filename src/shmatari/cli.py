@@ -331,8 +331,9 @@ class _Clients:
             return
         if self.unsaid:
             _log(f"{self.unsaid} more changes of the claim word in {now - self.window:.1f} s "
-                 f"were not logged one by one (over {_CLAIM_LINES_PER_S} a second: a "
-                 f"process writing the word?)")
+                 f"were not logged one by one (over {_CLAIM_LINES_PER_S} a second: clients "
+                 f"attaching and detaching in a fast loop, or a process other than a "
+                 f"client writing the word)")
         self.window, self.said, self.unsaid = now, 0, 0
 
     def _read_claim(self) -> None:
@@ -386,8 +387,9 @@ class _Clients:
                  + (f"refused while pid {holder} held it (one client at a time), or pid "
                     f"{holder} detached and attached again between two looks"
                     if holder and self.client == holder else
-                    "refused as busy (a client this log has not seen held the pool), "
-                    "failed, or detached within microseconds"))
+                    "each attached and detached between two looks of this log (a "
+                    "fast attach loop), or was refused as busy (a client this log has "
+                    "not seen held the pool), or failed"))
             self.balance = 0
 
     def check(self) -> None:
