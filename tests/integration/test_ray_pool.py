@@ -788,6 +788,86 @@ def test_a_node_unavailable_through_start_timeout_fails_make_naming_it(cluster, 
     assert wait_until(lambda: not left(), 10), left()
 
 
+def test_a_node_whose_actor_dies_while_make_starts_it_fails_make_at_once(cluster, monkeypatch,
+                                                                        tmp_path):
+    """With restart_workers, Ray answers a start in flight when its actor
+    dies with ActorUnavailableError and restarts the actor; make() sent the
+    start again until start_timeout, so a pool that killed its actor at
+    every start (an OOM, a crash in native code) held make() for all of it
+    (300 s by default; 22 s at start_timeout=20 in a review, 2026-12-07,
+    eleven starts). A restarted actor refuses make()'s start: make() fails
+    at once, saying so."""
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    starts = tmp_path / "starts"
+
+    class Dying(Node):
+        def start(self, generation):
+            import shmatari as package
+
+            with open(starts, "a") as f:
+                f.write("x")
+            real = package.make
+
+            def dies(*args, **kwargs):  # the actor's process dies while building
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            package.make = dies
+            try:
+                return Node.start(self, generation)
+            finally:
+                package.make = real
+
+    monkeypatch.setattr(vector, "Node", Dying)
+    t0 = time.monotonic()
+    with pytest.raises(shmatari.WorkerError, match="died while starting its pool") as exc:
+        sray.make("Breakout", 2, num_nodes=1, seed=0, restart_workers=True,
+                  start_timeout=60, **POOL)
+    took = time.monotonic() - t0
+    assert took < 30, took
+    assert "Ray restarted its actor" in str(exc.value), exc.value
+    assert starts.read_text() == "xx"  # the start, and once on the restarted actor
+
+
+def test_a_late_copy_of_an_earlier_start_is_refused_not_built(cluster, monkeypatch):
+    """A copy of make()'s start(0) that Ray delivered after the node had
+    been restarted on its live actor (start(1): unavailable past the call's
+    timeout, restart_workers) closed the pool the trainer played and built
+    a new one: the envs' streams began again, with no worker_restarted row
+    (a review, 2026-12-07). The node remembers the newest start and refuses
+    an older one (LateCall), building nothing."""
+    import shmatari.ray.vector as vector
+    from shmatari.ray.node import Node
+
+    class Partition(Node):  # unavailable for steps from the third until restarted
+        def call(self, seq, keep, kind, args):
+            self.steps = getattr(self, "steps", 0) + (kind == "step")
+            if kind == "step" and self.steps >= 3 and self.generation < 1:
+                raise ray.exceptions.ActorUnavailableError("simulated: partition", None)
+            return Node.call(self, seq, keep, kind, args)
+
+    monkeypatch.setattr(vector, "Node", Partition)
+    with sray.make("Breakout", 2, num_nodes=1, seed=0, restart_workers=True,
+                   start_timeout=60, **POOL) as env:
+        env.reset()
+        for _ in range(2):
+            env.step(np.zeros(2, np.int64), timeout=30)
+        try:
+            out = env.step(np.zeros(2, np.int64), timeout=2)
+        except shmatari.StepTimeoutError:
+            out = env.recv(timeout=60)
+        assert env.nodes[0]["restarts"] == 1 and out[4]["worker_restarted"].all(), out[4]
+        before = ray.get(env.actors[0].pool_info.remote(), timeout=30)
+        with pytest.raises(ray.exceptions.RayTaskError) as exc:
+            ray.get(env.actors[0].start.remote(0), timeout=60)
+        assert type(exc.value.cause).__name__ == "LateCall" \
+            and "refused start(0)" in str(exc.value), exc.value
+        assert ray.get(env.actors[0].pool_info.remote(), timeout=30) == before
+        out = env.step(np.zeros(2, np.int64), timeout=30)
+        assert not out[4]["worker_restarted"].any() and env.nodes[0]["restarts"] == 1
+
+
 def test_ram_info_rows_of_a_masked_reset_and_caller_owned_arrays(cluster):
     """With ram_info, a masked reset that observes envs gave them 1-D zero
     rows of info["ram"], which broke the node's merge (WorkerError); they

@@ -30,7 +30,8 @@ class LateCall(RuntimeError):
     """A call reached its node after the trainer had received the answers of
     every call to that node up to a later one (a copy of a call that Ray
     delivered late, after the call sent again in its place was answered):
-    not run, since it would step its envs a second time. The trainer waits
+    not run, since it would run a second time (step its envs again, or
+    rebuild the pool the trainer plays, for a start). The trainer waits
     for no such call, so this answer reaches no one; were it ever the answer
     to a call in flight, the trainer would break the pool with it (a node's
     error), not take it for rows."""
@@ -67,7 +68,8 @@ def _reported(method):
     arguments, which Ray cannot rebuild on the trainer's side. A
     WorkerError of the node's pool names its envs by the trainer's global
     env ids (the pool's own are local: 0.. on every node).
-    ``NodeRestarted`` goes as it is, for the trainer to tell it apart."""
+    ``NodeRestarted`` and ``LateCall`` go as they are, for the trainer to
+    tell them apart."""
     @functools.wraps(method)
     def wrapper(self, *args):
         if method.__name__ != "start" and self.env is None:
@@ -75,6 +77,8 @@ def _reported(method):
                                 f"pool yet")
         try:
             return method(self, *args)
+        except (NodeRestarted, LateCall):
+            raise
         except Exception as exc:  # noqa: BLE001 - sent to the trainer
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             local = str(exc)  # read once
@@ -98,6 +102,7 @@ class Node:
         self.args = dict(pool_args)
         self.env = None
         self.generation = -1     # the pool's (start's argument); -1: none built
+        self.newest = -1         # the highest generation start() was sent
         self.started: dict = {}  # start's answer for that pool
         # seq -> the answer (a packet, or _Raised) of a call the trainer may ask again
         self.replies: dict = {}
@@ -123,12 +128,31 @@ class Node:
         lost: Ray's ActorUnavailableError), it answers as it did the first
         time, building nothing.
 
+        Raises:
+            LateCall: ``generation`` is below one sent before (a copy Ray
+                delivered late: built, it would close the pool the trainer
+                plays and start its envs' streams over); nothing built.
+            NodeRestarted: ``generation`` 0 (make()'s start) on an actor Ray
+                restarted: the actor died while starting its pool, which
+                make() reports rather than build it again (a pool that
+                kills its actor at every start would be rebuilt until
+                ``start_timeout``, Ray restarting the actor each time).
+
         Returns:
             dict: the spaces and where the node runs (``node_id``, ``ip``,
             ``pid``, ``worker_pids``, ``segment_name``).
         """
         import shmatari
 
+        if generation < self.newest:
+            raise LateCall(f"node {self.node} refused start({generation}): start("
+                           f"{self.newest}) came before it, so it is a late copy; nothing "
+                           f"built")
+        self.newest = generation
+        if generation == 0 and self.env is None and \
+                ray.get_runtime_context().was_current_actor_reconstructed:
+            raise NodeRestarted(f"node {self.node}'s actor died while make() was starting "
+                                f"its pool, and Ray restarted it")
         if self.env is not None and generation == self.generation:
             return dict(self.started)
         if self.env is not None:
@@ -215,8 +239,8 @@ class Node:
             raise LateCall(
                 f"node {self.node} refused call {seq} ({kind}): it came after the trainer "
                 f"had the answers of its calls to this node below call {kept_from}, so it "
-                f"is a late copy of a call answered already; not run (it would step its "
-                f"envs a second time)")
+                f"is a late copy of a call answered already; not run (it would run a "
+                f"second time)")
         try:
             if kind not in ("step", "reset"):
                 raise ValueError(f"no command {kind!r}: 'step' or 'reset'")

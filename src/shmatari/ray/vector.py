@@ -81,7 +81,8 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
             each actor (-1: no limit).
         start_timeout: seconds to wait for the placement and the nodes' pools
             (a node Ray calls unavailable meanwhile is sent its start again
-            until then, as a call in play is).
+            until then, as a call in play is; one whose actor died while
+            building its pool fails make() at once, even where Ray restarted it).
         **options: the env options and the local pools' ``num_workers``
             (per node; default the node's cores) and ``start_method``, as
             :func:`shmatari.make` takes them. ``zero_copy`` is refused
@@ -229,10 +230,13 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         the start may have run; until 2026-12-07 make() failed at once) is
         sent ``start(0)`` again after 0.1 s (a start that ran answers as it
         did, building nothing), as a call in play is, up to
-        ``start_timeout`` from the first start sent.
+        ``start_timeout`` from the first start sent. Nodes Ray called
+        unavailable in one round are sent their starts after one pause.
 
         Raises:
-            WorkerError: a node's pool failed to start, or its actor died;
+            WorkerError: a node's pool failed to start, or its actor died
+                (one Ray restarted answers make()'s start so: it died while
+                building its pool, and is not sent it until start_timeout);
                 past ``start_timeout``, the nodes that did not answer (not
                 scheduled, or slow to start; a node Ray still called
                 unavailable then is named as such).
@@ -241,6 +245,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         refs = {a.start.remote(0): k for k, a in enumerate(self._actors)}
         metas: list = [None] * len(self._actors)
         unavailable: dict = {}  # node -> (time.monotonic() of Ray's first such word, its last)
+        again: list = []  # nodes Ray called unavailable this round
         while refs:
             left = deadline - time.monotonic()
             done, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, min(_POLL, left)))
@@ -259,9 +264,18 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     if now >= deadline:
                         raise self._unavailable_at_start(k, now - since, exc) from None
                 except ray.exceptions.RayError as exc:
+                    if isinstance(getattr(exc, "cause", None), NodeRestarted):
+                        raise self._node_error_text(
+                            k, "died while starting its pool (Ray restarted its actor, sent "
+                               "its start again; make() reports a node that dies while it "
+                               "starts: the node's log says why)", "") from None
                     raise self._node_error(k, exc, "starting") from None
+                again.append(k)
+            if again:  # one pause for every node sent its start again this round
                 time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
-                refs[self._actors[k].start.remote(0)] = k
+                for k in again:
+                    refs[self._actors[k].start.remote(0)] = k
+                again = []
             if not done and refs and time.monotonic() >= deadline:
                 late = sorted(refs.values())
                 gone = [k for k in late if k in unavailable]
