@@ -575,8 +575,9 @@ def test_the_zygote_forgets_the_exits_of_workers_nobody_holds():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = _result(proc.stdout)
     sizes = out["sizes"]
-    # the two held handles' workers, and nothing of the pools collected
-    assert sizes[-1] == [2, 2] and max(s[0] for s in sizes) <= 2, sizes
+    # the two held handles' exits, nothing of the pools collected, and no
+    # pid on record (every worker has ended)
+    assert sizes[-1] == [2, 0] and max(s[0] for s in sizes) <= 2, sizes
     assert out["codes"] == [0, 0]  # a held handle still reads its worker's exit
 
 
@@ -987,6 +988,48 @@ def test_a_worker_lost_with_its_zygote_is_not_called_a_native_crash():
             in out["text"]), out["text"]
     # (not "255" alone: a pid may hold it; the zygote's was 8255 once)
     assert "native code" not in out["text"] and "exit code 255" not in out["text"]
+
+
+def test_a_held_handle_keeps_its_exit_when_a_worker_given_up_on_reuses_its_pid():
+    """Exits are filed by the request that started the worker, not by pid:
+    worker A (pid P) exits and its handle is held; P is then reused by a
+    worker forked for a request the trainer gave up on, killed as it is
+    read, whose exit follows. Filed by pid, A's exit was dropped at the
+    reuse and A's handle read None (alive) for good (a review, 2026-12-07).
+    The zygote's messages are fed through a socket pair in the order the
+    zygote sends them (a real pid reuse cannot be forced)."""
+    import collections
+    import pickle
+    import socket
+    import threading
+
+    from shmatari import _zygote
+
+    z = _zygote._Zygote.__new__(_zygote._Zygote)
+    z.owner, z.lock, z.exits, z.replies, z.next_id = os.getpid(), threading.RLock(), {}, {}, 0
+    z.abandoned, z.dead, z.proc = set(), False, None
+    z.owners, z.released = {}, collections.deque()
+    z.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    killed = []
+    z._drop = lambda kind, value: killed.append(value)  # no kill of a made-up pid
+    try:
+        pid = 4_000_000 + os.getpid()  # above any pid_max: nobody's
+        theirs.send(pickle.dumps(("started", 1, pid)))
+        z._pump(0.0)
+        a = _zygote.WorkerProcess(z, pid, 1)
+        theirs.send(pickle.dumps(("exit", pid, 0)))
+        assert a.exitcode == 0
+        z.abandoned.add(2)
+        theirs.send(pickle.dumps(("started", 2, pid)))
+        theirs.send(pickle.dumps(("exit", pid, -9)))
+        assert a.exitcode == 0 and not a.is_alive() and killed == [pid]
+        assert z.exits == {1: 0} and z.owners == {}
+        del a
+        z._pump(0.0)
+        assert z.exits == {}
+    finally:
+        z.sock.close()
+        theirs.close()
 
 
 def test_the_exit_of_a_worker_that_ends_at_once_is_kept(monkeypatch):

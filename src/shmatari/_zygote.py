@@ -206,13 +206,15 @@ class _Zygote:
 
         self.owner = os.getpid()
         self.lock = threading.RLock()
-        #: exit codes of workers whose WorkerProcess is still held, by pid
+        #: exit codes of workers whose WorkerProcess is still held, by the
+        #: request that started them (not by pid: a pid another worker took
+        #: over since keeps the first one's exit apart); dropped when the
+        #: handle is collected (kept for every worker, by pid, before
+        #: 2026-12-07: the dict grew by one entry per worker for the
+        #: trainer's life, a soak test's make/close loop)
         self.exits: dict[int, int] = {}
-        #: pid -> the request that started the worker now holding it; an
-        #: exit is kept only for such a pid, until its WorkerProcess is
-        #: collected (kept for every worker before 2026-12-07: the dict grew
-        #: by one entry per worker for the trainer's life, a soak test's
-        #: make/close loop)
+        #: pid -> the request that started the worker running under it now
+        #: (not given up on): its exit is filed under that request
         self.owners: dict[int, int] = {}
         #: (pid, request) of WorkerProcess objects collected, appended by
         #: their finalizers without the lock (a finalizer runs inside the
@@ -269,7 +271,7 @@ class _Zygote:
             pid, rid = self.released.popleft()
             if self.owners.get(pid) == rid:  # not a later worker with that pid
                 del self.owners[pid]
-                self.exits.pop(pid, None)
+            self.exits.pop(rid, None)
         if self.dead:
             return
         if timeout > 0:
@@ -286,18 +288,15 @@ class _Zygote:
                 return
             kind, key, value = pickle.loads(msg)
             if kind == "exit":
-                if key in self.owners:  # else nobody will ask (a worker given up on)
-                    self.exits[key] = value
+                rid = self.owners.pop(key, None)
+                if rid is not None:  # else nobody will ask (a worker given up on)
+                    self.exits[rid] = value
             else:
-                if kind == "started":
-                    # A reused pid: an exit read before this message is an
-                    # older process's. Dropped here, in the messages' order:
-                    # this worker's own exit may come in the same read.
-                    self.exits.pop(value, None)
-                    if key in self.abandoned:
-                        self.owners.pop(value, None)
-                    else:
-                        self.owners[value] = key
+                # In the messages' order: a worker's "started" comes before
+                # its exit, which may come in the same read; the zygote
+                # reaps a worker (its exit sent) before a pid can be reused.
+                if kind == "started" and key not in self.abandoned:
+                    self.owners[value] = key
                 if key in self.abandoned:
                     self.abandoned.discard(key)
                     self._drop(kind, value)
@@ -366,6 +365,9 @@ class _Zygote:
                 if reply is None:
                     self.abandoned.add(rid)
                 else:
+                    if reply[0] == "started" and self.owners.get(reply[1]) == rid:
+                        del self.owners[reply[1]]  # no handle will ask for its exit
+                    self.exits.pop(rid, None)
                     self._drop(*reply)
                 raise
             kind, value = self.replies.pop(rid)
@@ -396,13 +398,15 @@ class _Zygote:
                     f"started end with it) and the next make() starts a new one")
         return f"(pid {pid}) did not answer within {timeout:.3g} s"
 
-    def exitcode(self, pid: int, timeout: float = 0.0):
+    def exitcode(self, request: int, timeout: float = 0.0):
+        """The exit code of the worker started for ``request``, None while
+        it runs (waiting up to ``timeout`` s for it), 255 if the zygote died."""
         with self.lock:
             self._pump(0.0)
-            if pid not in self.exits and timeout > 0 and not self.dead:
+            if request not in self.exits and timeout > 0 and not self.dead:
                 self._pump(timeout)
-            if pid in self.exits:
-                return self.exits[pid]
+            if request in self.exits:
+                return self.exits[request]
         if self.dead:
             # The zygote is gone, and with it the exit status: as
             # multiprocessing's forkserver does then, 255, and the kernel decides.
@@ -445,6 +449,7 @@ class WorkerProcess:
 
         self._zygote = zygote
         self.pid = pid
+        self._request = request
         # Collected: its exit code is dropped from the zygote's table (at
         # the zygote's next read; a later worker with the same pid keeps its own).
         fin = weakref.finalize(self, zygote.released.append, (pid, request))
@@ -454,7 +459,7 @@ class WorkerProcess:
     def exitcode(self):
         """None while it runs; its exit status, or minus the signal that ended it;
         255 when unknown (the zygote died)."""
-        return self._zygote.exitcode(self.pid)
+        return self._zygote.exitcode(self._request)
 
     def lost_with_zygote(self) -> int | None:
         """The dead zygote's pid if this worker's exit status went with it
@@ -462,7 +467,7 @@ class WorkerProcess:
         code = self.exitcode
         z = self._zygote
         with z.lock:
-            lost = code is not None and z.dead and self.pid not in z.exits
+            lost = code is not None and z.dead and self._request not in z.exits
         return z.proc.pid if lost else None
 
     def is_alive(self) -> bool:
@@ -472,11 +477,11 @@ class WorkerProcess:
         import time
 
         end = None if timeout is None else time.monotonic() + timeout
-        while self._zygote.exitcode(self.pid) is None:
+        while self._zygote.exitcode(self._request) is None:
             left = 0.1 if end is None else end - time.monotonic()
             if left <= 0:
                 return
-            self._zygote.exitcode(self.pid, min(left, 0.1))
+            self._zygote.exitcode(self._request, min(left, 0.1))
 
     def kill(self) -> None:
         if self.exitcode is None:
