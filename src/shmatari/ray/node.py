@@ -116,10 +116,13 @@ class Node:
     # avoided: the actor runs Ray's threads (gRPC, the core worker), and a
     # child forked from a threaded process may inherit a held lock.
 
-    def ready(self) -> bool:
-        """True: the actor exists (its first call, answered once Ray has
-        created it; close() waits only for the nodes that answered)."""
-        return True
+    def ready(self) -> int:
+        """The actor's process id: it exists (its first call, answered once
+        Ray has created it; close() waits only for the nodes that
+        answered). The trainer asks again after Ray calls a start
+        unavailable: another pid means Ray restarted the actor, which died
+        while its pool was starting."""
+        return os.getpid()
 
     @_reported
     def start(self, generation: int) -> dict:
@@ -132,11 +135,6 @@ class Node:
             LateCall: ``generation`` is below one sent before (a copy Ray
                 delivered late: built, it would close the pool the trainer
                 plays and start its envs' streams over); nothing built.
-            NodeRestarted: ``generation`` 0 (make()'s start) on an actor Ray
-                restarted: the actor died while starting its pool, which
-                make() reports rather than build it again (a pool that
-                kills its actor at every start would be rebuilt until
-                ``start_timeout``, Ray restarting the actor each time).
 
         Returns:
             dict: the spaces and where the node runs (``node_id``, ``ip``,
@@ -149,10 +147,6 @@ class Node:
                            f"{self.newest}) came before it, so it is a late copy; nothing "
                            f"built")
         self.newest = generation
-        if generation == 0 and self.env is None and \
-                ray.get_runtime_context().was_current_actor_reconstructed:
-            raise NodeRestarted(f"node {self.node}'s actor died while make() was starting "
-                                f"its pool, and Ray restarted it")
         if self.env is not None and generation == self.generation:
             return dict(self.started)
         if self.env is not None:

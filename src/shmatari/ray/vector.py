@@ -31,6 +31,9 @@ _POLL = 0.5
 
 #: Seconds a call sent again to an unavailable node is waited for past the deadline.
 _RESEND_GRACE = 0.3
+#: Deaths of a node's actor while its pool starts (Ray restarting it each
+#: time, with restart_workers) after which the start fails.
+_START_DEATHS = 3
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -81,8 +84,8 @@ def make(game: str, num_envs: int = 8, *, num_nodes=None, envs_per_node=None,
             each actor (-1: no limit).
         start_timeout: seconds to wait for the placement and the nodes' pools
             (a node Ray calls unavailable meanwhile is sent its start again
-            until then, as a call in play is; one whose actor died while
-            building its pool fails make() at once, even where Ray restarted it).
+            until then, as a call in play is; one whose actor died three
+            times while building its pool, Ray restarting it, fails make()).
         **options: the env options and the local pools' ``num_workers``
             (per node; default the node's cores) and ``start_method``, as
             :func:`shmatari.make` takes them. ``zero_copy`` is refused
@@ -198,7 +201,10 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     max_restarts=max_restarts if cfg.restart_workers else 0,
                     max_task_retries=0).remote(k, int(bounds[k]), n, args))
                 self._created.append(self._actors[-1].ready.remote())
-            metas = self._start_nodes()
+            started = self._start_pools(dict.fromkeys(range(len(self._actors)), 0),
+                                        time.monotonic() + self._start_timeout,
+                                        first_ready=dict(enumerate(self._created)))
+            metas = [started[k] for k in range(len(self._actors))]
         except BaseException:
             self.close()
             raise
@@ -224,66 +230,93 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         self.wire_rows = 0          # rows (env results) received
 
     # -- helpers -----------------------------------------------------------------
-    def _start_nodes(self) -> list:
-        """Each node's answer to ``start(0)``, in node order. A node Ray calls
-        unavailable (ActorUnavailableError: the request or its answer lost,
-        the start may have run; until 2026-12-07 make() failed at once) is
-        sent ``start(0)`` again after 0.1 s (a start that ran answers as it
-        did, building nothing), as a call in play is, up to
-        ``start_timeout`` from the first start sent. Nodes Ray called
-        unavailable in one round are sent their starts after one pause.
+    def _start_pools(self, generations: dict, deadline: float, during: str = "starting",
+                     first_ready: dict | None = None) -> dict:
+        """Builds the pools of the nodes in ``generations`` (node ->
+        ``start``'s generation: 0 in make(), the restart's number after a
+        restart) at once, up to ``deadline`` (``time.monotonic()``); returns
+        each node's answer to its start.
+
+        Each node is first asked which process runs it (``Node.ready``;
+        ``first_ready``: refs of that call already sent), then sent its
+        start. A node Ray calls unavailable (ActorUnavailableError: the
+        request or its answer lost, or the actor died and Ray restarts it)
+        is asked again after 0.1 s, one pause for all such nodes of a
+        round: the same process is sent its start again (a start that ran
+        answers as it did, building nothing; until 2026-12-07 make()
+        failed at once), another one means the actor died while its pool
+        was starting, and after ``_START_DEATHS`` such deaths the node
+        fails (a pool that kills its actor at every start was sent it
+        until ``start_timeout``, Ray restarting it each time: 300 s by
+        default, a review, 2026-12-07).
 
         Raises:
-            WorkerError: a node's pool failed to start, or its actor died
-                (one Ray restarted answers make()'s start so: it died while
-                building its pool, and is not sent it until start_timeout);
-                past ``start_timeout``, the nodes that did not answer (not
-                scheduled, or slow to start; a node Ray still called
-                unavailable then is named as such).
+            WorkerError: a node's pool failed to start; its actor died (and
+                Ray could not restart it, or it died ``_START_DEATHS``
+                times while starting); past ``deadline``, the nodes that did
+                not answer (not scheduled, or slow to start; a node Ray
+                still called unavailable then is named as such).
         """
-        deadline = time.monotonic() + self._start_timeout
-        refs = {a.start.remote(0): k for k, a in enumerate(self._actors)}
-        metas: list = [None] * len(self._actors)
+        pending: dict = {}      # ref -> (node, "ready" or "start")
+        for k in generations:
+            ref = first_ready[k] if first_ready else self._actors[k].ready.remote()
+            pending[ref] = (k, "ready")
+        pid_sent: dict = {}     # node -> the process its last start went to
+        deaths = dict.fromkeys(generations, 0)
+        metas: dict = {}
         unavailable: dict = {}  # node -> (time.monotonic() of Ray's first such word, its last)
-        again: list = []  # nodes Ray called unavailable this round
-        while refs:
+        again: list = []        # nodes Ray called unavailable this round
+        while pending or again:
+            if again:  # one pause for every node asked again this round
+                time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
+                for k in again:
+                    pending[self._actors[k].ready.remote()] = (k, "ready")
+                again = []
             left = deadline - time.monotonic()
-            done, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, min(_POLL, left)))
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, min(_POLL, left)))
             if done:
-                done = ray.wait(list(refs), num_returns=len(refs), timeout=0)[0]
+                done = ray.wait(list(pending), num_returns=len(pending), timeout=0)[0]
             for ref in done:
-                k = refs.pop(ref)
+                k, what = pending.pop(ref)
                 try:
-                    metas[k] = ray.get(ref)
-                    unavailable.pop(k, None)
-                    continue
+                    answer = ray.get(ref)
                 except ray.exceptions.ActorUnavailableError as exc:
                     now = time.monotonic()
                     since = unavailable.get(k, (now,))[0]
                     unavailable[k] = (since, exc)
                     if now >= deadline:
                         raise self._unavailable_at_start(k, now - since, exc) from None
+                    again.append(k)
+                    continue
                 except ray.exceptions.RayError as exc:
-                    if isinstance(getattr(exc, "cause", None), NodeRestarted):
+                    raise self._node_error(k, exc, during) from None
+                unavailable.pop(k, None)
+                if what == "start":
+                    metas[k] = answer
+                    continue
+                pid = int(answer)
+                if k in pid_sent and pid != pid_sent[k]:
+                    deaths[k] += 1
+                    if deaths[k] >= _START_DEATHS:
                         raise self._node_error_text(
-                            k, "died while starting its pool (Ray restarted its actor, sent "
-                               "its start again; make() reports a node that dies while it "
-                               "starts: the node's log says why)", "") from None
-                    raise self._node_error(k, exc, "starting") from None
-                again.append(k)
-            if again:  # one pause for every node sent its start again this round
-                time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
-                for k in again:
-                    refs[self._actors[k].start.remote(0)] = k
-                again = []
-            if not done and refs and time.monotonic() >= deadline:
-                late = sorted(refs.values())
+                            k, f"died while {during} its pool {deaths[k]} times (Ray "
+                               f"restarted its actor each time; the node's log says why)",
+                            "")
+                pid_sent[k] = pid
+                pending[self._actors[k].start.remote(generations[k])] = (k, "start")
+            if not done and pending and time.monotonic() >= deadline:
+                late = sorted({k for k, _ in pending.values()})
                 gone = [k for k in late if k in unavailable]
                 if gone:
                     k = gone[0]
                     raise self._unavailable_at_start(
                         k, time.monotonic() - unavailable[k][0], unavailable[k][1],
                         resent=True)
+                if during != "starting":
+                    raise self._node_error_text(
+                        late[0], f"did not build its pool within start_timeout="
+                                 f"{self._start_timeout:g} s after Ray restarted its actor",
+                        "")
                 # Not a failed pool (it was reported as one: a Ray pass): the
                 # actors were not scheduled, or their pools were slow to start.
                 raise WorkerError.of(
@@ -736,25 +769,14 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
             del self._inflight[r]
         node = self.nodes[k]
         node["restarts"] += 1
-        deadline = time.monotonic() + self._start_timeout
-        while True:
-            try:
-                meta = ray.get(self._actors[k].start.remote(node["restarts"]),
-                               timeout=max(1.0, deadline - time.monotonic()))
-                break
-            except ray.exceptions.GetTimeoutError:
-                raise self._break(self._node_error_text(
-                    k, f"died ({str(err).partition(chr(10))[0]}) and its restarted actor did "
-                       f"not build its pool within start_timeout={self._start_timeout:g} s",
-                    "")) from None
-            except ray.exceptions.ActorUnavailableError as again:
-                # Still restarting: Ray refuses calls for a moment.
-                if time.monotonic() > deadline:
-                    raise self._break(self._node_error(k, again, "restarting")) from None
-                time.sleep(0.1)
-            except ray.exceptions.RayError as again:
-                # Out of restarts (max_restarts), died again while starting, or failed.
-                raise self._break(self._node_error(k, again, "restarting")) from None
+        try:  # Ray may still be restarting the actor: unavailable for a moment
+            meta = self._start_pools({k: node["restarts"]},
+                                     time.monotonic() + self._start_timeout,
+                                     "restarting")[k]
+        except WorkerError as again:
+            # Out of restarts (max_restarts), died again while starting, or failed.
+            _log.warning("%s; its restart failed", str(err).partition("\n")[0])
+            raise self._break(again) from None
         node.update(meta)
         _log.warning("%s; restarted (restart %d of this node)",
                      str(err).partition("\n")[0], node["restarts"])
