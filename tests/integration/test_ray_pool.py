@@ -4,6 +4,7 @@ machine (``ray.cluster_utils.Cluster``, 1 CPU each), real actors, real pools."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -766,13 +767,19 @@ def test_a_node_unavailable_through_start_timeout_fails_make_naming_it(cluster, 
     before = set(os.listdir(SHM_DIR))
     t0 = time.monotonic()
     with pytest.raises(shmatari.WorkerError) as exc:
-        sray.make("Breakout", 4, num_nodes=2, seed=0, start_timeout=3, **POOL)
+        sray.make("Breakout", 4, num_nodes=2, seed=0, start_timeout=5, **POOL)
     took = time.monotonic() - t0
-    assert 3 <= took < 15, took
+    assert 5 <= took < 17, took
     text = str(exc.value)
     assert exc.value.worker == 1 and exc.value.env_ids == range(2, 4), text
     assert text.startswith("node 1 ") and "unavailable" in text \
-        and "start_timeout=3 s" in text and "simulated: request lost" in text, text
+        and "start_timeout=5 s" in text and "simulated: request lost" in text, text
+    # Ray's spell is timed from its first word: the ready() answered between
+    # two lost starts does not end it (until 2026-12-07 it did, and the text
+    # gave the time since the last loss, or, with a ready() in flight at the
+    # timeout, said Ray had not scheduled the actor)
+    waited = float(re.search(r"(?:from|for) ([0-9.]+) s", text).group(1))
+    assert waited >= 1.0, text
 
     def left():  # segments of this make()'s pools (owner gone, or a Ray actor)
         out = []

@@ -285,13 +285,18 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     since = unavailable.get(k, (now,))[0]
                     unavailable[k] = (since, exc)
                     if now >= deadline:
-                        raise self._unavailable_at_start(k, now - since, exc) from None
+                        raise self._unavailable_at_start(k, now - since, exc,
+                                                         during=during) from None
                     again.append(k)
                     continue
                 except ray.exceptions.RayError as exc:
                     raise self._node_error(k, exc, during) from None
-                unavailable.pop(k, None)
                 if what == "start":
+                    # (only a start's answer ends Ray's unavailable spell: the
+                    # ready() between two lost starts answers, and clearing it
+                    # there made a timeout read as an actor never scheduled,
+                    # or give the time since the last loss: a flaky test)
+                    unavailable.pop(k, None)
                     metas[k] = answer
                     continue
                 pid = int(answer)
@@ -311,7 +316,7 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
                     k = gone[0]
                     raise self._unavailable_at_start(
                         k, time.monotonic() - unavailable[k][0], unavailable[k][1],
-                        resent=True)
+                        resent=True, during=during)
                 if during != "starting":
                     raise self._node_error_text(
                         late[0], f"did not build its pool within start_timeout="
@@ -328,20 +333,23 @@ class RayVectorEnv(Closing, gym.vector.VectorEnv):
         return metas
 
     def _unavailable_at_start(self, k: int, waited: float, exc: BaseException,
-                              resent: bool = False) -> WorkerError:
-        """WorkerError: node ``k`` did not start within start_timeout, Ray
-        calling it unavailable (``exc``, its last word) since ``waited``
-        seconds; ``resent``: the start sent again after that word has not
-        answered (else Ray said it again at the timeout)."""
+                              resent: bool = False, during: str = "starting") -> WorkerError:
+        """WorkerError: node ``k`` did not start (``during="starting"``, in
+        make()) or rebuild its pool after a restart (``"restarting"``)
+        within start_timeout, Ray calling it unavailable (``exc``, its last
+        word) since ``waited`` seconds; ``resent``: the start sent again
+        after that word has not answered (else Ray said it again at the
+        timeout). Until 2026-12-07 both said "did not start"."""
         cause = getattr(exc, "cause", None)  # Ray's error, raised in the actor
         head = _core.printable(str(cause if cause is not None else exc).strip())
         head = head.partition("\n")[0] or type(exc).__name__
+        did = "did not start" if during == "starting" else "did not restart its pool"
         if resent:
-            what = (f"did not start within start_timeout={self._start_timeout:g} s: Ray said "
+            what = (f"{did} within start_timeout={self._start_timeout:g} s: Ray said "
                     f"it was unavailable ({head}) from {waited:.1f} s before, and the start "
                     f"sent again has not answered")
         else:
-            what = (f"did not start: Ray said it was unavailable for {waited:.1f} s, up to "
+            what = (f"{did}: Ray said it was unavailable for {waited:.1f} s, up to "
                     f"start_timeout={self._start_timeout:g} s ({head})")
         return self._node_error_text(k, what, "")
 
