@@ -1277,6 +1277,18 @@ def test_a_claim_written_for_a_process_that_does_not_map_the_pool_is_freed(serve
     other = subprocess.Popen(["sleep", "60"])  # alive, this user's, never maps it
     try:
         pid = {"other": other.pid, "server": s.proc.pid, "worker": s.worker_pids[0]}[holder]
+        if holder == "server":
+            # refused while the server has not freed it (stopped here): the
+            # text says a server never claims its own pool (until 2026-12-07
+            # it spoke of a pool made with make() only: an attacker's pass)
+            os.kill(s.proc.pid, signal.SIGSTOP)
+            try:
+                _write_header_word(s.segment, "client_pid", "<i", pid)
+                with pytest.raises(shmatari.AttachError, match=f"pid {pid}, the process that made it"
+                                   r".*a server never claims its own pool"):
+                    shmatari.attach(s.name, timeout=0)
+            finally:
+                os.kill(s.proc.pid, signal.SIGCONT)
         _write_header_word(s.segment, "client_pid", "<i", pid)
         why = "does not map the segment" if holder == "other" else "is the server or one of its"
         line = f"pid {pid} holds the claim but {why}"
@@ -1486,6 +1498,59 @@ sys.stdin.read()
             p.kill()
             p.wait()
         zombie.wait()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc/<pid>/maps")
+def test_a_client_whose_map_is_hidden_is_judged_by_its_user(tmp_path):
+    """The kernel hides /proc/<pid>/maps of a process that is not dumpable
+    (file capabilities, a set-id program, prctl(PR_SET_DUMPABLE, 0)) from
+    its own user too: the server took such a client for another user's
+    process and freed its claim 0.1 s after every attach (an attacker's
+    pass, 2026-12-07). A process of the server's user is judged by its life
+    alone; another user's is still refused. Run as root, the server's side
+    runs as uid 65534, as a non-root server would."""
+    held = tmp_path / "held"
+    held.write_bytes(bytes(4096))
+    st = held.stat()
+    ident = (st.st_dev, st.st_ino)
+    drop = "os.setgroups([]); os.setgid(65534); os.setuid(65534)" if os.geteuid() == 0 \
+        else "pass"
+    # the client: maps the file, then drops to the server's user (as root) and
+    # is not dumpable
+    client = subprocess.Popen([sys.executable, "-c", f"""
+import ctypes, mmap, os, sys
+f = open({str(held)!r}, "r+b")
+m = mmap.mmap(f.fileno(), 0)
+{drop}
+assert ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+print("ready", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline().strip() == "ready"
+        # the server's judgement, as the client's user
+        judge = subprocess.run([sys.executable, "-c", f"""
+import os
+from shmatari import cli
+{drop}
+try:
+    open("/proc/{client.pid}/maps", "rb").read()
+    print("readable")
+except PermissionError:
+    print(repr(cli._not_a_client({client.pid}, {ident!r}, set())))
+    if os.getuid() != 0:
+        print(repr(cli._not_a_client({os.getpid()}, {ident!r}, set())))
+"""], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        lines = judge.stdout.split()
+        assert judge.returncode == 0, judge.stderr
+        if lines == ["readable"]:
+            pytest.skip("this kernel shows a non-dumpable process's map to its user")
+        assert lines[0] == "None", judge.stdout  # a possible client: judged by its life
+        if os.geteuid() == 0:  # this (root) process, seen from uid 65534
+            assert "another user's" in judge.stdout.splitlines()[1], judge.stdout
+    finally:
+        client.kill()
+        client.wait()
 
 
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):

@@ -885,13 +885,17 @@ def test_squat_of_our_own_garbage_is_left_alone_with_one_line(shm_name):
     assert path.exists()
 
 
-def test_stale_squat_naming_a_live_pid_is_recognised_and_removed(shm_name):
+def test_stale_squat_naming_a_live_pid_is_recognised_and_removed(shm_name, capsys):
     name, path = shm_name
     # A header naming pid 1 (alive, started long before): nobody maps the
     # file, so no live server owns it.
     _write(path, bytes(segment_bytes(owner_pid=1)))
     assert _free(name) == ""
     assert not path.exists()
+    # the log says why without calling pid 1 gone (it said "left by a server
+    # that is gone (pid 1)" until 2026-12-07: an attacker's pass)
+    err = capsys.readouterr().err
+    assert "gone" not in err and "no process holds it" in err, err
 
 
 def test_squat_with_a_recycled_pid_is_removed(shm_name):

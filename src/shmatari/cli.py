@@ -106,6 +106,7 @@ def _free_name(segment: str) -> None:
             remove (another user's, not a shmatari pool, unreadable).
     """
     path = f"{shm.SHM_DIR}/{segment}"
+    unlocked = False  # its header's owner lives, but no process holds its in-use lock
     try:
         # Read-only: a live server counts the read-write opens of its file as
         # clients (_OpenWatch), and this look is none.
@@ -151,6 +152,7 @@ def _free_name(segment: str) -> None:
                     pass
                 else:
                     alive = False
+                    unlocked = True
         finally:
             if seg is not None:
                 seg.release()
@@ -162,7 +164,11 @@ def _free_name(segment: str) -> None:
         if alive:
             raise SystemExit(f"shmatari serve: the name is taken: pid {owner} already "
                              f"serves {path}; choose another --name or stop it")
-    _log(f"removing {path}, left by a server that is gone (pid {owner})")
+    if unlocked:  # a copy, or a file whose header names a live pid (an attacker's pass)
+        _log(f"removing {path}: no process holds it (its header names pid {owner}, "
+             f"alive, which does not hold its lock: not its server)")
+    else:
+        _log(f"removing {path}, left by a server that is gone (pid {owner})")
     shm.unlink_own(segment, ident)  # the file judged above, not one created since
 
 
@@ -263,7 +269,16 @@ def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | No
     except FileNotFoundError:
         return None  # gone: judged dead by the caller
     except PermissionError:
-        return "is a process whose memory map this user cannot read (another user's)"
+        # The kernel hides the map of a process that is not dumpable (a
+        # binary with file capabilities, a set-id program, one that called
+        # prctl(PR_SET_DUMPABLE, 0)) from its own user too: such a client
+        # lost its claim 0.1 s after every attach (an attacker's pass,
+        # 2026-12-07). A process of this user is judged by its life alone;
+        # this user's processes can rewrite the word anyway (docs/layout.md,
+        # Trust, "Limits").
+        if _same_user(pid):
+            return None
+        return "is another user's process (its memory map cannot be read)"
     except OSError:
         return None
     dev = f"{os.major(ident[0]):02x}:{os.minor(ident[0]):02x}".encode()
@@ -280,6 +295,20 @@ def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | No
     if flags & _PF_EXITING:
         return None
     return "does not map the segment"
+
+
+def _same_user(pid: int) -> bool:
+    """Whether process ``pid``'s real or effective uid is this process's
+    effective uid (``/proc/<pid>/status``, readable by every user); True
+    where it cannot be read (gone: judged dead by the caller)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return os.geteuid() in {int(u) for u in line.split()[1:3]}
+    except (OSError, ValueError):
+        return True
+    return True
 
 
 class _Clients:

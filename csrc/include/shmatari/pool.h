@@ -296,7 +296,11 @@ static inline int shmatari_claim(shmatari_header *h, int32_t pid,
                              "process that made it, which is its client "
                              "until it closes it (a pool made with make()); "
                              "a pool for other processes to attach to is "
-                             "one that `shmatari serve` runs", (int)cur);
+                             "one that `shmatari serve` runs (a server "
+                             "never claims its own pool: there another "
+                             "process wrote its pid into the claim word, "
+                             "which the server frees within about 0.1 s)",
+                             (int)cur);
       return shmatari_fail(msg, len, SHMATARI_ERR_BUSY,
                            "the pool already has a client: pid %d%s; one "
                            "client at a time (detach it, or end it, first)",
