@@ -1561,6 +1561,30 @@ def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s.assert_gone()
 
 
+def test_an_attached_client_learns_why_the_server_stops_when_a_worker_dies(server):
+    """A worker of a served pool is killed while a client steps: the server
+    stops, and the client's error names the worker and its death (the
+    server writes it into the worker's record before it closes the pool).
+    The client read only "the pool's owner ... is closing the pool", and
+    only the server's log said why (a C++ user's pass, 2026-12-07)."""
+    s = server(num_envs=4, num_workers=2)
+    env = shmatari.attach(s.name, timeout=30)
+    try:
+        env.reset()
+        env.step(np.zeros(4, np.int64))
+        os.kill(s.worker_pids[1], signal.SIGKILL)
+        with pytest.raises(shmatari.WorkerError) as exc:
+            for _ in range(1000):
+                env.step(np.zeros(4, np.int64), timeout=10)
+        text = str(exc.value)
+        assert f"worker 1 (pid {s.worker_pids[1]}, envs 2..3)" in text, text
+        assert "killed by signal 9" in text and "as the server" in text, text
+    finally:
+        env.close()
+    assert s.proc.wait(15) == 1
+    s.assert_gone()
+
+
 def test_server_checks_its_workers_while_the_segment_is_opened_again_and_again(server):
     """A process that opens the segment every 10 ms (a client retrying its
     attach) kept the server watching the claim word, spinning, and not

@@ -756,6 +756,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=None,
         return 0
     except WorkerError as exc:
         _log(f"stopping: {exc}")
+        _record_death(env, exc)
         return 1
     except _Shrunk:
         return 1
@@ -776,6 +777,31 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=None,
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _record_death(env, exc: WorkerError) -> None:
+    """Before the server closes a pool whose worker died: writes the death
+    into that worker's record (state FAILED, its cause as the error text,
+    one more ``failed_workers``), as a worker that fails writes its own, so
+    that the attached client's next check reports it (``SHMATARI_ERR_WORKER``,
+    Python's WorkerError) with its cause; it read only the CLOSING that
+    follows ("the pool's owner is closing the pool"), and only the server's
+    log said why (a C++ user's pass, 2026-12-07). A worker that failed and
+    wrote its own error keeps it."""
+    if exc.exitcode is None or env is None or not 0 <= exc.worker < env.num_workers:
+        return
+    try:
+        seg = env._seg
+        if seg.worker_state(exc.worker) == _core.WORKER_FAILED:
+            return
+        text = str(exc).split("\n", 1)[0]
+        head = f"worker {exc.worker} ("
+        if text.startswith(head) and ") " in text:
+            text = text.split(") ", 1)[1]  # the client's message names the worker
+        _core.mark_worker(seg, exc.worker, _core.WORKER_FAILED,
+                          error=f"{text}, as the server (pid {os.getpid()}) found; it stops")
+    except (ValueError, RuntimeError, OSError):
+        pass  # the segment is gone or broken: the client reads the close
 
 
 def _option_type(key: str):

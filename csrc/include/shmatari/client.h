@@ -684,7 +684,9 @@ static inline int shmatari_accept_batch(shmatari_client *c) {
  * fixed-order pool's next group not all running: shmatari_check_group, or
  * not IDLE/PARTIAL/WAITING, or a process forked from the client's:
  * shmatari_check_process, nothing released); _ERR_TIMEOUT or _ERR_INTERRUPTED (call again to
- * go on waiting: nothing changed); _ERR_SERVER_DEAD / _ERR_WORKER /
+ * go on waiting: nothing changed; the call again waits its own timeout_ns, so
+ * a caller signalled more often than that, by a profiler's SIGPROF or its own
+ * timers, keeps its own deadline across calls); _ERR_SERVER_DEAD / _ERR_WORKER /
  * _ERR_CLOSED, each within timeout_ns plus at most SHMATARI_POLL_NS; or
  * _ERR_NOT_SHMATARI within SHMATARI_POLL_NS, whatever timeout_ns, once every
  * env in flight has answered and the batch is still not full
