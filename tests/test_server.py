@@ -1526,8 +1526,19 @@ assert ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUM
 print("ready", flush=True)
 sys.stdin.read()
 """], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # as root, also a process whose real uid is the server's but which opens
+    # files as another user (a set-uid program of that user): it cannot open
+    # the segment, so it is no client (a review: it was judged by its life)
+    setuid = subprocess.Popen([sys.executable, "-c", """
+import os, sys
+os.setgroups([]); os.setresgid(65534, 65533, 65533); os.setresuid(65534, 65533, 65533)
+print("ready", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) if os.geteuid() == 0 else None
     try:
         assert client.stdout.readline().strip() == "ready"
+        if setuid is not None:
+            assert setuid.stdout.readline().strip() == "ready"
         # the server's judgement, as the client's user
         judge = subprocess.run([sys.executable, "-c", f"""
 import os
@@ -1540,6 +1551,7 @@ except PermissionError:
     print(repr(cli._not_a_client({client.pid}, {ident!r}, set())))
     if os.getuid() != 0:
         print(repr(cli._not_a_client({os.getpid()}, {ident!r}, set())))
+        print(repr(cli._not_a_client({setuid.pid if setuid else 0}, {ident!r}, set())))
 """], capture_output=True, text=True, timeout=60, cwd=tmp_path)
         lines = judge.stdout.split()
         assert judge.returncode == 0, judge.stderr
@@ -1548,9 +1560,12 @@ except PermissionError:
         assert lines[0] == "None", judge.stdout  # a possible client: judged by its life
         if os.geteuid() == 0:  # this (root) process, seen from uid 65534
             assert "another user's" in judge.stdout.splitlines()[1], judge.stdout
+            assert "another user's" in judge.stdout.splitlines()[2], judge.stdout
     finally:
-        client.kill()
-        client.wait()
+        for p in (client, setuid):
+            if p is not None:
+                p.kill()
+                p.wait()
 
 
 def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
@@ -1561,7 +1576,8 @@ def test_serve_stops_and_cleans_up_when_a_worker_dies(server):
     s.assert_gone()
 
 
-def test_an_attached_client_learns_why_the_server_stops_when_a_worker_dies(server):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_an_attached_client_learns_why_the_server_stops_when_a_worker_dies(server, sig):
     """A worker of a served pool is killed while a client steps: the server
     stops, and the client's error names the worker and its death (the
     server writes it into the worker's record before it closes the pool).
@@ -1572,16 +1588,38 @@ def test_an_attached_client_learns_why_the_server_stops_when_a_worker_dies(serve
     try:
         env.reset()
         env.step(np.zeros(4, np.int64))
-        os.kill(s.worker_pids[1], signal.SIGKILL)
+        os.kill(s.worker_pids[1], sig)
         with pytest.raises(shmatari.WorkerError) as exc:
             for _ in range(1000):
                 env.step(np.zeros(4, np.int64), timeout=10)
         text = str(exc.value)
         assert f"worker 1 (pid {s.worker_pids[1]}, envs 2..3)" in text, text
-        assert "killed by signal 9" in text and "as the server" in text, text
+        assert f"killed by signal {int(sig)}" in text and "found by the server" in text, text
+        if sig == signal.SIGSEGV:  # the dump the worker left comes with it
+            assert "Segmentation fault" in text, text
     finally:
         env.close()
     assert s.proc.wait(15) == 1
+    s.assert_gone()
+
+
+def test_a_written_closing_is_not_reported_as_a_worker_failure(server):
+    """Another process writes CLOSING into pool_state: the workers exit (code
+    0) and the server stops; the client reads the close, not a failure of a
+    worker that did nothing wrong (a review of the death record, 2026-12-07)."""
+    s = server(num_envs=4, num_workers=2)
+    env = shmatari.attach(s.name, timeout=30)
+    try:
+        env.reset()
+        _write_header_word(s.segment, "pool_state", "<I", _core.POOL_CLOSING)
+        assert s.proc.wait(15) == 1  # stopped (and wrote what it writes) before the client looks
+        with pytest.raises(shmatari.ShmatariError) as exc:
+            for _ in range(1000):
+                env.step(np.zeros(4, np.int64), timeout=10)
+        assert not isinstance(exc.value, shmatari.WorkerError), str(exc.value)
+        assert "closing the pool" in str(exc.value), str(exc.value)
+    finally:
+        env.close()
     s.assert_gone()
 
 

@@ -298,14 +298,19 @@ def _not_a_client(pid: int, ident: tuple[int, int] | None, own: set) -> str | No
 
 
 def _same_user(pid: int) -> bool:
-    """Whether process ``pid``'s real or effective uid is this process's
-    effective uid (``/proc/<pid>/status``, readable by every user); True
+    """Whether process ``pid`` opens files as this process's user (its fs
+    uid, in ``/proc/<pid>/status``, readable by every user, is this
+    process's effective uid): one that could have opened the segment; True
     where it cannot be read (gone: judged dead by the caller)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"Uid:"):
-                    return os.geteuid() in {int(u) for u in line.split()[1:3]}
+                    # real, effective, saved, fs: the fs uid opens files, and a
+                    # client opened the 0600 segment (its real or effective uid
+                    # kept a set-uid program's of another user, which cannot
+                    # open it: a review)
+                    return int(line.split()[4]) == os.geteuid()
     except (OSError, ValueError):
         return True
     return True
@@ -788,8 +793,8 @@ def _record_death(env, exc: WorkerError) -> None:
     follows ("the pool's owner is closing the pool"), and only the server's
     log said why (a C++ user's pass, 2026-12-07). A worker that failed and
     wrote its own error keeps it."""
-    if exc.exitcode is None or env is None or not 0 <= exc.worker < env.num_workers:
-        return
+    if not exc.exitcode or env is None or not 0 <= exc.worker < env.num_workers:
+        return  # alive, or it exited on a CLOSING (which another process may write)
     try:
         seg = env._seg
         if seg.worker_state(exc.worker) == _core.WORKER_FAILED:
@@ -798,8 +803,10 @@ def _record_death(env, exc: WorkerError) -> None:
         head = f"worker {exc.worker} ("
         if text.startswith(head) and ") " in text:
             text = text.split(") ", 1)[1]  # the client's message names the worker
-        _core.mark_worker(seg, exc.worker, _core.WORKER_FAILED,
-                          error=f"{text}, as the server (pid {os.getpid()}) found; it stops")
+        error = f"{text} (found by the server, pid {os.getpid()}, which stops)"
+        if exc.worker_traceback:  # what it left: faulthandler's dump of a fatal signal
+            error += "\n" + exc.worker_traceback
+        _core.mark_worker(seg, exc.worker, _core.WORKER_FAILED, error=error)
     except (ValueError, RuntimeError, OSError):
         pass  # the segment is gone or broken: the client reads the close
 

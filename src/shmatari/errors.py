@@ -32,8 +32,13 @@ class WorkerError(ShmatariError, RuntimeError):
         worker: the worker's index.
         env_ids: the envs it owned, ``range(begin, end)``.
         exitcode: its exit code; negative is the signal that killed it
-            (``multiprocessing`` convention); None if it is still running.
-        worker_traceback: the traceback text the worker left, or "".
+            (``multiprocessing`` convention); None if it is still running,
+            or not known (a worker of an attached pool: the text says how it
+            ended).
+        worker_traceback: the traceback text the worker left, or "". In an
+            attached pool whose server found a worker dead, the server's
+            line on how it ended, then what the worker left (faulthandler's
+            dump of a fatal signal).
     """
 
     def __init__(self, message: str, *, worker: int, env_ids: range,
