@@ -686,6 +686,27 @@ env.close()
 '''
 
 
+def test_a_second_signal_does_not_cut_the_first_ones_cleanup_short():
+    """A SIGTERM to the whole process tree (``systemctl stop``) reaches a
+    worker, and then the parent's death signal (SIGCONT, its handler ending
+    the worker as SIGTERM does) arrives inside the first one's cleanup: the
+    handler raised again there, cut the cleanup short and printed an
+    uncaught _Terminated traceback (a review, 2026-12-07, 2 of 4 runs). It
+    raises once; the flag stays set."""
+    proc = subprocess.run([sys.executable, "-c", """
+import signal
+import shmatari.worker as w
+try:
+    w._on_sigterm(signal.SIGTERM, None)
+except w._Terminated:
+    print("raised")
+w._on_sigterm(signal.SIGCONT, None)
+print("returned", w._terminating)
+"""], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["raised", "returned", "True"], proc.stdout
+
+
 def test_a_sigterm_whose_exception_is_lost_still_ends_the_worker():
     """The handler's exception can be dropped by C code it interrupts; the
     flag it sets first ends the worker at its next poll all the same."""

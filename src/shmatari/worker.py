@@ -73,7 +73,14 @@ _terminating = False
 
 
 def _on_sigterm(signum, frame):
+    """Ends the worker (:class:`_Terminated`), once: a second signal (the
+    parent's death signal after a SIGTERM to the whole process tree, as
+    ``systemctl stop`` sends) raised again inside the cleanup of the first,
+    cut it short and printed a traceback (a review, 2026-12-07); the flag
+    stays set for :func:`_check_terminated`."""
     global _terminating
+    if _terminating:
+        return
     _terminating = True
     raise _Terminated()
 
