@@ -171,23 +171,61 @@ class _Resources:
 
     def _wait_for_jitted_calls(self, seg) -> None:
         """Waits for the jitted xla() calls this thread dispatched and that
-        may still run on the client (jax dispatches asynchronously), before
-        the client struct is zeroed and the segment unmapped under them (a
-        close() right after a jitted lax.scan, without block_until_ready,
-        crashed the process with SIGFPE). An owner first marks the pool
-        CLOSING: a call that waits then fails within SHMATARI_POLL_NS and
-        breaks the client, so the calls left fail at once and close() stays
-        bounded; their error is the jitted results' (the pool is closing)."""
+        may still run on the client (jax dispatches asynchronously; its
+        runtime tokens are per thread), before the client struct is zeroed
+        and the segment unmapped under them (a close() right after a jitted
+        lax.scan, without block_until_ready, crashed the process with
+        SIGFPE).
+
+        They run to their end first, as if the close() had come after them
+        (JAX's program order, and EnvPool's: a rollout dispatched, then
+        close(), then its results read, read them; until 2026-12-07 the
+        pool was marked CLOSING first and the rollout failed with "the pool
+        is closing", a JAX user's pass), for as long as the pool makes
+        progress: a watcher marks an owner's pool CLOSING once no batch has
+        been published for ``OTHER_THREAD_TIMEOUT`` (a stopped worker under
+        a call with no timeout), and the calls left fail within
+        SHMATARI_POLL_NS, so close() stays bounded. Another thread's calls
+        are not this thread's to wait for: the CLOSING that follows fails
+        them at their next step (their error is their results')."""
         import sys
 
         jax = sys.modules.get("jax")
         if jax is None:
             return
+        if self.owner and seg is not None:
+            done = threading.Event()
+            watcher = threading.Thread(target=self._close_if_stalled, args=(seg, done),
+                                       name="shmatari-close-watch", daemon=True)
+            watcher.start()
+            try:
+                jax.effects_barrier()
+            except Exception:  # noqa: BLE001 - the failed call's error is its results'
+                _forget_closing_tokens()
+            finally:
+                done.set()
+                watcher.join()
         self._mark_closing(seg)
         try:
             jax.effects_barrier()
         except Exception:  # noqa: BLE001 - the failed call's error is its results'
             _forget_closing_tokens()
+
+    def _close_if_stalled(self, seg, done: threading.Event) -> None:
+        """While ``done`` is not set: marks the pool CLOSING once its
+        ``main_seq`` (bumped at every batch a worker publishes) has not moved
+        for ``OTHER_THREAD_TIMEOUT`` seconds (:meth:`_wait_for_jitted_calls`)."""
+        try:
+            seen, since = seg.header()["main_seq"], time.monotonic()
+            while not done.wait(0.05):
+                now_seq = seg.header()["main_seq"]
+                if now_seq != seen:
+                    seen, since = now_seq, time.monotonic()
+                elif time.monotonic() - since >= OTHER_THREAD_TIMEOUT:
+                    self._mark_closing(seg)
+                    return
+        except ValueError:  # the segment is gone or broken: end the calls
+            self._mark_closing(seg)
 
     def forget(self) -> None:
         """In a child forked from this process: drop the parent's pool

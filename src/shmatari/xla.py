@@ -76,8 +76,11 @@ None of these needs a Python callback, so none is used.
 Rules: one thread drives a pool at a time. jax dispatches asynchronously,
 so call ``jax.block_until_ready`` on a jitted call's results before calling
 the pool's Python methods (``reset``, ``step``) again. ``close`` waits for the
-jitted calls its thread dispatched (a ``make()`` pool is marked closing
-first, so a scan still running fails at its next call). A closed pool's
+jitted calls its thread dispatched to end, as ``block_until_ready`` would
+(their results read after the close are whole, as in EnvPool), while the
+pool makes progress: after 2 s with no batch (a stopped worker) a
+``make()`` pool is marked closing and the calls left fail at their next
+step; another thread's calls fail so at once. A closed pool's
 functions fail with an ``XlaRuntimeError`` (its client is detached).
 """
 

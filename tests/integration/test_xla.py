@@ -863,13 +863,15 @@ roll = jax.jit(lambda h, k: jax.lax.scan(body, h, jax.random.split(k, 5000)))
 """
 
 _CLOSE_IN_FLIGHT = r"""
-import sys, time, jax, shmatari
+import os, signal, sys, time, jax, shmatari
 """ + _SCAN_POOL + r"""
 out = roll(handle, jax.random.PRNGKey(0))  # dispatched: runs while Python goes on
 time.sleep(float(sys.argv[1]))
 if sys.argv[2] == "interrupt":  # a Ctrl-C while the scan runs: the pool's exit finalizer closes it
     print(env.segment_name, flush=True)
     raise KeyboardInterrupt
+if sys.argv[2] == "stop":  # a worker stopped under the scan: no batch comes
+    os.kill(env.worker_pids[1], signal.SIGSTOP)
 t0 = time.monotonic()
 env.close()                                 # no block_until_ready first
 print("closed in %.2f s" % (time.monotonic() - t0), flush=True)
@@ -886,20 +888,38 @@ def test_xla_close_while_a_jitted_scan_runs_waits_for_it_and_does_not_crash(tmp_
     """close() right after a jitted lax.scan was dispatched (jax runs it
     asynchronously), with no block_until_ready first, as a script that ends
     its loop and closes does. close() zeroed the client struct that the XLA
-    handler was inside (SIGFPE: the whole process died, rc -8). It now marks
-    the pool closing and waits for the jitted calls: the scan's call fails
-    with the pool's words, close() stays short, nothing leaks."""
+    handler was inside (SIGFPE: the whole process died, rc -8). It waits
+    for the jitted calls its thread dispatched, which run to their end as if
+    the close() came after them (JAX's program order, and EnvPool's: until
+    2026-12-07 it marked the pool closing first and the scan failed with
+    "the pool is closing", a JAX user's pass); nothing leaks."""
     import subprocess
     import sys
 
     script = tmp_path / "close_in_flight.py"
     script.write_text(_CLOSE_IN_FLIGHT)
     proc = subprocess.run([sys.executable, str(script), str(delay), "close"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
     assert "closed in" in proc.stdout, proc.stdout
+    assert "finished" in proc.stdout and "failed" not in proc.stdout, proc.stdout
+
+
+def test_xla_close_under_a_jitted_scan_a_stopped_worker_holds_is_bounded(tmp_path):
+    """The wait for the scan lasts while the pool makes progress: with a
+    worker stopped under it (no batch for OTHER_THREAD_TIMEOUT, 2 s), close()
+    marks the pool closing, the scan fails in the pool's words, and close()
+    ends within a few seconds."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "close_in_flight.py"
+    script.write_text(_CLOSE_IN_FLIGHT)
+    proc = subprocess.run([sys.executable, str(script), "0.5", "stop"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
     seconds = float(proc.stdout.split("closed in ")[1].split()[0])
-    assert seconds < 5.0, proc.stdout
+    assert 2.0 <= seconds < 15.0, proc.stdout
     assert "failed:" in proc.stdout and "closing" in proc.stdout, proc.stdout
     # The failed calls' error is the results' alone: jax's exit handlers,
     # which wait on its runtime tokens again, printed it twice more
@@ -912,7 +932,8 @@ def test_a_ctrl_c_while_a_jitted_scan_runs_exits_without_jaxs_exit_tracebacks(tm
     """A Ctrl-C while a jitted scan runs, as CleanRL's
     ppo_atari_envpool_xla_jax_scan.py gets it (the KeyboardInterrupt comes
     in jax.device_get while the scan goes on): the pool's exit finalizer
-    closes the pool under the scan, whose calls fail. Until 2026-12-05
+    closes the pool (once the scan has ended, since 2026-12-07; before, under
+    the scan, whose calls failed). Until 2026-12-05
     jax's own exit handlers (clean_up, wait_for_tokens) then waited on the
     failed calls' runtime tokens and each printed "Exception ignored in
     atexit callback" with a JaxRuntimeError naming this process as the
