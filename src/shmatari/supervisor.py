@@ -169,7 +169,7 @@ class _Resources:
             if pending is not None:
                 raise pending
 
-    def _wait_for_jitted_calls(self, seg) -> None:
+    def _wait_for_jitted_calls(self, seg, attempt: int = 0) -> None:
         """Waits for the jitted xla() calls this thread dispatched and that
         may still run on the client (jax dispatches asynchronously; its
         runtime tokens are per thread), before the client struct is zeroed
@@ -185,22 +185,36 @@ class _Resources:
         progress: a watcher marks an owner's pool CLOSING once no batch has
         been published for ``OTHER_THREAD_TIMEOUT`` (a stopped worker under
         a call with no timeout), and the calls left fail within
-        SHMATARI_POLL_NS, so close() stays bounded. Another thread's calls
+        SHMATARI_POLL_NS, so close() stays bounded. Where no thread can be
+        started (Python 3.12's exit handlers refuse one) and in a retry
+        (``attempt`` > 0: a signal handler's exception cut the first short),
+        the pool is marked CLOSING first, as before. Another thread's calls
         are not this thread's to wait for: the CLOSING that follows fails
-        them at their next step (their error is their results')."""
+        them at their next step (their error is their results'). Only the
+        calls' own failures are caught here: a signal handler's exception
+        goes on to :meth:`_shutdown_whole`, which raises it once the
+        shutdown is done (caught here, it was lost: a review)."""
         import sys
 
         jax = sys.modules.get("jax")
         if jax is None:
             return
-        if self.owner and seg is not None:
+        errors = getattr(jax, "errors", None)
+        failed = getattr(errors, "JaxRuntimeError", None) or getattr(
+            errors, "XlaRuntimeError", Exception)
+        watcher = None
+        if self.owner and seg is not None and attempt == 0:
             done = threading.Event()
             watcher = threading.Thread(target=self._close_if_stalled, args=(seg, done),
                                        name="shmatari-close-watch", daemon=True)
-            watcher.start()
+            try:
+                watcher.start()
+            except RuntimeError:  # "can't create new thread at interpreter shutdown"
+                watcher = None
+        if watcher is not None:
             try:
                 jax.effects_barrier()
-            except Exception:  # noqa: BLE001 - the failed call's error is its results'
+            except failed:  # the failed call's error is its results'
                 _forget_closing_tokens()
             finally:
                 done.set()
@@ -208,7 +222,7 @@ class _Resources:
         self._mark_closing(seg)
         try:
             jax.effects_barrier()
-        except Exception:  # noqa: BLE001 - the failed call's error is its results'
+        except failed:  # the failed call's error is its results'
             _forget_closing_tokens()
 
     def _close_if_stalled(self, seg, done: threading.Event) -> None:
@@ -307,7 +321,7 @@ class _Resources:
             # have taken the name (shmatari serve --name) after removing ours.
             shm.unlink_own(segment.name, self.ident or shm.identity(segment))
         if self.xla and seg is not None:
-            self._wait_for_jitted_calls(seg)
+            self._wait_for_jitted_calls(seg, attempt)
         # Before the client goes: a jitted call another thread dispatched may
         # be inside a handler (an owner's CLOSING ends its wait within
         # SHMATARI_POLL_NS); unregister waits for it to leave. One still
