@@ -228,3 +228,29 @@ def test_the_readmes_chaos_figures_are_those_of_the_committed_run():
     flat = " ".join(block.split())
     for figure in expected:
         assert " ".join(figure.split()) in flat, (figure, block)
+
+
+def test_the_readmes_ceiling_tables_are_those_of_the_committed_sittings():
+    """The README's issue-24 totals were edited by hand after each sitting
+    (a count or a median could drift from the JSON they summarize): each
+    table between ``<!-- ceiling-sittings --first F --last L -->`` markers
+    is what benchmarks/ceiling_sittings.py computes from the committed
+    JSON of those sittings, and the newest sitting there is in a table."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "ceiling_sittings", ROOT / "benchmarks" / "ceiling_sittings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"<!-- ceiling-sittings --first (\d+) --last (\d+) -->\n(.*?)\n"
+                        r"<!-- /ceiling-sittings -->", text, re.S)
+    assert len(blocks) >= 2, "the README's issue-24 tables lost their markers"
+    for first, last, table in blocks:
+        runs = mod.load(int(first), int(last))
+        assert all(runs.values()), (first, last)
+        assert table.strip().splitlines() == mod.table(runs), (first, last)
+    newest = max(int(m) for m in re.findall(r"sticky0-sitting(\d+)\.json",
+                                            " ".join(p.name for p in (ROOT / "benchmarks" /
+                                                                      "results").iterdir())))
+    assert max(int(last) for _, last, _ in blocks) == newest, newest
