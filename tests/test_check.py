@@ -41,8 +41,13 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
     assert len(set(reference)) == 4  # the envs themselves differ
     assert set(report["runs"]) == {"reference", "rerun", "one_worker", "fork", "spawn",
                                    "async", "fixed", "reseed", "fast_on", "fast_off", "pipe",
-                                   "seed_a", "seed_b"}
+                                   "seed_a", "seed_b", "seed_sticky_a", "seed_sticky_b",
+                                   "seed_noops_a", "seed_noops_b"}
     seed_runs = [report["runs"].pop(r)["env_hashes"] for r in ("seed_a", "seed_b")]
+    # each random source alone, sticky actions with 14 envs
+    sticky = [report["runs"].pop(f"seed_sticky_{t}")["env_hashes"] for t in "ab"]
+    noops = [report["runs"].pop(f"seed_noops_{t}")["env_hashes"] for t in "ab"]
+    assert [len(set(sticky[0] + sticky[1])), len(set(noops[0] + noops[1]))] == [28, 8]
     # the fast_reset pairing's games are cut short: streams of their own
     fast = [report["runs"].pop(r)["env_hashes"] for r in ("fast_on", "fast_off")]
     assert fast[0] == fast[1] and fast[0] != reference
@@ -50,7 +55,11 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
         assert run["error"] is None and run["env_hashes"] == reference
     # the seed pairing: every env given env 0's actions, under seeds 0 and 1
     assert len(set(seed_runs[0] + seed_runs[1])) == 8
-    assert seed_runs[0] != reference and lines[-2].endswith("all 8 env streams distinct")
+    assert seed_runs[0] != reference and lines[-2].startswith(
+        "agree   pool seeds 0 and 1, every env given env 0's actions: all 8 env streams "
+        "distinct; with sticky actions alone (noop_max 0), 14 envs: all 28 env streams "
+        "distinct; with no-op starts alone (repeat_action_probability 0), 4 envs: all 8 env "
+        "streams distinct"), lines[-2]
     assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["ale-py"]
 
 
@@ -435,6 +444,12 @@ for bug in sys.argv[1:]:
     elif name == "reseed":  # reset(seed=S) re-derives every env as env 0
         atari.reseed_core = lambda core, index, seed: reseed_core(core, 0, seed)
         pairings = ["reseed"]
+    elif name == "ignoredale":  # ALE's seed (sticky actions) ignores the pool seed
+        seeding.ale_seed = lambda s, i, r=0, g=0: ale(0, i, r, g)
+        pairings = ["seed"]
+    elif name == "ignorednoops":  # the no-op counts ignore the pool seed
+        seeding.noop_rng = lambda s, i, r=0, g=0: noop(0, i, r, g)
+        pairings = ["seed"]
     else:
         remap = {"ignored": lambda s, i: (0, i), "plus_i": lambda s, i: (s + i, 0),
                  "same": lambda s, i: (0, 0), "none": lambda s, i: (s, i)}[name]
@@ -459,9 +474,14 @@ def test_the_check_catches_the_classic_seeding_bugs():
     random state forked from the parent fails the rerun, whose pool starts
     from another parent state. A reseed that gives every env env 0's
     streams fails the reseed pairing (the check ran no reset(seed=...) until
-    2026-12-06, and passed it: a reproducibility audit)."""
+    2026-12-06, and passed it: a reproducibility audit). With sticky
+    actions and no-op starts both drawn from the seed, one source that
+    ignores the seed fails the pairing too: its runs of each source alone
+    (the other source told the streams apart, and the pairing passed: a
+    reproducibility audit, 2026-12-07)."""
     bugs = ["none:0.25", "none:0", "ignored:0.25", "ignored:0", "plus_i:0.25", "plus_i:0",
-            "same:0.25", "same:0", "global:0.25", "reseed:0.25"]
+            "same:0.25", "same:0", "global:0.25", "reseed:0.25", "ignoredale:0.25",
+            "ignorednoops:0.25"]
     proc = subprocess.run([sys.executable, "-c", _SEEDING_BUG, *bugs], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -473,6 +493,11 @@ def test_the_check_catches_the_classic_seeding_bugs():
         expect = {"none": "agree   pool seeds 5 and 6", "global": "DIFFER  twice as is",
                   "reseed": "DIFFER  make(seed=5) vs make(seed=6), 200 steps, reset(seed=5)",
                   "ignored": "the pool seed is ignored", "plus_i": "an env seed of seed + i",
+                  "ignoredale": "with sticky actions alone (noop_max 0), 14 envs: each env "
+                                "plays the same stream under both seeds: the pool seed is "
+                                "ignored",
+                  "ignorednoops": "with no-op starts alone (repeat_action_probability 0), 4 "
+                                  "envs: each env plays the same stream under both seeds",
                   "same": "every env under both seeds plays one stream"}[name]
         assert expect in line, (bug, line)
 

@@ -33,7 +33,14 @@ observations, rewards, ``terminated``/``truncated`` flags and info
   one stream under both seeds), ``seed + i`` (env *i* + 1 under S plays env
   *i*'s under S + 1), an env index that does not reach the seeds, and a
   random state the workers inherit from the parent (envs of the same rank
-  in different workers alike).
+  in different workers alike). Where the options draw two things from the
+  seed, sticky actions (``repeat_action_probability`` > 0) and no-op starts
+  (``noop_max`` > 1), the pairing also runs each source alone (two runs
+  with ``noop_max=0``, with at least :data:`SEED_SOURCE_ENVS` envs, and two
+  with ``repeat_action_probability=0``), so that a source that ignored the
+  seed could not pass behind the other (a reproducibility audit,
+  2026-12-07: an ALE seed or a no-op generator that ignored the pool seed
+  passed the pairing, the streams told apart by the other source).
 
 Every other variant is compared with the reference run (shmatari,
 synchronous, N workers, the default start method), one verdict line per
@@ -148,6 +155,7 @@ class _Plan:
     batch_order: str | None = None  # make()'s, where not its default
     reseed_from: int | None = None  # made with this seed, played, then reset(seed=the check's)
     overrides: tuple = ()  # (option, value) pairs over the check's options
+    num_envs: int | None = None  # the run's envs, where not the check's
 
 
 @dataclasses.dataclass
@@ -353,10 +361,11 @@ def _no_group_warning():
 
 
 def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: dict,
-           seeds: tuple = (0, 1)):
+           seeds: tuple = (0, 1), seed_sources: Sequence[tuple] = ()):
     """The runs needed and the (key, title, variant) of each pairing (the
     ``seed`` and ``fast_reset`` pairings' variant is the second of their
-    two runs)."""
+    two runs; ``seed_sources``: :func:`_seed_sources`, each a pair of runs
+    more for the ``seed`` pairing)."""
     # The pipe baseline does not render; rendering changes no observation, so
     # its run leaves render_mode out and the pairing still compares the streams.
     no_render = options.get("render_mode") is not None
@@ -416,7 +425,33 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
                 f"shmatari, sync, {num_workers} workers, seed {seeds[0]}, env 0's actions "
                 f"in every env")))
         runs.append(plan)
+        if key == "seed":
+            for name, what, overrides, n in seed_sources:
+                for tag, s in zip("ab", seeds):
+                    runs.append(dataclasses.replace(
+                        plan, name=f"seed_{name}_{tag}", seed=s, overrides=overrides,
+                        num_envs=n, label=f"shmatari, sync, {num_workers} workers, "
+                                          f"{n} envs, seed {s}, {what}, env 0's actions in "
+                                          f"every env"))
     return runs, pairs
+
+
+#: The least envs of the seed pairing's run of sticky actions alone: two
+#: streams are alike by chance at most once in 2 there, and a pattern must
+#: be one chance makes at most :data:`SEED_FALSE_ALARM` of the time.
+SEED_SOURCE_ENVS = 14
+
+
+def _seed_sources(cfg: _config.EnvConfig) -> list[tuple]:
+    """The seed pairing's runs of one random source alone, ``(name, in
+    words, overrides, num_envs)`` each: none unless the options draw both
+    sticky actions and no-op counts from the seed."""
+    if cfg.game == _config.NULL_ENV or cfg.repeat_action_probability <= 0 or cfg.noop_max <= 1:
+        return []
+    return [("sticky", "sticky actions alone (noop_max 0)", (("noop_max", 0),),
+             max(cfg.num_envs, SEED_SOURCE_ENVS)),
+            ("noops", f"no-op starts alone (repeat_action_probability 0)",
+             (("repeat_action_probability", 0.0),), cfg.num_envs)]
 
 
 def _fast_reset_episode_steps(options: dict) -> int:
@@ -511,6 +546,7 @@ def _execute(plan: _Plan, game: str, num_envs: int, seed: int, steps: int,
     options = {k: v for k, v in options.items() if k not in plan.drop}
     options.update(plan.overrides)
     seed = seed if plan.seed is None else plan.seed
+    num_envs = num_envs if plan.num_envs is None else plan.num_envs
     t0 = time.perf_counter()
     try:
         with _parent_random_state(plan.name):
@@ -667,16 +703,32 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
 
 
 def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,
-                cfg: _config.EnvConfig) -> PairingResult:
-    runs = (a.name, b.name)
-    failed = [r for r in (a, b) if r.error]
+                cfg: _config.EnvConfig, sources: Sequence[tuple] = ()) -> PairingResult:
+    """The seed pairing's verdict: on its two runs, then on each pair of
+    runs of one random source alone (``sources``: ``(name, in words,
+    overrides, num_envs, run_a, run_b)``); the first that fails decides."""
+    judged = [(None, cfg, a, b)]
+    for name, what, overrides, n, ra, rb in sources:
+        judged.append((what, dataclasses.replace(cfg, num_envs=n, **dict(overrides)), ra, rb))
+    runs = tuple(r.name for _, _, ra, rb in judged for r in (ra, rb))
+    failed = [r for _, _, ra, rb in judged for r in (ra, rb) if r.error]
     if failed:
         why = "; ".join(f"{r.name} run failed: {r.error}" for r in failed)
         return PairingResult("seed", title, runs, "error", error=why)
-    verdict, text, shared = seed_pairing_verdict(
-        a.env_hashes, b.env_hashes, seeds, cfg.repeat_action_probability, cfg.noop_max,
-        random=cfg.game != _config.NULL_ENV, groups=cfg.worker_groups())
-    return PairingResult("seed", title, runs, verdict, shared=shared, note=text)
+    verdicts, notes, shared_all = [], [], []
+    for what, c, ra, rb in judged:
+        verdict, text, shared = seed_pairing_verdict(
+            ra.env_hashes, rb.env_hashes, seeds, c.repeat_action_probability, c.noop_max,
+            random=c.game != _config.NULL_ENV, groups=c.worker_groups())
+        text = text if what is None else f"with {what}, {c.num_envs} envs: {text}"
+        if verdict == "shared":
+            return PairingResult("seed", title, runs, verdict, shared=shared, note=text)
+        verdicts.append(verdict)
+        notes.append(text)
+        shared_all += shared if what is None else []
+    # agree where every source was judged; n/a where one had too few envs
+    verdict = "agree" if all(v == "agree" for v in verdicts) else "n/a"
+    return PairingResult("seed", title, runs, verdict, shared=shared_all, note="; ".join(notes))
 
 
 def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: int = 300,
@@ -801,13 +853,14 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
     # the seed pairing's second seed: the next one (the one before, at the top)
     seeds = (cfg.seed, cfg.seed + 1 if cfg.seed + 1 < 1 << seeding.SEED_BITS else cfg.seed - 1)
-    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options, seeds)
+    sources = _seed_sources(cfg) if "seed" in pairings else []
+    plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options, seeds, sources)
     fast_unused = _fast_reset_unused(cfg) if "fast_reset" in pairings else None
     if fast_unused is not None:  # judged n/a, with neither run made
         plans = [p for p in plans if p.name not in ("fast_on", "fast_off")]
     # the runs an unseeded policy may take (each the second of its pairing)
     names = [p.name for p in plans
-             if p.name not in ("reference", "seed_a", "seed_b", "fast_on")]
+             if p.name not in ("reference", "fast_on") and not p.name.startswith("seed_")]
     # the pairing's key names its variant run too (workers: the one-worker run)
     run_of = {"workers": "one_worker", "fast_reset": "fast_off"}
     asked_run, unseeded_policy = unseeded_policy, run_of.get(unseeded_policy, unseeded_policy)
@@ -847,8 +900,11 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
                 verdicts.append(PairingResult(key, title, (), "n/a", note=fast_unused))
         elif first.get(key, "reference") in runs and plan.name in runs:
             a = runs[first.get(key, "reference")]
-            verdicts.append(_judge_seed(title, a, runs[plan.name], seeds, cfg) if key == "seed"
-                            else _judge(key, title, a, runs[plan.name]))
+            if key != "seed":
+                verdicts.append(_judge(key, title, a, runs[plan.name]))
+            elif all(f"seed_{s[0]}_{t}" in runs for s in sources for t in "ab"):
+                verdicts.append(_judge_seed(title, a, runs[plan.name], seeds, cfg, [
+                    (*s, runs[f"seed_{s[0]}_a"], runs[f"seed_{s[0]}_b"]) for s in sources]))
     config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
               "policy_seed": policy_seed, "num_workers": cfg.num_workers,
               "batch_size": cfg.batch_size, "start_method": _config.default_start_method(),
