@@ -476,6 +476,15 @@ def test_c_client_quotes_the_error_texts_lines_and_escapes_bidi(lang, tmp_path):
         for shift in range(4):
             text = message(("a" * shift + ch * 600).encode())
             assert text.startswith("worker 0 (pid 0, envs 0..1) failed: " + "a" * shift + ch)
+            # and said to be cut (a worker's traceback ends with its cause,
+            # which a C client lost without a sign: an attacker's pass)
+            assert text.endswith(" ...") and len(text.encode()) >= 500, text
+    # cut where the quoted text fills the message, not where it fits
+    prefix = len("worker 0 (pid 0, envs 0..1) failed: ")
+    fits = message(b"x" * (511 - prefix))
+    assert fits == "worker 0 (pid 0, envs 0..1) failed: " + "x" * (511 - prefix - 4) + " ..."
+    assert message(b"x" * (510 - prefix)).endswith("x" * (510 - prefix))
+    assert message(b"a\nb" * 100).endswith(" ...") and message(b"a\nb").endswith("| b")
 
 
 @pytest.mark.parametrize("lang", ["c", "c++"])
@@ -1915,9 +1924,14 @@ def test_a_req_seq_another_process_moved_is_named(no_leaks, write, named_by):
             with pytest.raises(shmatari.WorkerError,
                                match=r"env 0's req_seq reads \d+, but the last command worker "
                                      r"0 answered for it was number \d+: a client posts one "
-                                     r"command at a time"):
+                                     r"command at a time") as info:
                 for _ in range(3):  # the worker fails as it notices the word
                     env.step(np.zeros(4, np.int64))
+            # the cause on the error text's first line, before the traceback
+            # (a C client's message keeps its first 512 bytes: an attacker's pass)
+            first = info.value.worker_traceback.split("\n", 1)[0]
+            assert re.search(r"^worker 0 \(pid \d+\) failed: ValueError: env 0's req_seq "
+                             r"reads \d+", first), str(info.value)
         with pytest.raises(shmatari.PoolClosedError, match="broken"):
             env.step(np.zeros(4, np.int64))
     finally:

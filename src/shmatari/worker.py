@@ -218,7 +218,10 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         if seg is not None:
             _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        text = (f"worker {worker} (pid {os.getpid()}) failed:\n"
+        # the cause first, then the traceback that ends with it: a C client's
+        # message holds the first 512 bytes (a C++ user's pass saw frames only)
+        cause = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        text = (f"worker {worker} (pid {os.getpid()}) failed: {cause}\n"
                 + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
         if holder:
             segment, seg = holder

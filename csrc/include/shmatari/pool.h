@@ -124,6 +124,20 @@ static inline void shmatari_trim_utf8(char *msg) {
     msg[start - 1] = 0;
 }
 
+/* Ends msg (NUL-terminated, in a buffer of len bytes) with " ..." where
+ * its text was cut (cut), or where it fills the buffer (a message that
+ * snprintf cut), over its last whole UTF-8 sequences if it must: a reader
+ * then knows the text goes on (a worker's traceback ends with its cause,
+ * which the Python client and the server's log give whole). */
+static inline void shmatari_mark_cut(char *msg, size_t len, int cut) {
+  static const char mark[] = " ...";
+  size_t n = strlen(msg);
+  if (len < sizeof mark || (!cut && n + 1 < len)) return;
+  size_t at = n + sizeof mark <= len ? n : len - sizeof mark;
+  while (at > 0 && ((unsigned char)msg[at] & 0xc0) == 0x80) at--;
+  memcpy(msg + at, mark, sizeof mark);
+}
+
 /* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
  * worker reported failure, or, with check_pids, its process is gone),
  * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
@@ -145,7 +159,10 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
         memcpy(text, shmatari_error_text(g, w), sizeof text);
         text[sizeof text - 1] = 0;
         shmatari_printable(text, strlen(text));
-        shmatari_quote_lines(text, shown, sizeof shown);
+        /* the quoted text's whole length: its bytes and "| " per newline */
+        size_t need = 0;
+        for (const char *t = text; *t != 0; t++) need += *t == '\n' ? 3 : 1;
+        int cut = shmatari_quote_lines(text, shown, sizeof shown) < need;
         int32_t pid = (int32_t)shmatari_load_acquire((uint32_t *)&wc->pid);
         uint32_t begin = shmatari_load_acquire(&wc->env_begin);
         uint32_t end = shmatari_load_acquire(&wc->env_end);
@@ -155,7 +172,10 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
         int r = shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                               "worker %u (pid %d, %s) failed: %s", w, (int)pid,
                               envs, shown);
-        if (msg != NULL && len > 0) shmatari_trim_utf8(msg);
+        if (msg != NULL && len > 0) {
+          shmatari_trim_utf8(msg);
+          shmatari_mark_cut(msg, len, cut);
+        }
         return r;
       }
     }
