@@ -1460,6 +1460,52 @@ def test_a_claim_whose_file_was_opened_during_the_look_is_judged_again(tmp_path)
         watch.close()
 
 
+def test_a_client_that_detached_and_exited_between_two_looks_is_logged_as_detached(
+        tmp_path, capsys):
+    """A client that detaches and exits at once (a C trainer's last step,
+    then return from main): the server's next look found its pid dead before
+    it read the word again, and logged "client pid N died; its claim is
+    freed" for a clean detach (an attacker's pass, 2026-12-07). A client
+    that dies holding the claim is still logged as dead."""
+    from shmatari.cli import _Clients, _OpenWatch
+
+    path = tmp_path / "segment"
+    path.write_bytes(bytes(64))
+    watch = _OpenWatch(str(path))
+    try:
+        for detaches in (True, False):
+            child = subprocess.Popen(["sleep", "60"])
+            claim = np.array(child.pid, np.int32)
+            freed = []
+
+            def release(pid, claim=claim, freed=freed):
+                if int(claim) == pid:
+                    claim[...] = 0
+                    freed.append(pid)
+                    return True
+                return False
+
+            clients = _Clients(claim, watch, None, release, lambda pid: None,
+                               lambda pid: False)
+            clients.wait(0.01)  # sees the claim
+            capsys.readouterr()
+            if detaches:
+                claim[...] = 0
+            child.kill()
+            child.wait()
+            clients.check()  # no wait() in between to read the word
+            err = capsys.readouterr().err
+            if detaches:
+                assert f"client pid {child.pid} detached" in err and "died" not in err, err
+                assert not freed
+            else:
+                assert f"client pid {child.pid} died; its claim is freed" in err, err
+                assert freed == [child.pid] and int(claim) == 0
+            assert clients.client == 0
+    finally:
+        watch.close()
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc/<pid>/maps")
 def test_a_client_that_is_exiting_is_judged_dead_not_a_forger(tmp_path):
     """A client killed right after it claimed: its mappings are gone before

@@ -430,6 +430,12 @@ class _Clients:
         self._flush()
         if self.client and not self.reported_dead and \
                 not _core.process_alive(self.client, self.client_start):
+            # the word read again first: a client that detached and exited
+            # since the last read is logged as detached, not dead (an
+            # attacker's pass: "client pid N died" after a clean detach)
+            self._read_claim()
+        if self.client and not self.reported_dead and \
+                not _core.process_alive(self.client, self.client_start):
             # The claim is freed now (if that pid still holds it), not left
             # for the next attach to judge: by then another process may have
             # the pid, and the dead client would look alive (ABI 1.x keeps
