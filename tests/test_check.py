@@ -55,10 +55,11 @@ def test_shmatari_check_with_defaults_agrees_everywhere_and_writes_its_report(tm
         assert run["error"] is None and run["env_hashes"] == reference
     # the seed pairing: every env given env 0's actions, under seeds 0 and 1
     assert len(set(seed_runs[0] + seed_runs[1])) == 8
-    assert seed_runs[0] != reference and lines[-2].startswith(
+    assert seed_runs[0] != reference and lines[-2] == (
         "agree   pool seeds 0 and 1, every env given env 0's actions: all 8 env streams "
-        "distinct; with sticky actions alone (noop_max 0), 14 envs: all 28 env streams "
-        "distinct; with no-op starts alone (repeat_action_probability 0), 4 envs: all 8 env "
+        "distinct; with sticky actions alone (noop_max 0), 14 envs (runs seed_sticky_a, "
+        "seed_sticky_b): all 28 env streams distinct; with no-op starts alone "
+        "(repeat_action_probability 0), 4 envs (runs seed_noops_a, seed_noops_b): all 8 env "
         "streams distinct"), lines[-2]
     assert report["machine"]["cores"] >= 1 and report["machine"]["versions"]["ale-py"]
 
@@ -493,13 +494,38 @@ def test_the_check_catches_the_classic_seeding_bugs():
         expect = {"none": "agree   pool seeds 5 and 6", "global": "DIFFER  twice as is",
                   "reseed": "DIFFER  make(seed=5) vs make(seed=6), 200 steps, reset(seed=5)",
                   "ignored": "the pool seed is ignored", "plus_i": "an env seed of seed + i",
-                  "ignoredale": "with sticky actions alone (noop_max 0), 14 envs: each env "
-                                "plays the same stream under both seeds: the pool seed is "
-                                "ignored",
+                  "ignoredale": "with sticky actions alone (noop_max 0), 14 envs (runs "
+                                "seed_sticky_a, seed_sticky_b): each env plays the same "
+                                "stream under both seeds: the pool seed is ignored",
                   "ignorednoops": "with no-op starts alone (repeat_action_probability 0), 4 "
-                                  "envs: each env plays the same stream under both seeds",
+                                  "envs (runs seed_noops_a, seed_noops_b): each env plays "
+                                  "the same stream under both seeds",
                   "same": "every env under both seeds plays one stream"}[name]
         assert expect in line, (bug, line)
+
+
+def test_the_seed_pairing_judges_sticky_actions_alone_only_with_repeats_to_show():
+    """Streams of sticky actions alone are alike whatever the seed until a
+    repeat shows: the sticky-alone runs of one step (or of
+    repeat_action_probability 1e-4) failed a correct build, "neither the
+    pool seed nor the env index reaches the envs (378 pairs alike)" (a
+    review, 2026-12-07). They run, and are judged, only where a stream is
+    expected to hold SEED_STICKY_MIN_REPEATS repeats; the no-op-alone runs
+    still run, and the line says why the sticky ones did not."""
+    from shmatari.check import SEED_STICKY_MIN_REPEATS, check_reproducibility
+
+    for steps, sticky in ((1, 0.25), (300, 1e-4)):
+        report = check_reproducibility("Breakout", num_envs=4, steps=steps, policy_seed=2,
+                                       pairings=["seed"], repeat_action_probability=sticky)
+        assert report.ok, report.lines()
+        assert set(report.runs) == {"seed_a", "seed_b", "seed_noops_a", "seed_noops_b"}
+        assert "sticky actions alone not run" in report.lines()[0], report.lines()
+        assert f"too few to judge: {SEED_STICKY_MIN_REPEATS} or more" in report.lines()[0]
+    # with no-op starts off, the main pairing is sticky actions alone: n/a with too few
+    report = check_reproducibility("Breakout", num_envs=16, steps=1, policy_seed=2,
+                                   pairings=["seed"], noop_max=0)
+    assert report.ok and report.pairings[0].verdict == "n/a", report.lines()
+    assert "too few to tell a seed ignored from chance" in report.lines()[0]
 
 
 @pytest.mark.parametrize("sticky, noop_max, n, verdict", [

@@ -198,7 +198,8 @@ class PairingResult:
     Attributes:
         key: one of :data:`PAIRINGS`.
         title: the pairing in words.
-        runs: the two runs' names (reference first).
+        runs: the runs' names (reference first; the ``seed`` pairing's
+            two, then two per random source run alone).
         verdict: ``"agree"``, ``"differ"`` or ``"error"``; the ``seed``
             pairing's: ``"agree"`` (no pattern of alike streams), ``"shared"`` or
             ``"n/a"`` (:func:`seed_pairing_verdict`); the ``fast_reset``
@@ -441,17 +442,32 @@ def _plans(num_workers: int, batch_size: int, pairings: Sequence[str], options: 
 #: be one chance makes at most :data:`SEED_FALSE_ALARM` of the time.
 SEED_SOURCE_ENVS = 14
 
+#: Sticky repeats a stream must be expected to hold (steps x frame_skip x
+#: repeat_action_probability) before streams of sticky actions alone are
+#: judged: with fewer, most are alike whatever the seed (a review: one
+#: step, or repeat_action_probability 1e-4, failed a correct build).
+SEED_STICKY_MIN_REPEATS = 20
 
-def _seed_sources(cfg: _config.EnvConfig) -> list[tuple]:
+
+def _sticky_repeats(cfg: _config.EnvConfig, steps: int) -> float:
+    """The sticky repeats a stream of ``steps`` agent steps is expected to hold."""
+    return steps * cfg.frame_skip * cfg.repeat_action_probability
+
+
+def _seed_sources(cfg: _config.EnvConfig, steps: int) -> list[tuple]:
     """The seed pairing's runs of one random source alone, ``(name, in
     words, overrides, num_envs)`` each: none unless the options draw both
-    sticky actions and no-op counts from the seed."""
+    sticky actions and no-op counts from the seed; sticky actions alone
+    only where a stream is expected to show :data:`SEED_STICKY_MIN_REPEATS`
+    repeats."""
     if cfg.game == _config.NULL_ENV or cfg.repeat_action_probability <= 0 or cfg.noop_max <= 1:
         return []
-    return [("sticky", "sticky actions alone (noop_max 0)", (("noop_max", 0),),
-             max(cfg.num_envs, SEED_SOURCE_ENVS)),
-            ("noops", f"no-op starts alone (repeat_action_probability 0)",
-             (("repeat_action_probability", 0.0),), cfg.num_envs)]
+    sources = [("noops", "no-op starts alone (repeat_action_probability 0)",
+                (("repeat_action_probability", 0.0),), cfg.num_envs)]
+    if _sticky_repeats(cfg, steps) >= SEED_STICKY_MIN_REPEATS:
+        sources.insert(0, ("sticky", "sticky actions alone (noop_max 0)", (("noop_max", 0),),
+                           max(cfg.num_envs, SEED_SOURCE_ENVS)))
+    return sources
 
 
 def _fast_reset_episode_steps(options: dict) -> int:
@@ -616,7 +632,8 @@ SEED_FALSE_ALARM = 1e-4
 def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds: tuple,
                          repeat_action_probability: float, noop_max: int,
                          random: bool = True,
-                         groups: Sequence[range] | None = None) -> tuple[str, str, list]:
+                         groups: Sequence[range] | None = None,
+                         sticky_repeats: float | None = None) -> tuple[str, str, list]:
     """The ``seed`` pairing's verdict on two runs with pool seeds ``seeds``
     whose every env was given the same actions.
 
@@ -633,6 +650,11 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
         random: False for an env with nothing random (the null env).
         groups: the runs' worker groups (``EnvConfig.worker_groups``), for
             the pattern of a random state the workers inherit.
+        sticky_repeats: the sticky repeats a stream is expected to hold
+            (steps x frame_skip x repeat_action_probability; None: not
+            known). With no-op starts off (``noop_max`` <= 1), fewer than
+            :data:`SEED_STICKY_MIN_REPEATS` leave the streams alike whatever
+            the seed: ``"n/a"``.
 
     Returns:
         ``(verdict, text, shared)``: ``"agree"`` (no pattern of a seeding
@@ -660,6 +682,12 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
                f"with repeat_action_probability 0 and noop_max {noop_max} nothing in a "
                f"stream is random, so no seed can change it")
         return "n/a", why, []
+    if noop_max <= 1 and sticky_repeats is not None and \
+            sticky_repeats < SEED_STICKY_MIN_REPEATS:
+        return "n/a", (f"with noop_max {noop_max} a stream is random through its sticky "
+                       f"repeats alone, and {sticky_repeats:.3g} are expected in it (steps x "
+                       f"frame_skip x repeat_action_probability), too few to tell a seed "
+                       f"ignored from chance: {SEED_STICKY_MIN_REPEATS} or more"), []
     chance = 1 / noop_max if noop_max > 1 else 0.5  # a pair alike at most this often
     need = math.ceil(math.log(SEED_FALSE_ALARM) / math.log(chance) - 1e-9)
     if n < need:
@@ -703,10 +731,12 @@ def seed_pairing_verdict(hashes_a: Sequence[str], hashes_b: Sequence[str], seeds
 
 
 def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,
-                cfg: _config.EnvConfig, sources: Sequence[tuple] = ()) -> PairingResult:
+                cfg: _config.EnvConfig, steps: int,
+                sources: Sequence[tuple] = ()) -> PairingResult:
     """The seed pairing's verdict: on its two runs, then on each pair of
     runs of one random source alone (``sources``: ``(name, in words,
-    overrides, num_envs, run_a, run_b)``); the first that fails decides."""
+    overrides, num_envs, run_a, run_b)``); the first that fails decides,
+    and its ``shared`` pairs are of the runs the note names."""
     judged = [(None, cfg, a, b)]
     for name, what, overrides, n, ra, rb in sources:
         judged.append((what, dataclasses.replace(cfg, num_envs=n, **dict(overrides)), ra, rb))
@@ -719,13 +749,20 @@ def _judge_seed(title: str, a: RunResult, b: RunResult, seeds: tuple,
     for what, c, ra, rb in judged:
         verdict, text, shared = seed_pairing_verdict(
             ra.env_hashes, rb.env_hashes, seeds, c.repeat_action_probability, c.noop_max,
-            random=c.game != _config.NULL_ENV, groups=c.worker_groups())
-        text = text if what is None else f"with {what}, {c.num_envs} envs: {text}"
+            random=c.game != _config.NULL_ENV, groups=c.worker_groups(),
+            sticky_repeats=_sticky_repeats(c, steps))
+        text = text if what is None else (
+            f"with {what}, {plural(c.num_envs, 'env')} (runs {ra.name}, {rb.name}): {text}")
         if verdict == "shared":
             return PairingResult("seed", title, runs, verdict, shared=shared, note=text)
         verdicts.append(verdict)
         notes.append(text)
         shared_all += shared if what is None else []
+    if sources and not any(s[0] == "sticky" for s in sources):
+        notes.append(f"sticky actions alone not run: {_sticky_repeats(cfg, steps):.3g} "
+                     f"repeats expected in a stream (steps x frame_skip x "
+                     f"repeat_action_probability), too few to judge: "
+                     f"{SEED_STICKY_MIN_REPEATS} or more")
     # agree where every source was judged; n/a where one had too few envs
     verdict = "agree" if all(v == "agree" for v in verdicts) else "n/a"
     return PairingResult("seed", title, runs, verdict, shared=shared_all, note="; ".join(notes))
@@ -853,7 +890,7 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
     policy_seed = seeding.check_seed(policy_seed, "policy_seed")
     # the seed pairing's second seed: the next one (the one before, at the top)
     seeds = (cfg.seed, cfg.seed + 1 if cfg.seed + 1 < 1 << seeding.SEED_BITS else cfg.seed - 1)
-    sources = _seed_sources(cfg) if "seed" in pairings else []
+    sources = _seed_sources(cfg, steps) if "seed" in pairings else []
     plans, pairs = _plans(cfg.num_workers, cfg.batch_size, pairings, options, seeds, sources)
     fast_unused = _fast_reset_unused(cfg) if "fast_reset" in pairings else None
     if fast_unused is not None:  # judged n/a, with neither run made
@@ -903,7 +940,7 @@ def check_reproducibility(game: str = "Breakout", *, num_envs: int = 4, steps: i
             if key != "seed":
                 verdicts.append(_judge(key, title, a, runs[plan.name]))
             elif all(f"seed_{s[0]}_{t}" in runs for s in sources for t in "ab"):
-                verdicts.append(_judge_seed(title, a, runs[plan.name], seeds, cfg, [
+                verdicts.append(_judge_seed(title, a, runs[plan.name], seeds, cfg, steps, [
                     (*s, runs[f"seed_{s[0]}_a"], runs[f"seed_{s[0]}_b"]) for s in sources]))
     config = {"game": cfg.game, "num_envs": cfg.num_envs, "steps": steps, "seed": cfg.seed,
               "policy_seed": policy_seed, "num_workers": cfg.num_workers,
