@@ -479,11 +479,14 @@ def test_c_client_quotes_the_error_texts_lines_and_escapes_bidi(lang, tmp_path):
             # and said to be cut (a worker's traceback ends with its cause,
             # which a C client lost without a sign: an attacker's pass)
             assert text.endswith(" ...") and len(text.encode()) >= 500, text
-    # cut where the quoted text fills the message, not where it fits
+    # marked where cut, not where the message fits its 512 bytes exactly;
+    # cut by the words before the text too, inside a sequence (a review)
     prefix = len("worker 0 (pid 0, envs 0..1) failed: ")
-    fits = message(b"x" * (511 - prefix))
-    assert fits == "worker 0 (pid 0, envs 0..1) failed: " + "x" * (511 - prefix - 4) + " ..."
-    assert message(b"x" * (510 - prefix)).endswith("x" * (510 - prefix))
+    assert message(b"x" * (511 - prefix)).endswith("x" * (511 - prefix))
+    assert message(b"x" * (512 - prefix)).endswith("x" * (512 - prefix - 5) + " ...")
+    for n in range(150, 171):
+        assert message(("\u2713" * n).encode()).endswith(
+            "\u2713" if 3 * n <= 511 - prefix else " ..."), n
     assert message(b"a\nb" * 100).endswith(" ...") and message(b"a\nb").endswith("| b")
 
 
@@ -2441,3 +2444,38 @@ def test_a_final_record_rewritten_after_its_worker_breaks_the_pool():
             writer.join()
             del slots
             other.close()
+
+
+def test_a_failed_workers_text_starts_with_its_cause_and_keeps_frames():
+    """The cause on the first line (a C client's message holds the first
+    512 bytes), cut so that a huge one leaves the traceback's frames in the
+    4 KiB error area (a review: a 5,000-character message filled it, twice
+    over, and WorkerError.worker_traceback showed no frame); a message with
+    notes or lines, or whose str() raises, is still written."""
+    from shmatari.worker import CAUSE_CHARS, failure_text
+
+    def raised(exc):
+        try:
+            raise exc
+        except BaseException as e:  # noqa: BLE001
+            return e
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    area = _core.ERROR_BYTES - 1
+    huge = failure_text(3, 42, raised(ValueError("z" * 5000)))
+    kept = huge.encode()[:area].decode("utf-8", "replace")
+    assert kept.startswith("worker 3 (pid 42) failed: ValueError: " + "z" * 10)
+    assert kept.split("\n", 1)[0].endswith("z ...")
+    assert len(kept.split("\n", 1)[0]) < CAUSE_CHARS + 60
+    assert "Traceback (most recent call last):" in kept and "in raised" in kept, kept
+    noted = raised(ValueError("bad\nsecond line"))
+    noted.add_note("a note")
+    text = failure_text(0, 1, noted)
+    assert text.startswith("worker 0 (pid 1) failed: ValueError: bad\nsecond line\na note\n")
+    assert text.rstrip().endswith("a note")
+    first = failure_text(0, 1, raised(Unprintable())).split("\n", 1)[0]
+    assert first.startswith("worker 0 (pid 1) failed: ") and \
+        first.endswith("Unprintable: <exception str() failed>"), first

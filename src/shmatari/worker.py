@@ -90,6 +90,25 @@ def _check_terminated() -> None:
         raise _Terminated()
 
 
+#: The most characters of a failed worker's cause on its text's first line.
+CAUSE_CHARS = 400
+
+
+def failure_text(worker: int, pid: int, exc: BaseException) -> str:
+    """What a failed worker writes into its error area (the first
+    ``SHMATARI_ERROR_BYTES - 1`` bytes of it, UTF-8): ``"worker W (pid P)
+    failed: <cause>"``, the cause cut to :data:`CAUSE_CHARS` with " ...",
+    then the whole traceback, which ends with the cause again. The cause
+    comes first because a C client's message holds the first 512 bytes (an
+    attacker's pass saw only the traceback's first frames there), and it is
+    cut so that a huge one leaves the frames room in the area (a review)."""
+    cause = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    if len(cause) > CAUSE_CHARS:
+        cause = cause[:CAUSE_CHARS] + " ..."
+    return (f"worker {worker} (pid {pid}) failed: {cause}\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
                 spin: tuple[int, int, int], fault_pipe=None, restart: int = 0,
                 positions: dict | None = None, parent_is_zygote: bool = False,
@@ -218,11 +237,7 @@ def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
         if seg is not None:
             _core.mark_worker(seg, worker, _core.WORKER_EXITED)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        # the cause first, then the traceback that ends with it: a C client's
-        # message holds the first 512 bytes (a C++ user's pass saw frames only)
-        cause = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        text = (f"worker {worker} (pid {os.getpid()}) failed: {cause}\n"
-                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        text = failure_text(worker, os.getpid(), exc)
         if holder:
             segment, seg = holder
             _core.mark_worker(seg, worker, _core.WORKER_FAILED, error=text)

@@ -125,14 +125,13 @@ static inline void shmatari_trim_utf8(char *msg) {
 }
 
 /* Ends msg (NUL-terminated, in a buffer of len bytes) with " ..." where
- * its text was cut (cut), or where it fills the buffer (a message that
- * snprintf cut), over its last whole UTF-8 sequences if it must: a reader
- * then knows the text goes on (a worker's traceback ends with its cause,
- * which the Python client and the server's log give whole). */
+ * its text was cut (cut), over its last whole UTF-8 sequences if it must:
+ * a reader then knows the text goes on (the Python client and the server's
+ * log give a worker's text whole). */
 static inline void shmatari_mark_cut(char *msg, size_t len, int cut) {
   static const char mark[] = " ...";
   size_t n = strlen(msg);
-  if (len < sizeof mark || (!cut && n + 1 < len)) return;
+  if (len < sizeof mark || !cut) return;
   size_t at = n + sizeof mark <= len ? n : len - sizeof mark;
   while (at > 0 && ((unsigned char)msg[at] & 0xc0) == 0x80) at--;
   memcpy(msg + at, mark, sizeof mark);
@@ -169,12 +168,15 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
         char envs[32] = "envs unknown"; /* words out of range: not printed */
         if (begin < end && end <= g->num_envs)
           snprintf(envs, sizeof envs, "envs %u..%u", begin, end - 1);
+        /* the whole message's length: cut by snprintf where len is less */
+        int full = snprintf(NULL, 0, "worker %u (pid %d, %s) failed: %s", w,
+                            (int)pid, envs, shown);
         int r = shmatari_fail(msg, len, SHMATARI_ERR_WORKER,
                               "worker %u (pid %d, %s) failed: %s", w, (int)pid,
                               envs, shown);
         if (msg != NULL && len > 0) {
           shmatari_trim_utf8(msg);
-          shmatari_mark_cut(msg, len, cut);
+          shmatari_mark_cut(msg, len, cut || full < 0 || (size_t)full >= len);
         }
         return r;
       }
