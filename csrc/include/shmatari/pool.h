@@ -137,6 +137,30 @@ static inline void shmatari_mark_cut(char *msg, size_t len, int cut) {
   memcpy(msg + at, mark, sizeof mark);
 }
 
+/* A served pool's worker found dead (wc, its control words) before its
+ * server wrote the death into the pool's records (a worker FAILED with its
+ * cause, and failed_workers above 0, then the close): waits for that, up to
+ * SHMATARI_DEATH_RECORD_NS, while the owner lives and the pool is not
+ * closing, so that the message gives how the worker died (a client that
+ * looked first read "died" alone: a new user's pass, 2026-12-07). Not in
+ * the owner's own process (a make() pool: its supervisor names the death).
+ * Returns 1 once failed_workers is above 0. Ctrl-C does not cut the wait
+ * short (a second at most, on the way to an error). */
+static inline int shmatari_await_death_record(const shmatari_geom *g) {
+  shmatari_header *hw = g->hdr;
+  if (g->owner_pid <= 0 || g->owner_pid == (int32_t)getpid()) return 0;
+  int64_t deadline = shmatari_now_ns() + SHMATARI_DEATH_RECORD_NS;
+  for (;;) {
+    if (shmatari_load_acquire(&hw->failed_workers) != 0) return 1;
+    if (shmatari_load_acquire(&hw->pool_state) == SHMATARI_POOL_CLOSING)
+      return shmatari_load_acquire(&hw->failed_workers) != 0;
+    if (shmatari_now_ns() >= deadline || !shmatari_pid_alive(g->owner_pid))
+      return 0;
+    struct timespec ts = {0, 5000000}; /* 5 ms */
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* Is the pool still able to answer? Returns SHMATARI_OK, or _ERR_WORKER (a
  * worker reported failure, or, with check_pids, its process is gone),
  * _ERR_CLOSED (pool_state is CLOSING) or, with check_pids, _ERR_SERVER_DEAD
@@ -204,6 +228,8 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
      * EXITED worker (one sent SIGTERM) is gone as a dead one. */
     int32_t pid = (int32_t)shmatari_load_acquire((const uint32_t *)&wc->pid);
     if (state == SHMATARI_WORKER_EXITED || (pid > 0 && !shmatari_pid_alive(pid))) {
+      if (shmatari_await_death_record(g))
+        return shmatari_pool_check(g, 0, msg, len); /* the record, with its cause */
       /* its group read once, for the words only, and shown only in range */
       uint32_t begin = shmatari_load_acquire(&wc->env_begin);
       uint32_t end = shmatari_load_acquire(&wc->env_end);

@@ -68,6 +68,10 @@ enum shmatari_status {
 /* Longest an attach waits for a segment's header to be written (it reads
  * zeros): then the file is refused as not a shmatari segment. */
 #define SHMATARI_ZERO_HEADER_NS (2 * SHMATARI_SECOND)
+/* How long a client's check waits, once, for a served pool's server to
+ * write the death of a worker the client found dead first into that
+ * worker's record (its cause: the server looks every SHMATARI_POLL_NS). */
+#define SHMATARI_DEATH_RECORD_NS SHMATARI_SECOND
 /* Segment names are SHMATARI_NAME_PREFIX + the pool's name. */
 #define SHMATARI_NAME_PREFIX "shmatari_"
 #define SHMATARI_NAME_MAX 64 /* bytes, with the prefix and the NUL */
