@@ -58,8 +58,12 @@ def status_error(seg, code: int, msg: str | None = None):
         the pool broken.
     """
     if code == _core.STATUS["worker"]:
-        for w in range(seg.num_workers):
-            pid, state = seg.worker_pid(w), seg.worker_state(w)
+        # a FAILED worker first, with its error text (or the server's record
+        # of its death): the others exit as the server stops the pool, and
+        # worker 0's "exited" was named for worker 1's death (a new user's pass)
+        words = [(w, seg.worker_pid(w), seg.worker_state(w)) for w in range(seg.num_workers)]
+        words.sort(key=lambda x: x[2] != _core.WORKER_FAILED)
+        for w, pid, state in words:
             gone = state in (_core.WORKER_FAILED, _core.WORKER_EXITED)
             if gone or (pid and not _core.pid_alive(pid)):
                 how = {_core.WORKER_FAILED: "failed", _core.WORKER_EXITED: "exited"}
