@@ -46,6 +46,13 @@ _CLAIM_SPIN = 0.02
 #: retried); between its reads the server sleeps this long.
 _CLAIM_SPIN_MAX = 0.05
 _CLAIM_NAP = 50e-6
+#: Seconds an excess of opens over attaches seen must last before it is
+#: logged as attaches not seen: the open and the close of one process's
+#: read-only look at the segment (a second server refused the name, a
+#: stale-segment sweep) can fall in two looks of the claim word far apart
+#: on a loaded machine, and the open alone read as an unseen attach (a new
+#: user's pass: one run in ten beside two busy loops).
+_UNSEEN_GRACE = 1.0
 #: Claim lines (attached, detached, ...) logged per second; more are counted
 #: and logged as one line: a process flipping the claim word flooded the log.
 _CLAIM_LINES_PER_S = 20
@@ -344,6 +351,8 @@ class _Clients:
         # another process took over after the client died is not the client.
         self.client_start = 0
         self.balance = 0  # client opens of the segment minus attaches seen
+        # since when balance has been above 0, and the holder then (_report_unseen)
+        self.unseen_since, self.unseen_holder = None, 0
         # this second's claim lines: when it began, lines logged, lines counted
         self.window, self.said, self.unsaid = time.monotonic(), 0, 0
 
@@ -389,6 +398,7 @@ class _Clients:
         if now:
             self._say(f"client pid {now} attached")
             self.balance -= 1
+            self._note_unseen()
         self.client, self.reported_dead, self.judged = now, False, False
         self.client_start = _core.process_start(now) if now else 0
 
@@ -415,19 +425,39 @@ class _Clients:
                 quiet_until = min(now + _CLAIM_SPIN, give_up)
             time.sleep(_CLAIM_NAP)
         self.balance += opens - ro_closes
-        if self.balance > 0:
-            _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
-                 f"being seen to claim it: "
-                 + (f"refused while pid {holder} held it (one client at a time), or pid "
-                    f"{holder} detached and attached again between two looks"
-                    if holder and self.client == holder else
-                    "each attached and detached between two looks of this log (a "
-                    "fast attach loop), or was refused as busy (a client this log has "
-                    "not seen held the pool), or failed"))
-            self.balance = 0
+        self._note_unseen(holder if holder and self.client == holder else 0)
+
+    def _note_unseen(self, holder: int = 0) -> None:
+        """Starts (or ends) the grace of an excess of opens over attaches seen."""
+        if self.balance <= 0:
+            self.unseen_since = None
+        elif self.unseen_since is None:
+            self.unseen_since, self.unseen_holder = time.monotonic(), holder
+
+    def _report_unseen(self, final: bool = False) -> None:
+        """Logs the attaches not seen to claim the pool: an excess of opens
+        that lasted :data:`_UNSEEN_GRACE` (or is still there at the stop,
+        once the pending events are taken)."""
+        if final:
+            self._count_opens()
+            self._note_unseen()
+        if self.unseen_since is None or \
+                (not final and time.monotonic() - self.unseen_since < _UNSEEN_GRACE):
+            return
+        holder = self.unseen_holder
+        _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
+             f"being seen to claim it: "
+             + (f"refused while pid {holder} held it (one client at a time), or pid "
+                f"{holder} detached and attached again between two looks"
+                if holder else
+                "each attached and detached between two looks of this log (a "
+                "fast attach loop), or was refused as busy (a client this log has "
+                "not seen held the pool), or failed"))
+        self.balance, self.unseen_since = 0, None
 
     def check(self) -> None:
         self._flush()
+        self._report_unseen()
         if self.client and not self.reported_dead and \
                 not _core.process_alive(self.client, self.client_start):
             # the word read again first: a client that detached and exited
@@ -492,6 +522,7 @@ class _Clients:
         attaches (``balance``, as :meth:`wait` does); returns the opens."""
         opens, ro_closes = self.watch.read()
         self.balance += opens - ro_closes
+        self._note_unseen()
         return opens
 
     def _forget_claim(self) -> None:
@@ -762,6 +793,7 @@ def serve(cfg: _config.EnvConfig, name: str | None, out=None,
                 clients._read_claim()  # a detach just before the signal is logged
             except _Shrunk:
                 pass
+            clients._report_unseen(final=True)
             clients._flush(final=True)
         _log("stopping")
         return 0
