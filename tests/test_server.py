@@ -1502,6 +1502,24 @@ def test_an_open_is_logged_as_an_unseen_attach_only_once_its_excess_lasts(tmp_pa
         os.close(os.open(path, os.O_RDWR))  # one just before the stop
         clients._report_unseen(final=True)
         assert "1 attach to the pool ended without being seen" in capsys.readouterr().err
+        # one not seen, then clients that attach again and again, each claim
+        # read before its open: the excess was held back while they came (a
+        # review: 5 s of attaches every 0.45 s), and named their pid
+        os.close(os.open(path, os.O_RDWR))
+        clients.wait(0.01)
+        start = time.monotonic()
+        while time.monotonic() - start < _UNSEEN_GRACE + 0.5:
+            claim[...] = os.getpid()  # claimed before the look reads its open
+            clients._read_claim()
+            os.close(os.open(path, os.O_RDWR))
+            clients.wait(0.01)
+            claim[...] = 0
+            clients.wait(0.01)
+            clients.check()
+            time.sleep(0.2)
+        err = capsys.readouterr().err
+        assert err.count("1 attach to the pool ended without being seen to claim it: each "
+                         "attached and detached between two looks") == 1, err
     finally:
         watch.close()
 
@@ -1693,6 +1711,45 @@ def test_an_attached_client_learns_why_the_server_stops_when_a_worker_dies(serve
         env.close()
     assert s.proc.wait(15) == 1
     s.assert_gone()
+
+
+def test_a_dead_workers_record_is_awaited_a_second_at_most_with_the_gil_released(server):
+    """A client that finds a worker dead waits up to SHMATARI_DEATH_RECORD_NS
+    for the server's record of it: with the server stopped (SIGSTOP) it
+    waits its second and says "died"; Segment.pool_check held the GIL for
+    that second (a review)."""
+    import threading
+
+    s = server(num_envs=4, num_workers=2)
+    env = shmatari.attach(s.name, timeout=30)
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.005)
+
+    try:
+        env.reset()
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        os.kill(s.worker_pids[1], signal.SIGKILL)
+        _wait_until(lambda: not _core.pid_alive(s.worker_pids[1]), 10.0, "worker alive")
+        t = threading.Thread(target=tick)
+        t.start()
+        t0 = time.monotonic()
+        code, msg = env._seg.pool_check()
+        waited = time.monotonic() - t0
+        stop.set()
+        t.join()
+        assert code == _core.STATUS["worker"] and msg.endswith("died"), (code, msg)
+        assert 0.9 < waited < 3.0, waited
+        gaps = np.diff([x for x in ticks if t0 <= x <= t0 + waited] or [t0])
+        assert gaps.size > 50 and gaps.max() < 0.3, gaps.max(initial=0)
+    finally:
+        stop.set()
+        os.kill(s.proc.pid, signal.SIGCONT)
+        env.close()
+    assert s.proc.wait(15) == 1
 
 
 def test_a_written_closing_is_not_reported_as_a_worker_failure(server):

@@ -2476,6 +2476,21 @@ def test_a_failed_workers_text_starts_with_its_cause_and_keeps_frames():
     text = failure_text(0, 1, noted)
     assert text.startswith("worker 0 (pid 1) failed: ValueError: bad\nsecond line\na note\n")
     assert text.rstrip().endswith("a note")
+    # a huge chained exception comes after the raised one's own frames
+    def chained():
+        try:
+            raise ValueError("z" * 5000)
+        except ValueError as inner:
+            raise RuntimeError("the env's step failed") from inner
+
+    try:
+        chained()
+    except RuntimeError as e:
+        text = failure_text(0, 1, e)
+    kept = text.encode()[:area].decode("utf-8", "replace")
+    assert kept.startswith("worker 0 (pid 1) failed: RuntimeError: the env's step failed\n")
+    assert "in chained" in kept and "chained to it (its cause):" in kept, kept
+    assert kept.index("RuntimeError: the env's step failed", 30) < kept.index("zzz")
     first = failure_text(0, 1, raised(Unprintable())).split("\n", 1)[0]
     assert first.startswith("worker 0 (pid 1) failed: ") and \
         first.endswith("Unprintable: <exception str() failed>"), first

@@ -543,8 +543,10 @@ cdef class Segment(ClientMachine):
         """
         self._check()
         cdef char msg[512]
+        cdef int r
         msg[0] = 0
-        r = shmatari_pool_check(&self.geo, check_pids, msg, sizeof(msg))
+        with nogil:  # it may wait up to SHMATARI_DEATH_RECORD_NS for a server's record
+            r = shmatari_pool_check(&self.geo, check_pids, msg, sizeof(msg))
         return r, msg.decode("utf-8", "replace")
 
     def wait_ready(self, uint32_t count, double timeout):

@@ -397,8 +397,7 @@ class _Clients:
                 self._say(f"client pid {self.client} is gone; pid {now} took over")
         if now:
             self._say(f"client pid {now} attached")
-            self.balance -= 1
-            self._note_unseen()
+            self.balance -= 1  # judged with its open by the wait() that reads it
         self.client, self.reported_dead, self.judged = now, False, False
         self.client_start = _core.process_start(now) if now else 0
 
@@ -441,11 +440,14 @@ class _Clients:
         if final:
             self._count_opens()
             self._note_unseen()
+        if self.balance <= 0:  # settled since (a claim seen before its open was read)
+            self.unseen_since = None
         if self.unseen_since is None or \
                 (not final and time.monotonic() - self.unseen_since < _UNSEEN_GRACE):
             return
-        holder = self.unseen_holder
-        _log(f"{_plural(self.balance, 'attach', 'attaches')} to the pool ended without "
+        holder, count = self.unseen_holder, self.balance
+        self.balance, self.unseen_since = 0, None  # first: a stop right after logs it once
+        _log(f"{_plural(count, 'attach', 'attaches')} to the pool ended without "
              f"being seen to claim it: "
              + (f"refused while pid {holder} held it (one client at a time), or pid "
                 f"{holder} detached and attached again between two looks"
@@ -453,7 +455,6 @@ class _Clients:
                 "each attached and detached between two looks of this log (a "
                 "fast attach loop), or was refused as busy (a client this log has "
                 "not seen held the pool), or failed"))
-        self.balance, self.unseen_since = 0, None
 
     def check(self) -> None:
         self._flush()

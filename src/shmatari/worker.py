@@ -98,15 +98,27 @@ def failure_text(worker: int, pid: int, exc: BaseException) -> str:
     """What a failed worker writes into its error area (the first
     ``SHMATARI_ERROR_BYTES - 1`` bytes of it, UTF-8): ``"worker W (pid P)
     failed: <cause>"``, the cause cut to :data:`CAUSE_CHARS` with " ...",
-    then the whole traceback, which ends with the cause again. The cause
+    then its traceback (which ends with the cause again), then the
+    exception chained to it (``__cause__``, or ``__context__`` unless
+    suppressed) with its own chain, so that a huge one is what the area
+    cuts. The cause
     comes first because a C client's message holds the first 512 bytes (an
     attacker's pass saw only the traceback's first frames there), and it is
     cut so that a huge one leaves the frames room in the area (a review)."""
     cause = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     if len(cause) > CAUSE_CHARS:
         cause = cause[:CAUSE_CHARS] + " ..."
-    return (f"worker {worker} (pid {pid}) failed: {cause}\n"
-            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    # its own traceback before the exceptions chained to it, which Python
+    # prints first (a huge chained one pushed the frames out: a review)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, chain=False))
+    if exc.__cause__ is not None or (exc.__context__ is not None and
+                                     not exc.__suppress_context__):
+        chained = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+        text += ("\nchained to it (" + ("its cause" if exc.__cause__ is not None else
+                                       "raised while handling") + "):\n"
+                 + "".join(traceback.format_exception(type(chained), chained,
+                                                      chained.__traceback__)))
+    return f"worker {worker} (pid {pid}) failed: {cause}\n" + text
 
 
 def worker_main(shm_name: str, worker: int, config_fields: dict, owner_pid: int,
