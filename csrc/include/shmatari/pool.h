@@ -228,8 +228,12 @@ static inline int shmatari_pool_check(const shmatari_geom *g, int check_pids,
      * EXITED worker (one sent SIGTERM) is gone as a dead one. */
     int32_t pid = (int32_t)shmatari_load_acquire((const uint32_t *)&wc->pid);
     if (state == SHMATARI_WORKER_EXITED || (pid > 0 && !shmatari_pid_alive(pid))) {
-      if (shmatari_await_death_record(g))
-        return shmatari_pool_check(g, 0, msg, len); /* the record, with its cause */
+      if (shmatari_await_death_record(g)) {
+        /* the record, with its cause; a failed_workers word cleared again
+         * meanwhile (another writer) leaves the death reported below */
+        int recorded = shmatari_pool_check(g, 0, msg, len);
+        if (recorded != SHMATARI_OK) return recorded;
+      }
       /* its group read once, for the words only, and shown only in range */
       uint32_t begin = shmatari_load_acquire(&wc->env_begin);
       uint32_t end = shmatari_load_acquire(&wc->env_end);
